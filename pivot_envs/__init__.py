@@ -1,0 +1,52 @@
+"""pivot-gym: PivotRL-style agentic post-training as Gymnasium environments.
+
+`import pivot_envs` registers `pivot/tool-use-v0`, `pivot/swe-v0`, `pivot/terminal-v0` and
+`pivot/browse-v0`; `gym.make("pivot_envs:pivot/terminal-v0")` works without the import.
+"""
+
+from pivot_envs._env import PivotEnv
+from pivot_envs._formats import FORMATS, Format, detect_format, load_pivots, register_format, write_pivots
+from pivot_envs._model import DOMAINS, Message, Pivot, Profile, ToolCall, Trajectory
+from pivot_envs._pivots import Selection, extract_pivots, select_pivots
+from pivot_envs._registration import ensure_registered
+from pivot_envs._render import observation, render_completion
+from pivot_envs._spaces import ChatSpace, CompletionSpace
+from pivot_envs.errors import DataFileError, InvalidTrajectory, PivotGymError, UnknownFormat, UnknownPivot
+
+__version__ = "0.1.0"
+
+ENV_IDS = ("pivot/tool-use-v0", "pivot/swe-v0", "pivot/terminal-v0", "pivot/browse-v0")
+
+ensure_registered("pivot/tool-use-v0", "pivot_envs.domains.tool_use:ToolUseEnv")
+ensure_registered("pivot/swe-v0", "pivot_envs.domains.swe:SweEnv")
+ensure_registered("pivot/terminal-v0", "pivot_envs.domains.terminal:TerminalEnv")
+ensure_registered("pivot/browse-v0", "pivot_envs.domains.browse:BrowseEnv")
+
+__all__ = [
+    "DOMAINS",
+    "ENV_IDS",
+    "FORMATS",
+    "ChatSpace",
+    "CompletionSpace",
+    "DataFileError",
+    "Format",
+    "InvalidTrajectory",
+    "Message",
+    "Pivot",
+    "PivotEnv",
+    "PivotGymError",
+    "Profile",
+    "Selection",
+    "ToolCall",
+    "Trajectory",
+    "UnknownFormat",
+    "UnknownPivot",
+    "detect_format",
+    "extract_pivots",
+    "load_pivots",
+    "observation",
+    "register_format",
+    "render_completion",
+    "select_pivots",
+    "write_pivots",
+]

@@ -1,0 +1,183 @@
+"""`PivotEnv`: one pivot per episode, one completion per step, scored by a verifier chain."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from pivot_envs._formats import load_pivots
+from pivot_envs._model import Message, Pivot
+from pivot_envs._render import DOMAIN_PARSERS, observation
+from pivot_envs._spaces import ChatSpace, CompletionSpace
+from pivot_envs.errors import UnknownPivot, did_you_mean
+from verifiers_plugins import ChainResult, VerifierChain, get_parser
+
+PathLike = str | os.PathLike[str]
+
+
+def bundled_paths(files: Sequence[str]) -> list[Path]:
+    """Paths of bundled package-data files (pivot_envs/data/)."""
+    root = resources.files("pivot_envs") / "data"
+    return [Path(str(root / name)) for name in files]
+
+
+class PivotEnv(gym.Env[dict, str]):
+    """A Gymnasium env whose episode is one pivot of an expert trajectory.
+
+    Contract:
+        - Observation (`ChatSpace`): `{"pivot_id", "messages", "tools"}` — the expert history before
+          the pivot turn in OpenAI chat shape, and the tools available there.
+        - Action (`CompletionSpace`): one assistant completion as text. The domain's parser turns it
+          into a message (Hermes `<tool_call>` blocks, OpenAI JSON, Terminus JSON or plain text);
+          unreadable text becomes plain content and scores 0 with a reason. `step` never raises on
+          a completion.
+        - Reward: the verifier chain's reward in [0, 1] (1 = locally acceptable).
+        - `terminated` is always True after `step` (a pivot is a one-step problem); `truncated` is
+          always False. Stepping again without `reset` scores another completion at the same pivot.
+        - `reset(seed=..., options={"pivot_id": ID})` picks that pivot; without it, a pivot is drawn
+          from `self.np_random`, so a seed fixes the pivot sequence.
+        - `info` after reset: `pivot_id`, `domain`, `index`, `num_pivots`. After step: `pivot_id`,
+          `accepted`, `decided_by`, `error` (None unless a verifier could not decide), `verdicts`
+          (per verifier: accepted, reward, reason, error, details), `action` (the parsed message).
+          Timings never appear in `info`, so seeded runs compare equal.
+
+    Args:
+        dataset: a file (or files) of pivots or trajectories in any format `load_pivots` reads;
+            the domain's bundled sample when None.
+        pivots: pivots given directly (overrides `dataset`).
+        verifiers: verifier names for the chain; the domain's default chain when None.
+        verifier_config: per-verifier keyword arguments, `{name: {arg: value}}`.
+        parser: parser name; the domain's default when None.
+        max_completion_chars: the action space's maximum completion length.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+
+    # Every domain subclass sets these four.
+    domain: ClassVar[str] = "tool-use"
+    default_verifiers: ClassVar[tuple[str, ...]] = ("turn_kind", "tool_args")
+    bundled_files: ClassVar[tuple[str, ...]] = ()
+    # Extra keyword arguments a domain accepts (e.g. browse's `corpus`) are kept here.
+    domain_options: dict[str, Any]
+
+    def __init__(
+        self,
+        dataset: PathLike | Sequence[PathLike] | None = None,
+        *,
+        pivots: Sequence[Pivot] | None = None,
+        verifiers: Sequence[str] | None = None,
+        verifier_config: Mapping[str, Mapping[str, Any]] | None = None,
+        parser: str | None = None,
+        max_completion_chars: int = 65536,
+        render_mode: str | None = None,
+        **domain_options: Any,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"expected render_mode in {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+        self.domain_options = dict(domain_options)
+        self.pivots: list[Pivot] = list(pivots) if pivots is not None else self._load(dataset)
+        if not self.pivots:
+            raise ValueError(f"{type(self).__name__}: the dataset holds no pivots")
+        self._index = {p.id: i for i, p in enumerate(self.pivots)}
+        self.chain = self.build_chain(verifiers, verifier_config)
+        self.parser_name = parser or DOMAIN_PARSERS.get(self.domain, "auto")
+        self.parse = get_parser(self.parser_name)
+        self.observation_space = ChatSpace()
+        self.action_space = CompletionSpace(max_length=max_completion_chars)
+        self.current: Pivot | None = None
+
+    # -- construction hooks (domains override) ----------------------------------------------
+
+    def _load(self, dataset: PathLike | Sequence[PathLike] | None) -> list[Pivot]:
+        if dataset is None:
+            paths: list[PathLike] = list(bundled_paths(self.bundled_files))
+        elif isinstance(dataset, (str, os.PathLike)):
+            paths = [dataset]
+        else:
+            paths = list(dataset)
+        out: list[Pivot] = []
+        for path in paths:
+            out.extend(load_pivots(path, **self.load_options()))
+        return out
+
+    def load_options(self) -> dict[str, Any]:
+        """Options passed to `load_pivots` (domains may add some)."""
+        return {"domain": self.domain}
+
+    def build_chain(
+        self, verifiers: Sequence[str] | None, config: Mapping[str, Mapping[str, Any]] | None
+    ) -> VerifierChain:
+        """The verifier chain (domains may inject domain options into the config)."""
+        return VerifierChain.from_names(list(verifiers or self.default_verifiers), config)
+
+    # -- Gymnasium API ---------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        """Pick a pivot (`options["pivot_id"]`, else drawn from `np_random`) and observe its history."""
+        super().reset(seed=seed)
+        if seed is not None:
+            self.action_space.seed(seed)
+        pivot_id = (options or {}).get("pivot_id")
+        if pivot_id is not None:
+            if pivot_id not in self._index:
+                raise UnknownPivot(
+                    f"expected a pivot id of this env, got {pivot_id!r}.{did_you_mean(str(pivot_id), self._index)}"
+                )
+            index = self._index[pivot_id]
+        else:
+            index = int(self.np_random.integers(len(self.pivots)))
+        self.current = self.pivots[index]
+        info = {
+            "pivot_id": self.current.id,
+            "domain": self.current.domain,
+            "index": index,
+            "num_pivots": len(self.pivots),
+        }
+        return observation(self.current), info
+
+    def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
+        """Parse and score one completion at the current pivot."""
+        if self.current is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        message = self.parse(action if isinstance(action, str) else str(action))
+        result = self.chain(self.current, message)
+        return observation(self.current), result.reward, True, False, self._step_info(result, message)
+
+    def render(self) -> str | None:
+        """ansi: the current pivot's id and its last history message."""
+        if self.render_mode != "ansi" or self.current is None:
+            return None
+        last = self.current.history[-1].text[:500] if self.current.history else ""
+        return f"[{self.current.id}] {last}"
+
+    # -- batch scoring for GRPO groups -----------------------------------------------------
+
+    def score(self, pivot_id: str, completions: Sequence[str]) -> list[ChainResult]:
+        """Score a group of completions at one pivot (batched through each verifier)."""
+        pivot = self.pivot(pivot_id)
+        return self.chain.verify_batch(pivot, [self.parse(c) for c in completions])
+
+    def pivot(self, pivot_id: str) -> Pivot:
+        """The pivot with that id."""
+        if pivot_id not in self._index:
+            raise UnknownPivot(
+                f"expected a pivot id of this env, got {pivot_id!r}.{did_you_mean(pivot_id, self._index)}"
+            )
+        return self.pivots[self._index[pivot_id]]
+
+    def _step_info(self, result: ChainResult, message: Message) -> dict[str, Any]:
+        assert self.current is not None
+        return {
+            "pivot_id": self.current.id,
+            "accepted": result.accepted,
+            "decided_by": result.decided_by,
+            "error": result.error,
+            "verdicts": {name: v.to_json() for name, v in result.verdicts.items()},
+            "action": message.to_json(),
+        }

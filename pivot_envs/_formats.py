@@ -1,0 +1,172 @@
+"""The format registry behind `load_pivots`, `write_pivots` and `pivot convert`.
+
+A format reads a file into pivots (trajectory formats go through `extract_pivots`) and may
+write pivots back. Detection looks at the first record; `format=` skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pivot_envs._jsonl import first_record, iter_jsonl, write_jsonl
+from pivot_envs._model import Pivot, Trajectory
+from pivot_envs._pivots import extract_pivots
+from pivot_envs.convert import nemo_gym, openai, tau_bench
+from pivot_envs.errors import DataFileError, InvalidTrajectory, UnknownFormat, did_you_mean
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One on-disk format.
+
+    Attributes:
+        name: the `--from` / `format=` name.
+        detect: `record -> bool` on the first record of a file.
+        read: `(path, options) -> Iterator[Pivot]`.
+        write: `(pivots, path) -> int`, None when the format is read-only.
+        read_trajectories: `(path, options) -> Iterator[Trajectory]` for trajectory formats.
+    """
+
+    name: str
+    detect: Callable[[Mapping[str, Any]], bool]
+    read: Callable[[Path, Mapping[str, Any]], Iterator[Pivot]]
+    write: Callable[[Iterable[Pivot], Path], int] | None = None
+    read_trajectories: Callable[[Path, Mapping[str, Any]], Iterator[Trajectory]] | None = None
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """JSONL records, or the items of a JSON list file (original tau-bench releases)."""
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise DataFileError(str(path), e.lineno, f"invalid JSON: {e.msg}") from e
+        if not isinstance(data, list):
+            raise DataFileError(str(path), None, f"expected a JSON list, got {type(data).__name__}")
+        yield from enumerate(data, start=1)
+        return
+    yield from iter_jsonl(path)
+
+
+def _wrap(path: Path, lineno: int, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except InvalidTrajectory as e:
+        raise DataFileError(str(path), lineno, str(e)) from e
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise DataFileError(str(path), lineno, f"{type(e).__name__}: {e}") from e
+
+
+def trajectory_format(name: str, detect: Callable[[Mapping[str, Any]], bool],
+                      convert: Callable[[Mapping[str, Any], Path, int, Mapping[str, Any]], Trajectory],
+                      write_one: Callable[[Trajectory], dict[str, Any]] | None = None) -> Format:
+    """Build a Format for files of trajectories (one per record); pivots come from `extract_pivots`."""
+
+    def read_trajs(path: Path, options: Mapping[str, Any]) -> Iterator[Trajectory]:
+        for lineno, rec in _records(path):
+            yield _wrap(path, lineno, lambda rec=rec, lineno=lineno: convert(rec, path, lineno, options))
+
+    def read(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:
+        for traj in read_trajs(path, options):
+            yield from extract_pivots(traj, successful_only=bool(options.get("successful_only")))
+
+    return Format(name, detect, read, None, read_trajs)
+
+
+def _read_pivot_jsonl(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:
+    for lineno, rec in iter_jsonl(path):
+        yield _wrap(path, lineno, lambda rec=rec: Pivot.from_json(rec))
+
+
+def _write_pivot_jsonl(pivots: Iterable[Pivot], path: Path) -> int:
+    return write_jsonl((p.to_json() for p in pivots), path)
+
+
+def _read_nemo(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:
+    stem = path.name.removesuffix(".jsonl")
+    for lineno, rec in iter_jsonl(path):
+        yield _wrap(path, lineno, lambda rec=rec, lineno=lineno: nemo_gym.from_nemo_gym(
+            rec, default_id=f"{stem}/{lineno}", domain=options.get("domain")))
+
+
+def _write_nemo(pivots: Iterable[Pivot], path: Path) -> int:
+    return write_jsonl((nemo_gym.to_nemo_gym(p) for p in pivots), path)
+
+
+FORMATS: dict[str, Format] = {
+    "pivots": Format("pivots", lambda r: "expert" in r and "history" in r, _read_pivot_jsonl, _write_pivot_jsonl),
+    "nemo-gym": Format("nemo-gym", nemo_gym.detect, _read_nemo, _write_nemo),
+    "tau-bench": trajectory_format(
+        "tau-bench", tau_bench.detect,
+        lambda r, p, n, o: tau_bench.from_tau_bench(r, data_path=p, default_id=f"{p.stem}/{n}"),
+    ),
+    "openai": trajectory_format(
+        "openai", openai.detect,
+        lambda r, p, n, o: openai.from_openai(r, domain=o.get("domain"), default_id=f"{p.stem}/{n}"),
+    ),
+}
+# `write_pivots(..., format="openai")` writes pivot JSONL: histories in OpenAI chat shape.
+WRITE_ALIASES = {"openai": "pivots", "jsonl": "pivots"}
+
+
+def register_format(fmt: Format) -> None:
+    """Add a format (domains and plugins call this); re-registering a name raises."""
+    if fmt.name in FORMATS:
+        raise ValueError(f"format {fmt.name!r} is already registered")
+    FORMATS[fmt.name] = fmt
+
+
+def get_format(name: str) -> Format:
+    """The format registered under `name`, or UnknownFormat with the valid names."""
+    if name not in FORMATS:
+        raise UnknownFormat(f"expected a format in {sorted(FORMATS)}, got {name!r}.{did_you_mean(name, FORMATS)}")
+    return FORMATS[name]
+
+
+def detect_format(path: PathLike) -> Format:
+    """The first registered format whose `detect` accepts the file's first record."""
+    p = Path(path)
+    rec = next((r for _, r in _records(p)), None)
+    if rec is None:
+        raise UnknownFormat(f"{p}: empty file, cannot detect its format")
+    for fmt in FORMATS.values():
+        if fmt.detect(rec):
+            return fmt
+    raise UnknownFormat(f"{p}: no known format matches the first record (keys {sorted(rec)[:8]}); "
+                        f"pass format= one of {sorted(FORMATS)}")
+
+
+def load_pivots(path: PathLike, format: str | None = None, **options: Any) -> list[Pivot]:
+    """Read every pivot of a file (trajectory formats are split into one pivot per assistant turn).
+
+    Args:
+        path: a JSONL file (or a JSON list for original tau-bench releases).
+        format: a name from `FORMATS`; detected from the first record when None.
+        **options: passed to the reader (`domain=`, `successful_only=`).
+
+    Raises:
+        DataFileError: a record is not valid JSON or not a valid record (names file and line).
+        UnknownFormat: the format name is unknown or the content matches none.
+    """
+    fmt = get_format(format) if format else detect_format(path)
+    return list(fmt.read(Path(path), options))
+
+
+def write_pivots(pivots: Iterable[Pivot], path: PathLike, format: str = "openai") -> int:
+    """Write pivots as pivot JSONL (`"openai"`) or NeMo Gym rows (`"nemo-gym"`); returns the count."""
+    fmt = get_format(WRITE_ALIASES.get(format, format))
+    if fmt.write is None:
+        raise UnknownFormat(f"format {format!r} is read-only; write one of "
+                            f"{sorted(n for n, f in FORMATS.items() if f.write) + ['openai']}")
+    return fmt.write(pivots, Path(path))
+
+
+__all__ = ["FORMATS", "Format", "detect_format", "first_record", "get_format", "load_pivots",
+           "register_format", "trajectory_format", "write_pivots"]

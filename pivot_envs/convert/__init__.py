@@ -1,0 +1,1 @@
+"""Format converters: each `<fmt>.py` holds a `from_<fmt>` / `to_<fmt>` pair and a `detect` check."""

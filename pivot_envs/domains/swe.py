@@ -1,0 +1,15 @@
+"""Repository-editing agents (SWE): the paper's tool-name / action-category verifier."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pivot_envs._env import PivotEnv
+
+
+class SweEnv(PivotEnv):
+    """`pivot/swe-v0`: NeMo swe_pivot rows and mini-swe-agent trajectories."""
+
+    domain: ClassVar[str] = "swe"
+    default_verifiers: ClassVar[tuple[str, ...]] = ("turn_kind", "json_schema", "tool_name")
+    bundled_files: ClassVar[tuple[str, ...]] = ("swe_nemo.jsonl", "swe_mini_swe_agent.jsonl")

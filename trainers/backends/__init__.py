@@ -1,0 +1,1 @@
+"""Generation backends (transformers, OpenAI-compatible servers, vLLM) behind one interface."""

@@ -1,0 +1,112 @@
+"""The Verdict contract and the Verifier protocol every verifier follows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pivot_envs._model import Message, Pivot
+
+Cost = Literal["cheap", "sandbox", "judge"]
+Role = Literal["gate", "acceptor"]
+COST_ORDER: dict[str, int] = {"cheap": 0, "sandbox": 1, "judge": 2}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's score of one candidate action at one pivot.
+
+    Attributes:
+        reward: in [0, 1]; 1.0 means locally acceptable.
+        accepted: the 0/1 decision (a continuous verifier may give reward 0.5 and accepted False).
+        reason: one human-readable line saying why.
+        details: structured evidence (which parts matched or differed).
+        error: set when the verifier could not decide (it raised, timed out, its backend is
+            down). An errored verdict is never a silent 0: trainers and reports count it apart.
+        applicable: False when the verifier has nothing to say about this pivot (e.g. the
+            sandbox verifier on a pivot with no sandbox context); the chain skips it.
+    """
+
+    reward: float
+    accepted: bool
+    reason: str = ""
+    details: Mapping[str, Any] | None = None
+    error: str | None = None
+    applicable: bool = True
+    verifier: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.reward) <= 1.0:
+            raise ValueError(f"Verdict.reward: expected a float in [0, 1], got {self.reward!r}")
+        object.__setattr__(self, "reward", float(self.reward))
+        object.__setattr__(self, "accepted", bool(self.accepted))
+
+    @classmethod
+    def accept(cls, reason: str = "", **details: Any) -> Verdict:
+        """Reward 1, accepted."""
+        return cls(1.0, True, reason, details or None)
+
+    @classmethod
+    def reject(cls, reason: str, reward: float = 0.0, **details: Any) -> Verdict:
+        """Not accepted (reward 0 unless a partial reward is given)."""
+        return cls(reward, False, reason, details or None)
+
+    @classmethod
+    def failed(cls, error: str, **details: Any) -> Verdict:
+        """The verifier could not decide; reward 0 with `error` set."""
+        return cls(0.0, False, f"error: {error}", details or None, error=error)
+
+    @classmethod
+    def skip(cls, reason: str) -> Verdict:
+        """Not applicable to this pivot; the chain moves on."""
+        return cls(0.0, False, reason, None, applicable=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (used in `info["verdicts"]` and by the CLI)."""
+        return {
+            "verifier": self.verifier,
+            "accepted": self.accepted,
+            "reward": self.reward,
+            "reason": self.reason,
+            "details": dict(self.details) if self.details else {},
+            "error": self.error,
+            "applicable": self.applicable,
+        }
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """What `factory()` returns: an object that scores one parsed action at one pivot.
+
+    Class attributes a verifier may set (the host reads them with defaults):
+        role: "gate" (must pass, runs first) or "acceptor" (any acceptor accepting is enough).
+        cost: "cheap", "sandbox" or "judge"; the chain runs cheaper verifiers first.
+        deterministic: False for judges and other stochastic verifiers.
+        version: bump when the semantics change; part of the reward-cache key.
+
+    Optionally `verify_batch(pivot, actions) -> list[Verdict]` scores a GRPO group at once.
+    """
+
+    def verify(self, pivot: Pivot, action: Message) -> Verdict:
+        """Score `action` (an assistant Message parsed from the completion) at `pivot`."""
+        ...
+
+
+def verifier_meta(verifier: object) -> dict[str, Any]:
+    """The verifier's declared role, cost, determinism and version, with defaults filled in."""
+    return {
+        "role": getattr(verifier, "role", "acceptor"),
+        "cost": getattr(verifier, "cost", "cheap"),
+        "deterministic": getattr(verifier, "deterministic", True),
+        "version": str(getattr(verifier, "version", "1")),
+    }
+
+
+def verify_batch(verifier: Any, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
+    """Use the verifier's own `verify_batch` when it has one, else call `verify` per action."""
+    batch = getattr(verifier, "verify_batch", None)
+    if callable(batch):
+        return list(batch(pivot, actions))
+    return [verifier.verify(pivot, a) for a in actions]

@@ -1,0 +1,1 @@
+"""Built-in verifiers and parsers, each a plugin module registered through the public hooks."""

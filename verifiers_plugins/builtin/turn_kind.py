@@ -1,0 +1,34 @@
+"""`turn_kind` gate: a tool call answers a tool-call turn, text answers a text turn."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pivot_envs._model import Message, Pivot
+from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.hookspecs import hookimpl
+
+
+class TurnKindGate:
+    """Rejects a text reply where the expert called a tool, and a tool call where it replied in text."""
+
+    role = "gate"
+    cost = "cheap"
+    deterministic = True
+    version = "1"
+
+    def verify(self, pivot: Pivot, action: Message) -> Verdict:
+        """Compare whether expert and candidate call tools."""
+        want = "tool_call" if pivot.expert.is_tool_call else "text"
+        got = "tool_call" if action.is_tool_call else "text"
+        if want != got:
+            return Verdict.reject(f"expected a {want} turn, got a {got} turn", expected=want, got=got)
+        if got == "text" and not action.text.strip():
+            return Verdict.reject("expected a non-empty reply, got an empty completion")
+        return Verdict.accept(f"{got} turn as expected")
+
+
+@hookimpl
+def register_verifiers(register: Callable[..., None]) -> None:
+    """Register `turn_kind`."""
+    register("turn_kind", TurnKindGate)

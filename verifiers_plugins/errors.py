@@ -1,0 +1,20 @@
+"""Errors raised by the verifier host."""
+
+from __future__ import annotations
+
+from pivot_envs.errors import PivotGymError
+
+
+class PluginError(PivotGymError):
+    """Raised by the plugin host when a plugin registers something invalid."""
+
+
+class DuplicateName(PluginError):
+    """Raised by `register` when two plugins register the same verifier, parser or sandbox name."""
+
+
+class UnknownVerifier(PluginError, KeyError):
+    """Raised by `get_verifier` / `VerifierChain.from_names` for a name no plugin registered."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown verifier"
