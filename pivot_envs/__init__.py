@@ -4,6 +4,7 @@
 `pivot/browse-v0`; `gym.make("pivot_envs:pivot/terminal-v0")` works without the import.
 """
 
+from pivot_envs._checker import check_pivot_env
 from pivot_envs._env import PivotEnv
 from pivot_envs._formats import FORMATS, Format, detect_format, load_pivots, register_format, write_pivots
 from pivot_envs._model import DOMAINS, Message, Pivot, Profile, ToolCall, Trajectory
@@ -41,6 +42,7 @@ __all__ = [
     "Trajectory",
     "UnknownFormat",
     "UnknownPivot",
+    "check_pivot_env",
     "detect_format",
     "extract_pivots",
     "load_pivots",

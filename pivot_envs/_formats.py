@@ -6,6 +6,7 @@ write pivots back. Detection looks at the first record; `format=` skips it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -90,10 +91,15 @@ def _write_pivot_jsonl(pivots: Iterable[Pivot], path: Path) -> int:
 
 
 def _read_nemo(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:
-    stem = path.name.removesuffix(".jsonl")
+    # Rows without a uuid get an id from their content, so it survives renames and round trips;
+    # a repeated row gets its line number appended to stay unique within the file.
+    seen: set[str] = set()
     for lineno, rec in iter_jsonl(path):
-        yield _wrap(path, lineno, lambda rec=rec, lineno=lineno: nemo_gym.from_nemo_gym(
-            rec, default_id=f"{stem}/{lineno}", domain=options.get("domain")))
+        digest = hashlib.sha256(json.dumps(rec, sort_keys=True).encode()).hexdigest()[:12]
+        default_id = f"nemo-{digest}" if f"nemo-{digest}" not in seen else f"nemo-{digest}-{lineno}"
+        seen.add(default_id)
+        yield _wrap(path, lineno, lambda rec=rec, d=default_id: nemo_gym.from_nemo_gym(
+            rec, default_id=d, domain=options.get("domain")))
 
 
 def _write_nemo(pivots: Iterable[Pivot], path: Path) -> int:

@@ -1,0 +1,67 @@
+import pytest
+
+from pivot_envs import InvalidTrajectory, Message, Pivot, Profile, ToolCall, Trajectory
+
+
+def _pivot(**kw):
+    base = dict(
+        id="t#1",
+        domain="tool-use",
+        history=(Message("user", "hi"),),
+        expert=Message("assistant", None, (ToolCall("f", '{"a": 1}', "c1"),)),
+        tools=({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},),
+        context={"k": [1, 2]},
+        profile=Profile(4, (0, 1, 1, 0), "m", "h"),
+    )
+    base.update(kw)
+    return Pivot(**base)
+
+
+def test_pivot_round_trips_through_json():
+    p = _pivot()
+    assert Pivot.from_json(p.to_json()) == p
+    assert p.profile.mean == 0.5 and p.profile.variance == 0.25
+
+
+def test_trajectory_round_trips_through_json():
+    t = Trajectory("x", "swe", (Message("system", "s"), Message("assistant", "ok")), reward=1.0, source="here")
+    assert Trajectory.from_json(t.to_json()) == t
+
+
+@pytest.mark.parametrize(
+    "payload, field",
+    [
+        ({"id": "a", "domain": "nope", "history": [], "expert": {"role": "assistant"}}, "Pivot.domain"),
+        ({"id": "a", "domain": "swe", "history": [], "expert": {"role": "user"}}, "Pivot.expert"),
+        ({"id": "a", "domain": "swe", "history": [{"role": "robot"}], "expert": {"role": "assistant"}}, "Message.role"),
+        ({"domain": "swe", "history": [], "expert": {"role": "assistant"}}, "missing field 'id'"),
+        (
+            {
+                "id": "a",
+                "domain": "swe",
+                "history": [],
+                "expert": {"role": "assistant", "tool_calls": [{"function": {}}]},
+            },
+            "ToolCall",
+        ),
+    ],
+)
+def test_bad_payloads_name_the_field(payload, field):
+    with pytest.raises(InvalidTrajectory, match=field):
+        Pivot.from_json(payload)
+
+
+def test_profile_rejects_inconsistent_k():
+    with pytest.raises(InvalidTrajectory, match="Profile.k"):
+        Profile(3, (1.0, 0.0))
+
+
+def test_tool_calls_only_on_assistant_messages():
+    with pytest.raises(InvalidTrajectory, match="only assistant"):
+        Message("user", "x", (ToolCall("f"),))
+
+
+def test_content_hash_ignores_profile_but_not_history():
+    p = _pivot()
+    assert p.content_hash() == _pivot(profile=None).content_hash()
+    assert p.content_hash() != _pivot(history=(Message("user", "bye"),)).content_hash()
