@@ -1,0 +1,77 @@
+"""NeMo-RL / NeMo Gym: pivots as NeMo Gym rows, and a resources-server `/verify` mapping.
+
+NeMo Gym trains from rows `{responses_create_params: {input, tools}, expected_action, ...}`
+(`write_pivots(..., format="nemo-gym")` writes them). After a rollout, the agent server POSTs a
+verify request to the resources server: the row's fields plus `response` (an OpenAI Responses
+object whose `output` holds message / function_call items); the answer is the request plus
+`reward`. `verify_payload` maps one request to that answer with a pivot env's verifiers, and
+`verify_app` serves it as a FastAPI app (`POST /verify`, `POST /seed_session`), so a pivot env can
+stand in for a PivotRL resources server.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pivot_envs._formats import write_pivots
+from pivot_envs._model import Message, Pivot
+from pivot_envs._render import render_completion
+from pivot_envs.convert.nemo_gym import from_nemo_gym, items_to_messages
+from trainers.adapters._common import DEFAULT_ENV, PivotScorer
+
+
+def write_nemo_gym_rows(pivots: Sequence[Pivot], path: str | Path) -> int:
+    """NeMo Gym rows, one per pivot (the foundation's writer); returns the count."""
+    return write_pivots(pivots, path, format="nemo-gym")
+
+
+def response_text(response: Mapping[str, Any], domain: str) -> str:
+    """The completion text of a Responses object: its output items rendered as the policy's text."""
+    items = [dict(i) for i in response.get("output") or () if i.get("type") != "reasoning"]
+    messages, _ = items_to_messages(items)
+    tool_calls = tuple(c for m in messages for c in m.tool_calls)
+    text = "\n".join(m.content for m in messages if m.content)
+    return render_completion(Message(role="assistant", content=text or None, tool_calls=tool_calls), domain)
+
+
+def verify_payload(request: Mapping[str, Any], scorer: PivotScorer | None = None) -> dict[str, Any]:
+    """A NeMo Gym verify request -> its verify response (the request plus `reward`).
+
+    Args:
+        request: the row's fields plus `response`.
+        scorer: the scorer (an env per env id); a tool-use scorer when None.
+
+    Returns:
+        A copy of the request with `reward` and `pivot_verdict` (the chain's decision) added.
+    """
+    scorer = scorer or PivotScorer(DEFAULT_ENV)
+    row = {k: v for k, v in request.items() if k not in ("response", "reward")}
+    pivot = from_nemo_gym(row, default_id=str(request.get("uuid") or "verify"))
+    text = response_text(request.get("response") or {}, pivot.domain)
+    env_id = f"pivot/{pivot.domain}-v0"
+    (result,) = scorer.score([text], pivot=pivot, env_id=env_id)
+    out = copy.deepcopy(dict(request))
+    out["reward"] = result.reward
+    out["pivot_verdict"] = result.to_json()
+    return out
+
+
+def verify_app(scorer: PivotScorer | None = None) -> Any:
+    """A FastAPI app answering NeMo Gym's resources-server endpoints with a pivot env's verifiers."""
+    from fastapi import Body, FastAPI
+
+    app = FastAPI(title="pivot-gym resources server")
+    scorer = scorer or PivotScorer(DEFAULT_ENV)
+
+    @app.post("/seed_session")
+    def seed_session(body: dict = Body(default_factory=dict)) -> dict:  # noqa: B008 (FastAPI's API)
+        return {}
+
+    @app.post("/verify")
+    def verify(body: dict = Body(...)) -> dict:  # noqa: B008 (FastAPI's API)
+        return verify_payload(body, scorer)
+
+    return app

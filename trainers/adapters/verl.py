@@ -1,0 +1,75 @@
+"""verl: a `custom_reward_function` and a Parquet export in verl's RL dataset layout.
+
+verl's RL datasets are Parquet files with the columns `data_source`, `prompt` (chat messages
+`{role, content}`), `ability`, `reward_model` (`{style, ground_truth}`) and `extra_info` (free-form;
+here `split`, `index`, `pivot_id`, `pivot_json`). Point verl at the reward function with
+`custom_reward_function.path=trainers/adapters/verl.py custom_reward_function.name=compute_score`;
+verl calls `compute_score(data_source, solution_str, ground_truth, extra_info)` per response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pivot_envs._model import Pivot
+from trainers.adapters._common import DEFAULT_ENV, PivotScorer, expert_text, flat_prompt_messages, pivot_ref
+
+_SCORER: PivotScorer | None = None
+
+
+def _scorer() -> PivotScorer:
+    global _SCORER  # one per reward worker: envs and verifier chains are built once
+    if _SCORER is None:
+        _SCORER = PivotScorer(DEFAULT_ENV)
+    return _SCORER
+
+
+def verl_rows(pivots: Sequence[Pivot], env_id: str = DEFAULT_ENV, split: str = "train") -> list[dict[str, Any]]:
+    """One verl RL row per pivot; `data_source` is the env id, so `compute_score` knows which env scores it."""
+    rows = []
+    for i, p in enumerate(pivots):
+        ref = pivot_ref(env_id, p)
+        rows.append({
+            "data_source": env_id,
+            "prompt": flat_prompt_messages(p),
+            "ability": p.domain,
+            "reward_model": {"style": "rule", "ground_truth": expert_text(p)},
+            "extra_info": {"split": split, "index": i, "pivot_id": p.id, "pivot_json": ref["pivot_json"]},
+        })
+    return rows
+
+
+def write_verl_parquet(pivots: Sequence[Pivot], path: str | Path, env_id: str = DEFAULT_ENV,
+                       split: str = "train") -> int:
+    """Write `verl_rows` as a Parquet file (pyarrow); returns the row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = verl_rows(pivots, env_id, split)
+    pq.write_table(pa.Table.from_pylist(rows), str(path))
+    return len(rows)
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
+                  **kwargs: Any) -> dict[str, Any]:
+    """Score `solution_str` at the pivot named in `extra_info`.
+
+    Args:
+        data_source: the env id written by `verl_rows` (e.g. `pivot/tool-use-v0`).
+        solution_str: the decoded response.
+        ground_truth: the expert action text (kept for verl's logs; the verifiers read the pivot).
+        extra_info: the row's `extra_info` (needs `pivot_json`, or a `pivot_id` of the env's data).
+        kwargs: anything newer verl versions pass (ignored).
+
+    Returns:
+        `{"score": reward, "accepted": bool, "verifier_error": bool}`; verl logs the extra keys.
+    """
+    info = extra_info or {}
+    if not info.get("pivot_json") and not info.get("pivot_id"):
+        raise ValueError("compute_score: expected extra_info with 'pivot_json' or 'pivot_id', got "
+                         f"{sorted(info)}")
+    (result,) = _scorer().score([solution_str], pivot_id=info.get("pivot_id"), pivot=info.get("pivot_json"),
+                                env_id=data_source)
+    return {"score": result.reward, "accepted": result.accepted, "verifier_error": result.error is not None}
