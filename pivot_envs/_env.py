@@ -10,8 +10,9 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from pivot_envs._formats import load_pivots
+from pivot_envs._formats import open_pivots
 from pivot_envs._model import Message, Pivot
+from pivot_envs._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
 from pivot_envs._render import DOMAIN_PARSERS, observation
 from pivot_envs._spaces import ChatSpace, CompletionSpace
 from pivot_envs.errors import UnknownPivot, did_you_mean
@@ -48,8 +49,9 @@ class PivotEnv(gym.Env[dict, str]):
 
     Args:
         dataset: a file (or files) of pivots or trajectories in any format `load_pivots` reads;
-            the domain's bundled sample when None.
-        pivots: pivots given directly (overrides `dataset`).
+            the domain's bundled sample when None. A Parquet file stays on disk: `self.pivots`
+            is then a lazy `PivotSequence` that builds a pivot only when it is read.
+        pivots: pivots given directly (overrides `dataset`); a `PivotSequence` is kept as is.
         verifiers: verifier names for the chain; the domain's default chain when None.
         verifier_config: per-verifier keyword arguments, `{name: {arg: value}}`.
         parser: parser name; the domain's default when None.
@@ -81,10 +83,13 @@ class PivotEnv(gym.Env[dict, str]):
             raise ValueError(f"expected render_mode in {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode
         self.domain_options = dict(domain_options)
-        self.pivots: list[Pivot] = list(pivots) if pivots is not None else self._load(dataset)
-        if not self.pivots:
+        if pivots is not None:
+            self.pivots: Sequence[Pivot] = pivots if isinstance(pivots, PivotSequence) else list(pivots)
+        else:
+            self.pivots = self._load(dataset)
+        if not len(self.pivots):
             raise ValueError(f"{type(self).__name__}: the dataset holds no pivots")
-        self._index = {p.id: i for i, p in enumerate(self.pivots)}
+        self._index = index_of(self.pivots)
         self.chain = self.build_chain(verifiers, verifier_config)
         self.parser_name = parser or DOMAIN_PARSERS.get(self.domain, "auto")
         self.parse = get_parser(self.parser_name)
@@ -94,17 +99,17 @@ class PivotEnv(gym.Env[dict, str]):
 
     # -- construction hooks (domains override) ----------------------------------------------
 
-    def _load(self, dataset: PathLike | Sequence[PathLike] | None) -> list[Pivot]:
+    def _load(self, dataset: PathLike | Sequence[PathLike] | None) -> Sequence[Pivot]:
         if dataset is None:
             paths: list[PathLike] = list(bundled_paths(self.bundled_files))
         elif isinstance(dataset, (str, os.PathLike)):
             paths = [dataset]
         else:
             paths = list(dataset)
-        out: list[Pivot] = []
-        for path in paths:
-            out.extend(load_pivots(path, **self.load_options()))
-        return out
+        parts = [open_pivots(path, **self.load_options()) for path in paths]
+        if all(isinstance(part, list) for part in parts):
+            return [p for part in parts for p in part]
+        return parts[0] if len(parts) == 1 else ConcatPivots(parts)
 
     def load_options(self) -> dict[str, Any]:
         """Options passed to `load_pivots` (domains may add some)."""
@@ -126,9 +131,8 @@ class PivotEnv(gym.Env[dict, str]):
         pivot_id = (options or {}).get("pivot_id")
         if pivot_id is not None:
             if pivot_id not in self._index:
-                raise UnknownPivot(
-                    f"expected a pivot id of this env, got {pivot_id!r}.{did_you_mean(str(pivot_id), self._index)}"
-                )
+                raise UnknownPivot(f"expected a pivot id of this env, got {pivot_id!r}."
+                                   f"{did_you_mean(str(pivot_id), candidate_ids(self._index, str(pivot_id)))}")
             index = self._index[pivot_id]
         else:
             index = int(self.np_random.integers(len(self.pivots)))
@@ -166,9 +170,8 @@ class PivotEnv(gym.Env[dict, str]):
     def pivot(self, pivot_id: str) -> Pivot:
         """The pivot with that id."""
         if pivot_id not in self._index:
-            raise UnknownPivot(
-                f"expected a pivot id of this env, got {pivot_id!r}.{did_you_mean(pivot_id, self._index)}"
-            )
+            raise UnknownPivot(f"expected a pivot id of this env, got {pivot_id!r}."
+                               f"{did_you_mean(pivot_id, candidate_ids(self._index, pivot_id))}")
         return self.pivots[self._index[pivot_id]]
 
     def _step_info(self, result: ChainResult, message: Message) -> dict[str, Any]:

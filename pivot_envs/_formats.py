@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,8 @@ class Format:
         read: `(path, options) -> Iterator[Pivot]`.
         write: `(pivots, path) -> int`, None when the format is read-only.
         read_trajectories: `(path, options) -> Iterator[Trajectory]` for trajectory formats.
+        open: `(path, options) -> Sequence[Pivot]`, a lazy random-access view for formats that
+            can read one pivot without reading the file (Parquet); None reads everything.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Format:
     read: Callable[[Path, Mapping[str, Any]], Iterator[Pivot]]
     write: Callable[[Iterable[Pivot], Path], int] | None = None
     read_trajectories: Callable[[Path, Mapping[str, Any]], Iterator[Trajectory]] | None = None
+    open: Callable[[Path, Mapping[str, Any]], Sequence[Pivot]] | None = None
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -106,6 +109,33 @@ def _write_nemo(pivots: Iterable[Pivot], path: Path) -> int:
     return write_jsonl((nemo_gym.to_nemo_gym(p) for p in pivots), path)
 
 
+# pyarrow is imported only when a Parquet file is actually read or written (the `data` extra).
+def _read_parquet(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:
+    from pivot_envs._parquet import read_parquet
+
+    return read_parquet(path, options)
+
+
+def _open_parquet(path: Path, options: Mapping[str, Any]) -> Sequence[Pivot]:
+    from pivot_envs._parquet import open_parquet
+
+    return open_parquet(path, options)
+
+
+def _write_parquet(pivots: Iterable[Pivot], path: Path) -> int:
+    from pivot_envs._parquet import write_parquet
+
+    return write_parquet(pivots, path)
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
 FORMATS: dict[str, Format] = {
     "pivots": Format("pivots", lambda r: "expert" in r and "history" in r, _read_pivot_jsonl, _write_pivot_jsonl),
     "nemo-gym": Format("nemo-gym", nemo_gym.detect, _read_nemo, _write_nemo),
@@ -117,6 +147,8 @@ FORMATS: dict[str, Format] = {
         "openai", openai.detect,
         lambda r, p, n, o: openai.from_openai(r, domain=o.get("domain"), default_id=f"{p.stem}/{n}"),
     ),
+    # Binary: detected by its magic bytes in `detect_format`, never by a JSON record.
+    "parquet": Format("parquet", lambda r: False, _read_parquet, _write_parquet, open=_open_parquet),
 }
 # `write_pivots(..., format="openai")` writes pivot JSONL: histories in OpenAI chat shape.
 WRITE_ALIASES = {"openai": "pivots", "jsonl": "pivots"}
@@ -139,6 +171,8 @@ def get_format(name: str) -> Format:
 def detect_format(path: PathLike) -> Format:
     """The first registered format whose `detect` accepts the file's first record."""
     p = Path(path)
+    if _is_parquet(p):
+        return FORMATS["parquet"]
     rec = next((r for _, r in _records(p)), None)
     if rec is None:
         raise UnknownFormat(f"{p}: empty file, cannot detect its format")
@@ -165,8 +199,20 @@ def load_pivots(path: PathLike, format: str | None = None, **options: Any) -> li
     return list(fmt.read(Path(path), options))
 
 
+def open_pivots(path: PathLike, format: str | None = None, **options: Any) -> Sequence[Pivot]:
+    """Like `load_pivots`, but a lazy random-access view where the format has one (Parquet).
+
+    The env holds what this returns, so a million-pivot Parquet file costs no Python object
+    per pivot until a pivot is read.
+    """
+    fmt = get_format(format) if format else detect_format(path)
+    if fmt.open is not None:
+        return fmt.open(Path(path), options)
+    return list(fmt.read(Path(path), options))
+
+
 def write_pivots(pivots: Iterable[Pivot], path: PathLike, format: str = "openai") -> int:
-    """Write pivots as pivot JSONL (`"openai"`) or NeMo Gym rows (`"nemo-gym"`); returns the count."""
+    """Write pivots as pivot JSONL (`"openai"`), NeMo Gym rows (`"nemo-gym"`) or `"parquet"`; returns the count."""
     fmt = get_format(WRITE_ALIASES.get(format, format))
     if fmt.write is None:
         raise UnknownFormat(f"format {format!r} is read-only; write one of "
@@ -175,4 +221,4 @@ def write_pivots(pivots: Iterable[Pivot], path: PathLike, format: str = "openai"
 
 
 __all__ = ["FORMATS", "Format", "detect_format", "first_record", "get_format", "load_pivots",
-           "register_format", "trajectory_format", "write_pivots"]
+           "open_pivots", "register_format", "trajectory_format", "write_pivots"]

@@ -19,7 +19,7 @@ def convert(
     src: Path = typer.Argument(..., help="Input file (trajectories or pivot rows)."),
     out: Path = typer.Argument(..., help="Output pivot file."),
     from_: str | None = typer.Option(None, "--from", help="Input format (detected when omitted)."),
-    to: str = typer.Option("openai", "--to", help="Output format: openai (pivot JSONL) or nemo-gym."),
+    to: str = typer.Option("openai", "--to", help="Output format: openai (pivot JSONL), nemo-gym or parquet."),
     domain: str | None = typer.Option(None, "--domain", help="Override the domain of every pivot."),
     successful_only: bool = typer.Option(False, "--successful-only", help="Keep only successful trajectories."),
     as_json: bool = JSON_OPTION,
