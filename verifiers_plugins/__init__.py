@@ -9,6 +9,7 @@ Third-party packages add verifiers with an entry point in the group `pivot`:
         register("my_verifier", MyVerifier)
 """
 
+from verifiers_plugins._audit import AUDIT_CASES, AuditCase, adversarial_completions, audit, audit_failures
 from verifiers_plugins._chain import ChainResult, VerifierChain, safe_verify
 from verifiers_plugins._host import (
     DEFAULT_PLUGINS,
@@ -27,6 +28,8 @@ from verifiers_plugins.errors import DuplicateName, PluginError, UnknownVerifier
 from verifiers_plugins.hookspecs import HOOK_API_VERSION, hookimpl, hookspec
 
 __all__ = [
+    "AUDIT_CASES",
+    "AuditCase",
     "DEFAULT_PLUGINS",
     "HOOK_API_VERSION",
     "ChainResult",
@@ -35,6 +38,9 @@ __all__ = [
     "PluginHost",
     "Registration",
     "UnknownVerifier",
+    "adversarial_completions",
+    "audit",
+    "audit_failures",
     "Verdict",
     "Verifier",
     "VerifierChain",

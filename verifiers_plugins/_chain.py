@@ -152,8 +152,11 @@ class VerifierChain:
                 best = verdict
         if best is None:
             applied = [n for n, v in verdicts.items() if v.applicable]
-            if applied:  # a chain of gates only: passing every gate is acceptance
+            has_acceptor = any(role != "gate" for role in roles.values())
+            if applied and not has_acceptor:  # a chain of gates only: passing every gate is acceptance
                 return ChainResult(1.0, True, applied[-1], verdicts)
+            if applied:  # gates alone never accept where the chain's acceptors all stand aside
+                return ChainResult(0.0, False, "", verdicts, "no acceptor in the chain applies to this pivot")
             return ChainResult(0.0, False, "", verdicts, "no verifier in the chain applies to this pivot")
         return ChainResult(best.reward, False, best.verifier, verdicts, best.error)
 

@@ -134,7 +134,8 @@ class PluginHost:
         def register(name: str, obj: Any) -> None:
             if not isinstance(name, str) or not name:
                 raise PluginError(f"plugin {plugin_name!r}: register_{kind} expects a non-empty name, got {name!r}")
-            if not callable(obj):
+            # Category registrations map an alias to a category name; every other kind registers a factory.
+            if not (callable(obj) or (kind == "categories" and isinstance(obj, str))):
                 raise PluginError(
                     f"plugin {plugin_name!r}: register_{kind}({name!r}, ...) expects a callable, "
                     f"got {type(obj).__name__}"

@@ -1,108 +1,173 @@
 """SWE action categories (the paper's tool-name verifier compares these) and the alias table.
 
-Tool-call agents are categorised by tool name (and, for multiplexed editors, the `command`
-argument); bash-only agents by the verb of their command. Plugins add aliases through the
-`register_categories` hook.
+Tool-call agents are categorised by tool name (and, for multiplexed editors such as
+`str_replace_editor`, by their `command` sub-command); bash-only agents by the verb of their
+command. `TOOL_ALIASES` is the built-in table; it is registered through the
+`register_categories` hook like any plugin's aliases, and verifiers read the merged table from
+the plugin host (`category_table()`), so a plugin adds aliases without mutating this module.
+Lookups are case-insensitive (`Bash`, `Read`, `TodoWrite` from Claude Code-style agents).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 
-from pivot_envs._actions import SHELL_TOOLS, shell_actions
+from pivot_envs._actions import SHELL_TOOLS, bash_blocks, parse_terminus, terminus_keystrokes
 from pivot_envs._model import Message, ToolCall
 
 CATEGORIES = ("search", "read", "edit", "run", "plan", "finish", "other")
 
+# One table for tool names (SWE-agent, OpenHands, OpenCode, Codex, Claude Code) and shell verbs.
 TOOL_ALIASES: dict[str, str] = {
-    # search
-    "grep": "search", "find": "search", "ls": "search", "glob": "search", "search": "search",
-    "find_file": "search", "search_dir": "search", "search_file": "search", "list_files": "search",
-    "rg": "search", "tree": "search", "fd": "search",
-    # read
-    "cat": "read", "head": "read", "tail": "read", "less": "read", "nl": "read", "view": "read",
-    "read": "read", "read_file": "read", "open": "read", "goto": "read", "scroll_up": "read",
-    "scroll_down": "read", "awk": "read",
-    # edit
+    # search: locate files or text
+    "grep": "search", "egrep": "search", "fgrep": "search", "rg": "search", "ag": "search", "ack": "search",
+    "find": "search", "fd": "search", "locate": "search", "ls": "search", "tree": "search", "glob": "search",
+    "search": "search", "find_file": "search", "search_dir": "search", "search_file": "search",
+    "list_files": "search", "list": "search", "list_dir": "search", "codebase_search": "search",
+    "file_search": "search", "grep_search": "search", "filemap": "search",
+    # read: show file contents
+    "cat": "read", "head": "read", "tail": "read", "less": "read", "more": "read", "nl": "read", "wc": "read",
+    "view": "read", "read": "read", "read_file": "read", "open": "read", "goto": "read", "scroll_up": "read",
+    "scroll_down": "read", "awk": "read", "diff": "read", "file": "read", "stat": "read", "todoread": "read",
+    "view_image": "read", "notebookread": "read",
+    # edit: change files
     "edit": "edit", "create": "edit", "str_replace": "edit", "insert": "edit", "write": "edit",
     "write_file": "edit", "apply_patch": "edit", "patch": "edit", "undo_edit": "edit", "touch": "edit",
-    "mv": "edit", "cp": "edit", "rm": "edit", "mkdir": "edit", "tee": "edit",
-    # run / test
-    "python": "run", "python3": "run", "pytest": "run", "tox": "run", "make": "run", "pip": "run",
-    "node": "run", "npm": "run", "go": "run", "cargo": "run", "bash": "run", "sh": "run",
-    "execute_bash": "run", "run": "run", "./": "run",
+    "mv": "edit", "cp": "edit", "rm": "edit", "mkdir": "edit", "tee": "edit", "multiedit": "edit",
+    "notebookedit": "edit", "edit_file": "edit", "replace": "edit", "chmod": "edit", "ed": "edit",
+    "truncate": "edit", "perl": "edit",
+    # run / test: execute code
+    "python": "run", "python3": "run", "pytest": "run", "tox": "run", "nox": "run", "make": "run",
+    "pip": "run", "pip3": "run", "node": "run", "npm": "run", "npx": "run", "yarn": "run", "go": "run",
+    "cargo": "run", "bash": "run", "sh": "run", "execute_bash": "run", "run": "run", "java": "run",
+    "mvn": "run", "gradle": "run", "django-admin": "run", "execute_ipython_cell": "run", "ipython": "run",
+    "uv": "run", "coverage": "run", "shell": "run", "local_shell": "run", "exec_command": "run",
     # plan / think
-    "think": "plan", "plan": "plan", "update_plan": "plan", "todo_write": "plan",
-    # finish
+    "think": "plan", "plan": "plan", "update_plan": "plan", "todo_write": "plan", "todowrite": "plan",
+    "task_tracker": "plan", "exitplanmode": "plan",
+    # finish / submit
     "submit": "finish", "finish": "finish", "task_complete": "finish", "exit": "finish",
+    "attempt_completion": "finish",
 }
+# Sub-commands of `git` that do not edit the work tree.
+GIT_SUBCOMMANDS = {"diff": "read", "show": "read", "log": "read", "blame": "read", "status": "search",
+                   "grep": "search", "ls-files": "search"}
+_SUBMIT_MARK = "COMPLETE_TASK_AND_SUBMIT"
+_PREFIX_WORDS = ("sudo", "env", "time", "timeout", "nohup")
 
 
-def register_alias(alias: str, category: str) -> None:
-    """Add one alias (used by the `register_categories` hook)."""
-    if category not in CATEGORIES:
-        raise ValueError(f"expected a category in {CATEGORIES}, got {category!r}")
-    TOOL_ALIASES[alias] = category
+def category_table() -> dict[str, str]:
+    """The merged alias table (built-ins and plugins) from the plugin host, lower-case keys."""
+    from verifiers_plugins._host import get_host
+
+    table: dict[str, str] = {}
+    for alias, reg in get_host().registry("categories").items():
+        if reg.obj not in CATEGORIES:
+            raise ValueError(f"plugin {reg.plugin!r} maps {alias!r} to {reg.obj!r}; expected one of {CATEGORIES}")
+        table[alias.lower()] = reg.obj
+    return table
 
 
-def command_category(command: str) -> str:
+def fenced_commands(text: str | None) -> list[str]:
+    """Commands in fenced blocks: ```bash blocks, else bare ``` blocks (classic SWE-agent actions)."""
+    blocks = bash_blocks(text)
+    if blocks:
+        return blocks
+    found: list[str] = []
+    inside, body = False, []
+    for line in (text or "").splitlines():
+        if line.strip() == "```":
+            if inside:
+                found.append("\n".join(body).strip())
+            inside, body = not inside, []
+        elif inside:
+            body.append(line)
+    return [b for b in found if b]
+
+
+def message_commands(message: Message) -> list[str]:
+    """The text-form actions of a turn: Terminus keystrokes, else fenced commands."""
+    obj = parse_terminus(message.content)
+    if obj is not None:
+        return [k for k in terminus_keystrokes(obj) if k.strip()]
+    return fenced_commands(message.content)
+
+
+def _words(segment: str) -> list[str]:
+    try:
+        return shlex.split(segment, posix=True)
+    except ValueError:
+        return segment.split()
+
+
+def command_category(command: str, table: Mapping[str, str] = TOOL_ALIASES) -> str:
     """Category of one shell command from its verb (`sed -i` edits, `sed -n` reads, heredocs edit)."""
     text = command.strip()
     if not text:
         return "other"
-    if "COMPLETE_TASK_AND_SUBMIT" in text or text.startswith("submit"):
+    if _SUBMIT_MARK in text or re.match(r"submit\b", text):
         return "finish"
-    if re.search(r"(^|\s)(cat|tee)\s*>+|<<\s*['\"]?\w+['\"]?", text) and ">" in text:
-        return "edit"
-    first = re.split(r"\s*(?:&&|\|\||;|\|)\s*", text, maxsplit=1)[0]
-    try:
-        words = shlex.split(first)
-    except ValueError:
-        words = first.split()
-    while words and (words[0] in ("cd", "sudo", "env", "time") or "=" in words[0]):
-        if words[0] == "cd":  # `cd dir && <verb>`: categorise what follows
-            rest = re.split(r"\s*(?:&&|;)\s*", text, maxsplit=1)
-            return command_category(rest[1]) if len(rest) > 1 else "search"
-        words = words[1:]
-    if not words:
-        return "other"
-    verb = words[0].rsplit("/", 1)[-1]
+    if re.search(r"<<-?\s*['\"]?\w+['\"]?", text) and ">" in text.split("\n", 1)[0]:
+        return "edit"  # `cat <<'EOF' > file` / `cat > file <<EOF`: a heredoc write
+    if re.match(r"(echo|printf|cat)\b[^|]*[^2&]>>?\s*\S", text.split("\n", 1)[0]):
+        return "edit"  # `echo x > file`: a redirect write
+    segments = [s for s in re.split(r"\s*(?:&&|\|\||;|\|)\s*", text.split("\n", 1)[0]) if s.strip()]
+    for segment in segments:
+        words = _words(segment)
+        while words and (words[0] in _PREFIX_WORDS or re.fullmatch(r"\w+=\S*", words[0])):
+            words = words[1:]
+        if not words or words[0] in ("cd", "pushd", "source", "export", "set"):
+            continue  # set-up words: categorise what follows
+        return _verb_category(words, table)
+    return "search" if segments and _words(segments[0])[:1] == ["cd"] else "other"
+
+
+def _verb_category(words: list[str], table: Mapping[str, str]) -> str:
+    verb = words[0].rsplit("/", 1)[-1].lower()
     if verb == "sed":
-        return "edit" if any(w.startswith("-i") for w in words[1:]) else "read"
-    if verb.startswith("python") and "-m" in words and "pytest" in words:
-        return "run"
-    if words[0].startswith("./"):
-        return "run"
+        return "edit" if any(w.startswith("-i") or w == "--in-place" for w in words[1:]) else "read"
+    if verb == "perl":
+        return "edit" if any(w.startswith("-i") or w.startswith("-pi") for w in words[1:]) else "run"
     if verb == "git":
         sub = words[1] if len(words) > 1 else ""
-        return {"diff": "read", "status": "search", "log": "read", "show": "read", "grep": "search"}.get(sub, "edit")
-    return TOOL_ALIASES.get(verb, "other")
+        return GIT_SUBCOMMANDS.get(sub, "edit")
+    if words[0].startswith("./") or verb.endswith((".py", ".sh")):
+        return "run"
+    return table.get(verb, "other")
 
 
-def call_category(call: ToolCall) -> str:
+def call_category(call: ToolCall, table: Mapping[str, str] = TOOL_ALIASES) -> str:
     """Category of a tool call: shell tools by their command, editors by their sub-command, others by name."""
     args = call.parsed_arguments()
     args = args if isinstance(args, dict) else {}
-    if call.name in SHELL_TOOLS and isinstance(args.get("command"), str):
-        return command_category(args["command"])
-    sub = args.get("command")
-    if isinstance(sub, str) and sub in TOOL_ALIASES and call.name.endswith(("editor", "edit", "file")):
-        return TOOL_ALIASES[sub]
     name = call.name.lower()
-    if name in TOOL_ALIASES:
-        return TOOL_ALIASES[name]
+    if name in SHELL_TOOLS or name in ("bash", "shell", "local_shell"):
+        cmd = args.get("command", args.get("cmd"))
+        if isinstance(cmd, list):
+            cmd = " ".join(str(c) for c in cmd)  # Codex `shell` takes argv
+        return command_category(cmd, table) if isinstance(cmd, str) else "other"
+    if "editor" in name or name.endswith("_edit"):
+        sub = args.get("command")
+        # A multiplexed editor's category is its sub-command's; without a known one it is no action.
+        return table.get(sub.lower(), "other") if isinstance(sub, str) else "other"
+    if name in table:
+        return table[name]
     for part in re.split(r"[_\-.]", name):
-        if part in TOOL_ALIASES:
-            return TOOL_ALIASES[part]
+        if part in table:
+            return table[part]
     return "other"
 
 
-def message_category(message: Message) -> str:
-    """Category of an assistant turn: its first tool call, else its first shell command, else plan."""
+def action_categories(message: Message, table: Mapping[str, str] = TOOL_ALIASES) -> list[str]:
+    """One category per action of a turn: each tool call, else each command (Terminus / fenced)."""
     if message.tool_calls:
-        return call_category(message.tool_calls[0])
-    cmds = shell_actions(message)
-    if cmds:
-        return command_category(cmds[0])
-    return "other"  # free text is not an action: it never matches by category
+        return [call_category(c, table) for c in message.tool_calls]
+    return [command_category(c, table) for c in message_commands(message)]
+
+
+def message_category(message: Message, table: Mapping[str, str] = TOOL_ALIASES) -> str:
+    """Category of an assistant turn: its first action's, "other" for a turn with no action."""
+    cats = action_categories(message, table)
+    return cats[0] if cats else "other"

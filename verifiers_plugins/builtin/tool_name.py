@@ -1,51 +1,92 @@
-"""`tool_name` acceptor: the paper's SWE verifier (same tool name, or same action category)."""
+"""`tool_name` acceptor: the paper's SWE verifier (the action's category must match the expert's).
+
+Categories (search, read, edit, run, plan, finish, other) come from `_categories`: tool names for
+tool-call agents, the command verb for bash-only agents. The candidate must also take as many
+actions as the expert (one fenced command where the expert ran one; the same number of tool
+calls), so spraying several actions to hit the right category is not rewarded. Two actions that
+both fall in "other" match only when they call the same tool with the same argument keys.
+
+This module also registers the built-in alias table through `register_categories`.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from pivot_envs._model import Message, Pivot
 from verifiers_plugins._verdict import Verdict
-from verifiers_plugins.builtin._categories import message_category
+from verifiers_plugins.builtin._categories import TOOL_ALIASES, action_categories, category_table
 from verifiers_plugins.hookspecs import hookimpl
 
 
+def _same_other_call(pivot: Pivot, action: Message) -> bool:
+    """Both turns call the same uncategorised tools, each with the expert's (non-empty) argument keys."""
+    want, got = pivot.expert.tool_calls, action.tool_calls
+    if not want or len(want) != len(got):
+        return False
+    for w, g in zip(want, got, strict=True):
+        wa, ga = w.parsed_arguments(), g.parsed_arguments()
+        if w.name != g.name or not isinstance(ga, dict) or not isinstance(wa, dict):
+            return False
+        if any(ga.get(k) in (None, "", [], {}) for k in wa):
+            return False
+    return True
+
+
 class ToolName:
-    """Accepts when the candidate calls the expert's tool, or (with `by_category`) one of its category.
+    """Accepts when the candidate's actions fall in the expert's categories (as a multiset).
 
     Args:
-        by_category: compare categories (search/read/edit/run/plan/finish) instead of exact names.
+        by_category: compare categories (the paper's verifier); False compares exact tool names.
     """
 
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    version = "2"
 
     def __init__(self, by_category: bool = True) -> None:
         self.by_category = by_category
+        self.table = category_table()
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
-        """Compare names, then categories."""
-        want_names = [c.name for c in pivot.expert.tool_calls]
-        got_names = [c.name for c in action.tool_calls]
-        if want_names and got_names and want_names[0] == got_names[0] and not self.by_category:
-            return Verdict.accept(f"same tool {got_names[0]!r}")
-        want, got = message_category(pivot.expert), message_category(action)
-        details = {"expected_category": want, "got_category": got, "expected_tool": want_names[:1],
-                   "got_tool": got_names[:1]}
+        """Compare action counts, then categories (or names)."""
+        want = action_categories(pivot.expert, self.table)
+        if not want:
+            return Verdict.skip("expert turn takes no action: nothing to categorise")
+        got = action_categories(action, self.table)
+        details = {"expected_category": want[0], "got_category": got[0] if got else "none",
+                   "expected_tool": [c.name for c in pivot.expert.tool_calls][:1],
+                   "got_tool": [c.name for c in action.tool_calls][:1]}
+        if not got:
+            return Verdict.reject("the completion takes no action", **details)
+        terminus = pivot.context.get("format") == "terminus" and not pivot.expert.tool_calls
+        if terminus:  # a Terminus turn batches keystrokes: compare the first command's category
+            want, got = want[:1], got[:1]
+        if len(got) != len(want):
+            return Verdict.reject(f"expected {len(want)} action(s), got {len(got)}", **details)
         if not self.by_category:
-            return Verdict.reject(f"expected tool {want_names[:1]}, got {got_names[:1]}", **details)
-        if want == "other" or got == "other":
-            if want_names and got_names and want_names[0] == got_names[0]:
-                return Verdict.accept(f"same tool {got_names[0]!r}", **details)
-            return Verdict.reject(f"no category match ({want} vs {got})", **details)
-        if want == got:
-            return Verdict.accept(f"same category {got!r}", **details)
-        return Verdict.reject(f"expected category {want!r}, got {got!r}", **details)
+            names = sorted(c.name for c in action.tool_calls) == sorted(c.name for c in pivot.expert.tool_calls)
+            return Verdict.accept("same tool names", **details) if names and action.tool_calls else \
+                Verdict.reject("tool names differ", **details)
+        if "other" in want or "other" in got:
+            if want == got and _same_other_call(pivot, action):
+                return Verdict.accept(f"same uncategorised tool {details['got_tool']}", **details)
+            return Verdict.reject(f"no category match ({want[0]} vs {got[0]})", **details)
+        if Counter(want) == Counter(got):
+            return Verdict.accept(f"same category {got[0]!r}", **details)
+        return Verdict.reject(f"expected category {want[0]!r}, got {got[0]!r}", **details)
 
 
 @hookimpl
 def register_verifiers(register: Callable[..., None]) -> None:
     """Register `tool_name`."""
     register("tool_name", ToolName)
+
+
+@hookimpl
+def register_categories(register: Callable[..., None]) -> None:
+    """Register the built-in alias table (tool names and shell verbs -> category)."""
+    for alias, category in TOOL_ALIASES.items():
+        register(alias, category)
