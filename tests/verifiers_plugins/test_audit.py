@@ -21,8 +21,8 @@ TOOLS = ({"type": "function", "function": {"name": "get_user", "parameters": {
 def _pivots() -> list[Pivot]:
     hist = (Message("system", "policy"), Message("user", "I am mia_li_3668, please look me up."))
     return [
-        Pivot("t#2", "tool-use", hist, Message("assistant", tool_calls=(ToolCall("get_user", '{"user_id": "mia_li_3668"}'),)),
-              TOOLS),
+        Pivot("t#2", "tool-use", hist,
+              Message("assistant", tool_calls=(ToolCall("get_user", '{"user_id": "mia_li_3668"}'),)), TOOLS),
         Pivot("t#3", "tool-use", hist, Message("assistant", "Could you share your reservation id?"), TOOLS),
         Pivot("s#2", "swe", hist, Message("assistant", "THOUGHT: look.\n\n```bash\ngrep -rn foo .\n```")),
     ]
