@@ -18,3 +18,7 @@ class UnknownVerifier(PluginError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown verifier"
+
+
+class WorldDataError(PluginError):
+    """Raised by a tool world whose initial state cannot be found or read (path, env var, bundled subset)."""
