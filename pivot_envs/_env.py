@@ -52,7 +52,9 @@ class PivotEnv(gym.Env[dict, str]):
             the domain's bundled sample when None. A Parquet file stays on disk: `self.pivots`
             is then a lazy `PivotSequence` that builds a pivot only when it is read.
         pivots: pivots given directly (overrides `dataset`); a `PivotSequence` is kept as is.
-        verifiers: verifier names for the chain; the domain's default chain when None.
+        verifiers: verifier names for the chain; the domain's default chain when None. Given
+            names apply to every pivot; otherwise pivots whose context names a tool world
+            (`context["world"]`) get the domain's `world_verifiers` chain (see `chain_for`).
         verifier_config: per-verifier keyword arguments, `{name: {arg: value}}`.
         parser: parser name; the domain's default when None.
         max_completion_chars: the action space's maximum completion length.
@@ -64,6 +66,8 @@ class PivotEnv(gym.Env[dict, str]):
     domain: ClassVar[str] = "tool-use"
     default_verifiers: ClassVar[tuple[str, ...]] = ("turn_kind", "tool_args")
     bundled_files: ClassVar[tuple[str, ...]] = ()
+    # Optional: the default chain for pivots that carry a tool world (execution-grounded).
+    world_verifiers: ClassVar[tuple[str, ...]] = ()
     # Extra keyword arguments a domain accepts (e.g. browse's `corpus`) are kept here.
     domain_options: dict[str, Any]
 
@@ -91,6 +95,9 @@ class PivotEnv(gym.Env[dict, str]):
             raise ValueError(f"{type(self).__name__}: the dataset holds no pivots")
         self._index = index_of(self.pivots)
         self.chain = self.build_chain(verifiers, verifier_config)
+        self.world_chain: VerifierChain | None = None
+        if verifiers is None and self.world_verifiers:
+            self.world_chain = self.build_chain(self.world_verifiers, verifier_config)
         self.parser_name = parser or DOMAIN_PARSERS.get(self.domain, "auto")
         self.parse = get_parser(self.parser_name)
         self.observation_space = ChatSpace()
@@ -150,7 +157,7 @@ class PivotEnv(gym.Env[dict, str]):
         if self.current is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         message = self.parse(action if isinstance(action, str) else str(action))
-        result = self.chain(self.current, message)
+        result = self.chain_for(self.current)(self.current, message)
         return observation(self.current), result.reward, True, False, self._step_info(result, message)
 
     def render(self) -> str | None:
@@ -165,7 +172,13 @@ class PivotEnv(gym.Env[dict, str]):
     def score(self, pivot_id: str, completions: Sequence[str]) -> list[ChainResult]:
         """Score a group of completions at one pivot (batched through each verifier)."""
         pivot = self.pivot(pivot_id)
-        return self.chain.verify_batch(pivot, [self.parse(c) for c in completions])
+        return self.chain_for(pivot).verify_batch(pivot, [self.parse(c) for c in completions])
+
+    def chain_for(self, pivot: Pivot) -> VerifierChain:
+        """The chain that scores `pivot`: the world chain when it carries a tool world, else `self.chain`."""
+        if self.world_chain is not None and pivot.context.get("world"):
+            return self.world_chain
+        return self.chain
 
     def pivot(self, pivot_id: str) -> Pivot:
         """The pivot with that id."""

@@ -29,6 +29,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.string_similarity",
     "verifiers_plugins.builtin.tool_name",
     "verifiers_plugins.builtin.tool_args",
+    "verifiers_plugins.builtin.tool_worlds",
+    "verifiers_plugins.builtin.tool_exec",
 )
 KINDS = ("verifiers", "parsers", "sandboxes", "tool_worlds", "categories")
 

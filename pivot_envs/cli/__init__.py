@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_envs.cli._data",
     "pivot_envs.cli._plugins",
     "pivot_envs.cli._audit",
+    "pivot_envs.cli._tools",
 )
 
 app = typer.Typer(name="pivot", help="PivotRL-style agentic post-training as Gymnasium environments.",

@@ -1,0 +1,91 @@
+"""Build the airline world's bundled sample: a few full trajectories and the database records they need.
+
+    python scripts/bundle_tau_airline_db.py [--shared ../shared/data]
+
+Writes `pivot_envs/data/tool_use_tau_airline_exec.jsonl` (EXEC_SAMPLE: successful trajectories,
+unchanged, that together call every kind of database tool) and
+`pivot_envs/data/tau_airline_db_subset.json` (the records that file and the env's bundled
+`tool_use_tau_airline.jsonl` need).
+
+Kept: every user and reservation a call names, the users' other reservations and the owners of
+named reservations, every flight a call or a kept reservation names, and every flight of a
+searched route, direct or as a leg of a one-stop connection (so each recorded search returns
+exactly what it returned on the full database). Then the bundled trajectories are replayed on
+the subset and the script fails unless every recorded output is reproduced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pivot_envs._formats import FORMATS
+from verifiers_plugins.worlds import recorded_calls, replay_trajectories, tau_airline
+from verifiers_plugins.worlds._tau_airline import SUBSET_FILE, TABLES, load_tables
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "pivot_envs" / "data"
+EXEC_FILE = "tool_use_tau_airline_exec.jsonl"
+# Successful GPT-4o trajectories that together call all 14 tools but list_all_airports.
+EXEC_SAMPLE = (
+    "tau_bench/airline/gpt-4o/task5/trial1",  # baggage, flight and passenger updates
+    "tau_bench/airline/gpt-4o/task11/trial0",  # booking, calculate, think
+    "tau_bench/airline/gpt-4o/task27/trial1",  # direct search, cancellation
+    "tau_bench/airline/gpt-4o/task46/trial2",  # certificate
+    "tau_bench/airline/gpt-4o/task13/trial1",  # one-stop search, flight change
+    "tau_bench/airline/gpt-4o/task20/trial2",  # hand-off to a human agent
+)
+
+
+def needed_keys(tables: dict, trajectories: list) -> dict[str, set[str]]:
+    keep: dict[str, set[str]] = {t: set() for t in TABLES}
+    routes: set[tuple[str, str]] = set()
+    for traj in trajectories:
+        for rc in recorded_calls(traj.messages):
+            args = rc.call.parsed_arguments() or {}
+            keep["users"].add(args.get("user_id", ""))
+            keep["reservations"].add(args.get("reservation_id", ""))
+            keep["flights"].update(f.get("flight_number", "") for f in args.get("flights", []) or [])
+            if rc.call.name.startswith("search_"):
+                routes.add((args.get("origin", ""), args.get("destination", "")))
+    keep["reservations"] |= {r for u in keep["users"] if u in tables["users"]
+                             for r in tables["users"][u]["reservations"]}
+    keep["users"] |= {tables["reservations"][r]["user_id"] for r in keep["reservations"]
+                      if r in tables["reservations"]}
+    keep["flights"] |= {f["flight_number"] for r in keep["reservations"] if r in tables["reservations"]
+                        for f in tables["reservations"][r]["flights"]}
+    flights = tables["flights"].values()
+    for origin, destination in routes:  # direct flights and both legs of every connection
+        keep["flights"] |= {f["flight_number"] for f in flights
+                            if (f["origin"], f["destination"]) == (origin, destination)}
+        keep["flights"] |= {leg["flight_number"] for first in flights if first["origin"] == origin
+                            for second in flights if second["origin"] == first["destination"]
+                            and second["destination"] == destination for leg in (first, second)}
+    return keep
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
+    args = parser.parse_args()
+    source = Path(args.shared) / "tool_use"
+    tables = load_tables(str(source / "tau_bench_airline_db"))
+    lines = [line for line in (source / "tau_bench_airline_gpt4o.jsonl").read_text(encoding="utf-8").splitlines()
+             if json.loads(line)["id"] in EXEC_SAMPLE]
+    (DATA / EXEC_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    trajectories = [t for name in ("tool_use_tau_airline.jsonl", EXEC_FILE)
+                    for t in FORMATS["tau-bench"].read_trajectories(DATA / name, {})]
+    keep = needed_keys(tables, trajectories)
+    subset = {t: {k: v for k, v in tables[t].items() if k in keep[t]} for t in TABLES}
+    out = DATA / SUBSET_FILE
+    out.write_text(json.dumps(subset, separators=(",", ":")) + "\n", encoding="utf-8")
+    report = replay_trajectories(tau_airline(out), trajectories)
+    sizes = {t: len(v) for t, v in subset.items()}
+    print(f"wrote {out} ({out.stat().st_size} bytes, {sizes}); replay {report.matched}/{report.calls}")
+    if report.matched != report.calls:
+        raise SystemExit(f"the subset does not reproduce the bundled trajectories: {report.to_json()}")
+
+
+if __name__ == "__main__":
+    main()

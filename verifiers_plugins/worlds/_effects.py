@@ -1,0 +1,128 @@
+"""Effects of a turn's tool calls and their comparison (what `tool_exec` accepts on).
+
+The effect of a turn is each call's output plus the state changes of all its calls together.
+Two turns have the same effect when their calls pair up one to one (same tool, equal canonical
+output, similar free-text notes) and the state changes are equal. Parallel calls are a set:
+order never matters. An empty output of a read-only call ("no flights found") says nothing
+about what was asked, so there the arguments must be equal too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from pivot_envs._model import ToolCall
+from verifiers_plugins.worlds._state import WorldState
+from verifiers_plugins.worlds._world import Outcome, ToolWorld, canonical_output
+
+EMPTY_OUTPUTS = frozenset({"", "[]", "{}", "null", '""'})
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a turn's calls did on a copy of the pivot state."""
+
+    outcomes: tuple[Outcome, ...]
+    changes: Mapping[str, Any]
+
+
+def execute_turn(world: ToolWorld, state: WorldState, calls: Sequence[ToolCall]) -> Effect:
+    """Run the calls in order on forks of `state` (never changed) and collect their effect."""
+    outcomes = []
+    current = state
+    for call in calls:
+        outcome, current = world.step(current, call.name, call.arguments)
+        outcomes.append(outcome)
+    return Effect(tuple(outcomes), current.changes_since(state) if current is not state else {})
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def json_diff(want: Any, got: Any, path: str = "", limit: int = 5) -> list[str]:
+    """Paths where two JSON values differ (at most `limit`), e.g. `flights[1].price`."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        out: list[str] = []
+        for k in list(want) + [k for k in got if k not in want]:
+            if len(out) >= limit:
+                break
+            if k not in want or k not in got:
+                out.append(f"{path}.{k}".lstrip("."))
+            elif want[k] != got[k]:
+                out.extend(json_diff(want[k], got[k], f"{path}.{k}", limit - len(out)))
+        return out[:limit]
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        out = []
+        for i, (w, g) in enumerate(zip(want, got, strict=True)):
+            if w != g:
+                out.extend(json_diff(w, g, f"{path}[{i}]", limit - len(out)))
+            if len(out) >= limit:
+                break
+        return out[:limit]
+    return [path.lstrip(".") or "<value>"]
+
+
+def _output_diff(want: Outcome, got: Outcome) -> list[str]:
+    try:
+        return json_diff(json.loads(want.output), json.loads(got.output))
+    except ValueError:
+        return ["<text>"]
+
+
+def compare_outcomes(world: ToolWorld, want: Outcome, got: Outcome, note_threshold: float) -> str | None:
+    """Why `got` does not have `want`'s effect, or None when it does."""
+    if want.name != got.name:
+        return f"expected a call to {want.name!r}, got {got.name!r}"
+    if canonical_output(want.output) != canonical_output(got.output):
+        return f"{got.name}: output differs at {_output_diff(want, got)}: expected {want.output[:120]!r}, " \
+               f"got {got.output[:120]!r}"
+    tool = world.tools.get(want.name)
+    if tool is not None and tool.read_only and canonical_output(want.output) in EMPTY_OUTPUTS \
+            and not tool.note_args and _canon(want.arguments) != _canon(got.arguments):
+        return f"{got.name}: empty output, and the arguments differ at {json_diff(want.arguments, got.arguments)}"
+    for arg, text in want.notes.items():
+        score = fuzz.ratio(_norm(text), _norm(got.notes.get(arg, ""))) / 100.0
+        if score < note_threshold:
+            return f"{got.name}: {arg!r} differs (similarity {score:.2f} < {note_threshold})"
+    return None
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def compare_effects(world: ToolWorld, want: Effect, got: Effect, note_threshold: float) -> dict[str, Any] | None:
+    """None when the effects match; else `{"reason": ..., details...}` naming what differed."""
+    if len(want.outcomes) != len(got.outcomes):
+        return {"reason": f"expected {len(want.outcomes)} tool call(s), got {len(got.outcomes)}"}
+    unmatched = list(got.outcomes)
+    for w in want.outcomes:
+        problems = []
+        for g in unmatched:
+            problem = compare_outcomes(world, w, g, note_threshold)
+            if problem is None:
+                unmatched.remove(g)
+                break
+            problems.append((g.name != w.name, problem))
+        else:
+            # Report the closest candidate: one calling the same tool, if any.
+            same_tool = [p for other, p in problems if not other]
+            return {"reason": (same_tool or [p for _, p in problems])[0], "expected_call": w.name}
+    if _canon(want.changes) != _canon(got.changes):
+        return {"reason": f"state changes differ: {_changes_diff(want.changes, got.changes)}",
+                "expected_changes": sorted(want.changes), "got_changes": sorted(got.changes)}
+    return None
+
+
+def _changes_diff(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
+    parts = [f"{k} not changed" for k in sorted(set(want) - set(got))]
+    parts += [f"{k} changed unexpectedly" for k in sorted(set(got) - set(want))]
+    parts += [f"{k} differs at {json_diff(want[k], got[k])}" for k in sorted(set(want) & set(got))
+              if _canon(want[k]) != _canon(got[k])]
+    return "; ".join(parts[:5])
