@@ -16,7 +16,11 @@ from pivot_envs._pivotseq import ConcatPivots, PivotSequence, candidate_ids, ind
 from pivot_envs._render import DOMAIN_PARSERS, observation
 from pivot_envs._spaces import ChatSpace, CompletionSpace
 from pivot_envs.errors import UnknownPivot, did_you_mean
-from verifiers_plugins import ChainResult, VerifierChain, get_parser
+
+# Submodules, not the package: `import verifiers_plugins` first imports the audit kit, which
+# imports pivot_envs, which lands here while verifiers_plugins is still initialising.
+from verifiers_plugins._chain import ChainResult, VerifierChain
+from verifiers_plugins._host import get_parser
 
 PathLike = str | os.PathLike[str]
 
