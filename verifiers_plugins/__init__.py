@@ -1,6 +1,6 @@
 """The verifier plugin host and the built-in verifiers.
 
-Third-party packages add verifiers with an entry point in the group `pivot`:
+Third-party packages add verifiers with an entry point in the group `pivot` (guide: docs/plugins.md):
 
     from verifiers_plugins import hookimpl, Verdict
 
@@ -9,12 +9,16 @@ Third-party packages add verifiers with an entry point in the group `pivot`:
         register("my_verifier", MyVerifier)
 """
 
+from verifiers_plugins._async import DEFAULT_TIMEOUT_S
 from verifiers_plugins._audit import AUDIT_CASES, AuditCase, adversarial_completions, audit, audit_failures
-from verifiers_plugins._chain import ChainResult, VerifierChain, safe_verify
+from verifiers_plugins._chain import ChainResult, VerifierChain, safe_verify, safe_verify_batch
+from verifiers_plugins._check import CheckReport, Problem, check_plugins
 from verifiers_plugins._host import (
     DEFAULT_PLUGINS,
+    EntryPointPlugin,
     PluginHost,
     Registration,
+    entry_point_plugins,
     get_host,
     get_parser,
     get_parsers,
@@ -24,18 +28,22 @@ from verifiers_plugins._host import (
     reset_host,
 )
 from verifiers_plugins._verdict import Verdict, Verifier, verifier_meta
-from verifiers_plugins.errors import DuplicateName, PluginError, UnknownVerifier
+from verifiers_plugins.errors import DuplicateName, PluginError, UnknownVerifier, VerifierTimeout
 from verifiers_plugins.hookspecs import HOOK_API_VERSION, hookimpl, hookspec
 
 __all__ = [
     "AUDIT_CASES",
     "AuditCase",
     "DEFAULT_PLUGINS",
+    "DEFAULT_TIMEOUT_S",
     "HOOK_API_VERSION",
     "ChainResult",
+    "CheckReport",
     "DuplicateName",
+    "EntryPointPlugin",
     "PluginError",
     "PluginHost",
+    "Problem",
     "Registration",
     "UnknownVerifier",
     "adversarial_completions",
@@ -44,6 +52,9 @@ __all__ = [
     "Verdict",
     "Verifier",
     "VerifierChain",
+    "VerifierTimeout",
+    "check_plugins",
+    "entry_point_plugins",
     "get_host",
     "get_parser",
     "get_parsers",
@@ -54,5 +65,6 @@ __all__ = [
     "load_plugins",
     "reset_host",
     "safe_verify",
+    "safe_verify_batch",
     "verifier_meta",
 ]

@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from verifiers_plugins._async import await_all, await_result, verify_timeout
 from verifiers_plugins._host import get_verifier
 from verifiers_plugins._verdict import COST_ORDER, Verdict, verifier_meta
-from verifiers_plugins._verdict import verify_batch as _verify_batch
+from verifiers_plugins.errors import VerifierTimeout
 
 if TYPE_CHECKING:
     from pivot_envs._model import Message, Pivot
@@ -47,13 +48,15 @@ class ChainResult:
 
 
 def safe_verify(name: str, verifier: Any, pivot: Pivot, action: Message) -> Verdict:
-    """Run one verifier; an exception becomes a Verdict with `error` set, never a crash."""
+    """Run one verifier; an exception or a missed async timeout becomes a Verdict with `error` set."""
     try:
-        verdict = verifier.verify(pivot, action)
+        verdict = await_result(verifier.verify(pivot, action), verify_timeout(verifier))
         if not isinstance(verdict, Verdict):
             return replace(
                 Verdict.failed(f"verifier returned {type(verdict).__name__}, expected Verdict"), verifier=name
             )
+    except VerifierTimeout as e:
+        return replace(Verdict.failed(f"{name} {e}"), verifier=name)
     except Exception as e:  # the contract: a verifier that raises yields an error verdict
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         return replace(Verdict.failed(f"{name} raised {tb}"), verifier=name)
@@ -61,14 +64,48 @@ def safe_verify(name: str, verifier: Any, pivot: Pivot, action: Message) -> Verd
 
 
 def safe_verify_batch(name: str, verifier: Any, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
-    """Batched `safe_verify`: a batch that raises falls back to per-action calls."""
+    """Batched `safe_verify`: a batch that raises falls back to per-action calls.
+
+    Coroutine verifiers run concurrently over the group, each call with its own timeout; an
+    `async def verify_batch` that misses its timeout gives every action an error verdict.
+    """
+    if callable(getattr(verifier, "verify", None)) and not callable(getattr(verifier, "verify_batch", None)):
+        return _verify_each(name, verifier, pivot, actions)
     try:
-        verdicts = _verify_batch(verifier, pivot, actions)
+        verdicts = list(await_result(verifier.verify_batch(pivot, actions), verify_timeout(verifier)))
         if len(verdicts) == len(actions) and all(isinstance(v, Verdict) for v in verdicts):
             return [replace(v, verifier=name) for v in verdicts]
+    except VerifierTimeout as e:
+        return [replace(Verdict.failed(f"{name} {e}"), verifier=name) for _ in actions]
     except Exception:  # fall back so one bad candidate cannot fail the whole group
         pass
     return [safe_verify(name, verifier, pivot, a) for a in actions]
+
+
+def _verify_each(name: str, verifier: Any, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
+    """`verify` per action; coroutines (async verifiers) are awaited together, each with its timeout."""
+    results: list[Any] = []
+    for action in actions:
+        try:
+            results.append(verifier.verify(pivot, action))
+        except Exception as e:  # the contract: a verifier that raises yields an error verdict
+            results.append(e)
+    out = []
+    for value in await_all(results, verify_timeout(verifier)):
+        if isinstance(value, VerifierTimeout):
+            out.append(replace(Verdict.failed(f"{name} {value}"), verifier=name))
+        elif isinstance(value, Exception):
+            tb = traceback.format_exception_only(type(value), value)[-1].strip()
+            out.append(replace(Verdict.failed(f"{name} raised {tb}"), verifier=name))
+        elif isinstance(value, BaseException):
+            raise value  # KeyboardInterrupt, SystemExit, CancelledError: not the verifier's fault
+        elif not isinstance(value, Verdict):
+            out.append(replace(
+                Verdict.failed(f"verifier returned {type(value).__name__}, expected Verdict"), verifier=name
+            ))
+        else:
+            out.append(replace(value, verifier=name))
+    return out
 
 
 class VerifierChain:

@@ -1,19 +1,23 @@
 """The plugin host: one pluggy manager, lazy loading, and the registries the hooks fill.
 
 Built-in verifiers are plugins too (`DEFAULT_PLUGINS`), registered through the same hooks as a
-third-party package's entry point. Loading runs once, lazily, on the first accessor call.
-`PIVOT_PLUGINS` (comma-separated distribution or plugin names; "" means none) limits which
-entry-point plugins load; built-ins always load.
+third-party package's entry point. Loading runs once, lazily, on the first accessor call; a load
+that fails (a broken plugin, a duplicate name) fails again on every accessor until fixed, never
+leaving half-filled registries behind. `PIVOT_PLUGINS` (comma-separated distribution or
+entry-point names; "" means none) limits which entry-point plugins load and is read when loading
+runs; built-ins always load.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
+from types import ModuleType
 from typing import Any
 
 import pluggy
@@ -33,6 +37,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.tool_exec",
 )
 KINDS = ("verifiers", "parsers", "sandboxes", "tool_worlds", "categories")
+ALLOW_LIST_VAR = "PIVOT_PLUGINS"
 
 
 @dataclass(frozen=True)
@@ -46,12 +51,97 @@ class Registration:
     version: str
 
 
-class PluginHost:
-    """A pluggy manager plus one registry per hook, filled through `register` callbacks."""
+@dataclass(frozen=True)
+class EntryPointPlugin:
+    """One installed entry point of the group `pivot`, with the distribution that ships it."""
 
-    def __init__(self, load_entrypoints: bool = True) -> None:
+    name: str
+    distribution: str
+    version: str
+    entry_point: importlib_metadata.EntryPoint
+
+
+def normalize_dist(name: str) -> str:
+    """PEP 503 form of a distribution name (`Pivot_Verifier.AST` == `pivot-verifier-ast`)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def allowed_plugins() -> frozenset[str] | None:
+    """The `PIVOT_PLUGINS` allow-list (normalized names), read now; None when the variable is unset."""
+    allow = os.environ.get(ALLOW_LIST_VAR)
+    if allow is None:
+        return None
+    return frozenset(normalize_dist(n.strip()) for n in allow.split(",") if n.strip())
+
+
+def entry_point_plugins(allowed: frozenset[str] | None = None) -> list[EntryPointPlugin]:
+    """Installed entry points of the group `pivot` that the allow-list admits, in install order.
+
+    Raises:
+        DuplicateName: two distributions declare the same entry-point name.
+    """
+    seen: dict[str, EntryPointPlugin] = {}
+    for ep in importlib_metadata.entry_points(group=hookspecs.PROJECT):
+        dist = ep.dist.name if ep.dist else "unknown"
+        if allowed is not None and normalize_dist(ep.name) not in allowed and normalize_dist(dist) not in allowed:
+            continue
+        found = EntryPointPlugin(ep.name, dist, ep.dist.version if ep.dist else "", ep)
+        first = seen.get(ep.name)
+        if first is not None and normalize_dist(first.distribution) != normalize_dist(dist):
+            raise DuplicateName(
+                f"entry point {ep.name!r} in group {hookspecs.PROJECT!r} is declared by two distributions: "
+                f"{first.distribution} {first.version} and {dist} {found.version}; uninstall one, or pick one "
+                f"with {ALLOW_LIST_VAR}"
+            )
+        seen.setdefault(ep.name, found)
+    return list(seen.values())
+
+
+def check_registration(kind: str, plugin_name: str, name: object, obj: object) -> None:
+    """Validate one `register(name, obj)` call of hook `register_<kind>`.
+
+    Raises:
+        PluginError: the name is not a non-empty string or the object is not callable.
+    """
+    if not isinstance(name, str) or not name:
+        raise PluginError(f"plugin {plugin_name!r}: register_{kind} expects a non-empty name, got {name!r}")
+    # Category registrations map an alias to a category name; every other kind registers a factory.
+    if not (callable(obj) or (kind == "categories" and isinstance(obj, str))):
+        raise PluginError(
+            f"plugin {plugin_name!r}: register_{kind}({name!r}, ...) expects a callable, got {type(obj).__name__}"
+        )
+
+
+def unknown_hooks(pm: pluggy.PluginManager, plugin: object) -> list[str]:
+    """Names of the plugin's non-optional hookimpls that match no hookspec (what `check_pending` rejects)."""
+    out = []
+    for caller in pm.get_hookcallers(plugin) or []:
+        if caller.has_spec():
+            continue
+        if any(impl.plugin is plugin and not impl.optionalhook for impl in caller.get_hookimpls()):
+            out.append(caller.name)
+    return sorted(out)
+
+
+def hook_names(specs: ModuleType = hookspecs) -> list[str]:
+    """Every hook the spec module declares."""
+    marker = f"{hookspecs.PROJECT}_spec"
+    return sorted(n for n in dir(specs) if hasattr(getattr(specs, n), marker))
+
+
+class PluginHost:
+    """A pluggy manager plus one registry per hook, filled through `register` callbacks.
+
+    Args:
+        load_entrypoints: load installed entry points of the group `pivot` (subject to
+            `PIVOT_PLUGINS`); False loads the built-ins only.
+        specs: the hookspec module (tests pass their own to exercise deprecations).
+    """
+
+    def __init__(self, load_entrypoints: bool = True, specs: ModuleType = hookspecs) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
-        self.pm.add_hookspecs(hookspecs)
+        self.pm.add_hookspecs(specs)
+        self.specs = specs
         self.load_entrypoints = load_entrypoints
         self._registries: dict[str, dict[str, Registration]] = {k: {} for k in KINDS}
         self._dists: dict[str, tuple[str, str]] = {}
@@ -67,37 +157,69 @@ class PluginHost:
                 return
             for module_name in DEFAULT_PLUGINS:
                 if self.pm.get_plugin(module_name) is None:
-                    self.pm.register(importlib.import_module(module_name), name=module_name)
-                    self._dists[module_name] = ("pivot-gym", _version("pivot-gym"))
+                    module = importlib.import_module(module_name)
+                    self._register(module, module_name, "pivot-gym", distribution_version("pivot-gym"))
             if self.load_entrypoints:
                 self._load_entrypoints()
-            self.pm.check_pending()
-            self._loaded = True
+            self._check_pending()
             self._collect()
+            self._loaded = True  # only after the registries are complete: a failed load fails again
 
     def _load_entrypoints(self) -> None:
-        allow = os.environ.get("PIVOT_PLUGINS")
-        allowed = None if allow is None else {n.strip() for n in allow.split(",") if n.strip()}
-        for ep in importlib_metadata.entry_points(group=hookspecs.PROJECT):
-            dist = ep.dist.name if ep.dist else "unknown"
-            if allowed is not None and ep.name not in allowed and dist not in allowed:
-                continue
-            if self.pm.get_plugin(ep.name) is not None or self.pm.is_blocked(ep.name):
+        for found in entry_point_plugins(allowed_plugins()):
+            if self.pm.get_plugin(found.name) is not None or self.pm.is_blocked(found.name):
                 continue
             try:
-                plugin = ep.load()
+                plugin = found.entry_point.load()
             except Exception as e:
-                raise PluginError(f"plugin {ep.name!r} from {dist}: import failed: {e}") from e
-            self.pm.register(plugin, name=ep.name)
-            self._dists[ep.name] = (dist, ep.dist.version if ep.dist else "")
+                raise PluginError(
+                    f"plugin {found.name!r} (distribution {found.distribution} {found.version}): "
+                    f"import of {found.entry_point.value!r} failed: {type(e).__name__}: {e}"
+                ) from e
+            self._register(plugin, found.name, found.distribution, found.version)
 
-    def register_plugin(self, plugin: object, name: str, distribution: str = "local") -> None:
-        """Register a plugin object by hand (tests and notebooks); refreshes the registries."""
+    def _register(self, plugin: object, name: str, distribution: str, version: str) -> None:
+        """`pm.register` with pluggy's validation errors re-raised naming plugin and distribution."""
+        try:
+            self.pm.register(plugin, name=name)
+        except pluggy.PluginValidationError as e:
+            raise PluginError(
+                f"plugin {name!r} (distribution {distribution}) does not match the hook API: "
+                f"{' '.join(str(e).split())}. Run `pivot plugins --check` for every problem."
+            ) from e
+        except ValueError as e:  # pluggy: name or object already registered
+            raise PluginError(f"plugin {name!r} (distribution {distribution}): {str(e).splitlines()[0]}") from e
+        self._dists[name] = (distribution, version)
+
+    def _check_pending(self, only: object | None = None) -> None:
+        """`check_pending` for one plugin (or all), naming the plugin, its distribution and the hook."""
+        for plugin_name, plugin in self.pm.list_name_plugin():
+            if plugin is None or (only is not None and plugin is not only):
+                continue
+            unknown = unknown_hooks(self.pm, plugin)
+            if unknown:
+                dist = self._dists.get(plugin_name, ("unknown", ""))[0]
+                hints = "".join(did_you_mean(h, hook_names(self.specs)) for h in unknown)
+                raise PluginError(
+                    f"plugin {plugin_name!r} (distribution {dist}) implements unknown hook(s) {unknown}; "
+                    f"known hooks: {hook_names(self.specs)}.{hints} Fix the plugin or leave it out with "
+                    f"{ALLOW_LIST_VAR}."
+                )
+        if only is None:
+            self.pm.check_pending()  # pluggy's own strictness check, after ours named the culprit
+
+    def register_plugin(self, plugin: object, name: str, distribution: str = "local", version: str = "") -> None:
+        """Register a plugin object by hand (tests, notebooks); validates it, then refreshes the registries.
+
+        Raises:
+            PluginError: the plugin has an unknown hook or a hook signature the spec does not allow.
+            DuplicateName: it registers a name another plugin already holds (nothing is kept).
+        """
         with self._lock:
             self.load_plugins()
-            self.pm.register(plugin, name=name)
-            self._dists[name] = (distribution, "")
+            self._register(plugin, name, distribution, version)
             try:
+                self._check_pending(only=plugin)
                 self._collect()
             except Exception:
                 self.pm.unregister(name=name)
@@ -121,32 +243,36 @@ class PluginHost:
                 if plugin is None:
                     continue
                 register = self._make_register(kind, plugin_name, fresh[kind])
-                self._call_for_plugin(hook, plugin, register)
+                self._call_for_plugin(hook, plugin_name, plugin, register)
         self._registries = fresh
 
-    def _call_for_plugin(self, hook: pluggy.HookCaller, plugin: object, register: Callable[..., None]) -> None:
+    def _call_for_plugin(
+        self, hook: pluggy.HookCaller, plugin_name: str, plugin: object, register: Callable[..., None]
+    ) -> None:
         # Calling the hook with all other plugins excluded credits each registration to exactly
         # one plugin, without touching pluggy internals or calling impl functions directly.
         others = [p for p in self.pm.get_plugins() if p is not plugin]
-        self.pm.subset_hook_caller(hook.name, remove_plugins=others)(register=register)
+        try:
+            self.pm.subset_hook_caller(hook.name, remove_plugins=others)(register=register)
+        except PluginError:
+            raise
+        except Exception as e:
+            dist = self._dists.get(plugin_name, ("unknown", ""))[0]
+            raise PluginError(
+                f"plugin {plugin_name!r} (distribution {dist}): hook {hook.name} raised {type(e).__name__}: {e}"
+            ) from e
 
     def _make_register(self, kind: str, plugin_name: str, registry: dict[str, Registration]) -> Callable[..., None]:
         dist, version = self._dists.get(plugin_name, ("unknown", ""))
 
         def register(name: str, obj: Any) -> None:
-            if not isinstance(name, str) or not name:
-                raise PluginError(f"plugin {plugin_name!r}: register_{kind} expects a non-empty name, got {name!r}")
-            # Category registrations map an alias to a category name; every other kind registers a factory.
-            if not (callable(obj) or (kind == "categories" and isinstance(obj, str))):
-                raise PluginError(
-                    f"plugin {plugin_name!r}: register_{kind}({name!r}, ...) expects a callable, "
-                    f"got {type(obj).__name__}"
-                )
+            check_registration(kind, plugin_name, name, obj)
             if name in registry:
                 first = registry[name]
                 raise DuplicateName(
                     f"{kind[:-1]} name {name!r} is registered twice: by plugin {first.plugin!r} "
-                    f"(distribution {first.distribution}) and by plugin {plugin_name!r} (distribution {dist})"
+                    f"(distribution {first.distribution}) and by plugin {plugin_name!r} (distribution {dist}); "
+                    f"uninstall one, or leave one out with {ALLOW_LIST_VAR}"
                 )
             registry[name] = Registration(name, obj, plugin_name, dist, version)
 
@@ -176,7 +302,8 @@ class PluginHost:
         return dict(self._dists)
 
 
-def _version(dist: str) -> str:
+def distribution_version(dist: str) -> str:
+    """The installed version of `dist` ("0+local" when it is not installed, e.g. a source checkout)."""
     try:
         return importlib_metadata.version(dist)
     except importlib_metadata.PackageNotFoundError:

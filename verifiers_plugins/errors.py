@@ -22,3 +22,7 @@ class UnknownVerifier(PluginError, KeyError):
 
 class WorldDataError(PluginError):
     """Raised by a tool world whose initial state cannot be found or read (path, env var, bundled subset)."""
+
+
+class VerifierTimeout(PluginError, TimeoutError):
+    """Raised by the host's async runner when a coroutine verifier misses its per-call timeout."""
