@@ -35,3 +35,64 @@ def shared_data() -> Path:
     if not (path / "nemo_gym_pivot_rows").is_dir():
         pytest.fail(f"shared data not found at {path}: set PIVOT_SHARED_DATA or place shared/ beside the repo")
     return path
+
+
+
+@pytest.fixture(scope="session")
+def pip_install_plugins(tmp_path_factory):
+    """Factory: build plugin distributions from source files and pip-install them, as a user would.
+
+    `pip_install_plugins({dist: (version, files, entry_points)})` writes each distribution's
+    `pyproject.toml` (entry points in the group `pivot`) beside its `files` (relative path ->
+    text) and runs one `pip install` of all of them into a fresh target folder (no network, no
+    change to the shared venv). It returns that folder; `use_plugin_site(folder)` puts it on the
+    path. Loading stays subject to the allow-list, which each test sets itself.
+    """
+    import subprocess
+    import sys
+
+    def install(packages: dict[str, tuple[str, dict[str, str], dict[str, str]]]) -> Path:
+        root = tmp_path_factory.mktemp("plugins")
+        for dist, (version, files, entry_points) in packages.items():
+            src = root / "src" / dist
+            eps = "\n".join(f'{name} = "{value}"' for name, value in entry_points.items())
+            py_modules = sorted({r.removesuffix(".py") for r in files if "/" not in r and r.endswith(".py")})
+            packages_ = sorted({r.split("/")[0] for r in files if "/" in r})
+            pyproject = (
+                '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
+                f'[project]\nname = "{dist}"\nversion = "{version}"\n\n[project.entry-points.pivot]\n{eps}\n\n'
+                f"[tool.setuptools]\npy-modules = {py_modules!r}\npackages = {packages_!r}\n".replace("'", '"')
+            )
+            for rel, text in {"pyproject.toml": pyproject, **files}.items():
+                (src / rel).parent.mkdir(parents=True, exist_ok=True)
+                (src / rel).write_text(text)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--no-index", "--target", str(root / "site"), *(str(root / "src" / d) for d in packages)],
+                       check=True, capture_output=True)
+        return root / "site"
+
+    return install
+
+
+@pytest.fixture
+def use_plugin_site(monkeypatch):
+    """Put a folder of installed distributions on `sys.path` and `PYTHONPATH` (for subprocesses).
+
+    `importlib.metadata` then finds them like any installed distribution. Modules imported from
+    the folder are dropped from `sys.modules` at teardown.
+    """
+    import importlib
+    import sys
+
+    sites: list[str] = []
+
+    def use(site: Path) -> None:
+        sites.append(str(site))
+        monkeypatch.syspath_prepend(str(site))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
+        importlib.invalidate_caches()
+
+    yield use
+    for name, module in list(sys.modules.items()):
+        if any(str(getattr(module, "__file__", None) or "").startswith(s) for s in sites):
+            del sys.modules[name]
