@@ -9,6 +9,10 @@ Third-party packages add verifiers with an entry point in the group `pivot` (gui
         register("my_verifier", MyVerifier)
 """
 
+# pivot_envs first: its errors are this package's base classes, and its env imports this
+# package's submodules; importing it here makes `import verifiers_plugins` first (as a plugin's
+# own tests do) resolve in the one order that has no cycle.
+import pivot_envs  # noqa: F401  isort: skip
 from verifiers_plugins._async import DEFAULT_TIMEOUT_S
 from verifiers_plugins._audit import AUDIT_CASES, AuditCase, adversarial_completions, audit, audit_failures
 from verifiers_plugins._chain import ChainResult, VerifierChain, safe_verify, safe_verify_batch

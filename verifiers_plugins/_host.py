@@ -75,13 +75,17 @@ def allowed_plugins() -> frozenset[str] | None:
 
 
 def entry_point_plugins(allowed: frozenset[str] | None = None) -> list[EntryPointPlugin]:
-    """Installed entry points of the group `pivot` that the allow-list admits, in install order.
+    """Installed entry points of the group `pivot` that the allow-list admits, sorted by distribution.
+
+    The order is fixed (distribution, then entry-point name) so that loading, and every error
+    about two plugins, reads the same on every machine whatever the install order.
 
     Raises:
         DuplicateName: two distributions declare the same entry-point name.
     """
     seen: dict[str, EntryPointPlugin] = {}
-    for ep in importlib_metadata.entry_points(group=hookspecs.PROJECT):
+    eps = importlib_metadata.entry_points(group=hookspecs.PROJECT)
+    for ep in sorted(eps, key=lambda e: (normalize_dist(e.dist.name if e.dist else ""), e.name)):
         dist = ep.dist.name if ep.dist else "unknown"
         if allowed is not None and normalize_dist(ep.name) not in allowed and normalize_dist(dist) not in allowed:
             continue
