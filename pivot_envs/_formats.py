@@ -17,7 +17,8 @@ from typing import Any
 from pivot_envs._jsonl import first_record, iter_jsonl, write_jsonl
 from pivot_envs._model import Pivot, Trajectory
 from pivot_envs._pivots import extract_pivots
-from pivot_envs.convert import nemo_gym, openai, tau_bench
+from pivot_envs.browse import _io as browse_io
+from pivot_envs.convert import fireact, nemo_gym, openai, react, tau_bench
 from pivot_envs.errors import DataFileError, InvalidTrajectory, UnknownFormat, did_you_mean
 
 PathLike = str | os.PathLike[str]
@@ -143,6 +144,17 @@ FORMATS: dict[str, Format] = {
         "tau-bench", tau_bench.detect,
         lambda r, p, n, o: tau_bench.from_tau_bench(r, data_path=p, default_id=f"{p.stem}/{n}"),
     ),
+    # Browse formats come before "openai": their records also carry a `messages` list.
+    "browse": Format("browse", browse_io.detect_browse, browse_io.pivot_reader(browse_io.read_browse_trajectories),
+                     None, browse_io.read_browse_trajectories),
+    "react": Format("react", react.detect, browse_io.pivot_reader(browse_io.read_react_trajectories),
+                    None, browse_io.read_react_trajectories),
+    "fireact": Format("fireact", fireact.detect, browse_io.pivot_reader(browse_io.read_fireact_trajectories),
+                      None, browse_io.read_fireact_trajectories),
+    # A JSON object of prompt texts: never detected, read with `--from react-prompts`.
+    "react-prompts": Format("react-prompts", lambda r: False,
+                            browse_io.pivot_reader(browse_io.read_react_prompt_trajectories),
+                            None, browse_io.read_react_prompt_trajectories),
     "openai": trajectory_format(
         "openai", openai.detect,
         lambda r, p, n, o: openai.from_openai(r, domain=o.get("domain"), default_id=f"{p.stem}/{n}"),

@@ -35,6 +35,9 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.tool_args",
     "verifiers_plugins.builtin.tool_worlds",
     "verifiers_plugins.builtin.tool_exec",
+    "verifiers_plugins.builtin.browse_tool",
+    "verifiers_plugins.builtin.retrieval_match",
+    "verifiers_plugins.builtin.answer_match",
 )
 KINDS = ("verifiers", "parsers", "sandboxes", "tool_worlds", "categories")
 ALLOW_LIST_VAR = "PIVOT_PLUGINS"
