@@ -10,126 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "pivot_envs" / "data"
-
-BROWSE_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "search",
-            "description": "Search the corpus; returns ranked titles, ids and snippets.",
-            "parameters": {
-                "type": "object",
-                "properties": {"query": {"type": "string"}, "k": {"type": "integer", "minimum": 1}},
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "open",
-            "description": "Open a document by exact title or doc id; returns its text.",
-            "parameters": {
-                "type": "object",
-                "properties": {"title": {"type": "string"}},
-                "required": ["title"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "find",
-            "description": "Find a keyword in the open document; returns the next matching sentence.",
-            "parameters": {
-                "type": "object",
-                "properties": {"keyword": {"type": "string"}},
-                "required": ["keyword"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "answer",
-            "description": "Give the final answer and end the episode.",
-            "parameters": {
-                "type": "object",
-                "properties": {"answer": {"type": "string"}},
-                "required": ["answer"],
-                "additionalProperties": False,
-            },
-        },
-    },
-]
-_REACT_ACTION = re.compile(r"Action \d+:\s*(Search|Lookup|Finish)\[(.*)\]\s*$", re.DOTALL)
-_REACT_TOOL = {"Search": ("open", "title"), "Lookup": ("find", "keyword"), "Finish": ("answer", "answer")}
-
-
-def react_to_tool_calls(record: dict) -> dict:
-    """ReAct text turns -> assistant turns with a tool call (Search=open by title, Lookup=find, Finish=answer)."""
-    messages = []
-    n = 0
-    for m in record["messages"]:
-        if m["role"] == "assistant":
-            match = _REACT_ACTION.search(m["content"])
-            if match is None:
-                messages.append({"role": "assistant", "content": m["content"]})
-                continue
-            tool, arg = _REACT_TOOL[match.group(1)]
-            n += 1
-            thought = m["content"][: match.start()].strip()
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": thought or None,
-                    "tool_calls": [
-                        {
-                            "id": f"call_{n}",
-                            "type": "function",
-                            "function": {
-                                "name": tool,
-                                "arguments": json.dumps({arg: match.group(2)}, ensure_ascii=False),
-                            },
-                        }
-                    ],
-                }
-            )
-        elif m["role"] == "tool":
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": f"call_{n}",
-                    "name": messages[-1]["tool_calls"][0]["function"]["name"]
-                    if messages and messages[-1].get("tool_calls")
-                    else m.get("name"),
-                    "content": m["content"],
-                }
-            )
-        else:
-            messages.append({"role": m["role"], "content": m["content"]})
-    return {
-        "id": record["id"],
-        "domain": "browse",
-        "source": record["source"],
-        "reward": 1.0 if record["success"] else 0.0,
-        "messages": messages,
-        "tools": BROWSE_TOOLS,
-        "context": {
-            "question_id": record["question_id"],
-            "gold_answer": record["gold_answer"],
-            "corpus": "bundled:browse_corpus.jsonl",
-        },
-    }
-
 
 def read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -140,6 +26,31 @@ def write(name: str, rows: list[dict]) -> None:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     print(f"{name}: {len(rows)} records, {(OUT / name).stat().st_size / 1024:.0f} KiB")
+
+
+def bundle_browse(src: Path, questions: int = 8) -> None:
+    """Oracle + fully replayable successful ReAct trajectories for a few questions, and their corpus subset.
+
+    Both trajectory files are annotated (replayed) on the bundled corpus subset itself, because the
+    env's verifiers search that subset.
+    """
+    sys.path.insert(0, str(OUT.parent.parent))  # this checkout's pivot_envs, not an installed one
+    from pivot_envs.browse import FtsBackend, annotate, synthesize
+    from pivot_envs.browse._io import read_react_trajectories
+
+    full = list(read_react_trajectories(src / "react_wikipedia_trajectories.jsonl", {}))
+    replayable = [t for t in full if t.reward == 1.0 and all(f["replayable"] for f in t.context["turns"].values())]
+    react = sorted(replayable, key=lambda t: len(json.dumps(t.to_json())))[:questions]
+    qids = {t.context["question_id"] for t in react}
+    write("browse_questions.jsonl", [q for q in read(src / "questions.jsonl") if q["question_id"] in qids])
+    write("browse_corpus.jsonl", [d for d in read(src / "corpus.jsonl") if qids & set(d.get("question_ids") or ())])
+    with tempfile.TemporaryDirectory() as cache:
+        backend = FtsBackend(OUT / "browse_corpus.jsonl", index=Path(cache) / "index.sqlite")
+        ref = "bundled:browse_corpus.jsonl"
+        oracle = list(synthesize(OUT / "browse_questions.jsonl", backend, ref))
+        write("browse_oracle.jsonl", [t.to_json() for t in oracle])
+        write("browse_react.jsonl", [annotate(t, backend, ref).to_json() for t in react])
+        backend.close()
 
 
 def main() -> None:
@@ -179,14 +90,7 @@ def main() -> None:
             r.pop(key, None)
     write("swe_mini_swe_agent.jsonl", mini)
 
-    react = [r for r in read(data / "browse/react_wikipedia_trajectories.jsonl") if r["success"]][:6]
-    write("browse_react.jsonl", [react_to_tool_calls(r) for r in react])
-    qids = {r["question_id"] for r in react}
-    write("browse_questions.jsonl", [q for q in read(data / "browse/questions.jsonl") if q["question_id"] in qids])
-    write(
-        "browse_corpus.jsonl",
-        [d for d in read(data / "browse/corpus.jsonl") if qids & set(d.get("question_ids") or ())],
-    )
+    bundle_browse(data / "browse")
     shutil.copy(data / "tool_use/tau_bench_airline_tools.json", OUT / "tau_bench_airline_tools.json")
 
 

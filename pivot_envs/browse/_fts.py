@@ -29,13 +29,15 @@ from pivot_envs.errors import DataFileError
 
 SCHEMA_VERSION = "1"
 TITLE_WEIGHT = 10.0  # BM25 column weight: a title term counts ten body terms
+# A document missing a query word must score at least this share of the weakest full match.
+PARTIAL_SCORE = 0.5
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def fts_query(text: str) -> str:
-    """An FTS5 MATCH expression for free text: every word quoted (no operator injection), OR-ed."""
+def fts_query(text: str, mode: str = "OR") -> str:
+    """An FTS5 MATCH expression for free text: every word quoted (no operator injection), AND-ed or OR-ed."""
     words = _WORD.findall(text)
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    return f" {mode} ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 def _default_cache_dir() -> Path:
@@ -143,22 +145,36 @@ class FtsBackend:
         return int(self._size)
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
-        """Top `k` by BM25 (title weighted), exact-title matches first, ties in corpus order."""
-        expr = fts_query(query or "")
-        if not expr or k < 1:
+        """Top `k` by BM25 (title weighted), exact-title matches first, ties in corpus order.
+
+        Documents with every word of the query rank by BM25; a document missing some word is
+        kept only when it scores at least `PARTIAL_SCORE` times the weakest document with every
+        word (all OR matches when no document has every word). So a stray common word ("100" in
+        "100 Bullets") cannot pad a precise query's results, while a wordy query still finds a
+        document whose title carries its key words.
+        """
+        if not _WORD.search(query or "") or k < 1:
             return []
-        rows = self._all(
-            "SELECT d.pos, d.doc_id, d.title, d.title_key, snippet(docs_fts, 1, '', '', '…', 24), "
-            f"bm25(docs_fts, {TITLE_WEIGHT}, 1.0) AS rank "
-            "FROM docs_fts JOIN docs d ON d.pos = docs_fts.rowid WHERE docs_fts MATCH ? "
-            "ORDER BY rank, d.pos LIMIT ?",
-            (expr, max(k, 1) + 20),
-        )
+        rows = self._rows(fts_query(query, "OR"), k)
+        every = self._rows(fts_query(query, "AND"), k)
+        if every:
+            # bm25() is negative and lower-is-better: the weakest full match has the largest value.
+            floor = PARTIAL_SCORE * max(r[5] for r in every)
+            rows = every + [r for r in rows if r[5] <= floor and r[0] not in {e[0] for e in every}]
         key = " ".join(query.split()).casefold()
         # bm25() is lower-is-better; exact title matches come first, in corpus order (the
         # document `open` would pick first), then the rest by BM25.
         rows.sort(key=lambda r: (0, r[0], 0.0) if r[3] == key else (1, r[5], r[0]))
         return [SearchHit(r[1], r[2], r[4], -float(r[5])) for r in rows[:k]]
+
+    def _rows(self, expr: str, k: int) -> list[tuple]:
+        return self._all(
+            "SELECT d.pos, d.doc_id, d.title, d.title_key, snippet(docs_fts, 1, '', '', '…', 24), "
+            f"bm25(docs_fts, {TITLE_WEIGHT}, 1.0) AS rank "
+            "FROM docs_fts JOIN docs d ON d.pos = docs_fts.rowid WHERE docs_fts MATCH ? "
+            "ORDER BY rank, d.pos LIMIT ?",
+            (expr, k + 20),  # a margin so exact-title matches ranked below k by BM25 are seen
+        )
 
     def _doc(self, row: tuple | None) -> Document | None:
         if row is None:

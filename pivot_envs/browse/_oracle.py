@@ -9,17 +9,21 @@ engine, so each pivot's history matches what the candidate's own tool calls woul
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from pivot_envs._jsonl import iter_jsonl
 from pivot_envs._model import Message, ToolCall, Trajectory
 from pivot_envs.browse._annotate import annotate
 from pivot_envs.browse._backend import SearchBackend
 from pivot_envs.browse._corpus import Document
 from pivot_envs.browse._session import BrowseSession, find_sentences
 from pivot_envs.browse._tools import BROWSE_TOOLS, DEFAULT_K
-from pivot_envs.errors import InvalidTrajectory
+from pivot_envs.errors import DataFileError, InvalidTrajectory
+
+PathLike = str | os.PathLike[str]
 
 SYSTEM_PROMPT = (
     "Answer the question by browsing a document collection. Use `search` to find documents, `open` to "
@@ -111,8 +115,14 @@ def oracle_trajectory(question: Mapping[str, Any], backend: SearchBackend, corpu
     return annotate(traj, backend, corpus)
 
 
-def synthesize(questions: Iterator[tuple[int, Mapping[str, Any]]], backend: SearchBackend,
-               corpus: str) -> Iterator[tuple[int, Trajectory]]:
-    """An oracle trajectory per `(line, question)`; yields `(line, trajectory)`."""
-    for lineno, q in questions:
-        yield lineno, oracle_trajectory(q, backend, corpus)
+def synthesize(questions: PathLike, backend: SearchBackend, corpus: str) -> Iterator[Trajectory]:
+    """An oracle trajectory per line of a questions JSONL.
+
+    Raises:
+        DataFileError: a line is not valid JSON, or its question cannot be synthesized (names file and line).
+    """
+    for lineno, q in iter_jsonl(questions):
+        try:
+            yield oracle_trajectory(q, backend, corpus)
+        except InvalidTrajectory as e:
+            raise DataFileError(str(questions), lineno, str(e)) from e

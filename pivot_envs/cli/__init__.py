@@ -16,6 +16,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_envs.cli._plugins",
     "pivot_envs.cli._audit",
     "pivot_envs.cli._tools",
+    "pivot_envs.cli._synthesize",
+    "pivot_envs.cli._browse",
 )
 
 app = typer.Typer(name="pivot", help="PivotRL-style agentic post-training as Gymnasium environments.",

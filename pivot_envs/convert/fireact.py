@@ -84,6 +84,7 @@ def to_fireact(trajectory: Trajectory) -> dict[str, Any]:
             messages.append({"role": m.role, "content": m.text})
     ctx = trajectory.context
     out = {"id": trajectory.id, "source": trajectory.source, "question": ctx.get("question"),
+           "agent_model": ctx.get("agent_model"),
            "messages_original": [dict(m, role="user") if m["role"] == "tool" else m for m in messages],
            "messages": messages}
     if trajectory.reward is not None:

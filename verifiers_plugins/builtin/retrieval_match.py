@@ -73,6 +73,8 @@ class RetrievalMatch:
         expert = _call(pivot.expert)
         if expert is None or expert[0] not in RETRIEVAL_TOOLS:
             return Verdict.skip("expert turn is not a search, open or find call")
+        if len(action.tool_calls) > 1:  # a spray of calls must not win on its best one
+            return Verdict.reject(f"expected one tool call, got {len(action.tool_calls)}")
         cand = _call(action)
         if cand is None or cand[0] not in RETRIEVAL_TOOLS:
             return Verdict.reject(f"expected a search, open or find call, got {cand[0] if cand else 'no call'}")
