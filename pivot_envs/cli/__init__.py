@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_envs.cli._tools",
     "pivot_envs.cli._synthesize",
     "pivot_envs.cli._browse",
+    "pivot_envs.cli._serve",
 )
 
 app = typer.Typer(name="pivot", help="PivotRL-style agentic post-training as Gymnasium environments.",

@@ -1,0 +1,40 @@
+"""`pivot serve`: a pivot env over HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pivot_envs.cli._common import err_console, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    """Add the commands of this module."""
+    app.command("serve")(serve)
+
+
+def serve(
+    env: str = typer.Option(..., "--env", help="Env id, e.g. pivot/terminal-v0."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (0.0.0.0 for other hosts)."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="Pivot or trajectory file (default: bundled)."),
+    verifiers: str | None = typer.Option(None, "--verifiers", help="Comma-separated verifier names."),
+    concurrency: int = typer.Option(8, "--concurrency", help="Requests verified at once (worker threads)."),
+    max_queue: int = typer.Option(256, "--max-queue", help="Requests allowed to wait; more get 503 + Retry-After."),
+    max_sessions: int = typer.Option(4096, "--max-sessions", help="Live reset/step sessions kept (LRU)."),
+) -> None:
+    """Serve reset / step / verify-batch / health for one env (FastAPI + uvicorn)."""
+    from pivot_envs._server import ServerConfig
+    from pivot_envs._server import serve as run_server
+
+    kwargs: dict[str, Any] = {}
+    if dataset is not None:
+        kwargs["dataset"] = str(dataset)
+    if verifiers:
+        kwargs["verifiers"] = [v.strip() for v in verifiers.split(",") if v.strip()]
+    with user_errors():
+        config = ServerConfig(concurrency=concurrency, max_queue=max_queue, max_sessions=max_sessions)
+        err_console.print(f"serving {env} on http://{host}:{port}/v1 (concurrency {concurrency}, queue {max_queue})")
+        run_server(env, host=host, port=port, config=config, **kwargs)

@@ -1,0 +1,87 @@
+"""Executors: the Ray pool scores exactly like the in-process env, routed by sandbox state."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import gymnasium as gym
+import pytest
+
+import pivot_envs
+from pivot_envs import Message
+from trainers.executors import EnvSpec, InProcessExecutor, VerifyTask, make_executor, route_key, worker_for
+
+ENV_IDS = ("pivot/tool-use-v0", "pivot/swe-v0", "pivot/terminal-v0", "pivot/browse-v0")
+
+
+def tasks_for(env_id: str) -> list[VerifyTask]:
+    env = gym.make(env_id).unwrapped
+    tasks = []
+    for pivot in env.pivots:
+        expert = pivot_envs.render_completion(pivot.expert, pivot.domain)
+        tasks.append(VerifyTask(pivot, (expert, expert[: len(expert) // 2], "ls -la", "")))
+    return tasks
+
+
+def test_in_process_executor_equals_env_score():
+    env = gym.make("pivot/tool-use-v0").unwrapped
+    tasks = tasks_for("pivot/tool-use-v0")
+    results = InProcessExecutor(EnvSpec("pivot/tool-use-v0")).verify(tasks)
+    assert results == [env.score(t.pivot.id, t.completions) for t in tasks]
+    assert any(r.accepted for rs in results for r in rs) and any(not r.accepted for rs in results for r in rs)
+    with pytest.raises(ValueError, match="expected an executor in"):
+        make_executor("dask", EnvSpec("pivot/tool-use-v0"))
+
+
+def test_route_key_groups_pivots_by_sandbox_state():
+    pivot = tasks_for("pivot/terminal-v0")[0].pivot
+    sandbox = {"image": "pivot-gym/busybox", "setup": ["mkdir -p /app"], "workdir": "/app"}
+    a = dataclasses.replace(pivot, id="a", context={**pivot.context, "sandbox": sandbox})
+    # Same state (image, set-up, replayed history) but another expert action: same key.
+    b = dataclasses.replace(a, id="b", expert=Message("assistant", "something else"))
+    c = dataclasses.replace(a, id="c", context={**a.context, "sandbox": {**sandbox, "image": "other"}})
+    assert route_key(a) == route_key(b) != route_key(c)
+    assert route_key(pivot).startswith("pivot:") and route_key(a).startswith("sandbox:")
+    assert route_key(pivot) != route_key(dataclasses.replace(pivot, expert=Message("assistant", "x")))
+    assert all(worker_for(route_key(a), 3) == worker_for(route_key(b), 3) for _ in range(3))
+
+
+def test_importing_executors_leaves_ray_out():
+    import subprocess
+
+    code = "import sys, trainers.executors, pivot_envs; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason="the scale extra is not installed")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_executor_equals_in_process_on_bundled_pivots(ray_cluster):
+    for env_id in ENV_IDS:
+        tasks = tasks_for(env_id)
+        # Sandbox pivots route by state: give pairs of terminal pivots a shared sandbox context.
+        if env_id == "pivot/terminal-v0":
+            tasks = tasks + [dataclasses.replace(t, pivot=dataclasses.replace(
+                t.pivot, id=t.pivot.id + "/sb", context={**t.pivot.context, "sandbox": {"image": f"img{k % 2}"}}))
+                for k, t in enumerate(tasks[:4])]
+        expected = InProcessExecutor(EnvSpec(env_id)).verify(tasks)
+        executor = make_executor("ray", EnvSpec(env_id), num_workers=2, chunk_size=3)
+        try:
+            assert executor.verify(tasks) == expected, env_id
+            stats = executor.stats()
+        finally:
+            executor.close()
+        # Each route key was scored by exactly one worker, the one `worker_for` names.
+        seen = [set(s["keys"]) for s in stats]
+        assert not seen[0] & seen[1] and seen[0] | seen[1] == {route_key(t.pivot) for t in tasks}
+        for w, keys in enumerate(seen):
+            assert all(worker_for(k, 2) == w for k in keys)
+        assert len({s["pid"] for s in stats}) == 2  # two worker processes, not the driver

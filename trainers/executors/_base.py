@@ -1,0 +1,146 @@
+"""Where verification runs: in this process, or fanned out to workers (Ray).
+
+An executor scores `VerifyTask`s (one pivot and a group of completions each, as a profiler or a
+GRPO step produces them) and returns one list of `ChainResult`s per task, in task order. Every
+executor builds its envs from the same `EnvSpec`, so a worker scores exactly as the driver's env
+would; the in-process executor is the reference the others must equal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pivot_envs._actions import shell_actions
+from pivot_envs._model import Pivot
+from verifiers_plugins._chain import ChainResult
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build the env whose verifiers score the tasks (picklable: shipped to workers).
+
+    Attributes:
+        env_id: a registered id, e.g. `pivot/terminal-v0`.
+        kwargs: `gym.make` keyword arguments (dataset path, verifiers, verifier_config, ...).
+    """
+
+    env_id: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def make(self) -> Any:
+        """The unwrapped env."""
+        import gymnasium as gym
+
+        import pivot_envs  # noqa: F401  (registers the ids)
+
+        return gym.make(self.env_id, **dict(self.kwargs)).unwrapped
+
+
+@dataclass(frozen=True)
+class VerifyTask:
+    """One group to score: a pivot and K completions (texts, parsed by the env's parser)."""
+
+    pivot: Pivot
+    completions: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "completions", tuple(self.completions))
+
+
+def score_group(env: Any, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
+    """What `env.score` does, for a pivot given by value (it need not be in the env's dataset)."""
+    return env.chain_for(pivot).verify_batch(pivot, [env.parse(c) for c in completions])
+
+
+def route_key(pivot: Pivot) -> str:
+    """The key that decides which worker scores a pivot.
+
+    Pivots that restore the same sandbox state (image, set-up and replayed history commands)
+    share a key, so one worker's snapshot cache and warm container pool serve all of them; any
+    other pivot is keyed by its content hash.
+    """
+    sandbox = pivot.context.get("sandbox")
+    if not sandbox:
+        return "pivot:" + pivot.content_hash()
+    history = [keys for m in pivot.history if m.role == "assistant" for keys in shell_actions(m)]
+    blob = json.dumps({"sandbox": sandbox, "history": history}, sort_keys=True, default=str)
+    return "sandbox:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def worker_for(key: str, num_workers: int) -> int:
+    """A stable worker index for a route key (the same on every host and run)."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:16], 16) % num_workers
+
+
+class Executor(Protocol):
+    """Scores groups of completions; `verify` keeps task order."""
+
+    name: str
+
+    def verify(self, tasks: Sequence[VerifyTask]) -> list[list[ChainResult]]:
+        """One result list per task, in task order."""
+        ...
+
+    def verify_iter(self, tasks: Sequence[VerifyTask]) -> Iterator[tuple[int, list[ChainResult]]]:
+        """`(task index, results)` as they finish (a profiler writes each as it comes)."""
+        ...
+
+    def close(self) -> None:
+        """Release workers."""
+        ...
+
+
+class InProcessExecutor:
+    """Scores every task in this process with one env (the reference behaviour).
+
+    Args:
+        spec: the env to build; ignored when `env` is given.
+        env: an already built (unwrapped) env to score with.
+    """
+
+    name = "in-process"
+
+    def __init__(self, spec: EnvSpec | None = None, *, env: Any = None) -> None:
+        if env is None and spec is None:
+            raise ValueError("InProcessExecutor: expected an EnvSpec or an env, got neither")
+        self.env = env if env is not None else spec.make()
+
+    def verify(self, tasks: Sequence[VerifyTask]) -> list[list[ChainResult]]:
+        """Score each task in order."""
+        return [score_group(self.env, t.pivot, t.completions) for t in tasks]
+
+    def verify_iter(self, tasks: Sequence[VerifyTask]) -> Iterator[tuple[int, list[ChainResult]]]:
+        """Score each task in order, yielding as it goes."""
+        for i, t in enumerate(tasks):
+            yield i, score_group(self.env, t.pivot, t.completions)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+EXECUTORS: dict[str, Callable[..., Executor]] = {"in-process": InProcessExecutor}
+
+
+def make_executor(name: str, spec: EnvSpec, **options: Any) -> Executor:
+    """Build an executor by name: `in-process`, or `ray` (the `scale` extra; `options` go to it).
+
+    Raises:
+        ValueError: an unknown name (the valid names are listed).
+    """
+    if name == "ray":
+        from trainers.executors._ray import RayExecutor  # ray is imported only here
+
+        return RayExecutor(spec, **options)
+    if name not in EXECUTORS:
+        raise ValueError(f"expected an executor in {sorted([*EXECUTORS, 'ray'])}, got {name!r}")
+    return EXECUTORS[name](spec)
+
+
+EXECUTOR_NAMES = ("in-process", "ray")
+
+__all__ = ["EXECUTOR_NAMES", "EnvSpec", "Executor", "InProcessExecutor", "VerifyTask", "make_executor",
+           "route_key", "score_group", "worker_for"]
