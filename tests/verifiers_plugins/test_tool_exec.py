@@ -202,3 +202,27 @@ def test_tool_use_env_picks_the_world_chain_per_pivot():
     bundled = gym.make("pivot/tool-use-v0").unwrapped  # the bundled env works with no set-up
     transfer = next(p for p in bundled.pivots if p.context.get("world") and p.expert.tool_calls)
     assert bundled.score(transfer.id, [render_completion(transfer.expert, transfer.domain)])[0].accepted
+
+
+def test_a_failed_expert_call_needs_the_same_arguments(airline_pivots, verifier):
+    cache = verifier.cache("tau-airline")
+    failed = next(p for p in airline_pivots if p.expert.tool_calls[0].name == "book_reservation" and execute_turn(
+        cache.world, cache.state_at(p.history).state, p.expert.tool_calls).outcomes[0].error)
+    name, args = _expert(failed)
+    # The tool never checks the destination, so this fails with the very same error text.
+    elsewhere = verifier.verify(failed, _with(failed, (name, {**args, "destination": "LAX"})))
+    assert not elsewhere.accepted and "same error" in elsewhere.reason
+    assert verifier.verify(failed, _with(failed, (name, dict(reversed(list(args.items())))))).accepted
+
+
+def test_identical_candidates_in_a_group_execute_once(airline_pivots, verifier, monkeypatch):
+    pivot = next(p for p, _ in _successful(airline_pivots, verifier, "get_reservation_details"))
+    world = verifier.cache("tau-airline").world
+    calls = []
+    original = world.step
+    monkeypatch.setattr(world, "step", lambda *a, **k: calls.append(a[1]) or original(*a, **k))
+    hits = verifier.cache("tau-airline").stats.hits
+    verifier.verify_batch(pivot, [pivot.expert] * 8)
+    # The pivot state comes from the cache (warmed by `_successful`); then the expert runs once
+    # and the 8 identical copies once.
+    assert verifier.cache("tau-airline").stats.hits == hits + 1 and len(calls) == 2

@@ -10,6 +10,7 @@ world, and text turns, are not applicable (the chain moves on).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -78,7 +79,15 @@ class ToolExec:
         context = {"world": cache.world.name, "db": cache.world.description}
         if at.diverged:
             context["history_diverged_at_calls"] = list(at.diverged)
-        return [self._judge(cache.world, at, expert, action, context) for action in actions]
+        # Identical candidates (common in a GRPO group) are executed once: the world is deterministic.
+        judged: dict[tuple[tuple[str, str], ...], Verdict] = {}
+        out = []
+        for action in actions:
+            key = _call_key(action)
+            if key not in judged:
+                judged[key] = self._judge(cache.world, at, expert, action, context)
+            out.append(judged[key])
+        return out
 
     def _expert_effect(self, pivot: Pivot, world: ToolWorld, at: PivotState) -> Effect:
         key = (world.name, pivot.content_hash())
@@ -105,6 +114,18 @@ class ToolExec:
                                   changes=sorted(got.changes), outputs=outputs, **context)
         reason = problem.pop("reason")
         return Verdict.reject(reason, outputs=outputs, **problem, **context)
+
+
+def _call_key(action: Message) -> tuple[tuple[str, str], ...]:
+    """The candidate's calls as (name, canonical arguments), in order."""
+    out = []
+    for call in action.tool_calls:
+        try:
+            args = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+        except ValueError:
+            args = call.arguments
+        out.append((call.name, args))
+    return tuple(out)
 
 
 @hookimpl

@@ -13,7 +13,7 @@ from typing import Any
 
 from pivot_envs._model import Message, ToolCall, Trajectory
 from verifiers_plugins.worlds._state import WorldState
-from verifiers_plugins.worlds._world import ToolWorld, canonical_output
+from verifiers_plugins.worlds._world import ToolWorld, same_output
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class ReplayReport:
 
 def outputs_match(recorded: str, replayed: str) -> bool:
     """Equal after canonical JSON (key order and spacing never matter)."""
-    return canonical_output(recorded) == canonical_output(replayed)
+    return same_output(recorded, replayed)
 
 
 def replay_messages(world: ToolWorld, messages: Sequence[Message], trajectory_id: str = "",

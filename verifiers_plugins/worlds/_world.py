@@ -17,6 +17,11 @@ from typing import Any
 
 import jsonschema
 
+try:  # compiled validators: ~30x faster than jsonschema on nested schemas (the hot path of tool_exec)
+    import fastjsonschema
+except ImportError:  # pragma: no cover - a declared dependency; jsonschema alone stays correct
+    fastjsonschema = None
+
 from verifiers_plugins.worlds._state import WorldState
 
 ToolFn = Callable[..., str]
@@ -80,6 +85,11 @@ class Outcome:
                 "changes": dict(self.changes), "notes": dict(self.notes)}
 
 
+def same_output(a: str, b: str) -> bool:
+    """Equal outputs: identical text, else equal canonical JSON (the slow path runs only on a difference)."""
+    return a == b or canonical_output(a) == canonical_output(b)
+
+
 def canonical_output(output: str) -> str:
     """The output as canonical JSON (sorted keys, no spaces) when it parses, else stripped text."""
     text = output.strip()
@@ -110,6 +120,7 @@ class ToolWorld:
         self._validators = {
             t.name: jsonschema.validators.validator_for(t.parameters)(t.parameters) for t in tools
         }
+        self._fast = {t.name: _compile(t.parameters) for t in tools}
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI function schemas of every tool."""
@@ -152,8 +163,32 @@ class ToolWorld:
         extra = sorted(set(args) - set(known))
         if extra:
             return args, f"{name}() got unexpected argument(s) {extra}"
-        error = next(iter(sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))), None)
+        if _valid(self._fast[name], args):  # the common case: skip collecting and sorting errors
+            return args, None
+        validator = self._validators[name]
+        error = next(iter(sorted(validator.iter_errors(args), key=lambda e: list(e.path))), None)
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path)
             return args, f"{name}() invalid argument{' ' + where if where else ''}: {error.message}"
         return args, None
+
+
+def _compile(schema: Mapping[str, Any]) -> Callable[[Any], Any] | None:
+    """A compiled validator, or None when fastjsonschema is missing or cannot compile the schema."""
+    if fastjsonschema is None:
+        return None
+    try:
+        return fastjsonschema.compile(dict(schema))
+    except Exception:  # an unsupported construct: jsonschema validates this tool instead
+        return None
+
+
+def _valid(fast: Callable[[Any], Any] | None, args: Mapping[str, Any]) -> bool:
+    """True when the compiled validator accepts `args` (False also means "ask jsonschema")."""
+    if fast is None:
+        return False
+    try:
+        fast(args)
+    except Exception:  # JsonSchemaException or a validator bug: jsonschema gives the verdict and message
+        return False
+    return True
