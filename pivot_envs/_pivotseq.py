@@ -8,6 +8,7 @@ keeps plain lists for small in-memory datasets and one of these for large files.
 from __future__ import annotations
 
 import abc
+import bisect
 from collections.abc import Iterator, Mapping, Sequence
 from typing import overload
 
@@ -80,8 +81,6 @@ class ConcatPivots(PivotSequence):
 
     def get(self, index: int) -> Pivot:
         """The pivot at `index`, read from the part that holds it."""
-        import bisect
-
         k = bisect.bisect_right(self._starts, index) - 1
         return self.parts[k][index - self._starts[k]]
 

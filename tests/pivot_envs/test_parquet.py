@@ -130,3 +130,16 @@ def test_write_pivots_parquet_and_import_stays_light(tmp_path, bundled_pivots):
     code = "import sys, pivot_envs; print('pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_dataset_mixing_jsonl_and_parquet_chains_them(tmp_path):
+    jsonl = bundled_paths(["swe_nemo.jsonl"])[0]
+    parquet = tmp_path / "mini.parquet"
+    write_pivots(load_pivots(bundled_paths(["swe_mini_swe_agent.jsonl"])[0]), parquet, format="parquet")
+    expected = load_pivots(jsonl) + load_pivots(parquet)
+    env = gym.make("pivot/swe-v0", dataset=[str(jsonl), str(parquet)])
+    pivots = env.unwrapped.pivots
+    assert isinstance(pivots, PivotSequence) and list(pivots) == expected
+    for i in (0, len(expected) - 1):
+        _, info = env.reset(options={"pivot_id": expected[i].id})
+        assert info["index"] == i
