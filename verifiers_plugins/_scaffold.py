@@ -144,9 +144,9 @@ import subprocess
 import sys
 
 import gymnasium as gym
-import pivot_envs
+import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_envs import render_completion
-from verifiers_plugins import check_plugins, get_verifiers
+from verifiers_plugins import audit, audit_failures, check_plugins, get_verifiers
 
 ENV_ID = "pivot/tool-use-v0"
 
@@ -177,13 +177,10 @@ def test_env_uses_it_expert_scores_one_empty_scores_zero():
 
 
 def test_audit_kit_accepts_no_adversarial_case():
-    out = subprocess.run([sys.executable, "-m", "pivot_envs", "audit", "--env", ENV_ID, "--verifiers", "$name",
-                          "--json"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    cases = [c for c in json.loads(out.stdout)["cases"] if c.get("verifier", c.get("chain")) == "$name"]
-    assert cases, out.stdout
-    bad = [c for c in cases if c["accepted"] and not c.get("expected_accept")]
-    assert not bad, bad
+    # The reward-hacking audit: canned adversarial completions (empty, prose for a tool, junk
+    # arguments, echo of the history, ...) at every pivot; none may be accepted.
+    rows = audit(gym.make(ENV_ID, verifiers=["$name"]).unwrapped)
+    assert rows and not audit_failures(rows), audit_failures(rows)
 '''
 
 _README = '''\
