@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_envs.cli._synthesize",
     "pivot_envs.cli._browse",
     "pivot_envs.cli._serve",
+    "pivot_envs.cli._models",
 )
 
 app = typer.Typer(name="pivot", help="PivotRL-style agentic post-training as Gymnasium environments.",

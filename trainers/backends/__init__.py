@@ -1,1 +1,26 @@
-"""Generation backends (transformers, OpenAI-compatible servers, vLLM) behind one interface."""
+"""Generation backends behind one interface (`GenerationBackend.generate`).
+
+- `TransformersBackend`: a local causal LM on CPU or GPU (tests use the tiny model).
+- `OpenAIBackend`: any OpenAI-compatible server (`vllm serve`, TGI, a hosted API).
+- `VLLMBackend`: vLLM's offline engine (the `gpu` extra).
+
+Modules here import torch/transformers/vllm only inside the calls that need them.
+"""
+
+from trainers.backends._base import Generation, GenerationBackend, Prompt, SamplingParams, as_chat
+from trainers.backends._chat import GuardIssue, render_example, render_prompt, rendering_guard
+from trainers.backends._transformers import TransformersBackend, TransformersConfig
+
+__all__ = [
+    "Generation",
+    "GenerationBackend",
+    "GuardIssue",
+    "Prompt",
+    "SamplingParams",
+    "TransformersBackend",
+    "TransformersConfig",
+    "as_chat",
+    "render_example",
+    "render_prompt",
+    "rendering_guard",
+]

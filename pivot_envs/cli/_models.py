@@ -1,0 +1,75 @@
+"""`pivot model tiny` and `pivot sft`: a tiny local policy and the same-data SFT baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pivot_envs.cli._common import JSON_OPTION, console, emit_json, user_errors
+
+model_app = typer.Typer(help="Build local models.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the commands of this module."""
+    app.add_typer(model_app, name="model")
+    model_app.command("tiny")(tiny)
+    app.command("sft")(sft)
+
+
+def tiny(
+    out: Path = typer.Option(..., "--out", help="Output folder (loadable with from_pretrained)."),
+    pivots: Path | None = typer.Option(None, "--pivots", help="Tokenizer corpus; every bundled pivot when omitted."),
+    vocab_size: int = typer.Option(1024, "--vocab-size", help="BPE vocabulary size."),
+    hidden_size: int = typer.Option(128, "--hidden-size", help="Model width."),
+    layers: int = typer.Option(4, "--layers", help="Decoder layers."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the random initialisation."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Train a byte-level BPE on pivots and write a random-init Qwen3-style model (~1M params)."""
+    from pivot_envs import load_pivots
+    from trainers.tiny_model import TinyModelConfig, build_tiny_model
+
+    with user_errors():
+        corpus = load_pivots(pivots) if pivots else None
+        config = TinyModelConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_layers=layers, seed=seed)
+        summary = build_tiny_model(out, corpus, config)
+    if as_json:
+        emit_json(summary)
+    else:
+        console.print(f"wrote a {summary['parameters']:,}-parameter model (vocab {summary['vocab_size']}) to {out}")
+
+
+def sft(
+    model: Path = typer.Option(..., "--model", help="Causal LM folder (its tokenizer needs a chat template)."),
+    pivots: Path = typer.Option(..., "--pivots", help="Training pivots (any format load_pivots reads)."),
+    out: Path = typer.Option(..., "--out", help="Output folder for the fine-tuned model."),
+    steps: int = typer.Option(200, "--steps", help="Optimizer steps."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Examples per step."),
+    lr: float = typer.Option(3e-3, "--lr", help="Peak learning rate."),
+    max_history: int = typer.Option(4, "--max-history", help="History messages kept (-1 keeps all)."),
+    max_prompt_tokens: int = typer.Option(256, "--max-prompt-tokens", help="Prompt tokens kept (-1 keeps all)."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the batch order."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Fine-tune on the pivots' expert actions, loss on the expert turn only (same-data SFT baseline)."""
+    from pivot_envs import load_pivots
+    from trainers.sft import SFTConfig, train_sft
+
+    with user_errors():
+        config = SFTConfig(
+            steps=steps,
+            batch_size=batch_size,
+            lr=lr,
+            max_history_messages=None if max_history < 0 else max_history,
+            max_prompt_tokens=None if max_prompt_tokens < 0 else max_prompt_tokens,
+            seed=seed,
+        )
+        log = None if as_json else (lambda step, m: console.print(f"step {step}: loss {m['loss/train']:.4f}"))
+        summary = train_sft(model, load_pivots(pivots), out, config, log=log)
+    if as_json:
+        emit_json(summary)
+    else:
+        console.print(f"trained {summary['steps']} steps on {summary['examples']} pivots in {summary['seconds']} s; "
+                      f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}; saved to {out}")

@@ -1,0 +1,107 @@
+"""Rendering pivots with a policy's own chat template, and the rendering guard.
+
+Only a tokenizer object is needed here (anything with `apply_chat_template`); no torch import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pivot_envs._model import Pivot
+from trainers.backends._base import Prompt, as_chat, expert_message, template_messages, truncate_history
+
+
+def render_prompt(tokenizer: Any, prompt: Prompt, max_history_messages: int | None = None) -> str:
+    """The prompt text the policy sees: history (+ tools) rendered with `add_generation_prompt`."""
+    chat = as_chat(prompt)
+    messages = template_messages(truncate_history(chat["messages"], max_history_messages))
+    return tokenizer.apply_chat_template(
+        messages, tools=chat["tools"] or None, tokenize=False, add_generation_prompt=True
+    )
+
+
+def render_example(tokenizer: Any, pivot: Pivot, max_history_messages: int | None = None) -> dict[str, Any]:
+    """History + expert turn tokenized with the template's assistant-token mask.
+
+    Returns:
+        `{"input_ids": [...], "assistant_masks": [...]}` (the mask marks `{% generation %}` tokens).
+    """
+    chat = as_chat(pivot)
+    messages = template_messages([*truncate_history(chat["messages"], max_history_messages), expert_message(pivot)])
+    enc = tokenizer.apply_chat_template(
+        messages, tools=chat["tools"] or None, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    return {"input_ids": list(enc["input_ids"]), "assistant_masks": list(enc["assistant_masks"])}
+
+
+@dataclass(frozen=True)
+class GuardIssue:
+    """A pivot whose prompt is not a prefix of prompt + expert action under the template.
+
+    Attributes:
+        pivot_id: the pivot.
+        problem: what differs ("prompt is not a prefix ..." with the first differing offset).
+        prompt_tail: the last characters of the rendered prompt, for a quick look.
+        full_at_offset: the rendered conversation around the first difference.
+    """
+
+    pivot_id: str
+    problem: str
+    prompt_tail: str = ""
+    full_at_offset: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+def _first_difference(a: str, b: str) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def rendering_guard(
+    tokenizer: Any, pivots: Iterable[Pivot], max_history_messages: int | None = None
+) -> list[GuardIssue]:
+    """Report pivots whose rendered history is not a prefix of the rendered history + expert turn.
+
+    Templates that rewrite earlier turns once a later one exists (e.g. dropping reasoning from
+    past assistant turns) make the profiled/trained prompt differ from the one at deployment,
+    so the policy would be scored in a state it never sees. A template that cannot render the
+    pivot at all is reported too.
+    """
+    issues = []
+    for pivot in pivots:
+        chat = as_chat(pivot)
+        history = truncate_history(chat["messages"], max_history_messages)
+        tools = chat["tools"] or None
+        try:
+            prompt = tokenizer.apply_chat_template(
+                template_messages(history), tools=tools, tokenize=False, add_generation_prompt=True
+            )
+            full = tokenizer.apply_chat_template(
+                template_messages([*history, expert_message(pivot)]), tools=tools, tokenize=False
+            )
+        except Exception as e:  # a template error is exactly what the guard exists to report
+            issues.append(GuardIssue(pivot.id, f"template failed: {type(e).__name__}: {e}"))
+            continue
+        if not full.startswith(prompt):
+            at = _first_difference(prompt, full)
+            issues.append(
+                GuardIssue(
+                    pivot.id,
+                    f"prompt is not a prefix of prompt + expert action (first difference at char {at})",
+                    prompt_tail=prompt[max(0, at - 80):at + 80],
+                    full_at_offset=full[max(0, at - 80):at + 80],
+                )
+            )
+    return issues
+
+
+def tool_schemas(prompt: Prompt) -> list[Mapping[str, Any]]:
+    """The tools of a prompt (OpenAI function schemas)."""
+    return as_chat(prompt)["tools"]
