@@ -19,6 +19,7 @@ from pivot_envs.errors import UnknownPivot, did_you_mean
 
 # Submodules, not the package: `import verifiers_plugins` first imports the audit kit, which
 # imports pivot_envs, which lands here while verifiers_plugins is still initialising.
+from verifiers_plugins._cache import RewardCache
 from verifiers_plugins._chain import ChainResult, VerifierChain
 from verifiers_plugins._host import get_parser
 
@@ -62,6 +63,8 @@ class PivotEnv(gym.Env[dict, str]):
         verifier_config: per-verifier keyword arguments, `{name: {arg: value}}`.
         parser: parser name; the domain's default when None.
         max_completion_chars: the action space's maximum completion length.
+        reward_cache: a `RewardCache` (or the path of its SQLite file) that `step` and `score`
+            read verdicts from and write them to; None scores every completion afresh.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
@@ -85,6 +88,7 @@ class PivotEnv(gym.Env[dict, str]):
         parser: str | None = None,
         max_completion_chars: int = 65536,
         render_mode: str | None = None,
+        reward_cache: RewardCache | PathLike | None = None,
         **domain_options: Any,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -107,6 +111,7 @@ class PivotEnv(gym.Env[dict, str]):
         self.observation_space = ChatSpace()
         self.action_space = CompletionSpace(max_length=max_completion_chars)
         self.current: Pivot | None = None
+        self.reward_cache = reward_cache if isinstance(reward_cache, RewardCache | None) else RewardCache(reward_cache)
 
     # -- construction hooks (domains override) ----------------------------------------------
 
@@ -161,7 +166,10 @@ class PivotEnv(gym.Env[dict, str]):
         if self.current is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         message = self.parse(action if isinstance(action, str) else str(action))
-        result = self.chain_for(self.current)(self.current, message)
+        if self.reward_cache is not None:
+            result = self._scored(self.current, [action if isinstance(action, str) else str(action)])[0]
+        else:
+            result = self.chain_for(self.current)(self.current, message)
         return observation(self.current), result.reward, True, False, self._step_info(result, message)
 
     def render(self) -> str | None:
@@ -175,8 +183,13 @@ class PivotEnv(gym.Env[dict, str]):
 
     def score(self, pivot_id: str, completions: Sequence[str]) -> list[ChainResult]:
         """Score a group of completions at one pivot (batched through each verifier)."""
-        pivot = self.pivot(pivot_id)
-        return self.chain_for(pivot).verify_batch(pivot, [self.parse(c) for c in completions])
+        return self._scored(self.pivot(pivot_id), completions)
+
+    def _scored(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
+        chain = self.chain_for(pivot)
+        if self.reward_cache is not None:
+            return self.reward_cache.score(chain, pivot, completions, self.parse, self.parser_name)
+        return chain.verify_batch(pivot, [self.parse(c) for c in completions])
 
     def chain_for(self, pivot: Pivot) -> VerifierChain:
         """The chain that scores `pivot`: the world chain when it carries a tool world, else `self.chain`."""

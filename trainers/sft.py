@@ -162,7 +162,8 @@ def train_sft(
         opt.step()
         losses.append(float(loss.detach()))
         if log and (step + 1) % config.log_every == 0:
-            log(step + 1, {"loss/train": sum(losses[-config.log_every:]) / config.log_every, "perf/lr": _lr_at(step, config)})
+            recent = losses[-config.log_every:]
+            log(step + 1, {"loss/train": sum(recent) / len(recent), "perf/lr": _lr_at(step, config)})
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)

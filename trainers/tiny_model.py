@@ -1,4 +1,4 @@
-"""`pivot model tiny`: a tiny real causal LM for CPU, built in-process with no download.
+r"""`pivot model tiny`: a tiny real causal LM for CPU, built in-process with no download.
 
 The tokenizer is a byte-level BPE trained with `tokenizers` on the bundled pivots, wrapped as a
 transformers fast tokenizer with a ChatML chat template. Tool calls render in the Hermes/Qwen form

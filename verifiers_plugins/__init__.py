@@ -15,6 +15,7 @@ Third-party packages add verifiers with an entry point in the group `pivot` (gui
 import pivot_envs  # noqa: F401  isort: skip
 from verifiers_plugins._async import DEFAULT_TIMEOUT_S
 from verifiers_plugins._audit import AUDIT_CASES, AuditCase, adversarial_completions, audit, audit_failures
+from verifiers_plugins._cache import RewardCache, default_cache_path
 from verifiers_plugins._chain import ChainResult, VerifierChain, safe_verify, safe_verify_batch
 from verifiers_plugins._check import CheckReport, Problem, check_plugins
 from verifiers_plugins._host import (
@@ -49,6 +50,7 @@ __all__ = [
     "PluginHost",
     "Problem",
     "Registration",
+    "RewardCache",
     "UnknownVerifier",
     "adversarial_completions",
     "audit",
@@ -58,6 +60,7 @@ __all__ = [
     "VerifierChain",
     "VerifierTimeout",
     "check_plugins",
+    "default_cache_path",
     "entry_point_plugins",
     "get_host",
     "get_parser",

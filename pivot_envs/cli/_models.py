@@ -11,6 +11,14 @@ from pivot_envs.cli._common import JSON_OPTION, console, emit_json, user_errors
 model_app = typer.Typer(help="Build local models.", no_args_is_help=True)
 
 
+def quiet_transformers() -> None:
+    """Turn off transformers' progress bars and info logs (they would interleave with our output)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
 def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     app.add_typer(model_app, name="model")
@@ -30,6 +38,8 @@ def tiny(
     """Train a byte-level BPE on pivots and write a random-init Qwen3-style model (~1M params)."""
     from pivot_envs import load_pivots
     from trainers.tiny_model import TinyModelConfig, build_tiny_model
+
+    quiet_transformers()
 
     with user_errors():
         corpus = load_pivots(pivots) if pivots else None
@@ -56,6 +66,8 @@ def sft(
     """Fine-tune on the pivots' expert actions, loss on the expert turn only (same-data SFT baseline)."""
     from pivot_envs import load_pivots
     from trainers.sft import SFTConfig, train_sft
+
+    quiet_transformers()
 
     with user_errors():
         config = SFTConfig(

@@ -16,14 +16,14 @@ def test_cli_builds_a_tiny_model_and_sft_changes_it(tmp_path):
     res = runner.invoke(app, ["model", "tiny", "--out", str(tmp_path / "base"), "--hidden-size", "32",
                               "--layers", "1", "--vocab-size", "400", "--json"])
     assert res.exit_code == 0, res.output
-    built = json.loads(res.output)
+    built = json.loads(res.stdout)
     assert 0 < built["parameters"] < 200_000 and built["vocab_size"] >= 400
     pivots = bundled_paths(["tool_use_nemo.jsonl"])[0]
     res = runner.invoke(app, ["sft", "--model", str(tmp_path / "base"), "--pivots", str(pivots), "--out",
                               str(tmp_path / "sft"), "--steps", "2", "--batch-size", "2", "--max-prompt-tokens", "64",
                               "--json"])
     assert res.exit_code == 0, res.output
-    summary = json.loads(res.output)
+    summary = json.loads(res.stdout)
     assert summary["steps"] == 2 and summary["examples"] > 0
     assert math.isfinite(summary["first_loss"]) and math.isfinite(summary["last_loss"])
     from transformers import AutoModelForCausalLM

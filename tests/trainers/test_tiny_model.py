@@ -1,5 +1,3 @@
-import json
-
 import gymnasium as gym
 import pytest
 
