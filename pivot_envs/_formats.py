@@ -18,7 +18,8 @@ from pivot_envs._jsonl import first_record, iter_jsonl, write_jsonl
 from pivot_envs._model import Pivot, Trajectory
 from pivot_envs._pivots import extract_pivots
 from pivot_envs.browse import _io as browse_io
-from pivot_envs.convert import fireact, nemo_gym, openai, react, tau_bench
+from pivot_envs.convert import fireact, mini_swe_agent, nemo_gym, openai, react, swe_agent, tau2, tau_bench
+from pivot_envs.convert._documents import document_records, is_document
 from pivot_envs.errors import DataFileError, InvalidTrajectory, UnknownFormat, did_you_mean
 
 PathLike = str | os.PathLike[str]
@@ -48,14 +49,8 @@ class Format:
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """JSONL records, or the items of a JSON list file (original tau-bench releases)."""
-    if path.suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise DataFileError(str(path), e.lineno, f"invalid JSON: {e.msg}") from e
-        if not isinstance(data, list):
-            raise DataFileError(str(path), None, f"expected a JSON list, got {type(data).__name__}")
-        yield from enumerate(data, start=1)
+    if is_document(path):  # JSON lists/objects, tau2 Results, SWE-agent .traj and .yaml demos
+        yield from enumerate(document_records(path), start=1)
         return
     yield from iter_jsonl(path)
 
@@ -155,6 +150,16 @@ FORMATS: dict[str, Format] = {
     "react-prompts": Format("react-prompts", lambda r: False,
                             browse_io.pivot_reader(browse_io.read_react_prompt_trajectories),
                             None, browse_io.read_react_prompt_trajectories),
+    "tau2": trajectory_format(
+        "tau2", tau2.detect, lambda r, p, n, o: tau2.from_tau2(r, default_id=f"{p.stem}/{n}"),
+    ),
+    "mini-swe-agent": trajectory_format(
+        "mini-swe-agent", mini_swe_agent.detect,
+        lambda r, p, n, o: mini_swe_agent.from_mini_swe_agent(r, default_id=f"{p.stem}/{n}"),
+    ),
+    "swe-agent": trajectory_format(
+        "swe-agent", swe_agent.detect, lambda r, p, n, o: swe_agent.from_swe_agent(r, default_id=f"swe-agent/{p.stem}"),
+    ),
     "openai": trajectory_format(
         "openai", openai.detect,
         lambda r, p, n, o: openai.from_openai(r, domain=o.get("domain"), default_id=f"{p.stem}/{n}"),

@@ -44,6 +44,8 @@ TOOL_ALIASES: dict[str, str] = {
     "cargo": "run", "bash": "run", "sh": "run", "execute_bash": "run", "run": "run", "java": "run",
     "mvn": "run", "gradle": "run", "django-admin": "run", "execute_ipython_cell": "run", "ipython": "run",
     "uv": "run", "coverage": "run", "shell": "run", "local_shell": "run", "exec_command": "run",
+    "sphinx-build": "run", "apt-get": "run", "apt": "run", "conda": "run", "ruby": "run", "rake": "run",
+    "which": "search", "type": "search", "pwd": "search",
     # plan / think
     "think": "plan", "plan": "plan", "update_plan": "plan", "todo_write": "plan", "todowrite": "plan",
     "task_tracker": "plan", "exitplanmode": "plan",
@@ -109,19 +111,40 @@ def command_category(command: str, table: Mapping[str, str] = TOOL_ALIASES) -> s
         return "other"
     if _SUBMIT_MARK in text or re.match(r"submit\b", text):
         return "finish"
-    if re.search(r"<<-?\s*['\"]?\w+['\"]?", text) and ">" in text.split("\n", 1)[0]:
+    if re.search(r"<<-?\s*['\"]?\w+['\"]?", text) and ">" in first_line(text):
         return "edit"  # `cat <<'EOF' > file` / `cat > file <<EOF`: a heredoc write
-    if re.match(r"(echo|printf|cat)\b[^|]*[^2&]>>?\s*\S", text.split("\n", 1)[0]):
+    if re.match(r"(echo|printf|cat)\b[^|]*[^2&]>>?\s*\S", first_line(text)):
         return "edit"  # `echo x > file`: a redirect write
-    segments = [s for s in re.split(r"\s*(?:&&|\|\||;|\|)\s*", text.split("\n", 1)[0]) if s.strip()]
-    for segment in segments:
+    segments = [s for s in re.split(r"\s*(?:&&|\|\||;|\|)\s*", first_line(text)) if s.strip()]
+    for k, segment in enumerate(segments):
         words = _words(segment)
         while words and (words[0] in _PREFIX_WORDS or re.fullmatch(r"\w+=\S*", words[0])):
             words = words[1:]
         if not words or words[0] in ("cd", "pushd", "source", "export", "set"):
             continue  # set-up words: categorise what follows
+        if words[0] in ("echo", "printf", "yes") and k + 1 < len(segments):
+            continue  # `echo c | pytest --pdb`: the input feeds the command that matters
         return _verb_category(words, table)
     return "search" if segments and _words(segments[0])[:1] == ["cd"] else "other"
+
+
+def first_line(command: str) -> str:
+    """The first line of a command that is not a comment (heredoc bodies and notes follow it)."""
+    for line in command.strip().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            return line.strip()
+    return ""
+
+
+def command_verb(command: str) -> str:
+    """The program a command runs (after `cd`, env assignments and prefixes), "" when none."""
+    for segment in re.split(r"\s*(?:&&|\|\||;|\|)\s*", first_line(command)):
+        words = _words(segment)
+        while words and (words[0] in _PREFIX_WORDS or re.fullmatch(r"\w+=\S*", words[0])):
+            words = words[1:]
+        if words and words[0] not in ("cd", "pushd", "source", "export", "set"):
+            return words[0].rsplit("/", 1)[-1]
+    return ""
 
 
 def _verb_category(words: list[str], table: Mapping[str, str]) -> str:
@@ -133,7 +156,7 @@ def _verb_category(words: list[str], table: Mapping[str, str]) -> str:
     if verb == "git":
         sub = words[1] if len(words) > 1 else ""
         return GIT_SUBCOMMANDS.get(sub, "edit")
-    if words[0].startswith("./") or verb.endswith((".py", ".sh")):
+    if words[0].startswith(("./", "bin/")) or verb.endswith((".py", ".sh")) or verb.startswith("python"):
         return "run"
     return table.get(verb, "other")
 

@@ -16,13 +16,23 @@ from collections.abc import Callable
 
 from pivot_envs._model import Message, Pivot
 from verifiers_plugins._verdict import Verdict
-from verifiers_plugins.builtin._categories import TOOL_ALIASES, action_categories, category_table
+from verifiers_plugins.builtin._categories import (
+    TOOL_ALIASES,
+    action_categories,
+    category_table,
+    command_verb,
+    message_commands,
+)
 from verifiers_plugins.hookspecs import hookimpl
 
 
 def _same_other_call(pivot: Pivot, action: Message) -> bool:
-    """Both turns call the same uncategorised tools, each with the expert's (non-empty) argument keys."""
+    """Both turns run the same uncategorised program, or call the same tools with the expert's argument keys."""
     want, got = pivot.expert.tool_calls, action.tool_calls
+    if not want and not got:
+        a, b = message_commands(pivot.expert), message_commands(action)
+        return len(a) == len(b) and all(command_verb(x) and command_verb(x) == command_verb(y)
+                                        for x, y in zip(a, b, strict=True))
     if not want or len(want) != len(got):
         return False
     for w, g in zip(want, got, strict=True):

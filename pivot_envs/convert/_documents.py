@@ -1,0 +1,57 @@
+"""Whole-file documents (not JSONL): JSON lists, single JSON objects, SWE-agent `.traj` and YAML demos.
+
+`document_records(path)` returns the records such a file holds: the items of a JSON list
+(original tau-bench releases), the simulations of a tau2 `Results` object (each with its task
+attached), or the one object of a single-trajectory file (mini-swe-agent `.traj.json`,
+SWE-agent `.traj`, SWE-agent demonstration `.yaml`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pivot_envs.convert import tau2
+from pivot_envs.errors import DataFileError
+
+DOCUMENT_SUFFIXES = (".json", ".traj", ".yaml", ".yml")
+
+
+def is_document(path: Path) -> bool:
+    """True for files read whole rather than line by line."""
+    return path.suffix.lower() in DOCUMENT_SUFFIXES
+
+
+def _parse(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise DataFileError(str(path), None, f"cannot open: {e.strerror or e}") from e
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml  # only YAML demonstrations need it
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            raise DataFileError(str(path), mark.line + 1 if mark else None, f"invalid YAML: {e}") from e
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataFileError(str(path), e.lineno, f"invalid JSON: {e.msg}") from e
+
+
+def document_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a whole-file document (see the module docstring)."""
+    data = _parse(path)
+    if isinstance(data, list):
+        bad = next((i for i, r in enumerate(data, start=1) if not isinstance(r, dict)), None)
+        if bad is not None:
+            raise DataFileError(str(path), None, f"item {bad}: expected a JSON object, got {type(data[bad - 1]).__name__}")
+        return data
+    if isinstance(data, dict) and tau2.is_results(data):
+        return tau2.results_records(data)
+    if isinstance(data, dict):
+        return [data]
+    raise DataFileError(str(path), None, f"expected a JSON list or object, got {type(data).__name__}")

@@ -1,0 +1,146 @@
+"""tau2-bench simulations (dual control: the user simulator calls tools too).
+
+Two inputs: the converted JSONL (`{id, benchmark: "tau2-bench", task, policy, reward,
+messages}`) and the original `Results` JSON (`{timestamp, info, tasks, simulations}`), whose
+simulations `results_records` expands into records of the same shape.
+
+How user-side tool calls appear: they do not, in the agent's history. In tau2 the user's tool
+calls run against the user's own device and the agent only ever receives the user's text
+messages, so a pivot's history is what the agent saw. The hidden user-side messages (user turns
+that call tools and the tool results they get, `requestor: "user"`) ride along in
+`extra["tau2_hidden_before"]` of the next visible message (or `context["tau2_hidden_after"]` at
+the end), so `to_tau2` gives them back. Only agent assistant turns become pivots.
+
+The agent's system prompt is not recorded; the converter writes the recorded policy as the
+system message (`extra["reconstructed"] = True`). The run recorded no tool schemas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pivot_envs._model import Message, ToolCall, Trajectory
+from pivot_envs.errors import InvalidTrajectory
+
+# Per-message fields the converted file drops too (provider payloads, token accounting).
+_DROP = ("raw_data", "usage", "cost")
+_CORE = ("role", "content", "tool_calls", "id")
+
+
+def is_results(data: Mapping[str, Any]) -> bool:
+    """True for an original tau2 `Results` object."""
+    return isinstance(data.get("simulations"), list) and "tasks" in data
+
+
+def results_records(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One record per simulation of a `Results` object, with its task, policy and domain attached."""
+    tasks = {t.get("id"): t for t in data.get("tasks") or () if isinstance(t, Mapping)}
+    env = (data.get("info") or {}).get("environment_info") or {}
+    agent = ((data.get("info") or {}).get("agent_info") or {}).get("llm")
+    user = ((data.get("info") or {}).get("user_info") or {}).get("llm")
+    out = []
+    for sim in data["simulations"]:
+        rec = dict(sim)
+        rec.update({"benchmark": "tau2-bench", "domain": env.get("domain_name"), "policy": env.get("policy"),
+                    "task": tasks.get(sim.get("task_id")), "agent_model": agent, "user_model": user})
+        rec["simulation_id"] = sim.get("id")
+        rec["id"] = f"tau2_bench/{env.get('domain_name')}/{agent}/{sim.get('task_id')}/trial{sim.get('trial', 0)}"
+        out.append(rec)
+    return out
+
+
+def detect(record: Mapping[str, Any]) -> bool:
+    """True for a tau2 simulation record (converted or expanded from `Results`)."""
+    return record.get("benchmark") == "tau2-bench" or {"task_id", "termination_reason", "messages"} <= set(record)
+
+
+def _hidden(m: Mapping[str, Any]) -> bool:
+    """User-side traffic the agent never sees: user tool calls and the results they get."""
+    if m.get("role") == "user" and m.get("tool_calls"):
+        return True
+    return m.get("role") == "tool" and m.get("requestor") == "user"
+
+
+def _message(m: Mapping[str, Any], hidden: list[dict[str, Any]]) -> Message:
+    extra = {k: v for k, v in m.items() if k not in _CORE and k not in _DROP}
+    if hidden:
+        extra["tau2_hidden_before"] = hidden
+    calls = tuple(ToolCall.from_json(c) for c in m.get("tool_calls") or ())
+    role = m["role"]
+    if role == "tool":
+        return Message("tool", m.get("content"), tool_call_id=str(m.get("id") or ""), extra=extra)
+    return Message(role, m.get("content"), tool_calls=calls, extra=extra)
+
+
+def from_tau2(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory:
+    """One tau2 simulation record -> Trajectory (domain tool-use; reward, task and policy kept)."""
+    raw = record.get("messages")
+    if not isinstance(raw, list):
+        raise InvalidTrajectory("tau2 record: missing field 'messages'")
+    messages: list[Message] = []
+    if record.get("policy"):
+        messages.append(Message("system", record["policy"], extra={"reconstructed": True}))
+    hidden: list[dict[str, Any]] = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, Mapping):
+            raise InvalidTrajectory(f"messages[{i}]: expected an object, got {type(m).__name__}")
+        slim = {k: v for k, v in m.items() if k not in _DROP}
+        if _hidden(m):
+            hidden.append(slim)
+            continue
+        try:
+            messages.append(_message(slim, hidden))
+        except (InvalidTrajectory, KeyError, TypeError) as e:
+            raise InvalidTrajectory(f"messages[{i}]: {e}") from e
+        hidden = []
+    reward = record.get("reward", (record.get("reward_info") or {}).get("reward"))
+    context = {k: record.get(k) for k in ("benchmark", "task_id", "trial", "termination_reason", "agent_model",
+                                         "user_model", "simulation_id") if record.get(k) is not None}
+    context.update({"tau_domain": record.get("domain") or "telecom", "task": record.get("task"),
+                    "policy_is_system": bool(record.get("policy"))})
+    if hidden:
+        context["tau2_hidden_after"] = hidden
+    traj_id = record.get("id") or default_id
+    if not traj_id:
+        raise InvalidTrajectory("tau2 record: missing field 'id' (and no default id given)")
+    return Trajectory(id=str(traj_id), domain="tool-use", messages=tuple(messages), tools=tuple(record.get("tools") or ()),
+                      reward=float(reward) if isinstance(reward, (int, float)) else None,
+                      context=context, source=str(record.get("source") or ""))
+
+
+def _raw_message(m: Message) -> list[dict[str, Any]]:
+    extra = dict(m.extra)
+    out = [dict(h) for h in extra.pop("tau2_hidden_before", ())]
+    row: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.role == "tool":
+        row["id"] = m.tool_call_id
+    else:
+        row["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.parsed_arguments()}
+                             for c in m.tool_calls] or None
+        if m.tool_calls:
+            for call, raw in zip(row["tool_calls"], m.tool_calls, strict=True):
+                call["requestor"] = "assistant"
+                if call["arguments"] is None:
+                    call["arguments"] = raw.arguments
+    row.update(extra)
+    out.append(row)
+    return out
+
+
+def to_tau2(trajectory: Trajectory) -> dict[str, Any]:
+    """Trajectory -> converted tau2 JSONL record (hidden user-side messages given back in place)."""
+    ctx = dict(trajectory.context)
+    messages = list(trajectory.messages)
+    policy = None
+    if ctx.pop("policy_is_system", False) and messages and messages[0].role == "system":
+        policy = messages.pop(0).content
+    raw: list[dict[str, Any]] = []
+    for m in messages:
+        raw.extend(_raw_message(m))
+    raw.extend(dict(h) for h in ctx.pop("tau2_hidden_after", ()))
+    domain = ctx.pop("tau_domain", "telecom")
+    return {"id": trajectory.id, "source": trajectory.source, "benchmark": ctx.pop("benchmark", "tau2-bench"),
+            "domain": domain, **ctx, "reward": trajectory.reward, "policy": policy,
+            "tools": [dict(t) for t in trajectory.tools], "messages": raw}
+
