@@ -48,7 +48,8 @@ def document_records(path: Path) -> list[dict[str, Any]]:
     if isinstance(data, list):
         bad = next((i for i, r in enumerate(data, start=1) if not isinstance(r, dict)), None)
         if bad is not None:
-            raise DataFileError(str(path), None, f"item {bad}: expected a JSON object, got {type(data[bad - 1]).__name__}")
+            got = type(data[bad - 1]).__name__
+            raise DataFileError(str(path), None, f"item {bad}: expected a JSON object, got {got}")
         return data
     if isinstance(data, dict) and tau2.is_results(data):
         return tau2.results_records(data)

@@ -104,7 +104,8 @@ def from_tau2(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory:
     traj_id = record.get("id") or default_id
     if not traj_id:
         raise InvalidTrajectory("tau2 record: missing field 'id' (and no default id given)")
-    return Trajectory(id=str(traj_id), domain="tool-use", messages=tuple(messages), tools=tuple(record.get("tools") or ()),
+    return Trajectory(id=str(traj_id), domain="tool-use", messages=tuple(messages),
+                      tools=tuple(record.get("tools") or ()),
                       reward=float(reward) if isinstance(reward, (int, float)) else None,
                       context=context, source=str(record.get("source") or ""))
 

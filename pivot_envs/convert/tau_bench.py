@@ -6,7 +6,7 @@ Three inputs, one converter:
 - the original release, a JSON list of `{task_id, reward, info: {task, source, ...}, traj, trial}`;
   its tool schemas come from `tau_bench_<domain>_tools.json` next to the file or one folder up,
   else from the bundled airline schemas;
-- the retail few-shot demonstrations, `{messages_display: "user: ...\\nassistant: ..."}` (raw) or
+- the retail few-shot demonstrations, `{messages_display: "user: ... assistant: ..."}` (raw) or
   split into turns (converted). The source renders tool-calling turns as `assistant: None`, so the
   tool name and arguments are lost: such a turn stays in the history as an assistant message with
   no content and no calls (`extra["tool_call_redacted"] = True`), followed by its tool output,
