@@ -276,16 +276,37 @@ def audit(target: Any, pivots: Iterable[Pivot] | None = None, *, parser: str | C
                 row = counts.setdefault((name, case), [0, 0])
                 row[0] += int(verdict.applicable and verdict.accepted)
                 row[1] += int(verdict.applicable)
+    return _rows(chain, chain_name, counts, expected)
+
+
+def _exempt(verifier: Any, case: str) -> str | None:
+    """The verifier's declared reason for accepting a case by design (`audit_exempt` class attribute)."""
+    exempt = getattr(verifier, "audit_exempt", None)
+    return exempt.get(case) if isinstance(exempt, Mapping) else None
+
+
+def _rows(chain: VerifierChain, chain_name: str, counts: Mapping[tuple[str, str], list[int]],
+          expected: Mapping[str, int]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    steps = dict(chain.steps)
     roles = {n: verifier_meta(v)["role"] for n, v in chain.steps}
+    acceptors = [n for n, r in roles.items() if r != "gate"]
     for (who, case), (accepted, total) in counts.items():
         if who == "chain":
-            rows.append({"chain": chain_name, "case": case, "accepted": accepted, "total": total,
-                         "role": "chain", "expected": expected[case]})
+            # A chain is exempt only when every acceptor in it declares the case accepted by design.
+            whys = [_exempt(steps[n], case) for n in acceptors]
+            exempt = bool(acceptors) and all(whys)
+            row = {"chain": chain_name, "case": case, "accepted": accepted, "total": total, "role": "chain",
+                   "expected": None if exempt else expected[case]}
+            if exempt:
+                row["why"] = whys[0]
         else:
-            role = roles[who]
-            rows.append({"verifier": who, "case": case, "accepted": accepted, "total": total,
-                         "role": role, "expected": expected[case] if role != "gate" else None})
+            why = _exempt(steps[who], case)
+            row = {"verifier": who, "case": case, "accepted": accepted, "total": total, "role": roles[who],
+                   "expected": None if roles[who] == "gate" or why else expected[case]}
+            if why:
+                row["why"] = why
+        rows.append(row)
     return rows
 
 

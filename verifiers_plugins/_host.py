@@ -38,6 +38,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.browse_tool",
     "verifiers_plugins.builtin.retrieval_match",
     "verifiers_plugins.builtin.answer_match",
+    "verifiers_plugins.builtin.exact_match",
+    "verifiers_plugins.builtin.swe_target",
 )
 KINDS = ("verifiers", "parsers", "sandboxes", "tool_worlds", "categories")
 ALLOW_LIST_VAR = "PIVOT_PLUGINS"

@@ -11,5 +11,8 @@ class SweEnv(PivotEnv):
     """`pivot/swe-v0`: NeMo swe_pivot rows and mini-swe-agent trajectories."""
 
     domain: ClassVar[str] = "swe"
-    default_verifiers: ClassVar[tuple[str, ...]] = ("turn_kind", "json_schema", "tool_name")
+    # `swe_target` = the paper's category check (`tool_name`) plus the action's target; the audit
+    # shows why: category alone accepts the right tool with junk arguments. Pass
+    # verifiers=["turn_kind", "json_schema", "tool_name"] for the paper's verifier.
+    default_verifiers: ClassVar[tuple[str, ...]] = ("turn_kind", "json_schema", "swe_target")
     bundled_files: ClassVar[tuple[str, ...]] = ("swe_nemo.jsonl", "swe_mini_swe_agent.jsonl")

@@ -10,6 +10,7 @@ Lookups are case-insensitive (`Bash`, `Read`, `TodoWrite` from Claude Code-style
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Mapping
@@ -91,13 +92,29 @@ def fenced_commands(text: str | None) -> list[str]:
 
 def message_commands(message: Message) -> list[str]:
     """The text-form actions of a turn: Terminus keystrokes, else fenced commands."""
-    obj = parse_terminus(message.content)
+    return list(_text_commands(message.content or ""))
+
+
+@functools.lru_cache(maxsize=2048)
+def _text_commands(text: str) -> tuple[str, ...]:
+    # Cached: every verifier of a chain (and the audit) asks for the same turn's commands.
+    obj = parse_terminus(text)
     if obj is not None:
-        return [k for k in terminus_keystrokes(obj) if k.strip()]
-    return fenced_commands(message.content)
+        return tuple(k for k in terminus_keystrokes(obj) if k.strip())
+    return tuple(fenced_commands(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _split(segment: str) -> tuple[str, ...]:
+    return tuple(_words_uncached(segment))
 
 
 def _words(segment: str) -> list[str]:
+    return list(_split(segment[:2000]))
+
+
+def _words_uncached(segment: str) -> list[str]:
+    segment = segment[:2000]  # a verb and its first words are all a category needs
     try:
         return shlex.split(segment, posix=True)
     except ValueError:
@@ -188,6 +205,11 @@ def action_categories(message: Message, table: Mapping[str, str] = TOOL_ALIASES)
     if message.tool_calls:
         return [call_category(c, table) for c in message.tool_calls]
     return [command_category(c, table) for c in message_commands(message)]
+
+
+def action_count(message: Message) -> int:
+    """How many actions a turn takes (tool calls, else commands), without categorising them."""
+    return len(message.tool_calls) or len(message_commands(message))
 
 
 def message_category(message: Message, table: Mapping[str, str] = TOOL_ALIASES) -> str:

@@ -1,8 +1,10 @@
 """`tool_args` acceptor: same tool, schema-valid arguments, values compared type- and value-aware.
 
-Ids and enums compare exactly, numbers with a relative tolerance, free text by normalised
-similarity, lists as multisets, objects key by key (key order never matters). Parallel calls
-are matched as a multiset: each expert call needs its own matching candidate call.
+Ids and enums compare exactly, numbers with a relative tolerance (`"12.5"`, `12.50` and `1.25e1`
+agree), free text (several words, mostly letters) by normalised similarity with the ids and
+numbers inside it compared exactly, lists as multisets, objects key by key (key order never
+matters; a key left out equals its schema default). Parallel calls are matched as a multiset: a
+one-to-one pairing of expert and candidate calls must exist.
 """
 
 from __future__ import annotations
@@ -21,19 +23,41 @@ from verifiers_plugins.builtin.string_similarity import normalize_text
 from verifiers_plugins.hookspecs import hookimpl
 
 _ID_LIKE = re.compile(r"^[\w\-.:/@#+]*\d[\w\-.:/@#+]*$|^[A-Z0-9_\-]+$")
+_DIGIT_TOKEN = re.compile(r"[\w\-.:/@#+$]*\d[\w\-.:/@#+]*")
 
 
 def _is_free_text(value: str, schema: Mapping[str, Any] | None) -> bool:
+    """Prose (several words, mostly letters), not an id, enum, code or expression."""
     if schema and ("enum" in schema or "const" in schema or schema.get("format")):
         return False
-    return " " in value.strip() and not _ID_LIKE.match(value.strip())
+    text = value.strip()
+    if " " not in text or _ID_LIKE.match(text):
+        return False
+    visible = [c for c in text if not c.isspace()]
+    return sum(c.isalpha() for c in visible) >= 0.6 * len(visible)
+
+
+def _digit_tokens(text: str) -> list[str]:
+    """Ids, numbers and dates inside free text: they must agree exactly, however similar the prose."""
+    return sorted(t.strip(".,:;").casefold() for t in _DIGIT_TOKEN.findall(text))
+
+
+def _text_match(want: str, got: str, schema: Mapping[str, Any] | None, text_threshold: float) -> bool:
+    if want.strip() == got.strip():
+        return True
+    if _is_free_text(want, schema):
+        if _digit_tokens(want) != _digit_tokens(got):
+            return False
+        return fuzz.ratio(normalize_text(want), normalize_text(got)) / 100.0 >= text_threshold
+    # Ids, codes and enum values are exact; a plain word may differ in case only.
+    return want.strip().casefold() == got.strip().casefold() and not _ID_LIKE.match(want.strip())
 
 
 def values_match(want: Any, got: Any, schema: Mapping[str, Any] | None, rel_tol: float, text_threshold: float) -> bool:
     """Type- and value-aware equality used by `tool_args`."""
     if isinstance(want, bool) or isinstance(got, bool):
         return want is got or (isinstance(got, str) and got.lower() == str(want).lower())
-    if isinstance(want, (int, float)) and not isinstance(want, bool):
+    if isinstance(want, (int, float)):
         try:
             g = float(got)
         except (TypeError, ValueError):
@@ -42,27 +66,34 @@ def values_match(want: Any, got: Any, schema: Mapping[str, Any] | None, rel_tol:
     if isinstance(want, str):
         if not isinstance(got, str):
             return isinstance(got, (int, float)) and values_match(got, want, schema, rel_tol, text_threshold)
-        if want.strip() == got.strip():
-            return True
-        if _is_free_text(want, schema):
-            return fuzz.ratio(normalize_text(want), normalize_text(got)) / 100.0 >= text_threshold
-        return want.strip().casefold() == got.strip().casefold() and not _ID_LIKE.match(want.strip())
+        return _text_match(want, got, schema, text_threshold)
     if isinstance(want, list):
         if not isinstance(got, list) or len(want) != len(got):
             return False
         item_schema = (schema or {}).get("items") if isinstance(schema, Mapping) else None
-        remaining = list(got)
-        for w in want:
-            for i, g in enumerate(remaining):
-                if values_match(w, g, item_schema, rel_tol, text_threshold):
-                    del remaining[i]
-                    break
-            else:
-                return False
-        return True
+        return multiset_match(want, got, lambda w, g: values_match(w, g, item_schema, rel_tol, text_threshold))
     if isinstance(want, Mapping):
         return not object_diff(want, got, schema, rel_tol, text_threshold)
     return want == got
+
+
+def multiset_match(want: list[Any], got: list[Any], same: Callable[[Any, Any], bool]) -> bool:
+    """A perfect one-to-one matching between `want` and `got` under `same` (augmenting paths)."""
+    if len(want) != len(got):
+        return False
+    owner: dict[int, int] = {}  # got index -> want index
+
+    def assign(i: int, seen: set[int]) -> bool:
+        for j, g in enumerate(got):
+            if j in seen or not same(want[i], g):
+                continue
+            seen.add(j)
+            if j not in owner or assign(owner[j], seen):
+                owner[j] = i
+                return True
+        return False
+
+    return all(assign(i, set()) for i in range(len(want)))
 
 
 def object_diff(
@@ -72,8 +103,15 @@ def object_diff(
     if not isinstance(got, Mapping):
         return ["<not an object>"]
     props = (schema or {}).get("properties", {}) if isinstance(schema, Mapping) else {}
-    diffs = [k for k in want if k not in got]
-    diffs += [k for k in got if k not in want and got[k] not in (None, "", [], {})]
+    props = props if isinstance(props, Mapping) else {}
+
+    def default(k: str) -> Any:
+        spec = props.get(k)
+        return spec.get("default", None) if isinstance(spec, Mapping) else None
+
+    # A key left out counts as its schema default (or empty), so spelling a default out is no difference.
+    diffs = [k for k in want if k not in got and want[k] not in (None, "", [], {}, default(k))]
+    diffs += [k for k in got if k not in want and got[k] not in (None, "", [], {}, default(k))]
     for k in want:
         if k in got and not values_match(want[k], got[k], props.get(k), rel_tol, text_threshold):
             diffs.append(k)
@@ -91,7 +129,7 @@ class ToolArgs:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    version = "2"
 
     def __init__(self, rel_tol: float = 1e-6, text_threshold: float = 0.8) -> None:
         self.rel_tol = rel_tol
@@ -109,20 +147,14 @@ class ToolArgs:
             return Verdict.reject(
                 f"expected {len(want)} tool call(s), got {len(got)}", expected=len(want), got=len(got)
             )
-        unmatched = list(got)
-        for call in want:
-            best, why = None, f"no call to {call.name!r}"
-            for cand in unmatched:
-                problem = self._compare(pivot, call, cand)
-                if problem is None:
-                    best = cand
-                    break
-                if cand.name == call.name:
-                    why = problem
-            if best is None:
-                return Verdict.reject(why, expected_tool=call.name)
-            unmatched.remove(best)
-        return Verdict.accept(f"{len(want)} call(s) match by name and arguments")
+        problems = {(i, j): self._compare(pivot, w, g) for i, w in enumerate(want) for j, g in enumerate(got)}
+        if multiset_match(list(range(len(want))), list(range(len(got))), lambda i, j: problems[i, j] is None):
+            return Verdict.accept(f"{len(want)} call(s) match by name and arguments")
+        for i, call in enumerate(want):
+            if all(problems[i, j] is not None for j in range(len(got))):
+                same = [problems[i, j] for j, g in enumerate(got) if g.name == call.name]
+                return Verdict.reject(same[0] if same else f"no call to {call.name!r}", expected_tool=call.name)
+        return Verdict.reject("the calls cannot be paired one to one with the expert's", expected=len(want))
 
     def _compare(self, pivot: Pivot, want: ToolCall, got: ToolCall) -> str | None:
         if want.name != got.name:

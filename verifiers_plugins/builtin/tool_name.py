@@ -19,6 +19,7 @@ from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import (
     TOOL_ALIASES,
     action_categories,
+    action_count,
     category_table,
     command_verb,
     message_commands,
@@ -44,6 +45,20 @@ def _same_other_call(pivot: Pivot, action: Message) -> bool:
     return True
 
 
+def _missing_arguments(pivot: Pivot, action: Message) -> str | None:
+    """A call to the expert's own tool must fill every argument the expert filled (no schema needed)."""
+    for w, g in zip(pivot.expert.tool_calls, action.tool_calls, strict=False):
+        wa, ga = w.parsed_arguments(), g.parsed_arguments()
+        if w.name != g.name or not isinstance(wa, dict):
+            continue
+        if not isinstance(ga, dict):
+            return f"{g.name}: arguments are not a JSON object"
+        empty = [k for k in wa if wa[k] not in (None, "", [], {}) and ga.get(k) in (None, "", [], {})]
+        if empty:
+            return f"{g.name}: missing arguments {empty}"
+    return None
+
+
 class ToolName:
     """Accepts when the candidate's actions fall in the expert's categories (as a multiset).
 
@@ -55,6 +70,10 @@ class ToolName:
     cost = "cheap"
     deterministic = True
     version = "2"
+    # Category-only by design (the paper's verifier): the right tool with type-valid junk arguments
+    # is in the right category. `swe_target` is the verifier that checks what an action aims at.
+    audit_exempt = {"tool_junk_args": "category-only verifier (the paper's): arguments are not compared; "
+                                      "use swe_target to check targets"}
 
     def __init__(self, by_category: bool = True) -> None:
         self.by_category = by_category
@@ -65,13 +84,18 @@ class ToolName:
         want = action_categories(pivot.expert, self.table)
         if not want:
             return Verdict.skip("expert turn takes no action: nothing to categorise")
+        terminus = pivot.context.get("format") == "terminus" and not pivot.expert.tool_calls
+        if not terminus and action_count(action) not in (0, len(want)):  # cheap check before parsing
+            return Verdict.reject(f"expected {len(want)} action(s), got {action_count(action)}")
+        missing = _missing_arguments(pivot, action) if self.by_category else None  # name mode: names only
+        if missing:
+            return Verdict.reject(missing)
         got = action_categories(action, self.table)
         details = {"expected_category": want[0], "got_category": got[0] if got else "none",
                    "expected_tool": [c.name for c in pivot.expert.tool_calls][:1],
                    "got_tool": [c.name for c in action.tool_calls][:1]}
         if not got:
             return Verdict.reject("the completion takes no action", **details)
-        terminus = pivot.context.get("format") == "terminus" and not pivot.expert.tool_calls
         if terminus:  # a Terminus turn batches keystrokes: compare the first command's category
             want, got = want[:1], got[:1]
         if len(got) != len(want):

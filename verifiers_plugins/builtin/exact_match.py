@@ -1,0 +1,80 @@
+"""`exact_match`: the strict reward of the paper's ablation (the demonstrated action, normalised).
+
+Tool-call turns: the same multiset of (tool name, canonical arguments); arguments are compared
+as canonical JSON (key order ignored, `12.50` == `12.5` == `1.25e1`, integral floats == ints).
+Turns that run commands (fenced bash blocks, Terminus keystrokes): the same commands after
+`normalize_shell` (quoting, whitespace, combined short flags). Text turns: the same text after
+`normalize_text` (NFKC, case, quotes, whitespace). Free text around an action (a THOUGHT, an
+analysis) is not part of the action and is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from pivot_envs._actions import normalize_shell
+from pivot_envs._model import Message, Pivot
+from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.builtin._categories import message_commands
+from verifiers_plugins.builtin.string_similarity import normalize_text
+from verifiers_plugins.hookspecs import hookimpl
+
+
+def canonical(value: Any) -> Any:
+    """Numbers as one type (integral floats become ints); containers recursively."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return int(value) if float(value).is_integer() else float(value)
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in value.items()}
+    return value
+
+
+def normalized_action(message: Message) -> tuple[str, tuple[str, ...]]:
+    """`(kind, items)`: the comparable form of a turn (kind is calls, commands or text)."""
+    if message.tool_calls:
+        items = []
+        for c in message.tool_calls:
+            args = c.parsed_arguments()
+            body = json.dumps(canonical(args), sort_keys=True) if args is not None else c.arguments.strip()
+            items.append(f"{c.name}({body})")
+        return "calls", tuple(sorted(items))
+    cmds = message_commands(message)
+    if cmds:
+        return "commands", tuple(normalize_shell(c) for c in cmds)
+    return "text", (normalize_text(message.text),)
+
+
+class ExactMatch:
+    """Accepts only the expert's own action (after normalisation): the strict-reward ablation."""
+
+    role = "acceptor"
+    cost = "cheap"
+    deterministic = True
+    version = "1"
+
+    def verify(self, pivot: Pivot, action: Message) -> Verdict:
+        """Compare normalised actions."""
+        want, got = normalized_action(pivot.expert), normalized_action(action)
+        if want[0] == "text" and not want[1][0]:
+            return Verdict.skip("expert turn is empty")
+        if got[0] == "text" and not got[1][0]:
+            return Verdict.reject("empty completion")
+        if want[0] != got[0]:
+            return Verdict.reject(f"expected {want[0]}, got {got[0]}")
+        if Counter(want[1]) == Counter(got[1]):
+            return Verdict.accept("the demonstrated action")
+        return Verdict.reject(f"differs from the demonstrated {want[0]}", expected=list(want[1])[:3],
+                              got=list(got[1])[:3])
+
+
+@hookimpl
+def register_verifiers(register: Callable[..., None]) -> None:
+    """Register `exact_match`."""
+    register("exact_match", ExactMatch)
