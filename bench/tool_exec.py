@@ -1,6 +1,6 @@
 """Benchmark: `tool_exec` on GRPO groups (K candidates per pivot), prefix cache vs replay per candidate.
 
-    python bench/tool_exec.py [--k 16] [--limit N] [--data FILE]
+    python bench/tool_exec.py [--k 16] [--limit N] [--min-history N] [--data FILE]
 
 Both ways score the same candidates with the same comparison; they differ only in how the
 state at the pivot is obtained:
@@ -72,10 +72,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--k", type=int, default=16)
     parser.add_argument("--limit", type=int, default=0, help="Use only the first N tool-call pivots (0: all).")
+    parser.add_argument("--min-history", type=int, default=0,
+                        help="Keep only pivots with at least this many tool calls in their history.")
     parser.add_argument("--data", default=str(SHARED if SHARED.exists() else
                                               _bundled("tool_use_tau_airline_exec.jsonl")))
     args = parser.parse_args()
     pivots = [p for p in load_pivots(args.data) if p.expert.tool_calls and p.context.get("world")]
+    pivots = [p for p in pivots if sum(len(m.tool_calls) for m in p.history) >= args.min_history]
     pivots = pivots[: args.limit] if args.limit else pivots
     groups = [candidates(p.expert, args.k) for p in pivots]
     n = len(pivots) * args.k

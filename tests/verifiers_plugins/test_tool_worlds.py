@@ -145,3 +145,19 @@ def test_bad_calls_become_error_outputs_and_change_nothing():
         assert after is state and not outcome.changes
     outcome, _ = world.step(state, "calculate", '{"expression": "(152 + 103) * 1.5 / 2"}')
     assert outcome.output == "191.25" and not outcome.error
+
+
+def test_convert_attaches_the_world_and_tools_list(tmp_path):
+    from pivot_envs import load_pivots
+    from pivot_envs.cli import app
+
+    out = tmp_path / "pivots.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(app, ["convert", str(EXEC_SAMPLE), str(out), "--from", "tau-bench", "--json"])
+    assert result.exit_code == 0, result.output
+    pivots = load_pivots(out)
+    assert pivots and all(p.context["world"] == "tau-airline" for p in pivots)
+    listed = runner.invoke(app, ["tools", "list", "--json"])
+    assert listed.exit_code == 0 and "tau-airline" in [w["name"] for w in json.loads(listed.output)["worlds"]]
+    missing = runner.invoke(app, ["tools", "replay", "--world", "tau-airlin", str(EXEC_SAMPLE)])
+    assert missing.exit_code == 1 and "tau-airline" in missing.output
