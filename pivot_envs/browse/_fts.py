@@ -147,17 +147,17 @@ class FtsBackend:
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """Top `k` by BM25 (title weighted), exact-title matches first, ties in corpus order.
 
-        Documents with every word of the query rank by BM25; a document missing some word is
-        kept only when it scores at least `PARTIAL_SCORE` times the weakest document with every
-        word (all OR matches when no document has every word). So a stray common word ("100" in
-        "100 Bullets") cannot pad a precise query's results, while a wordy query still finds a
-        document whose title carries its key words.
+        Documents with every word of the query rank by BM25. When fewer than `k` have every
+        word, documents missing some word fill in, but only those scoring at least
+        `PARTIAL_SCORE` times the weakest full match (all of them when nothing has every word).
+        So a stray common word ("100" in "100 Bullets") cannot pad a precise query's results,
+        while a wordy query still finds a document whose title carries its key words.
         """
         if not _WORD.search(query or "") or k < 1:
             return []
-        rows = self._rows(fts_query(query, "OR"), k)
         every = self._rows(fts_query(query, "AND"), k)
-        if every:
+        rows = every if len(every) >= k else self._rows(fts_query(query, "OR"), k)
+        if every and rows is not every:
             # bm25() is negative and lower-is-better: the weakest full match has the largest value.
             floor = PARTIAL_SCORE * max(r[5] for r in every)
             rows = every + [r for r in rows if r[5] <= floor and r[0] not in {e[0] for e in every}]
@@ -165,16 +165,27 @@ class FtsBackend:
         # bm25() is lower-is-better; exact title matches come first, in corpus order (the
         # document `open` would pick first), then the rest by BM25.
         rows.sort(key=lambda r: (0, r[0], 0.0) if r[3] == key else (1, r[5], r[0]))
-        return [SearchHit(r[1], r[2], r[4], -float(r[5])) for r in rows[:k]]
+        top = rows[:k]
+        snippets = self._snippets(fts_query(query, "OR"), [r[0] for r in top])
+        return [SearchHit(r[1], r[2], snippets.get(r[0], ""), -float(r[5])) for r in top]
 
     def _rows(self, expr: str, k: int) -> list[tuple]:
         return self._all(
-            "SELECT d.pos, d.doc_id, d.title, d.title_key, snippet(docs_fts, 1, '', '', '…', 24), "
+            "SELECT d.pos, d.doc_id, d.title, d.title_key, NULL, "
             f"bm25(docs_fts, {TITLE_WEIGHT}, 1.0) AS rank "
             "FROM docs_fts JOIN docs d ON d.pos = docs_fts.rowid WHERE docs_fts MATCH ? "
             "ORDER BY rank, d.pos LIMIT ?",
             (expr, k + 20),  # a margin so exact-title matches ranked below k by BM25 are seen
         )
+
+    def _snippets(self, expr: str, positions: list[int]) -> dict[int, str]:
+        """Snippets for the final hits only (snippet() is the costly part of a query)."""
+        if not positions:
+            return {}
+        marks = ",".join("?" * len(positions))
+        rows = self._all(f"SELECT rowid, snippet(docs_fts, 1, '', '', '…', 24) FROM docs_fts "
+                         f"WHERE docs_fts MATCH ? AND rowid IN ({marks})", (expr, *positions))
+        return dict(rows)
 
     def _doc(self, row: tuple | None) -> Document | None:
         if row is None:

@@ -167,3 +167,18 @@ def test_fireact_pivots_are_not_replayable_and_compared_as_text(shared_data):
     assert chain(answer, answer.expert).reward == 1.0
     assert chain(answer, call("answer", answer="Krakatoa")).reward == 0.0
 
+
+
+def test_bundled_oracle_observations_are_what_the_engine_returns():
+    from pivot_envs import Trajectory
+    from pivot_envs.browse import BrowseSession, bundled_corpus
+
+    backend = open_backend(bundled_corpus())
+    path = bundled_corpus().with_name("browse_oracle.jsonl")
+    trajs = [Trajectory.from_json(json.loads(line)) for line in path.open(encoding="utf-8")]
+    assert len(trajs) == 8
+    for traj in trajs:
+        session = BrowseSession(backend)
+        for msg, obs in zip(traj.messages, traj.messages[1:], strict=False):
+            if msg.tool_calls:
+                assert session.call(msg.tool_calls[0].name, msg.tool_calls[0].arguments) == obs.content, traj.id
