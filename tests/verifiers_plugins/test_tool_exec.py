@@ -226,3 +226,35 @@ def test_identical_candidates_in_a_group_execute_once(airline_pivots, verifier, 
     # The pivot state comes from the cache (warmed by `_successful`); then the expert runs once
     # and the 8 identical copies once.
     assert verifier.cache("tau-airline").stats.hits == hits + 1 and len(calls) == 2
+
+
+def test_a_plugin_world_is_executed_through_the_hook():
+    from verifiers_plugins import get_host, hookimpl
+    from verifiers_plugins.worlds import Tool, ToolFailure, ToolWorld
+
+    schema = {"type": "function", "function": {"name": "cancel_order", "parameters": {
+        "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}}
+
+    def cancel_order(state, order_id):
+        if state.get("orders", order_id) is None:
+            raise ToolFailure("order not found")
+        state.edit("orders", order_id)["status"] = "cancelled"
+        return "cancelled"
+
+    class Shop:
+        @hookimpl
+        def register_tool_worlds(self, register):
+            register("shop", lambda: ToolWorld("shop", [Tool(schema, cancel_order, read_only=False)],
+                                               {"orders": {"o1": {"status": "open"}, "o2": {"status": "open"}}}))
+
+    get_host().register_plugin(Shop(), name="shop-world-test")
+    call = (ToolCall("cancel_order", '{"order_id": "o1"}'),)
+    pivot = Pivot("shop#1", "tool-use", (Message("user", "cancel o1"),), Message("assistant", tool_calls=call),
+                  (schema,), context={"world": "shop"})
+    chain = VerifierChain.from_names(WORLD_CHAIN)
+    assert chain(pivot, pivot.expert).accepted
+    other = chain(pivot, _with(pivot, ("cancel_order", {"order_id": "o2"})))
+    assert not other.accepted and "state changes differ" in other.verdicts["tool_exec"].reason  # same output
+    assert "orders/o2" in other.verdicts["tool_exec"].details["got_changes"]
+    missing = chain(pivot, _with(pivot, ("cancel_order", {"order_id": "o9"})))
+    assert not missing.accepted and "order not found" in missing.verdicts["tool_exec"].reason

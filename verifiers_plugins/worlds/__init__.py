@@ -1,5 +1,7 @@
 """Tool worlds: an initial state, tool implementations and their schemas, executed copy-on-write."""
 
+from verifiers_plugins.worlds._cache import CacheStats, PivotState, PrefixStateCache
+from verifiers_plugins.worlds._effects import Effect, compare_effects, execute_turn
 from verifiers_plugins.worlds._replay import (
     Mismatch,
     RecordedCall,
@@ -11,12 +13,16 @@ from verifiers_plugins.worlds._replay import (
 )
 from verifiers_plugins.worlds._state import DELETED, WorldState, clone_json
 from verifiers_plugins.worlds._tau_airline import locate_db, tau_airline
-from verifiers_plugins.worlds._world import Outcome, Tool, ToolFailure, ToolWorld, canonical_output
+from verifiers_plugins.worlds._world import Outcome, Tool, ToolFailure, ToolWorld, canonical_output, same_output
 
 __all__ = [
     "DELETED",
+    "CacheStats",
+    "Effect",
     "Mismatch",
     "Outcome",
+    "PivotState",
+    "PrefixStateCache",
     "RecordedCall",
     "ReplayReport",
     "Tool",
@@ -25,10 +31,13 @@ __all__ = [
     "WorldState",
     "canonical_output",
     "clone_json",
+    "compare_effects",
+    "execute_turn",
     "locate_db",
     "outputs_match",
     "recorded_calls",
     "replay_messages",
     "replay_trajectories",
+    "same_output",
     "tau_airline",
 ]

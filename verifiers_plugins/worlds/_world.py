@@ -136,7 +136,9 @@ class ToolWorld:
         if problem is not None:
             return Outcome(name, args, f"Error: {problem}", error=True), state
         tool = self.tools[name]
-        child = state if tool.read_only else state.fork()
+        # Even read-only tools run on a fork: a tool that writes by mistake must not corrupt a
+        # state shared through the prefix cache (its writes then show up in `changes`).
+        child = state.fork()
         try:
             output = tool.fn(child, **args)
         except ToolFailure as e:
@@ -144,8 +146,8 @@ class ToolWorld:
         except Exception as e:  # the candidate's arguments broke the tool: an error output, not a crash
             return Outcome(name, args, f"Error: {type(e).__name__}: {e}", error=True), state
         notes = {a: str(args.get(a, "")) for a in tool.note_args}
-        changes = {} if tool.read_only else child.changes_since(state)
-        return Outcome(name, args, str(output), False, changes, notes), child
+        changes = child.changes_since(state)
+        return Outcome(name, args, str(output), False, changes, notes), child if changes else state
 
     def _check(self, name: str, arguments: str | Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         """Parse and validate the arguments: `(arguments, None)` or `({}, problem)`."""
