@@ -36,10 +36,12 @@ def _wrap(path: Path, lineno: int | None, fn: Callable[[], Any]) -> Any:
 
 def corpus_option(path: Path, options: Mapping[str, Any]) -> str:
     """How pivots read from `path` name their corpus: `corpus=`, a sibling corpus.jsonl, or the bundled one."""
-    if options.get("corpus") is not None:
-        return str(options["corpus"])
+    given = options.get("corpus")
+    if given is not None:
+        # Absolute, so the pivots still find their corpus when read from another directory.
+        return str(given) if str(given).startswith("bundled") else str(Path(given).resolve())
     sibling = path.with_name("corpus.jsonl")
-    return str(sibling) if sibling.exists() else f"bundled:{BUNDLED_CORPUS}"
+    return str(sibling.resolve()) if sibling.exists() else f"bundled:{BUNDLED_CORPUS}"
 
 
 def gold_docs(path: Path, options: Mapping[str, Any]) -> dict[str, list[str]]:
