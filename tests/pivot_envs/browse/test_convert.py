@@ -59,7 +59,7 @@ def test_react_file_is_detected_and_replayed_on_the_sibling_corpus(shared_data):
     path = shared_data / "browse" / "react_wikipedia_trajectories.jsonl"
     assert detect_format(path).name == "react"
     pivots = load_pivots(path)
-    assert {p.context["corpus"] for p in pivots} == {str(shared_data / "browse" / "corpus.jsonl")}
+    assert {p.context["corpus"] for p in pivots} == {str((shared_data / "browse" / "corpus.jsonl").resolve())}
     opens = [p for p in pivots if p.expert.tool_calls and p.expert.tool_calls[0].name == "open"]
     assert len(opens) == 245  # every ReAct Search[...] (SOURCES.md counts 245)
     replayable = [p for p in opens if p.context["replayable"]]
