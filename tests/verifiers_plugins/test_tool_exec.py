@@ -258,3 +258,13 @@ def test_a_plugin_world_is_executed_through_the_hook():
     assert "orders/o2" in other.verdicts["tool_exec"].details["got_changes"]
     missing = chain(pivot, _with(pivot, ("cancel_order", {"order_id": "o9"})))
     assert not missing.accepted and "order not found" in missing.verdicts["tool_exec"].reason
+
+
+def test_trainer_adapters_score_an_embedded_world_pivot_with_the_world_chain():
+    from trainers.adapters._common import PivotScorer
+
+    pivot = next(p for p in load_pivots(_bundled("tool_use_tau_airline_exec.jsonl")) if p.expert.tool_calls)
+    scorer = PivotScorer("pivot/tool-use-v0")  # the bundled env; the pivot travels as JSON (verl/TRL rows)
+    results = scorer.score([render_completion(pivot.expert, pivot.domain), "Sure."],
+                           pivot=json.dumps(pivot.to_json()))
+    assert [r.accepted for r in results] == [True, False] and results[0].decided_by == "tool_exec"

@@ -117,7 +117,7 @@ class PivotScorer:
             pivot = json.loads(pivot)
         if not isinstance(pivot, Pivot):
             pivot = Pivot.from_json(pivot)
-        return env.chain.verify_batch(pivot, [env.parse(c) for c in completions])
+        return env.chain_for(pivot).verify_batch(pivot, [env.parse(c) for c in completions])
 
 
 def pivot_ref(env_id: str, pivot: Pivot) -> dict[str, Any]:
