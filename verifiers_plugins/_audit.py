@@ -245,7 +245,8 @@ def audit(target: Any, pivots: Iterable[Pivot] | None = None, *, parser: str | C
     """Score every adversarial case at every pivot; count acceptances per chain and per verifier.
 
     Args:
-        target: a pivot env (its chain, pivots and parser are used), a `VerifierChain`, a verifier
+        target: a pivot env (its pivots and parser are used, each pivot attacked through
+            `env.chain_for(pivot)`), a `VerifierChain`, a verifier
             name or list of names (built through the plugin host), or a verifier object.
         pivots: the pivots to attack (default: the env's).
         parser: parser name or function for the completion text (default: the env's, else the
@@ -259,6 +260,17 @@ def audit(target: Any, pivots: Iterable[Pivot] | None = None, *, parser: str | C
         and for acceptors; for a gate run alone it is None (a gate only checks form, so a
         well-formed attack may pass it: the number shows what the gate alone lets through).
     """
+    env = getattr(target, "unwrapped", target)
+    if callable(getattr(env, "chain_for", None)) and hasattr(env, "pivots"):
+        # An env may score pivots with different chains (tool-world pivots get `world_verifiers`):
+        # audit each pivot with the chain that really scores it, one group of rows per chain.
+        groups: dict[int, tuple[VerifierChain, list[Pivot]]] = {}
+        for p in list(pivots) if pivots is not None else list(env.pivots):
+            c = env.chain_for(p)
+            groups.setdefault(id(c), (c, []))[1].append(p)
+        if len(groups) > 1:
+            return [row for c, ps in groups.values() for row in
+                    audit(c, ps, parser=parser or env.parse, cases=cases, per_verifier=per_verifier)]
     chain, chosen, parse = _resolve(target, pivots, parser)
     chain_name = ">".join(chain.names)
     expected = {c.name: c.expected for c in cases}

@@ -268,3 +268,13 @@ def test_trainer_adapters_score_an_embedded_world_pivot_with_the_world_chain():
     results = scorer.score([render_completion(pivot.expert, pivot.domain), "Sure."],
                            pivot=json.dumps(pivot.to_json()))
     assert [r.accepted for r in results] == [True, False] and results[0].decided_by == "tool_exec"
+
+
+def test_auditing_an_env_attacks_world_pivots_through_the_world_chain():
+    env = gym.make("pivot/tool-use-v0", dataset=[_bundled("tool_use_tau_airline_exec.jsonl"),
+                                                 _bundled("tool_use_nemo.jsonl")])
+    rows = audit(env)
+    chains = {r["chain"] for r in rows if "chain" in r}
+    assert "turn_kind>tool_exec>string_similarity" in chains and len(chains) == 2
+    assert sum(r["total"] for r in rows if r.get("verifier") == "tool_exec") > 100
+    assert audit_failures(rows) == []
