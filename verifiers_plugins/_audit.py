@@ -131,6 +131,8 @@ def _tool_empty_args(pivot: Pivot, style: str) -> str | None:
 
 def _tool_junk_args(pivot: Pivot, style: str) -> str | None:
     if style == "tool_call":
+        if all(c.parsed_arguments() in ({}, None) for c in pivot.expert.tool_calls):
+            return None  # no argument values to spoil (an extra key is a schema question, json_schema's)
         calls = [ToolCall(c.name, json.dumps(junk_arguments(pivot, c)), c.id) for c in pivot.expert.tool_calls]
         return _render(calls, pivot)
     if style == "bash_block":
@@ -186,7 +188,7 @@ AUDIT_CASES: tuple[AuditCase, ...] = (
               _tool_empty_args, why="left out where the expert's own calls take no arguments, and at "
               "Terminus and text turns"),
     AuditCase("tool_junk_args", "the expert's tool(s) with type-valid junk arguments; a junk command",
-              _tool_junk_args, why="left out at text turns"),
+              _tool_junk_args, why="left out at text turns and where the expert's own calls take no arguments"),
     AuditCase("many_calls", "the expert's calls plus other tools' calls (or the call repeated); extra bash blocks",
               _many_calls, why="left out at Terminus turns (a turn may batch keystrokes) and text turns"),
     AuditCase("copy_last_user", "a verbatim copy of the last user message", _copy_last_user,

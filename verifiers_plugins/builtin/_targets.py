@@ -39,6 +39,7 @@ class Target:
     lines: tuple[int, int] | None = None
     symbols: frozenset[str] = field(default_factory=frozenset)
     anchor: str = ""  # the text an edit replaces (old_str / search), when it names no symbol
+    written: str = ""  # the text an edit writes (new_str / text / file_text)
 
 
 def normalize_path(path: str) -> str:
@@ -136,7 +137,9 @@ def call_target(call: ToolCall) -> Target:
     old = symbols_in(args.get("old_str") if isinstance(args.get("old_str"), str) else None)
     symbols = old or frozenset().union(*(symbols_in(t) for t in texts if isinstance(t, str)))
     anchor = next((args[k] for k in ("old_str", "search") if isinstance(args.get(k), str)), "")
-    return Target(paths, lines, symbols, " ".join(anchor.split())[:600])
+    written = next((args[k] for k in ("new_str", "text", "file_text", "content", "replace")
+                    if isinstance(args.get(k), str)), "")
+    return Target(paths, lines, symbols, " ".join(anchor.split())[:600], " ".join(written.split())[:600])
 
 
 def action_targets(message: Message) -> list[Target]:
@@ -163,4 +166,8 @@ def target_problem(want: Target, got: Target, category: str) -> str | None:
         # No symbol to compare: the replaced text must be (mostly) the same passage.
         if fuzz.partial_ratio(want.anchor, got.anchor) < ANCHOR_MIN_SIMILARITY:
             return "expected an edit of the same passage, got another"
+    if category == "edit" and want.written and not (want.paths or want.symbols or want.anchor):
+        # Nothing names the place (a windowed editor's `insert` at the open file's cursor): compare what is written.
+        if fuzz.partial_ratio(want.written, got.written) < ANCHOR_MIN_SIMILARITY:
+            return "expected the same text written, got other text"
     return None

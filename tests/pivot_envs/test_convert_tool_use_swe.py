@@ -1,0 +1,194 @@
+"""Every tool-use and SWE trajectory file in ../shared/data converts; counts and expert scores hold."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pivot_envs import InvalidTrajectory, load_pivots, render_completion
+from pivot_envs._formats import _records
+from pivot_envs.convert import mini_swe_agent, swe_agent, tau2, tau_bench
+from pivot_envs.domains.swe import SweEnv
+from pivot_envs.domains.tool_use import ToolUseEnv
+from verifiers_plugins import VerifierChain, audit, audit_failures, get_parser
+
+# Trajectory files (companions such as tool schemas, the airline DB and SWE-bench reports are not).
+FILES = {
+    "tool_use/tau_bench_airline_gpt4o.jsonl": "tau-bench",
+    "tool_use/tau_bench_retail_fewshot_text.jsonl": "tau-bench",
+    "tool_use/raw/MockRetailDomainEnv-few_shot.jsonl": "tau-bench",
+    "tool_use/raw/gpt-4o-airline.sample8.json": "tau-bench",
+    "tool_use/tau2_telecom_gpt4o.jsonl": "tau2",
+    "tool_use/raw/tau2_telecom_gpt-4o_simulation.json": "tau2",
+    "swe/mini_swe_agent_gemini3pro_swebench_verified.jsonl": "mini-swe-agent",
+    "swe/raw/astropy__astropy-13579.traj.json": "mini-swe-agent",
+    "swe/raw/astropy__astropy-14096.traj.json": "mini-swe-agent",
+    "swe/raw/astropy__astropy-14598.traj.json": "mini-swe-agent",
+    "swe/swe_agent_demos.jsonl": "swe-agent",
+    "swe/raw/swe_agent_function_calling_simple.traj": "swe-agent",
+    "swe/raw/swe_agent_str_replace_anthropic_demo.yaml": "swe-agent",
+}
+COMPANIONS = {"tau_bench_airline_tools.json", "SOURCES.md"}
+
+
+def _raw_chats(path: Path) -> list[list[dict]]:
+    """The source's chats, read with plain json/yaml (independent of the converters)."""
+    if path.suffix == ".jsonl":
+        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    elif path.suffix == ".yaml":
+        recs = [yaml.safe_load(path.read_text())]
+    else:
+        data = json.loads(path.read_text())
+        recs = data if isinstance(data, list) else data.get("simulations", [data])
+    chats = []
+    for r in recs:
+        if "messages_display" in r:
+            lines = [ln for ln in r["messages_display"].splitlines() if ln.startswith("assistant: ")]
+            chats.append([{"role": "assistant", "content": None if ln == "assistant: None" else ln} for ln in lines])
+        else:
+            chats.append(r.get("messages") or r.get("traj") or r.get("history"))
+    return chats
+
+
+def _assistant_turns(path: Path) -> int:
+    """Assistant turns that act or speak (redacted tool-call turns and empty turns demonstrate nothing)."""
+    return sum(1 for chat in _raw_chats(path) for m in chat
+               if m["role"] == "assistant" and ((m.get("content") or "").strip() or m.get("tool_calls")
+                                                or m.get("tool_calls_raw") or (m.get("action") or "").strip()))
+
+
+@pytest.fixture(scope="module")
+def converted(shared_data) -> dict[str, list]:
+    return {rel: load_pivots(shared_data / rel) for rel in FILES}
+
+
+def test_every_trajectory_file_is_listed(shared_data):
+    found = {str(p.relative_to(shared_data)) for d in ("tool_use", "swe") for p in (shared_data / d).rglob("*")
+             if p.is_file() and p.name not in COMPANIONS and "tau_bench_airline_db" not in p.parts
+             and not p.name.endswith(".report.json")}
+    assert found == set(FILES)
+
+
+@pytest.mark.parametrize("rel", sorted(FILES))
+def test_file_converts_with_one_pivot_per_assistant_turn(shared_data, converted, rel):
+    from pivot_envs import detect_format
+
+    path = shared_data / rel
+    assert detect_format(path).name == FILES[rel]
+    pivots = converted[rel]
+    assert len(pivots) == _assistant_turns(path) > 0
+    assert len({p.id for p in pivots}) == len(pivots)
+    assert {p.domain for p in pivots} == {"tool-use" if rel.startswith("tool_use") else "swe"}
+    assert all(p.expert.tool_calls or p.expert.text.strip() for p in pivots)
+
+
+@pytest.mark.parametrize("rel", sorted(FILES))
+def test_expert_action_scores_one_under_the_default_chain(converted, rel):
+    env_cls = ToolUseEnv if rel.startswith("tool_use") else SweEnv
+    chain = VerifierChain.from_names(list(env_cls.default_verifiers))
+    parse = get_parser("hermes")
+    failed = [p.id for p in converted[rel] if not chain(p, parse(render_completion(p.expert, p.domain))).accepted]
+    assert failed == []
+
+
+def test_tau2_user_side_tool_calls_stay_out_of_the_agent_history(shared_data, converted):
+    raw = [m for chat in _raw_chats(shared_data / "tool_use/tau2_telecom_gpt4o.jsonl") for m in chat]
+    user_calls = sum(len(m.get("tool_calls") or ()) for m in raw if m["role"] == "user")
+    pivots = converted["tool_use/tau2_telecom_gpt4o.jsonl"]
+    assert user_calls > 0
+    assert all(m.extra.get("requestor") != "user" for p in pivots for m in p.history if m.role == "tool")
+    traj = tau2.from_tau2(json.loads((shared_data / "tool_use/tau2_telecom_gpt4o.jsonl").read_text().splitlines()[0]))
+    back = tau2.to_tau2(traj)
+    assert len(back["messages"]) == len(_raw_chats(shared_data / "tool_use/tau2_telecom_gpt4o.jsonl")[0])
+    assert traj.messages[0].role == "system" and traj.messages[0].extra["reconstructed"]
+
+
+def test_retail_redacted_turns_stay_in_history_but_are_never_pivots(converted):
+    pivots = converted["tool_use/tau_bench_retail_fewshot_text.jsonl"]
+    assert all(not p.expert.extra.get("tool_call_redacted") and p.expert.text for p in pivots)
+    redacted = [m for p in pivots for m in p.history if m.extra.get("tool_call_redacted")]
+    assert redacted and all(m.content is None and not m.tool_calls for m in redacted)
+    raw_ids = [p.id.split("#")[1] for p in converted["tool_use/raw/MockRetailDomainEnv-few_shot.jsonl"]]
+    assert raw_ids == [p.id.split("#")[1] for p in pivots]
+
+
+def test_tau_bench_original_release_keeps_reward_task_policy_and_tools(converted):
+    pivots = converted["tool_use/raw/gpt-4o-airline.sample8.json"]
+    p = pivots[0]
+    assert p.context["trajectory_reward"] in (0.0, 1.0) and p.context["task"]["user_id"]
+    assert p.history[0].role == "system" and "Airline Agent Policy" in p.history[0].text
+    assert "book_reservation" in p.tool_names and len(p.tools) == 14
+
+
+@pytest.mark.parametrize("rel, fr, to", [
+    ("tool_use/tau_bench_airline_gpt4o.jsonl", tau_bench.from_tau_bench, tau_bench.to_tau_bench),
+    ("tool_use/raw/MockRetailDomainEnv-few_shot.jsonl", tau_bench.from_tau_bench, tau_bench.to_tau_bench),
+    ("tool_use/raw/tau2_telecom_gpt-4o_simulation.json", tau2.from_tau2, tau2.to_tau2),
+    ("swe/raw/astropy__astropy-14598.traj.json", mini_swe_agent.from_mini_swe_agent,
+     mini_swe_agent.to_mini_swe_agent),
+    ("swe/swe_agent_demos.jsonl", swe_agent.from_swe_agent, swe_agent.to_swe_agent),
+    ("swe/raw/swe_agent_str_replace_anthropic_demo.yaml", swe_agent.from_swe_agent, swe_agent.to_swe_agent),
+])
+def test_converters_round_trip(shared_data, rel, fr, to):
+    for _, rec in list(_records(shared_data / rel))[:3]:
+        kwargs = {"default_id": "x"}
+        a = fr(rec, **kwargs)
+        b = fr(json.loads(json.dumps(to(a))), **kwargs)
+        assert a.to_json() == b.to_json()
+        assert [m.extra for m in a.messages] == [m.extra for m in b.messages]
+
+
+def test_swe_agent_python_repr_is_read_without_eval():
+    rec = {"id": "swe-agent/x", "trajectory_steps": [], "messages": [
+        {"role": "assistant", "content": "go", "tool_calls_raw": "__import__('os').system('touch /tmp/pwned')"}]}
+    with pytest.raises(InvalidTrajectory, match="not a Python literal"):
+        swe_agent.from_swe_agent(rec)
+    ok = dict(rec, messages=[{"role": "assistant", "content": "go", "tool_calls_raw":
+                              "[{'function': {'arguments': '{\"path\": \"a.py\"}', 'name': 'open'}, 'id': 'c1'}]"}])
+    assert swe_agent.from_swe_agent(ok).messages[0].tool_calls[0].parsed_arguments() == {"path": "a.py"}
+
+
+def test_corrupt_line_names_file_and_line(tmp_path, shared_data):
+    from pivot_envs import DataFileError
+
+    lines = (shared_data / "tool_use/tau2_telecom_gpt4o.jsonl").read_text().splitlines()[:2]
+    bad = tmp_path / "tau2.jsonl"
+    bad.write_text(lines[0] + "\n" + lines[1][:100] + "\n")
+    with pytest.raises(DataFileError, match=r"tau2\.jsonl.*2"):
+        load_pivots(bad, format="tau2")
+
+
+@pytest.mark.parametrize("fmt, rel", [
+    ("tau-bench", "tool_use/raw/gpt-4o-airline.sample8.json"),
+    ("tau2", "tool_use/tau2_telecom_gpt4o.jsonl"),
+    ("nemo-gym", "nemo_gym_pivot_rows/swe_pivot.example.jsonl"),
+    ("mini-swe-agent", "swe/raw/astropy__astropy-13579.traj.json"),
+    ("swe-agent", "swe/swe_agent_demos.jsonl"),
+])
+def test_cli_convert_from_each_format(shared_data, tmp_path, fmt, rel):
+    from pivot_envs.cli import app
+
+    out = tmp_path / "pivots.jsonl"
+    result = CliRunner().invoke(app, ["convert", "--from", fmt, str(shared_data / rel), str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    n = json.loads(result.output)["pivots"]
+    assert n == len(load_pivots(out)) > 0
+
+
+def test_audit_accepts_no_attack_on_real_pivots(converted):
+    tool = [p for rel, ps in converted.items() if rel.startswith("tool_use") for p in ps][::61]
+    swe = [p for rel, ps in converted.items() if rel.startswith("swe") for p in ps][::29]
+    counts = Counter()
+    for pivots, chains in ((tool, [list(ToolUseEnv.default_verifiers), ["exact_match"]]),
+                           (swe, [list(SweEnv.default_verifiers), ["turn_kind", "json_schema", "tool_name"],
+                                  ["turn_kind", "swe_target_continuous"], ["exact_match"]])):
+        for names in chains:
+            rows = audit(names, pivots)
+            assert audit_failures(rows) == [], (names, audit_failures(rows))
+            counts.update({r["case"]: r["total"] for r in rows if "chain" in r})
+    assert all(counts[c] > 0 for c in ("empty", "text_for_tool", "tool_junk_args", "many_calls", "echo_history"))
