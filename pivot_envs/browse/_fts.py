@@ -25,7 +25,7 @@ from pivot_envs.browse._corpus import (
     iter_corpus,
     resolve_corpus,
 )
-from pivot_envs.errors import DataFileError
+from pivot_envs.errors import DataFileError, PivotGymError
 
 SCHEMA_VERSION = "1"
 TITLE_WEIGHT = 10.0  # BM25 column weight: a title term counts ten body terms
@@ -74,6 +74,15 @@ def _stored_digest(path: Path) -> str | None:
     return rows.get("corpus_sha256")
 
 
+def _require_fts5(con: sqlite3.Connection) -> None:
+    try:
+        con.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
+        con.execute("DROP TABLE temp.fts5_probe")
+    except sqlite3.OperationalError as e:
+        raise PivotGymError(f"expected an SQLite with the FTS5 extension (Python's sqlite3 links SQLite "
+                            f"{sqlite3.sqlite_version}), got: {e}") from e
+
+
 def build_index(corpus: Path, out: Path, digest: str) -> int:
     """Index every document of `corpus` into a fresh SQLite file at `out`; returns the count."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +90,7 @@ def build_index(corpus: Path, out: Path, digest: str) -> int:
     tmp.unlink(missing_ok=True)
     con = sqlite3.connect(tmp)
     try:
+        _require_fts5(con)
         con.executescript(
             """
             CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
