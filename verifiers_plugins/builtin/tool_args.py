@@ -34,7 +34,7 @@ def _is_free_text(value: str, schema: Mapping[str, Any] | None) -> bool:
     if " " not in text or _ID_LIKE.match(text):
         return False
     visible = [c for c in text if not c.isspace()]
-    return sum(c.isalpha() for c in visible) >= 0.6 * len(visible)
+    return sum(c.isalpha() for c in visible) >= 0.5 * len(visible)
 
 
 def _digit_tokens(text: str) -> list[str]:
