@@ -97,6 +97,7 @@ def row_sandbox(opts: argparse.Namespace) -> Row:
 def row_grpo(opts: argparse.Namespace) -> Row:
     try:
         from trainers.grpo import GRPOConfig, GRPOTrainer
+
         from trainers.tiny_model import build_tiny_model
     except ImportError as e:
         raise NotAvailable(f"the GRPO trainer is not on this branch ({e.name})") from e
@@ -117,14 +118,20 @@ def row_grpo(opts: argparse.Namespace) -> Row:
 
 
 def row_profile(opts: argparse.Namespace) -> Row:
-    out = run_script("profile.py", ["--quick"] if opts.quick else [], timeout=900)
+    out = run_script("profile.py", ["--quick", "--k", "2"] if opts.quick else [], timeout=900)
     overhead = re.search(r"overhead[^\n\d-]*(-?[\d.]+)\s*%", out)
     if not overhead:
         raise NotAvailable("bench/profile.py printed no 'overhead N %' line")
+    raw = re.search(r"raw generation[^\n]*?([\d.]+)\s*$", out, re.M)
+    prof = re.search(r"^profiling \([^\n]*?([\d.]+)\s*$", out, re.M)
     speedup = re.search(r"speed-?up[^\n\d]*([\d.]+)x", out)
-    note = f"cache rerun {speedup.group(1)}x faster" if speedup else out.strip().splitlines()[-1]
-    return Row("profiling vs raw generation (same K completions)", "profile", "raw generation",
-               f"+{float(overhead.group(1)):.1f}% overhead", note)
+    note = f"cache rerun {speedup.group(1)}x faster (judge chain)" if speedup else out.strip().splitlines()[-1]
+    size = re.search(r"pivots (\d+), K (\d+)", out)
+    if size:
+        note = f"{size.group(1)} pivots x K={size.group(2)}, tiny model; " + note
+    return Row("profiling vs raw generation (same K completions)",
+               f"profile {prof.group(1)} s" if prof else "profile", f"raw {raw.group(1)} s" if raw else "raw",
+               f"{float(overhead.group(1)):+.1f}% overhead", note)
 
 
 def row_datasets(opts: argparse.Namespace) -> Row:
