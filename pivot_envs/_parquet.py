@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pivot_envs._model import Pivot
 from pivot_envs._pivotseq import PivotSequence
 from pivot_envs.errors import DataFileError, InvalidTrajectory
@@ -53,7 +55,8 @@ class ParquetPivotWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = self.path.with_name(self.path.name + ".tmp")
         self.row_group_size = row_group_size
-        self._writer = pq.ParquetWriter(self._tmp, SCHEMA, compression=compression)
+        # Min/max statistics of the long `pivot` strings would bloat the footer every reader parses.
+        self._writer = pq.ParquetWriter(self._tmp, SCHEMA, compression=compression, write_statistics=["id", "domain"])
         self._buffer: list[Pivot] = []
         self.count = 0
 
@@ -181,9 +184,13 @@ class ParquetPivots(PivotSequence):
     def _ids(self) -> tuple[Any, Any]:
         with self._lock:
             if self._sorted_ids is None:
-                ids = self._file.read(columns=["id"]).column(0).combine_chunks()
+                ids = self._file.read(columns=["id"], use_threads=False).column(0).combine_chunks()
                 order = pc.sort_indices(ids)
-                self._sorted_ids = (ids.take(order), order)
+                sorted_ids = ids.take(order)
+                perm = order.to_numpy().astype(np.uint32 if self._len < 2**32 else np.uint64)
+                del ids, order  # only the sorted copy and the compact permutation stay
+                pa.default_memory_pool().release_unused()  # hand the transient buffers back to the OS
+                self._sorted_ids = (sorted_ids, perm)
             return self._sorted_ids
 
     def find(self, pivot_id: str) -> int | None:
@@ -192,7 +199,7 @@ class ParquetPivots(PivotSequence):
         keys = _ArrowKeys(ids)
         k = bisect.bisect_left(keys, pivot_id)
         if k < len(keys) and keys[k] == pivot_id:
-            return int(order[k].as_py())
+            return int(order[k])
         return None
 
     def near(self, pivot_id: str, n: int = 8) -> list[str]:
