@@ -1,0 +1,499 @@
+"""A thin GRPO trainer over pivot envs, readable top to bottom (docs: docs/training.md).
+
+One step: draw P pivots -> sample G completions each with the generation backend -> score each
+group through the env's verifier chain -> group-normalized advantages -> clipped importance-ratio
+loss with a k3 KL penalty to the frozen reference, over completion tokens only -> optimizer step
+-> one `log_metrics` call. The maths lives in `trainers/_advantages.py` and `trainers/_losses.py`;
+this file wires it to a model, an env and a backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
+from pivot_envs._formats import load_pivots
+from pivot_envs._model import Pivot
+from trainers._advantages import ADVANTAGES, zero_variance_groups
+from trainers._losses import LOSSES, LossTerms, masked_mean, token_entropy
+from trainers.backends._base import Generation, SamplingParams
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Everything a GRPO run needs; the `pivot train` CLI parses this same dataclass."""
+
+    # -- model and data ---------------------------------------------------------------------
+    model: str
+    """Folder of the policy (a transformers causal LM with a chat template); also the reference."""
+    pivots: str | None = None
+    """Pivot file to train on (e.g. D_adv from `pivot select`); the env's bundled pivots when None."""
+    eval_pivots: str | None = None
+    """Held-out pivot file scored every `eval_every` steps and at the end (None: no evaluation)."""
+    env_id: str = "pivot/tool-use-v0"
+    """Env whose parser and verifier chain score completions."""
+    verifiers: tuple[str, ...] | None = None
+    """Verifier names overriding the env's default chain (e.g. `("exact_match",)` for a strict reward)."""
+    output_dir: str = "runs/grpo"
+    """Where metrics.jsonl, checkpoints and the final model go."""
+
+    # -- rollout ----------------------------------------------------------------------------
+    pivots_per_step: int = 4
+    """P: pivots drawn per step."""
+    group_size: int = 8
+    """G: completions sampled per pivot (a GRPO group)."""
+    max_new_tokens: int = 96
+    """Longest completion, in tokens."""
+    max_prompt_tokens: int | None = 256
+    """Prompts are cut to their last N tokens (None keeps all); match the SFT run's cut."""
+    max_history_messages: int | None = 4
+    """Prompts keep the system message and the last N history messages (None keeps all)."""
+    temperature: float = 1.0
+    """Sampling temperature for training rollouts and evaluation."""
+
+    # -- objective --------------------------------------------------------------------------
+    loss: str = "grpo"
+    """Loss aggregation, a key of `LOSSES`: grpo | dapo | dr_grpo."""
+    advantage: str = "group_norm"
+    """Advantage estimator, a key of `ADVANTAGES`: group_norm | leave_one_out."""
+    clip_eps: float = 0.2
+    """PPO clip range for the importance ratio (symmetric)."""
+    beta: float = 0.04
+    """Weight of the k3 KL penalty to the frozen reference (0: no reference model is kept)."""
+    learning_rate: float = 1e-5
+    """AdamW learning rate."""
+    epochs_per_batch: int = 1
+    """Optimizer passes over each rollout batch (mu in the GRPO paper); > 1 makes clipping matter."""
+    grad_accum: int = 1
+    """Micro-batches per optimizer step: the P*G sequences are split into this many chunks."""
+
+    # -- run --------------------------------------------------------------------------------
+    steps: int = 20
+    """Optimizer steps (rollout batches) to run."""
+    seed: int = 0
+    """Seeds pivot draws, sampling and initialization of LoRA weights."""
+    device: str = "cpu"
+    """torch device: cpu, cuda, cuda:1."""
+    bf16: bool = False
+    """bfloat16 autocast for forward passes (GPU only: bf16 is slower on CPU)."""
+    lora_rank: int | None = None
+    """Train LoRA adapters of this rank (peft) instead of all weights; the reference is the base model."""
+    eval_every: int | None = None
+    """Every N steps: evaluate on `eval_pivots` and write a resumable checkpoint (None: only at the end)."""
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"GRPOConfig.loss: expected one of {sorted(LOSSES)}, got {self.loss!r}")
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"GRPOConfig.advantage: expected one of {sorted(ADVANTAGES)}, got {self.advantage!r}")
+        for name in ("pivots_per_step", "group_size", "max_new_tokens", "steps", "epochs_per_batch", "grad_accum"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GRPOConfig.{name}: expected >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ValueError(f"GRPOConfig.group_size: expected >= 2 (advantages compare within a group), "
+                             f"got {self.group_size}")
+        if self.grad_accum > self.batch_size:
+            raise ValueError(f"GRPOConfig.grad_accum: expected <= pivots_per_step * group_size = {self.batch_size}, "
+                             f"got {self.grad_accum}")
+        if self.bf16 and not self.device.startswith("cuda"):
+            raise ValueError(f"GRPOConfig.bf16: needs a cuda device, got device={self.device!r}")
+        if self.verifiers is not None:
+            object.__setattr__(self, "verifiers", tuple(self.verifiers))
+
+    @property
+    def batch_size(self) -> int:
+        """Sequences per rollout batch: P * G."""
+        return self.pivots_per_step * self.group_size
+
+
+# ----------------------------------------------------------------------------------------------
+# The batch handed from scoring to the loss
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoredBatch:
+    """One rollout batch, scored: what `loss` consumes (sequences are pivot-major, G per pivot).
+
+    Attributes:
+        pivot_ids: the P pivots, in draw order.
+        prompt_ids: per sequence, the prompt token ids.
+        completion_ids: per sequence, the sampled token ids (end-of-turn included when sampled).
+        rewards: `[P, G]` chain rewards.
+        advantages: `[P * G]` advantages.
+        acceptance: per verifier, the share of its verdicts that accepted.
+        verifier_errors: completions whose decision rests on a verifier that could not decide.
+    """
+
+    pivot_ids: tuple[str, ...]
+    prompt_ids: tuple[tuple[int, ...], ...]
+    completion_ids: tuple[tuple[int, ...], ...]
+    rewards: torch.Tensor
+    advantages: torch.Tensor
+    acceptance: dict[str, float] = field(default_factory=dict)
+    verifier_errors: int = 0
+
+    @property
+    def completion_tokens(self) -> int:
+        """Tokens sampled in this batch."""
+        return sum(len(c) for c in self.completion_ids)
+
+
+def pad_batch(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad: int,
+              device: str) -> dict[str, torch.Tensor]:
+    """Left-pad prompts and right-pad completions so every completion starts at the same column.
+
+    Returns:
+        `input_ids`, `attention_mask`, `position_ids` (`[B, Lp + Lc]`) and `completion_mask` (`[B, Lc]`).
+    """
+    lp = max(len(p) for p in prompts)
+    lc = max(max(len(c) for c in completions), 1)
+    ids, attn, cmask = [], [], []
+    for p, c in zip(prompts, completions, strict=True):
+        ids.append([pad] * (lp - len(p)) + list(p) + list(c) + [pad] * (lc - len(c)))
+        attn.append([0] * (lp - len(p)) + [1] * (len(p) + len(c)) + [0] * (lc - len(c)))
+        cmask.append([1] * len(c) + [0] * (lc - len(c)))
+    attention = torch.tensor(attn, device=device)
+    return {
+        "input_ids": torch.tensor(ids, device=device),
+        "attention_mask": attention,
+        # positions count real tokens only, as generate() did with the left-padded prompt
+        "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
+        "completion_mask": torch.tensor(cmask, device=device, dtype=torch.float32),
+    }
+
+
+def completion_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities and entropies of the completion tokens, `[B, Lc]` each."""
+    lc = batch["completion_mask"].shape[1]
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                position_ids=batch["position_ids"], logits_to_keep=lc + 1)
+    logits = out.logits[:, :-1].float()  # the logit at column t predicts the token at t + 1
+    targets = batch["input_ids"][:, -lc:]
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return logp, token_entropy(logits.detach())
+
+
+# ----------------------------------------------------------------------------------------------
+# Setup helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def make_env(cfg: GRPOConfig, pivot_file: str | None) -> gym.Env:
+    """The scoring env over `pivot_file` (the env's bundled pivots when None)."""
+    kwargs: dict[str, Any] = {}
+    if pivot_file is not None:
+        kwargs["pivots"] = list(load_pivots(pivot_file))
+    if cfg.verifiers is not None:
+        kwargs["verifiers"] = list(cfg.verifiers)
+    return gym.make(cfg.env_id, **kwargs)
+
+
+def load_policy(cfg: GRPOConfig) -> tuple[Any, Any, Any]:
+    """Policy, reference (None when beta == 0 or under LoRA) and tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    policy = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32).to(cfg.device)
+    ref = None
+    if cfg.lora_rank is not None:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, target_modules="all-linear")
+        policy = get_peft_model(policy, lora)  # the reference is the base model, adapters disabled
+    elif cfg.beta > 0:
+        ref = copy.deepcopy(policy).eval().requires_grad_(False)
+    return policy, ref, tokenizer
+
+
+def make_backend(cfg: GRPOConfig, policy: Any, tokenizer: Any) -> Any:
+    """The generation backend, colocated with the policy (shares its weights: no sync needed)."""
+    from trainers.backends._transformers import TransformersBackend, TransformersConfig
+
+    tcfg = TransformersConfig(model=cfg.model, device=cfg.device, max_prompt_tokens=cfg.max_prompt_tokens,
+                              max_history_messages=cfg.max_history_messages, batch_size=cfg.pivots_per_step)
+    return TransformersBackend(tcfg, model=policy, tokenizer=tokenizer)
+
+
+class MetricsLog:
+    """Appends one JSON line per step to `metrics.jsonl`; mirrors to TensorBoard when installed."""
+
+    def __init__(self, output_dir: Path) -> None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        self.path = output_dir / "metrics.jsonl"
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb: Any = SummaryWriter(str(output_dir / "tb"))
+        except ImportError:  # tensorboard is optional
+            self.tb = None
+
+    def log_hparams(self, cfg: GRPOConfig) -> None:
+        """Record the config once, at the start."""
+        (self.path.parent / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
+
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        """One line `{"step": n, name: value, ...}`."""
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": step, **metrics}) + "\n")
+        if self.tb is not None:
+            for k, v in metrics.items():
+                self.tb.add_scalar(k, v, step)
+
+
+# ----------------------------------------------------------------------------------------------
+# The trainer
+# ----------------------------------------------------------------------------------------------
+
+
+class GRPOTrainer:
+    """GRPO on pivot envs; see the module docstring for one step.
+
+    Args:
+        cfg: the run's configuration.
+        backend: a generation backend sharing the policy's weights, or one with
+            `update_weights(model)` (vLLM); the colocated transformers backend when None.
+    """
+
+    def __init__(self, cfg: GRPOConfig, backend: Any = None) -> None:
+        self.cfg = cfg
+        self.policy, self.ref, self.tokenizer = load_policy(cfg)
+        self.backend = backend or make_backend(cfg, self.policy, self.tokenizer)
+        self.env = make_env(cfg, cfg.pivots).unwrapped
+        self.eval_env = make_env(cfg, cfg.eval_pivots).unwrapped if cfg.eval_pivots else None
+        self.loss_fn = LOSSES[cfg.loss]  # variants are picked once, here
+        self.advantage_fn = ADVANTAGES[cfg.advantage]
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        # no weight decay: a step with zero advantages and zero KL must leave the weights alone
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+        self.out = Path(cfg.output_dir)
+        self.metrics = MetricsLog(self.out)
+        self.step_count = 0
+        self.last: dict[str, float] = {}
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def step(self) -> dict[str, float]:
+        """One GRPO step; returns the metrics it logged."""
+        cfg, t0 = self.cfg, time.perf_counter()
+
+        # ---- GENERATE: G completions for each of P pivots -------------------------------------
+        pivots = self.draw_pivots(self.step_count)
+        groups = self.generate(pivots, seed=cfg.seed * 1_000_003 + self.step_count)
+        t_gen = time.perf_counter()
+
+        # ---- VERIFY: score each group at its pivot, then group advantages -------------------
+        batch = self.score(self.env, pivots, groups)
+        t_ver = time.perf_counter()
+
+        # ---- LOSS + OPTIMIZER: clipped ratio + k3 KL over completion tokens ------------------
+        terms = self.update(batch)
+        self.sync_weights()
+        t_upd = time.perf_counter()
+
+        # ---- LOG ------------------------------------------------------------------------------
+        self.step_count += 1
+        metrics = {
+            **self.rollout_metrics(batch),
+            **terms,
+            "perf/time_generate": t_gen - t0,
+            "perf/time_verify": t_ver - t_gen,
+            "perf/time_update": t_upd - t_ver,
+            "perf/tokens_per_s": batch.completion_tokens / max(t_upd - t0, 1e-9),
+        }
+        if cfg.eval_every and self.step_count % cfg.eval_every == 0:
+            metrics.update(self.evaluate() if self.eval_env is not None else {})
+            self.save_checkpoint()
+        self.metrics.log_metrics(self.step_count, metrics)
+        self.last = metrics
+        return metrics
+
+    # -- phases -----------------------------------------------------------------------------
+
+    def autocast(self) -> Any:
+        """bf16 autocast on GPU when configured; a no-op otherwise."""
+        if self.cfg.bf16:
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def draw_pivots(self, step: int) -> list[Pivot]:
+        """P pivots, without replacement within a step; seeded by (seed, step) so a resume repeats it."""
+        rng = np.random.default_rng([self.cfg.seed, step])
+        pool = self.env.pivots
+        idx = rng.choice(len(pool), size=min(self.cfg.pivots_per_step, len(pool)), replace=False)
+        return [pool[int(i)] for i in idx]
+
+    def generate(self, pivots: Sequence[Pivot], seed: int, temperature: float | None = None) -> list[list[Generation]]:
+        """G sampled completions per pivot from the current policy."""
+        params = SamplingParams(max_new_tokens=self.cfg.max_new_tokens, seed=seed,
+                                temperature=self.cfg.temperature if temperature is None else temperature)
+        self.policy.eval()
+        with self.autocast():
+            return self.backend.generate(list(pivots), self.cfg.group_size, params)
+
+    def score(self, env: Any, pivots: Sequence[Pivot], groups: Sequence[Sequence[Generation]]) -> ScoredBatch:
+        """Verify every group at its pivot (one batched chain call per group) and compute advantages."""
+        rewards, accepted, errors = [], {}, 0
+        for pivot, group in zip(pivots, groups, strict=True):
+            results = env.score(pivot.id, [g.text for g in group])
+            rewards.append([r.reward for r in results])
+            for r in results:
+                errors += r.error is not None
+                for name, verdict in r.verdicts.items():
+                    accepted.setdefault(name, []).append(float(verdict.accepted))
+        reward_t = torch.tensor(rewards, dtype=torch.float32)
+        prompt_ids = tuple(tuple(self.backend.encode(p)) for p in pivots)
+        return ScoredBatch(
+            pivot_ids=tuple(p.id for p in pivots),
+            prompt_ids=tuple(prompt_ids[i] for i, group in enumerate(groups) for _ in group),
+            completion_ids=tuple(tuple(g.token_ids) for group in groups for g in group),
+            rewards=reward_t,
+            advantages=self.advantage_fn(reward_t, 1e-4).flatten(),
+            acceptance={k: sum(v) / len(v) for k, v in sorted(accepted.items())},
+            verifier_errors=errors,
+        )
+
+    def update(self, batch: ScoredBatch) -> dict[str, float]:
+        """`epochs_per_batch` passes of `grad_accum` micro-batches; returns loss metrics."""
+        cfg, dev = self.cfg, self.cfg.device
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        tensors = pad_batch(batch.prompt_ids, batch.completion_ids, pad, dev)
+        advantages = batch.advantages.to(dev)
+        with torch.no_grad(), self.autocast():
+            old_logp, _ = completion_logprobs(self.policy, tensors)
+            ref_logp = self.reference_logprobs(tensors)
+        chunks = np.array_split(np.arange(cfg.batch_size), cfg.grad_accum)
+        sums: dict[str, float] = {}
+        self.policy.train()
+        for _ in range(cfg.epochs_per_batch):
+            self.optimizer.zero_grad(set_to_none=True)
+            for idx in chunks:
+                sel = torch.as_tensor(idx, device=dev)
+                micro = {k: v[sel] for k, v in tensors.items()}
+                with self.autocast():
+                    logp, entropy = completion_logprobs(self.policy, micro)
+                terms: LossTerms = self.loss_fn(
+                    logp, old_logp[sel], None if ref_logp is None else ref_logp[sel], advantages[sel],
+                    micro["completion_mask"], clip_low=cfg.clip_eps, clip_high=cfg.clip_eps, beta=cfg.beta)
+                (terms.loss / len(chunks)).backward()
+                for k, v in (("loss/total", terms.loss), ("loss/policy", terms.policy), ("loss/kl", terms.kl),
+                             ("loss/clip_fraction", terms.clip_fraction),
+                             ("loss/entropy", masked_mean(entropy, micro["completion_mask"]))):
+                    sums[k] = sums.get(k, 0.0) + float(v.detach()) / (len(chunks) * cfg.epochs_per_batch)
+            params = [p for p in self.policy.parameters() if p.requires_grad]
+            sums["loss/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0)) / cfg.epochs_per_batch
+            self.optimizer.step()
+        return sums
+
+    def reference_logprobs(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """Completion log-probs under the frozen reference (the base model when training LoRA)."""
+        if self.cfg.beta == 0:
+            return None
+        if self.ref is not None:
+            return completion_logprobs(self.ref, tensors)[0]
+        with self.policy.disable_adapter():
+            return completion_logprobs(self.policy, tensors)[0]
+
+    def sync_weights(self) -> None:
+        """Hand the updated weights to a non-colocated engine (vLLM); shared-weight backends need nothing."""
+        update = getattr(self.backend, "update_weights", None)
+        if callable(update):
+            update(self.policy)
+
+    def rollout_metrics(self, batch: ScoredBatch) -> dict[str, float]:
+        """Reward statistics of a scored batch (slash-namespaced)."""
+        r = batch.rewards
+        out = {
+            "rollout/reward_mean": float(r.mean()),
+            # the within-group std is what GRPO learns from: 0 means no signal (the paper's Fig. 3)
+            "rollout/reward_std": float(r.std(dim=1).mean()),
+            "rollout/zero_var_share": float(zero_variance_groups(r).float().mean()),
+            "rollout/completion_tokens_mean": batch.completion_tokens / r.numel(),
+            "rollout/verifier_errors": float(batch.verifier_errors),
+        }
+        out.update({f"reward/{name}/mean": v for name, v in batch.acceptance.items()})
+        return out
+
+    # -- evaluation, checkpoints, the loop ----------------------------------------------------
+
+    def evaluate(self) -> dict[str, float]:
+        """Held-out acceptance: G samples per held-out pivot at the training temperature."""
+        assert self.eval_env is not None
+        pivots = list(self.eval_env.pivots)
+        groups = self.generate(pivots, seed=self.cfg.seed + 7_777_777)
+        batch = self.score(self.eval_env, pivots, groups)
+        return {"eval/accept": float(batch.rewards.mean()),
+                "eval/zero_var_share": float(zero_variance_groups(batch.rewards).float().mean())}
+
+    def save_checkpoint(self) -> Path:
+        """`checkpoint.pt`: trainable weights, optimizer state and the step count (resume with `resume()`)."""
+        path = self.out / "checkpoint.pt"
+        trainable = {k: v for k, v in self.policy.state_dict().items()}
+        torch.save({"step": self.step_count, "model": trainable, "optimizer": self.optimizer.state_dict()}, path)
+        return path
+
+    def resume(self) -> int:
+        """Load `checkpoint.pt` when present; returns the step to continue from."""
+        path = self.out / "checkpoint.pt"
+        if path.exists():
+            state = torch.load(path, map_location=self.cfg.device, weights_only=True)
+            self.policy.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step_count = int(state["step"])
+        return self.step_count
+
+    def train(self, on_step: Callable[[int, dict[str, float]], None] | None = None) -> dict[str, float]:
+        """Run until `cfg.steps`, evaluate at the end, save the final model; returns the last metrics."""
+        self.metrics.log_hparams(self.cfg)
+        while self.step_count < self.cfg.steps:
+            metrics = self.step()
+            if on_step is not None:
+                on_step(self.step_count, metrics)
+        final = dict(self.last)
+        if self.eval_env is not None:
+            final.update(self.evaluate())
+        self.save_checkpoint()
+        # a merged copy, so that the trainer's own LoRA policy stays usable after train()
+        model = copy.deepcopy(self.policy).merge_and_unload() if self.cfg.lora_rank is not None else self.policy
+        model.save_pretrained(self.out / "final")
+        self.tokenizer.save_pretrained(self.out / "final")
+        return {k: v for k, v in final.items() if not (isinstance(v, float) and math.isnan(v))}
+
+
+def config_from_overrides(base: dict[str, Any], overrides: Sequence[str]) -> GRPOConfig:
+    """A `GRPOConfig` from keyword values plus `key=value` strings, each coerced to its field's type."""
+    types = {f.name: f.type for f in fields(GRPOConfig)}
+    values = dict(base)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in types:
+            raise ValueError(f"expected key=value with key in {sorted(types)}, got {item!r}")
+        values[key] = _coerce(str(types[key]), raw)
+    return GRPOConfig(**values)
+
+
+def _coerce(type_name: str, raw: str) -> Any:
+    if raw.lower() == "none" and "None" in type_name:
+        return None
+    if type_name.startswith("bool"):
+        return raw.lower() in ("1", "true", "yes")
+    if type_name.startswith("int"):
+        return int(raw)
+    if type_name.startswith("float"):
+        return float(raw)
+    if type_name.startswith("tuple"):
+        return tuple(x for x in raw.split(",") if x)
+    return raw
