@@ -15,7 +15,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ class GRPOConfig:
     pivots: str | None = None
     """Pivot file to train on (e.g. D_adv from `pivot select`); the env's bundled pivots when None."""
     eval_pivots: str | None = None
-    """Held-out pivot file scored every `eval_every` steps and at the end (None: no evaluation)."""
+    """Held-out pivots scored every `eval_every` steps and at the end, always with the env's default chain."""
     env_id: str = "pivot/tool-use-v0"
     """Env whose parser and verifier chain score completions."""
     verifiers: tuple[str, ...] | None = None
@@ -132,6 +132,7 @@ class ScoredBatch:
         prompt_ids: per sequence, the prompt token ids.
         completion_ids: per sequence, the sampled token ids (end-of-turn included when sampled).
         rewards: `[P, G]` chain rewards.
+        accepted: `[P, G]` 1.0 where the chain accepted the completion.
         advantages: `[P * G]` advantages.
         acceptance: per verifier, the share of its verdicts that accepted.
         verifier_errors: completions whose decision rests on a verifier that could not decide.
@@ -141,6 +142,7 @@ class ScoredBatch:
     prompt_ids: tuple[tuple[int, ...], ...]
     completion_ids: tuple[tuple[int, ...], ...]
     rewards: torch.Tensor
+    accepted: torch.Tensor
     advantages: torch.Tensor
     acceptance: dict[str, float] = field(default_factory=dict)
     verifier_errors: int = 0
@@ -273,7 +275,8 @@ class GRPOTrainer:
         self.policy, self.ref, self.tokenizer = load_policy(cfg)
         self.backend = backend or make_backend(cfg, self.policy, self.tokenizer)
         self.env = make_env(cfg, cfg.pivots).unwrapped
-        self.eval_env = make_env(cfg, cfg.eval_pivots).unwrapped if cfg.eval_pivots else None
+        # held-out pivots are always scored with the env's default (functional) chain
+        self.eval_env = make_env(replace(cfg, verifiers=None), cfg.eval_pivots).unwrapped if cfg.eval_pivots else None
         self.loss_fn = LOSSES[cfg.loss]  # variants are picked once, here
         self.advantage_fn = ADVANTAGES[cfg.advantage]
         params = [p for p in self.policy.parameters() if p.requires_grad]
@@ -346,10 +349,11 @@ class GRPOTrainer:
 
     def score(self, env: Any, pivots: Sequence[Pivot], groups: Sequence[Sequence[Generation]]) -> ScoredBatch:
         """Verify every group at its pivot (one batched chain call per group) and compute advantages."""
-        rewards, accepted, errors = [], {}, 0
+        rewards, accepts, accepted, errors = [], [], {}, 0
         for pivot, group in zip(pivots, groups, strict=True):
             results = env.score(pivot.id, [g.text for g in group])
             rewards.append([r.reward for r in results])
+            accepts.append([float(r.accepted) for r in results])
             for r in results:
                 errors += r.error is not None
                 for name, verdict in r.verdicts.items():
@@ -361,6 +365,7 @@ class GRPOTrainer:
             prompt_ids=tuple(prompt_ids[i] for i, group in enumerate(groups) for _ in group),
             completion_ids=tuple(tuple(g.token_ids) for group in groups for g in group),
             rewards=reward_t,
+            accepted=torch.tensor(accepts, dtype=torch.float32),
             advantages=self.advantage_fn(reward_t, 1e-4).flatten(),
             acceptance={k: sum(v) / len(v) for k, v in sorted(accepted.items())},
             verifier_errors=errors,
@@ -435,7 +440,7 @@ class GRPOTrainer:
         pivots = list(self.eval_env.pivots)
         groups = self.generate(pivots, seed=self.cfg.seed + 7_777_777)
         batch = self.score(self.eval_env, pivots, groups)
-        return {"eval/accept": float(batch.rewards.mean()),
+        return {"eval/accept": float(batch.accepted.mean()),
                 "eval/zero_var_share": float(zero_variance_groups(batch.rewards).float().mean())}
 
     def save_checkpoint(self) -> Path:
@@ -471,29 +476,3 @@ class GRPOTrainer:
         model.save_pretrained(self.out / "final")
         self.tokenizer.save_pretrained(self.out / "final")
         return {k: v for k, v in final.items() if not (isinstance(v, float) and math.isnan(v))}
-
-
-def config_from_overrides(base: dict[str, Any], overrides: Sequence[str]) -> GRPOConfig:
-    """A `GRPOConfig` from keyword values plus `key=value` strings, each coerced to its field's type."""
-    types = {f.name: f.type for f in fields(GRPOConfig)}
-    values = dict(base)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or key not in types:
-            raise ValueError(f"expected key=value with key in {sorted(types)}, got {item!r}")
-        values[key] = _coerce(str(types[key]), raw)
-    return GRPOConfig(**values)
-
-
-def _coerce(type_name: str, raw: str) -> Any:
-    if raw.lower() == "none" and "None" in type_name:
-        return None
-    if type_name.startswith("bool"):
-        return raw.lower() in ("1", "true", "yes")
-    if type_name.startswith("int"):
-        return int(raw)
-    if type_name.startswith("float"):
-        return float(raw)
-    if type_name.startswith("tuple"):
-        return tuple(x for x in raw.split(",") if x)
-    return raw

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -33,7 +36,7 @@ def train(
     """Train a policy with GRPO on pivots (see docs/training.md for every --set field)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from trainers.grpo import GRPOTrainer, config_from_overrides
+    from trainers.grpo import GRPOTrainer
 
     with user_errors():
         cfg = config_from_overrides({"model": model, "pivots": pivots, "eval_pivots": eval_pivots, "env_id": env,
@@ -59,6 +62,35 @@ def train(
     else:
         print_table("final metrics", ["metric", "value"], sorted(final.items()),
                     fmt=lambda x: f"{x:.4f}" if isinstance(x, float) else str(x))
+
+
+def config_from_overrides(base: dict[str, Any], overrides: Sequence[str]) -> Any:
+    """A `GRPOConfig` from keyword values plus `key=value` strings, each coerced to its field's type."""
+    from trainers.grpo import GRPOConfig
+
+    types = {f.name: str(f.type) for f in fields(GRPOConfig)}
+    values = dict(base)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in types:
+            raise ValueError(f"expected key=value with key in {sorted(types)}, got {item!r}")
+        values[key] = _coerce(types[key], raw)
+    return GRPOConfig(**values)
+
+
+def _coerce(type_name: str, raw: str) -> Any:
+    # annotations are strings (postponed evaluation): read the leading type name
+    if raw.lower() == "none" and "None" in type_name:
+        return None
+    if type_name.startswith("bool"):
+        return raw.lower() in ("1", "true", "yes")
+    if type_name.startswith("int"):
+        return int(raw)
+    if type_name.startswith("float"):
+        return float(raw)
+    if type_name.startswith("tuple"):
+        return tuple(x for x in raw.split(",") if x)
+    return raw
 
 
 def demo_pivotrl(

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 import pivot_envs  # noqa: F401
 from pivot_envs.cli import app
-from trainers.grpo import GRPOConfig, GRPOTrainer, completion_logprobs, config_from_overrides, pad_batch
+from pivot_envs.cli._train import config_from_overrides
+from trainers.grpo import GRPOConfig, GRPOTrainer, completion_logprobs, pad_batch
 
 # Shrunk for CPU CI, each on purpose:
 SMALL = dict(
