@@ -117,6 +117,7 @@ class PivotScorer:
             pivot = json.loads(pivot)
         if not isinstance(pivot, Pivot):
             pivot = Pivot.from_json(pivot)
+        # chain_for: pivots that carry a tool world are judged by executing their calls
         return env.chain_for(pivot).verify_batch(pivot, [env.parse(c) for c in completions])
 
 
