@@ -28,8 +28,8 @@ import gymnasium as gym
 import torch
 
 import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
-from pivot_envs._formats import write_pivots
-from pivot_envs._model import Pivot, Profile
+from pivot_envs._formats import load_pivots, write_pivots
+from pivot_envs._model import Pivot
 from pivot_envs._pivots import select_pivots
 from trainers._advantages import zero_variance_groups
 from trainers.backends._base import SamplingParams
@@ -107,12 +107,18 @@ def sample_and_score(model_dir: str | Path, pivots: Sequence[Pivot], n: int, cfg
     return torch.tensor(rewards), torch.tensor(accepted), backend.policy_id
 
 
-def profile(model_dir: str | Path, pivots: Sequence[Pivot], cfg: DemoConfig) -> list[Pivot]:
-    """Each pivot with a `Profile` of K rewards from the frozen SFT policy."""
-    rewards, _, policy_id = sample_and_score(model_dir, pivots, cfg.k, cfg)
-    chain_hash = gym.make(ENV_ID, pivots=list(pivots)).unwrapped.chain.config_hash()
-    return [replace(p, profile=Profile(k=cfg.k, rewards=tuple(r.tolist()), policy_id=policy_id,
-                                       verifier_hash=chain_hash)) for p, r in zip(pivots, rewards, strict=True)]
+def profile(model_dir: str | Path, pivots: Sequence[Pivot], out: Path, cfg: DemoConfig) -> list[Pivot]:
+    """Each pivot with a `Profile` of K rewards from the frozen SFT policy (the issue-6 profiler)."""
+    from trainers.backends._transformers import TransformersBackend, TransformersConfig
+    from trainers.profiling._profiler import ProfileConfig, profile_pivots
+
+    grpo = GRPOConfig(model=str(model_dir))  # the same prompt cut the trainer uses
+    backend = TransformersBackend(TransformersConfig(model=str(model_dir), max_prompt_tokens=grpo.max_prompt_tokens,
+                                                     max_history_messages=grpo.max_history_messages))
+    out.unlink(missing_ok=True)  # the profiler resumes from an existing file: this run starts afresh
+    profile_pivots(gym.make(ENV_ID, pivots=list(pivots)), backend, out,
+                   ProfileConfig(k=cfg.k, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
+    return list(load_pivots(out))
 
 
 def run_grpo(name: str, model_dir: Path, pivot_file: Path, cfg: DemoConfig, verifiers: Sequence[str] | None,
@@ -178,11 +184,11 @@ def run_demo(cfg: DemoConfig, log: Callable[..., None] = print) -> dict[str, Any
     sft = root / "sft"
     log(f"SFT done ({time.perf_counter() - t0:.0f} s)")
 
-    d_cand = profile(sft, train, cfg)
-    d_adv = select_pivots(d_cand, cfg.lam).kept
+    d_cand = profile(sft, train, root / "d_cand.jsonl", cfg)
+    d_adv = list(select_pivots(d_cand, cfg.lam).kept)
     if not d_adv:
         raise RuntimeError(f"D_adv is empty: no training pivot had mixed rewards under lam={cfg.lam}")
-    for name, pivots in (("d_cand", d_cand), ("d_adv", d_adv), ("heldout", heldout)):
+    for name, pivots in (("d_adv", d_adv), ("heldout", heldout)):
         write_pivots(pivots, root / f"{name}.jsonl")
     log(f"profiled K={cfg.k}: D_cand {len(d_cand)} pivots, D_adv {len(d_adv)} ({time.perf_counter() - t0:.0f} s)")
 

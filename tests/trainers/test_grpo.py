@@ -19,9 +19,10 @@ from verifiers_plugins.hookspecs import hookimpl
 SMALL = dict(
     pivots_per_step=2,  # P: two groups are enough to exercise per-group advantages
     group_size=4,  # G: the smallest group that usually mixes rewards on the tiny model
-    max_new_tokens=12,  # long enough for a few tokens of a tool call, short enough for 2 cores
-    max_prompt_tokens=96,  # the last turns of the history only
-    learning_rate=1e-3,  # a tiny random-init model needs a large step to move measurably
+    max_new_tokens=12,  # a few tokens of a tool call: enough to score, short enough for 2 cores
+    max_prompt_tokens=96,  # the cut the tiny_policy fixture was fine-tuned with
+    max_history_messages=2,  # idem
+    learning_rate=1e-3,  # a tiny model needs a large step to move measurably in two steps
 )
 
 
@@ -45,13 +46,13 @@ def _weights(folder):
 
 
 @pytest.mark.slow
-def test_pivot_train_cli_two_steps_changes_parameters(tiny_model, tmp_path):
+def test_pivot_train_cli_two_steps_changes_parameters(tiny_policy, tmp_path):
     # the test's own verifier guarantees reward variance, so the update must move the weights;
     # the functional chain on an untrained model would mostly give all-0 groups (no gradient)
     get_host().register_plugin(ParityPlugin(), name="parity-test")
     out = tmp_path / "run"
     sets = [f"{k}={v}" for k, v in SMALL.items()] + ["beta=0.04", "verifiers=parity"]
-    result = CliRunner().invoke(app, ["train", "--model", str(tiny_model), "--steps", "2", "--out", str(out),
+    result = CliRunner().invoke(app, ["train", "--model", str(tiny_policy.path), "--steps", "2", "--out", str(out),
                                       "--json", *sum((["--set", s] for s in sets), [])])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -65,16 +66,16 @@ def test_pivot_train_cli_two_steps_changes_parameters(tiny_model, tmp_path):
         assert any(k.startswith("reward/") and k.endswith("/mean") for k in m)
     assert any(m["rollout/zero_var_share"] < 1.0 for m in lines), "parity rewards should mix within a group"
     assert "reward/parity/mean" in lines[0]
-    before, after = _weights(tiny_model), _weights(out / "final")
+    before, after = _weights(tiny_policy.path), _weights(out / "final")
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert changed, "two GRPO steps with mixed rewards left every parameter unchanged"
     assert json.loads((out / "config.json").read_text())["group_size"] == SMALL["group_size"]
 
 
 @pytest.mark.slow
-def test_checkpoint_resume_and_lora(tiny_model, tmp_path):
+def test_checkpoint_resume_and_lora(tiny_policy, tmp_path):
     # eval_every=1 writes a checkpoint after every step; eval_pivots reuses the bundled data file
-    cfg = GRPOConfig(model=str(tiny_model), steps=1, output_dir=str(tmp_path / "r"), eval_every=1,
+    cfg = GRPOConfig(model=str(tiny_policy.path), steps=1, output_dir=str(tmp_path / "r"), eval_every=1,
                      lora_rank=4, beta=0.1, **SMALL)
     first = GRPOTrainer(cfg)
     lora_before = {k: v.clone() for k, v in first.policy.named_parameters() if v.requires_grad}
@@ -91,8 +92,8 @@ def test_checkpoint_resume_and_lora(tiny_model, tmp_path):
     assert second.step_count == 2 and math.isfinite(metrics["loss/kl"])
 
 
-def test_training_logprobs_match_generation_logprobs(tiny_model, tmp_path):
-    cfg = GRPOConfig(model=str(tiny_model), output_dir=str(tmp_path), beta=0.0, **SMALL)
+def test_training_logprobs_match_generation_logprobs(tiny_policy, tmp_path):
+    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), beta=0.0, **SMALL)
     trainer = GRPOTrainer(cfg)
     pivots = trainer.draw_pivots(0)
     groups = trainer.generate(pivots, seed=3)
