@@ -192,3 +192,61 @@ def test_audit_accepts_no_attack_on_real_pivots(converted):
             assert audit_failures(rows) == [], (names, audit_failures(rows))
             counts.update({r["case"]: r["total"] for r in rows if "chain" in r})
     assert all(counts[c] > 0 for c in ("empty", "text_for_tool", "tool_junk_args", "many_calls", "echo_history"))
+
+
+def _perturb(value, spoil: bool):
+    """Same meaning (reordered keys, `3` -> `3.0`), or with the first id-like string spoiled."""
+    if isinstance(value, dict):
+        return {k: _perturb(value[k], spoil) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_perturb(v, spoil) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _spoil_id(args: dict) -> dict | None:
+    for k, v in args.items():
+        if isinstance(v, str) and any(c.isdigit() for c in v) and " " not in v:
+            return {**args, k: v[:-1] + ("0" if v[-1] != "0" else "1")}
+    return None
+
+
+def test_real_tool_calls_reformatted_score_one_and_spoiled_ids_score_zero(converted):
+    from pivot_envs import Message, ToolCall
+
+    chain = VerifierChain.from_names(list(ToolUseEnv.default_verifiers))
+    pivots = [p for p in converted["tool_use/tau_bench_airline_gpt4o.jsonl"] if p.expert.tool_calls]
+    same_fail, spoiled_pass, spoiled = [], [], 0
+    for p in pivots:
+        calls = [(c, c.parsed_arguments()) for c in p.expert.tool_calls]
+        same = Message("assistant", None, tuple(ToolCall(c.name, json.dumps(_perturb(a, False))) for c, a in calls))
+        if not chain(p, same).accepted:
+            same_fail.append(p.id)
+        bad_args = _spoil_id(calls[0][1])
+        if bad_args is not None and len(calls) == 1:
+            spoiled += 1
+            if chain(p, Message("assistant", None, (ToolCall(calls[0][0].name, json.dumps(bad_args)),))).accepted:
+                spoiled_pass.append(p.id)
+    assert same_fail == [] and spoiled_pass == [] and spoiled > 500
+
+
+def test_real_bash_commands_with_split_flags_keep_category_and_target(converted):
+    import re
+
+    from pivot_envs import Message
+
+    chain = VerifierChain.from_names(list(SweEnv.default_verifiers))
+    flag = re.compile(r"```bash\n(grep|ls|nl|sed) -([a-zA-Z]{2,4}) ")
+    checked, failed = 0, []
+    for p in converted["swe/mini_swe_agent_gemini3pro_swebench_verified.jsonl"]:
+        m = flag.search(p.expert.text)
+        if not m:
+            continue
+        split = " ".join("-" + c for c in reversed(m.group(2)))
+        text = p.expert.text[:m.start()] + f"Same command, flags spelled apart.\n```bash\n{m.group(1)} {split} " + \
+            p.expert.text[m.end():]
+        checked += 1
+        if not chain(p, Message("assistant", text)).accepted:
+            failed.append(p.id)
+    assert checked > 50 and failed == []

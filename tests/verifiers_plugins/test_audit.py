@@ -81,3 +81,15 @@ def test_cli_audit_json():
     assert payload["pivots"] == 5 and payload["failures"] == 0
     row = payload["cases"][0]
     assert {"case", "accepted", "total"} <= set(row) and ("chain" in row or "verifier" in row)
+
+
+def test_cli_audit_on_a_real_dataset(shared_data):
+    from pivot_envs.cli import app
+
+    data = shared_data / "swe" / "swe_agent_demos.jsonl"
+    result = CliRunner().invoke(app, ["audit", "--env", "pivot/swe-v0", "--dataset", str(data), "--strict", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["pivots"] == 47 and payload["failures"] == 0
+    junk = [r for r in payload["cases"] if r.get("verifier") == "swe_target" and r["case"] == "tool_junk_args"]
+    assert junk and junk[0]["total"] > 0 and junk[0]["expected"] == 0

@@ -74,20 +74,24 @@ def category_table() -> dict[str, str]:
 
 
 def fenced_commands(text: str | None) -> list[str]:
-    """Commands in fenced blocks: ```bash blocks, else bare ``` blocks (classic SWE-agent actions)."""
+    """Commands in fenced blocks: ```bash blocks, else a bare ``` block that ends the turn.
+
+    Classic SWE-agent turns are a thought followed by one bare-fenced command, and SWE-agent
+    runs the last block; a bare block with more text after it is an example or a quotation
+    (e.g. inside an echoed prompt), not the turn's action.
+    """
     blocks = bash_blocks(text)
     if blocks:
         return blocks
-    found: list[str] = []
-    inside, body = False, []
-    for line in (text or "").splitlines():
-        if line.strip() == "```":
-            if inside:
-                found.append("\n".join(body).strip())
-            inside, body = not inside, []
-        elif inside:
-            body.append(line)
-    return [b for b in found if b]
+    body = (text or "").rstrip()
+    if not body.endswith("```"):
+        return []
+    lines = body[: -3].rstrip(" ").splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip() == "```":
+            command = "\n".join(lines[i + 1:]).strip()
+            return [command] if command else []
+    return []
 
 
 def message_commands(message: Message) -> list[str]:
