@@ -97,13 +97,17 @@ def row_sandbox(opts: argparse.Namespace) -> Row:
 def row_grpo(opts: argparse.Namespace) -> Row:
     try:
         from trainers.grpo import GRPOConfig, GRPOTrainer
-
         from trainers.tiny_model import build_tiny_model
     except ImportError as e:
         raise NotAvailable(f"the GRPO trainer is not on this branch ({e.name})") from e
+    import torch
+
+    # One thread: on a shared machine, torch's spinning worker threads make a step many times
+    # slower than one core doing the same work, and the share is then about contention.
+    torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="pivot-bench-grpo-") as tmp:
         build_tiny_model(Path(tmp) / "model")
-        steps = 2 if opts.quick else 4
+        steps = 3 if opts.quick else 5
         cfg = GRPOConfig(model=str(Path(tmp) / "model"), output_dir=str(Path(tmp) / "run"), steps=steps,
                          pivots_per_step=2, group_size=4, max_new_tokens=48)
         trainer = GRPOTrainer(cfg)
@@ -114,7 +118,7 @@ def row_grpo(opts: argparse.Namespace) -> Row:
     share = verify / (verify + model)
     return Row("env + verifiers in a CPU GRPO step (tiny model)", f"env+verify {verify / len(metrics):.3f} s",
                f"generate+update {model / len(metrics):.3f} s", f"{share:.1%} of step",
-               f"P=2 pivots x G=4, 48 new tokens, mean of {len(metrics)} steps after a warm-up")
+               f"P=2 pivots x G=4, 48 new tokens, 1 torch thread, mean of {len(metrics)} steps after a warm-up")
 
 
 def row_profile(opts: argparse.Namespace) -> Row:
