@@ -13,6 +13,7 @@ import contextlib
 import copy
 import json
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -194,8 +195,13 @@ def completion_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> tuple[tor
 
 
 def make_env(cfg: GRPOConfig, pivot_file: str | None) -> gym.Env:
-    """The scoring env over `pivot_file` (the env's bundled pivots when None)."""
+    """The scoring env over `pivot_file` (the env's bundled pivots when None).
+
+    When `$PIVOT_CACHE` names a reward-cache file, verdicts are read from and written to it.
+    """
     kwargs: dict[str, Any] = {}
+    if os.environ.get("PIVOT_CACHE"):
+        kwargs["reward_cache"] = os.environ["PIVOT_CACHE"]
     if pivot_file is not None:
         kwargs["pivots"] = list(load_pivots(pivot_file))
     if cfg.verifiers is not None:

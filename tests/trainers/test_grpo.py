@@ -122,3 +122,15 @@ def test_config_rejects_bad_values_and_parses_overrides():
     with pytest.raises(ValueError, match="key=value"):
         config_from_overrides({"model": "m"}, ["nonsense=1"])
     assert len(GRPOConfig.__dataclass_fields__) <= 25
+
+
+def test_envs_use_the_reward_cache_when_pivot_cache_is_set(tmp_path, monkeypatch):
+    from trainers.grpo import make_env
+
+    monkeypatch.setenv("PIVOT_CACHE", str(tmp_path / "rewards.sqlite"))
+    env = make_env(GRPOConfig(model="m"), None).unwrapped
+    pivot = env.pivots[0]
+    first = env.score(pivot.id, ["a", "b"])
+    again = env.score(pivot.id, ["a", "b"])
+    assert [r.reward for r in first] == [r.reward for r in again]
+    assert env.reward_cache.hits >= 2
