@@ -384,7 +384,8 @@ class GRPOTrainer:
         tensors = pad_batch(batch.prompt_ids, batch.completion_ids, pad, dev)
         advantages = batch.advantages.to(dev)
         with torch.no_grad(), self.autocast():
-            old_logp, _ = completion_logprobs(self.policy, tensors)
+            # one pass per batch: the weights have not moved yet, so old == current (ratio 1)
+            old_logp = completion_logprobs(self.policy, tensors)[0] if cfg.epochs_per_batch > 1 else None
             ref_logp = self.reference_logprobs(tensors)
         chunks = np.array_split(np.arange(cfg.batch_size), cfg.grad_accum)
         sums: dict[str, float] = {}
@@ -396,9 +397,10 @@ class GRPOTrainer:
                 micro = {k: v[sel] for k, v in tensors.items()}
                 with self.autocast():
                     logp, entropy = completion_logprobs(self.policy, micro)
-                terms: LossTerms = self.loss_fn(
-                    logp, old_logp[sel], None if ref_logp is None else ref_logp[sel], advantages[sel],
-                    micro["completion_mask"], clip_low=cfg.clip_eps, clip_high=cfg.clip_eps, beta=cfg.beta)
+                old = logp.detach() if old_logp is None else old_logp[sel]
+                ref = None if ref_logp is None else ref_logp[sel]
+                terms: LossTerms = self.loss_fn(logp, old, ref, advantages[sel], micro["completion_mask"],
+                                                clip_low=cfg.clip_eps, clip_high=cfg.clip_eps, beta=cfg.beta)
                 (terms.loss / len(chunks)).backward()
                 for k, v in (("loss/total", terms.loss), ("loss/policy", terms.policy), ("loss/kl", terms.kl),
                              ("loss/clip_fraction", terms.clip_fraction),

@@ -75,8 +75,9 @@ def test_pivot_train_cli_two_steps_changes_parameters(tiny_policy, tmp_path):
 @pytest.mark.slow
 def test_checkpoint_resume_and_lora(tiny_policy, tmp_path):
     # eval_every=1 writes a checkpoint after every step; eval_pivots reuses the bundled data file
+    # epochs_per_batch=2 and grad_accum=2 take the old-log-prob and micro-batch paths
     cfg = GRPOConfig(model=str(tiny_policy.path), steps=1, output_dir=str(tmp_path / "r"), eval_every=1,
-                     lora_rank=4, beta=0.1, **SMALL)
+                     lora_rank=4, beta=0.1, epochs_per_batch=2, grad_accum=2, **SMALL)
     first = GRPOTrainer(cfg)
     lora_before = {k: v.clone() for k, v in first.policy.named_parameters() if v.requires_grad}
     first.train()
@@ -90,6 +91,7 @@ def test_checkpoint_resume_and_lora(tiny_policy, tmp_path):
     assert all(torch.equal(restored[k], trained[k]) for k in lora_before)
     metrics = second.step()
     assert second.step_count == 2 and math.isfinite(metrics["loss/kl"])
+    assert 0.0 <= metrics["loss/clip_fraction"] <= 1.0
 
 
 def test_training_logprobs_match_generation_logprobs(tiny_policy, tmp_path):
