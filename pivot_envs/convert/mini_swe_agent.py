@@ -18,6 +18,8 @@ from pivot_envs.errors import InvalidTrajectory
 _CONTEXT_KEYS = ("benchmark", "instance_id", "repo", "agent", "agent_model", "exit_status", "submission_patch",
                  "action_format")
 
+EXPECTED = "a mini-swe-agent record (trajectory_format 'mini-swe-agent-*' or agent 'mini-swe-agent ...')"
+
 
 def detect(record: Mapping[str, Any]) -> bool:
     """True for a mini-swe-agent record (converted or original)."""
@@ -42,6 +44,8 @@ def _message(m: Mapping[str, Any]) -> Message:
 
 def from_mini_swe_agent(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory:
     """One mini-swe-agent record -> Trajectory (domain swe; reward 1.0 when resolved)."""
+    if not detect(record):
+        raise InvalidTrajectory(f"expected {EXPECTED}, got keys {sorted(record)[:8]}")
     raw = record.get("messages")
     if not isinstance(raw, list):
         raise InvalidTrajectory("mini-swe-agent record: missing field 'messages'")

@@ -22,6 +22,8 @@ from pivot_envs.errors import InvalidTrajectory
 
 _KEEP = ("thought", "action", "message_type", "agent")
 
+EXPECTED = "a SWE-agent record (id 'swe-agent/...', trajectory_steps, or a .traj/.yaml history)"
+
 
 def detect(record: Mapping[str, Any]) -> bool:
     """True for a SWE-agent record: converted JSONL, `.traj` or demonstration YAML."""
@@ -78,6 +80,8 @@ def _message(m: Mapping[str, Any]) -> Message:
 
 def from_swe_agent(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory:
     """One SWE-agent record -> Trajectory (domain swe; reward 1.0 for a submitted run is not assumed)."""
+    if not detect(record):
+        raise InvalidTrajectory(f"expected {EXPECTED}, got keys {sorted(record)[:8]}")
     raw = record.get("messages", record.get("history"))
     if not isinstance(raw, list):
         raise InvalidTrajectory("swe-agent record: missing field 'messages' (or 'history')")

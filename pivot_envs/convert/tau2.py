@@ -49,6 +49,8 @@ def results_records(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append(rec)
     return out
 
+EXPECTED = "a tau2 simulation record (benchmark 'tau2-bench', or task_id + termination_reason + messages)"
+
 
 def detect(record: Mapping[str, Any]) -> bool:
     """True for a tau2 simulation record (converted or expanded from `Results`)."""
@@ -75,6 +77,8 @@ def _message(m: Mapping[str, Any], hidden: list[dict[str, Any]]) -> Message:
 
 def from_tau2(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory:
     """One tau2 simulation record -> Trajectory (domain tool-use; reward, task and policy kept)."""
+    if not detect(record):
+        raise InvalidTrajectory(f"expected {EXPECTED}, got keys {sorted(record)[:8]}")
     raw = record.get("messages")
     if not isinstance(raw, list):
         raise InvalidTrajectory("tau2 record: missing field 'messages'")

@@ -86,6 +86,9 @@ def from_tau_bench(
     record: Mapping[str, Any], *, data_path: str | Path | None = None, default_id: str = ""
 ) -> Trajectory:
     """One tau-bench record -> Trajectory (domain tool-use; reward, task and policy kept)."""
+    if not detect(record):
+        raise InvalidTrajectory("expected a tau-bench record (benchmark 'tau-bench', traj + task_id, or "
+                                f"messages_display), got keys {sorted(record)[:8]}")
     raw = record.get("messages", record.get("traj"))
     if isinstance(record.get("messages_display"), str):
         raw = parse_display(record["messages_display"])

@@ -250,3 +250,13 @@ def test_real_bash_commands_with_split_flags_keep_category_and_target(converted)
         if not chain(p, Message("assistant", text)).accepted:
             failed.append(p.id)
     assert checked > 50 and failed == []
+
+
+@pytest.mark.parametrize("fmt", ["tau-bench", "tau2", "mini-swe-agent"])
+def test_a_wrong_from_format_is_a_clear_error(shared_data, fmt):
+    from pivot_envs import DataFileError
+
+    with pytest.raises(DataFileError, match=r"swe_agent_demos\.jsonl.*1.*expected a .*got keys"):
+        load_pivots(shared_data / "swe/swe_agent_demos.jsonl", format=fmt)
+    with pytest.raises(DataFileError, match="expected a SWE-agent record"):
+        load_pivots(shared_data / "tool_use/tau2_telecom_gpt4o.jsonl", format="swe-agent")
