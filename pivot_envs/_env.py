@@ -185,6 +185,10 @@ class PivotEnv(gym.Env[dict, str]):
         """Score a group of completions at one pivot (batched through each verifier)."""
         return self._scored(self.pivot(pivot_id), completions)
 
+    def score_pivot(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
+        """`score` for a pivot given by value: it need not be in this env's dataset (executors use it)."""
+        return self._scored(pivot, completions)
+
     def _scored(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
         chain = self.chain_for(pivot)
         if self.reward_cache is not None:

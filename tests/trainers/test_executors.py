@@ -86,3 +86,24 @@ def test_ray_executor_equals_in_process_on_bundled_pivots(ray_cluster):
         for w, keys in enumerate(seen):
             assert all(worker_for(k, 2) == w for k in keys)
         assert len({s["pid"] for s in stats}) == 2  # two worker processes, not the driver
+
+
+@pytest.mark.slow
+def test_profiling_through_ray_equals_in_process(ray_cluster, tiny_policy, tmp_path):
+    from trainers.backends import TransformersBackend
+    from trainers.profiling._profiler import ProfileConfig, profile_pivots
+
+    backend = TransformersBackend(tiny_policy.backend_config())
+    # K=2 on 6 pivots: enough groups to spread over both workers, small enough for 2 shared cores.
+    config = ProfileConfig(k=2, max_new_tokens=tiny_policy.max_new_tokens, chunk_size=3, limit=6, seed=3)
+    env = gym.make("pivot/tool-use-v0")
+    local = profile_pivots(env, backend, tmp_path / "local.jsonl", config)
+    executor = make_executor("ray", EnvSpec("pivot/tool-use-v0"), num_workers=2)
+    try:
+        remote = profile_pivots(env, backend, tmp_path / "ray.jsonl", config, executor=executor)
+        stats = executor.stats()
+    finally:
+        executor.close()
+    assert local.profiled == remote.profiled == 6
+    assert pivot_envs.load_pivots(tmp_path / "local.jsonl") == pivot_envs.load_pivots(tmp_path / "ray.jsonl")
+    assert sum(s["tasks"] for s in stats) == 6

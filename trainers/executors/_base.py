@@ -52,8 +52,8 @@ class VerifyTask:
 
 
 def score_group(env: Any, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
-    """What `env.score` does, for a pivot given by value (it need not be in the env's dataset)."""
-    return env.chain_for(pivot).verify_batch(pivot, [env.parse(c) for c in completions])
+    """What `env.score` does (reward cache included), for a pivot given by value."""
+    return env.score_pivot(pivot, completions)
 
 
 def route_key(pivot: Pivot) -> str:

@@ -124,6 +124,7 @@ def profile_pivots(
     out: str | os.PathLike[str],
     config: ProfileConfig | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    executor: Any = None,
 ) -> ProfileSummary:
     """Sample, verify and write every pivot of `env` that `out` does not hold yet.
 
@@ -134,6 +135,8 @@ def profile_pivots(
         out: the profiled pivot JSONL (appended; resumed when it exists).
         config: K, sampling and chunking.
         on_progress: called as `on_progress(done, total)` after each chunk.
+        executor: where the groups are verified (`trainers.executors`, e.g. Ray workers routed by
+            sandbox state); `env.score` in this process when None.
 
     Returns:
         The run's summary (counts cover the whole output file, timings this run).
@@ -161,7 +164,8 @@ def profile_pivots(
             t0 = time.perf_counter()
             groups = backend.generate(chunk, config.k, config.sampling(chunk[0].id))
             t1 = time.perf_counter()
-            rows = [_profiled(env, p, [g.text for g in group], summary) for p, group in zip(chunk, groups, strict=True)]
+            scored = _verify(env, executor, chunk, [[g.text for g in group] for group in groups])
+            rows = [_profiled(p, results, summary) for p, results in zip(chunk, scored, strict=True)]
             summary.generate_seconds += t1 - t0
             summary.verify_seconds += time.perf_counter() - t1
             f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
@@ -177,8 +181,15 @@ def profile_pivots(
     return summary
 
 
-def _profiled(env: Any, pivot: Pivot, completions: list[str], summary: ProfileSummary) -> dict[str, Any]:
-    results = env.score(pivot.id, completions)
+def _verify(env: Any, executor: Any, chunk: Sequence[Pivot], texts: list[list[str]]) -> list[Any]:
+    if executor is None:
+        return [env.score(p.id, t) for p, t in zip(chunk, texts, strict=True)]
+    from trainers.executors import VerifyTask
+
+    return executor.verify([VerifyTask(p, tuple(t)) for p, t in zip(chunk, texts, strict=True)])
+
+
+def _profiled(pivot: Pivot, results: Sequence[Any], summary: ProfileSummary) -> dict[str, Any]:
     summary.errors += sum(1 for r in results if r.error)
     profile = Profile(len(results), tuple(r.reward for r in results), summary.policy_id, summary.verifier_hash)
     return replace(pivot, profile=profile).to_json()
