@@ -16,7 +16,7 @@ from typing import Any
 
 from pivot_envs._jsonl import first_record, iter_jsonl, write_jsonl
 from pivot_envs._model import Pivot, Trajectory
-from pivot_envs._pivots import extract_pivots
+from pivot_envs._pivots import SkipTurn, extract_pivots
 from pivot_envs.browse import _io as browse_io
 from pivot_envs.convert import fireact, mini_swe_agent, nemo_gym, openai, react, swe_agent, tau2, tau_bench
 from pivot_envs.convert._documents import document_records, is_document
@@ -66,8 +66,13 @@ def _wrap(path: Path, lineno: int, fn: Callable[[], Any]) -> Any:
 
 def trajectory_format(name: str, detect: Callable[[Mapping[str, Any]], bool],
                       convert: Callable[[Mapping[str, Any], Path, int, Mapping[str, Any]], Trajectory],
-                      write_one: Callable[[Trajectory], dict[str, Any]] | None = None) -> Format:
-    """Build a Format for files of trajectories (one per record); pivots come from `extract_pivots`."""
+                      write_one: Callable[[Trajectory], dict[str, Any]] | None = None,
+                      skip: SkipTurn | None = None) -> Format:
+    """Build a Format for files of trajectories (one per record); pivots come from `extract_pivots`.
+
+    `skip(trajectory, index, message)` drops turns that demonstrate nothing (e.g. a turn the
+    agent's harness rejected as malformed); they stay in the later pivots' history.
+    """
 
     def read_trajs(path: Path, options: Mapping[str, Any]) -> Iterator[Trajectory]:
         for lineno, rec in _records(path):
@@ -75,7 +80,7 @@ def trajectory_format(name: str, detect: Callable[[Mapping[str, Any]], bool],
 
     def read(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:
         for traj in read_trajs(path, options):
-            yield from extract_pivots(traj, successful_only=bool(options.get("successful_only")))
+            yield from extract_pivots(traj, successful_only=bool(options.get("successful_only")), skip=skip)
 
     return Format(name, detect, read, None, read_trajs)
 
@@ -156,6 +161,7 @@ FORMATS: dict[str, Format] = {
     "mini-swe-agent": trajectory_format(
         "mini-swe-agent", mini_swe_agent.detect,
         lambda r, p, n, o: mini_swe_agent.from_mini_swe_agent(r, default_id=f"{p.stem}/{n}"),
+        skip=mini_swe_agent.rejected_by_harness,
     ),
     "swe-agent": trajectory_format(
         "swe-agent", swe_agent.detect, lambda r, p, n, o: swe_agent.from_swe_agent(r, default_id=f"swe-agent/{p.stem}"),

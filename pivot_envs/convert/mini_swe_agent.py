@@ -5,6 +5,10 @@ messages}`) and the original `.traj.json` (`{info, messages, trajectory_format:
 "mini-swe-agent-1", instance_id}`). Observations (`<returncode>..</returncode><output>..`) are user
 messages and stay so: the agent saw them as user turns. The provider's raw response
 (`extra.response`, with an encrypted reasoning blob) is dropped; the plain reasoning summary is kept.
+
+A turn the harness rejected as malformed (not exactly one bash block: the next message is
+mini-swe-agent's format error, "Please always provide EXACTLY ONE action ...") demonstrates no
+action; it stays in the history (the agent saw it) and is never a pivot (`rejected_by_harness`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pivot_envs.errors import InvalidTrajectory
 _CONTEXT_KEYS = ("benchmark", "instance_id", "repo", "agent", "agent_model", "exit_status", "submission_patch",
                  "action_format")
 
+FORMAT_ERROR = "Please always provide EXACTLY ONE action"  # mini-swe-agent's format_error_template
 EXPECTED = "a mini-swe-agent record (trajectory_format 'mini-swe-agent-*' or agent 'mini-swe-agent ...')"
 
 
@@ -25,6 +30,12 @@ def detect(record: Mapping[str, Any]) -> bool:
     """True for a mini-swe-agent record (converted or original)."""
     return str(record.get("trajectory_format", "")).startswith("mini-swe-agent") or str(
         record.get("agent", "")).startswith("mini-swe-agent")
+
+
+def rejected_by_harness(trajectory: Trajectory, index: int, message: Message) -> bool:
+    """True for an assistant turn answered by mini-swe-agent's format error (never a pivot)."""
+    following = trajectory.messages[index + 1] if index + 1 < len(trajectory.messages) else None
+    return following is not None and following.role == "user" and following.text.lstrip().startswith(FORMAT_ERROR)
 
 
 def _message(m: Mapping[str, Any]) -> Message:

@@ -56,10 +56,17 @@ def _raw_chats(path: Path) -> list[list[dict]]:
 
 
 def _assistant_turns(path: Path) -> int:
-    """Assistant turns that act or speak (redacted tool-call turns and empty turns demonstrate nothing)."""
-    return sum(1 for chat in _raw_chats(path) for m in chat
-               if m["role"] == "assistant" and ((m.get("content") or "").strip() or m.get("tool_calls")
-                                                or m.get("tool_calls_raw") or (m.get("action") or "").strip()))
+    """Assistant turns that act or speak (redacted tool-call turns and empty turns demonstrate nothing;
+    neither do turns mini-swe-agent's harness answered with its format error)."""
+    n = 0
+    for chat in _raw_chats(path):
+        for i, m in enumerate(chat):
+            rejected = i + 1 < len(chat) and chat[i + 1]["role"] == "user" and str(
+                chat[i + 1].get("content")).startswith("Please always provide EXACTLY ONE action")
+            acts = (m.get("content") or "").strip() or m.get("tool_calls") or m.get("tool_calls_raw") or (
+                m.get("action") or "").strip()
+            n += m["role"] == "assistant" and bool(acts) and not rejected
+    return n
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +101,15 @@ def test_expert_action_scores_one_under_the_default_chain(converted, rel):
     parse = get_parser("hermes")
     failed = [p.id for p in converted[rel] if not chain(p, parse(render_completion(p.expert, p.domain))).accepted]
     assert failed == []
+
+
+def test_mini_swe_agent_turns_rejected_by_the_harness_are_history_not_pivots(converted):
+    pivots = converted["swe/mini_swe_agent_gemini3pro_swebench_verified.jsonl"]
+    from verifiers_plugins.builtin._categories import message_commands
+
+    assert all(len(message_commands(p.expert)) == 1 for p in pivots)
+    rejected = [m for p in pivots for m in p.history if m.role == "assistant" and len(message_commands(m)) != 1]
+    assert rejected  # still in the history: the agent saw its own malformed turn and the error
 
 
 def test_tau2_user_side_tool_calls_stay_out_of_the_agent_history(shared_data, converted):
