@@ -179,8 +179,12 @@ class Sessions:
         return len(self._envs)
 
 
-def create_app(env: PivotEnv, env_id: str, config: ServerConfig | None = None) -> FastAPI:
-    """The FastAPI app serving one loaded env (`env` is the unwrapped `PivotEnv`)."""
+def create_app(env: PivotEnv, env_id: str, config: ServerConfig | None = None, executor: Any = None) -> FastAPI:
+    """The FastAPI app serving one loaded env (`env` is the unwrapped `PivotEnv`).
+
+    With an `executor` (`trainers.executors`, e.g. Ray workers on other hosts), verify-batch
+    requests are scored there, routed by sandbox state; reset and step stay in this process.
+    """
     config = config or ServerConfig()
     admission = Admission(config)
     sessions = Sessions(env, config.max_sessions)
@@ -229,23 +233,44 @@ def create_app(env: PivotEnv, env_id: str, config: ServerConfig | None = None) -
     async def verify_batch(body: VerifyBatchRequest) -> FastJSON:
         if len(body.completions) > config.max_batch:
             raise HTTPException(413, f"expected at most {config.max_batch} completions, got {len(body.completions)}")
-        results = await admission.run(env.score, body.pivot_id, body.completions)
+        if executor is None:
+            results = await admission.run(env.score, body.pivot_id, body.completions)
+        else:
+            results = await admission.run(_remote_score, executor, env.pivot(body.pivot_id), body.completions)
         return FastJSON({"pivot_id": body.pivot_id, "results": [r.to_json() for r in results]})
 
     return app
 
 
+def _remote_score(executor: Any, pivot: Any, completions: list[str]) -> list[Any]:
+    from trainers.executors import VerifyTask
+
+    return executor.verify([VerifyTask(pivot, tuple(completions))])[0]
+
+
 def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, config: ServerConfig | None = None,
-          **env_kwargs: Any) -> None:
-    """Load `env_id` (with `env_kwargs`) and serve it with uvicorn until interrupted."""
+          executor: str = "in-process", **env_kwargs: Any) -> None:
+    """Load `env_id` (with `env_kwargs`) and serve it with uvicorn until interrupted.
+
+    `executor="ray"` scores verify-batch requests on Ray workers (the `scale` extra).
+    """
     import gymnasium as gym
     import uvicorn
 
     import pivot_envs  # noqa: F401  (registers the ids)
 
     env = gym.make(env_id, **env_kwargs).unwrapped
-    # One process, one event loop: the admission counters assume a single worker.
-    uvicorn.run(create_app(env, env_id, config), host=host, port=port, log_level="warning", workers=1)
+    pool = None
+    if executor != "in-process":
+        from trainers.executors import EnvSpec, make_executor
+
+        pool = make_executor(executor, EnvSpec(env_id, env_kwargs))
+    try:
+        # One process, one event loop: the admission counters assume a single worker.
+        uvicorn.run(create_app(env, env_id, config, pool), host=host, port=port, log_level="warning", workers=1)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 __all__ = ["Admission", "Busy", "ServerConfig", "create_app", "serve"]

@@ -24,6 +24,8 @@ def serve(
     concurrency: int = typer.Option(8, "--concurrency", help="Requests verified at once (worker threads)."),
     max_queue: int = typer.Option(256, "--max-queue", help="Requests allowed to wait; more get 503 + Retry-After."),
     max_sessions: int = typer.Option(4096, "--max-sessions", help="Live reset/step sessions kept (LRU)."),
+    executor: str = typer.Option("in-process", "--executor",
+                                 help="Where verify-batch runs: in-process, or ray (workers routed by sandbox state)."),
 ) -> None:
     """Serve reset / step / verify-batch / health for one env (FastAPI + uvicorn)."""
     from pivot_envs._server import ServerConfig
@@ -37,4 +39,4 @@ def serve(
     with user_errors():
         config = ServerConfig(concurrency=concurrency, max_queue=max_queue, max_sessions=max_sessions)
         err_console.print(f"serving {env} on http://{host}:{port}/v1 (concurrency {concurrency}, queue {max_queue})")
-        run_server(env, host=host, port=port, config=config, **kwargs)
+        run_server(env, host=host, port=port, config=config, executor=executor, **kwargs)

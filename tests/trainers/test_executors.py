@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 
 import gymnasium as gym
@@ -107,3 +108,44 @@ def test_profiling_through_ray_equals_in_process(ray_cluster, tiny_policy, tmp_p
     assert local.profiled == remote.profiled == 6
     assert pivot_envs.load_pivots(tmp_path / "local.jsonl") == pivot_envs.load_pivots(tmp_path / "ray.jsonl")
     assert sum(s["tasks"] for s in stats) == 6
+
+
+@pytest.mark.slow
+def test_http_server_scores_through_ray_workers(ray_cluster):
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from pivot_envs._server import create_app
+    from pivot_envs.remote import RemoteEnv
+
+    env = gym.make("pivot/swe-v0").unwrapped
+    executor = make_executor("ray", EnvSpec("pivot/swe-v0"), num_workers=2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(env, "pivot/swe-v0", executor=executor), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        remote = RemoteEnv(f"http://127.0.0.1:{port}")
+        tasks = tasks_for("pivot/swe-v0")
+        answers = [remote.verify_batch(t.pivot.id, list(t.completions)) for t in tasks]
+        remote.close()
+        expected = [[r.to_json() for r in env.score(t.pivot.id, t.completions)] for t in tasks]
+        assert answers == json.loads(json.dumps(expected))
+        assert sum(s["tasks"] for s in executor.stats()) == len(tasks)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        executor.close()
