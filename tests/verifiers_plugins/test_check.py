@@ -58,9 +58,19 @@ def site(pip_install_plugins):
     })
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def on_path(site, use_plugin_site):
     use_plugin_site(site)
+
+
+# These tests pip-install real packages once per module (about 10-20 s on 2 cores).
+installed = [pytest.mark.slow, pytest.mark.usefixtures("on_path")]
+
+
+def with_installed(test):
+    for mark in installed:
+        test = mark(test)
+    return test
 
 
 def check_cli(allow: str) -> tuple[int, dict]:
@@ -72,12 +82,14 @@ def check_cli(allow: str) -> tuple[int, dict]:
     return out.returncode, json.loads(out.stdout)
 
 
+@with_installed
 def test_check_passes_on_builtins_only():
     code, report = check_cli("")
     assert code == 0 and report["ok"] and report["problems"] == []
     assert {p["distribution"] for p in report["plugins"]} == {"pivot-gym"}
 
 
+@with_installed
 def test_check_catches_a_misspelled_hook_and_exits_non_zero():
     code, report = check_cli("pivot-typo")
     assert code == 1 and not report["ok"]
@@ -86,6 +98,7 @@ def test_check_catches_a_misspelled_hook_and_exits_non_zero():
     assert "Did you mean 'register_verifiers'" in problem["message"]
 
 
+@with_installed
 def test_check_catches_a_duplicate_name_naming_both_distributions():
     code, report = check_cli("pivot-clash-one,pivot-clash-two")
     assert code == 1
@@ -94,6 +107,7 @@ def test_check_catches_a_duplicate_name_naming_both_distributions():
     assert "pivot-clash-one 1.0" in problem["message"] and "pivot-clash-two 3.1" in problem["message"]
 
 
+@with_installed
 def test_check_names_plugin_and_hook_of_a_signature_error_and_reports_everything_at_once():
     code, report = check_cli("pivot-badsig,pivot-typo,pivot-clash-one,pivot-clash-two")
     assert code == 1
@@ -102,6 +116,7 @@ def test_check_names_plugin_and_hook_of_a_signature_error_and_reports_everything
     assert by_plugin["badsig"]["hook"] == "register_verifiers" and "config" in by_plugin["badsig"]["message"]
 
 
+@with_installed
 def test_host_refuses_the_misspelled_hook_with_a_clear_error(monkeypatch):
     monkeypatch.setenv("PIVOT_PLUGINS", "pivot-typo")
     with pytest.raises(PluginError, match=r"'typo' \(distribution pivot-typo\).*register_verifier.*--check|"
@@ -109,6 +124,7 @@ def test_host_refuses_the_misspelled_hook_with_a_clear_error(monkeypatch):
         get_verifiers()
 
 
+@with_installed
 def test_host_refuses_a_signature_error_naming_plugin_and_hook(monkeypatch):
     monkeypatch.setenv("PIVOT_PLUGINS", "pivot-badsig")
     with pytest.raises(PluginError, match=r"'badsig' \(distribution pivot-badsig\).*register_verifiers"):

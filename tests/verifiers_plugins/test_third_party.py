@@ -10,6 +10,9 @@ import pytest
 import pivot_envs  # noqa: F401  (registers the env ids)
 from verifiers_plugins import DuplicateName, get_verifiers
 
+# Every test here pip-installs real packages (once per module: about 10-20 s on 2 cores).
+pytestmark = pytest.mark.slow
+
 SHOUTY = '''
 from verifiers_plugins import Verdict, hookimpl
 
