@@ -149,11 +149,13 @@ def plot_reward_std(runs: dict[str, list[dict[str, float]]], path: Path) -> Path
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, label in (("pivotrl", "D_adv (PivotRL)"), ("no_filter", "D_cand (no filter)")):
         ys = [m["rollout/reward_std"] for m in runs[name]]
         ax.plot(range(1, len(ys) + 1), ys, marker="o", label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("mean within-group reward std")
     ax.set_title("Reward std per batch")
@@ -179,9 +181,12 @@ def run_demo(cfg: DemoConfig, log: Callable[..., None] = print) -> dict[str, Any
     torch.manual_seed(cfg.seed)
     train, heldout = split_pivots(gym.make(ENV_ID).unwrapped.pivots, cfg.heldout_every)
     log(f"pivots: {len(train)} train, {len(heldout)} held out")
-    build_tiny_model(root / "tiny", pivots=train)
-    train_sft(root / "tiny", train, root / "sft", SFTConfig(steps=cfg.sft_steps, seed=cfg.seed))
-    sft = root / "sft"
+    sft, marker = root / "sft", root / "sft" / "pivot_demo_sft.json"
+    key = {"sft_steps": cfg.sft_steps, "seed": cfg.seed, "train": [p.id for p in train]}
+    if not (marker.exists() and json.loads(marker.read_text()) == key):  # a rerun reuses the same SFT model
+        build_tiny_model(root / "tiny", pivots=train)
+        train_sft(root / "tiny", train, sft, SFTConfig(steps=cfg.sft_steps, seed=cfg.seed))
+        marker.write_text(json.dumps(key))
     log(f"SFT done ({time.perf_counter() - t0:.0f} s)")
 
     d_cand = profile(sft, train, root / "d_cand.jsonl", cfg)
