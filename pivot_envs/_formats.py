@@ -6,6 +6,7 @@ write pivots back. Detection looks at the first record; `format=` skips it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -85,6 +86,17 @@ def trajectory_format(name: str, detect: Callable[[Mapping[str, Any]], bool],
     return Format(name, detect, read, None, read_trajs)
 
 
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=8)
+def _tau2_tools(path: Path, mtime_ns: int, size: int) -> tuple[dict[str, Any], ...]:
+    """tau2 runs record no schemas: infer them once per file version from all its agent calls."""
+    return tau2.infer_tools(rec for _, rec in _records(path))
+
+
 def _read_pivot_jsonl(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:
     for lineno, rec in iter_jsonl(path):
         yield _wrap(path, lineno, lambda rec=rec: Pivot.from_json(rec))
@@ -156,7 +168,8 @@ FORMATS: dict[str, Format] = {
                             browse_io.pivot_reader(browse_io.read_react_prompt_trajectories),
                             None, browse_io.read_react_prompt_trajectories),
     "tau2": trajectory_format(
-        "tau2", tau2.detect, lambda r, p, n, o: tau2.from_tau2(r, default_id=f"{p.stem}/{n}"),
+        "tau2", tau2.detect,
+        lambda r, p, n, o: tau2.from_tau2(r, default_id=f"{p.stem}/{n}", tools=_tau2_tools(p, *_stamp(p))),
     ),
     "mini-swe-agent": trajectory_format(
         "mini-swe-agent", mini_swe_agent.detect,

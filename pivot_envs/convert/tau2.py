@@ -12,12 +12,15 @@ that call tools and the tool results they get, `requestor: "user"`) ride along i
 the end), so `to_tau2` gives them back. Only agent assistant turns become pivots.
 
 The agent's system prompt is not recorded; the converter writes the recorded policy as the
-system message (`extra["reconstructed"] = True`). The run recorded no tool schemas.
+system message (`extra["reconstructed"] = True`). The run recorded no tool schemas: a file
+reader infers them from every agent call in the file (`infer_tools`: names, argument keys and
+JSON types, keys present in every call required), marked `"x-inferred": true`, so the policy
+sees which tools exist and `json_schema` can check names and types.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pivot_envs._model import Message, ToolCall, Trajectory
@@ -75,7 +78,42 @@ def _message(m: Mapping[str, Any], hidden: list[dict[str, Any]]) -> Message:
     return Message(role, m.get("content"), tool_calls=calls, extra=extra)
 
 
-def from_tau2(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory:
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+               (dict, "object"))
+
+
+def _json_type(value: Any) -> str | None:
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), None)
+
+
+def infer_tools(records: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """OpenAI tool schemas inferred from the agent's recorded calls (user-side calls excluded)."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        for m in rec.get("messages") or ():
+            if isinstance(m, Mapping) and m.get("role") == "assistant":
+                for call in m.get("tool_calls") or ():
+                    args = call.get("arguments")
+                    seen.setdefault(call.get("name"), []).append(args if isinstance(args, dict) else {})
+    tools = []
+    for name, calls in sorted((n, c) for n, c in seen.items() if isinstance(n, str)):
+        props: dict[str, Any] = {}
+        for args in calls:
+            for key, value in args.items():
+                types = props.setdefault(key, set())
+                if _json_type(value):
+                    types.add("number" if _json_type(value) == "integer" else _json_type(value))
+        required = sorted(k for k in props if all(k in a for a in calls))
+        params = {"type": "object", "properties": {k: ({"type": sorted(t)[0]} if len(t) == 1 else {})
+                                                   for k, t in sorted(props.items())}, "required": required}
+        tools.append({"type": "function", "x-inferred": True, "function": {
+            "name": name, "description": "Inferred from the recorded agent calls (tau2 recorded no schema).",
+            "parameters": params}})
+    return tuple(tools)
+
+
+def from_tau2(record: Mapping[str, Any], *, default_id: str = "",
+              tools: tuple[Mapping[str, Any], ...] = ()) -> Trajectory:
     """One tau2 simulation record -> Trajectory (domain tool-use; reward, task and policy kept)."""
     if not detect(record):
         raise InvalidTrajectory(f"expected {EXPECTED}, got keys {sorted(record)[:8]}")
@@ -109,7 +147,7 @@ def from_tau2(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory:
     if not traj_id:
         raise InvalidTrajectory("tau2 record: missing field 'id' (and no default id given)")
     return Trajectory(id=str(traj_id), domain="tool-use", messages=tuple(messages),
-                      tools=tuple(record.get("tools") or ()),
+                      tools=tuple(record.get("tools") or tools),
                       reward=float(reward) if isinstance(reward, (int, float)) else None,
                       context=context, source=str(record.get("source") or ""))
 

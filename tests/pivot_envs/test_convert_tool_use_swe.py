@@ -122,6 +122,10 @@ def test_tau2_user_side_tool_calls_stay_out_of_the_agent_history(shared_data, co
     back = tau2.to_tau2(traj)
     assert len(back["messages"]) == len(_raw_chats(shared_data / "tool_use/tau2_telecom_gpt4o.jsonl")[0])
     assert traj.messages[0].role == "system" and traj.messages[0].extra["reconstructed"]
+    agent_calls = {c["name"] for m in raw if m["role"] == "assistant" for c in m.get("tool_calls") or ()}
+    user_only = {c["name"] for m in raw if m["role"] == "user" for c in m.get("tool_calls") or ()} - agent_calls
+    assert set(pivots[0].tool_names) == agent_calls and not user_only & set(pivots[0].tool_names)
+    assert all(t["x-inferred"] for t in pivots[0].tools)
 
 
 def test_retail_redacted_turns_stay_in_history_but_are_never_pivots(converted):
