@@ -164,3 +164,33 @@ def test_exact_match_is_the_demonstrated_action_after_normalisation():
     text = Pivot("x#2", "tool-use", HIST, Message("assistant", "Could you share your user id?"))
     assert v.verify(text, Message("assistant", "could you share your  user id?")).accepted
     assert not v.verify(text, Message("assistant", "Could you share your reservation id?")).accepted
+
+
+MALFORMED = [
+    '<tool_call>{"name": "str_replace_editor", "arguments": [1, 2]}</tool_call>',
+    '<tool_call>{"name": "str_replace_editor", "arguments": "not json"}</tool_call>',
+    '<tool_call>{"name": "update", "arguments": {"reservation_id": null, "amount": 1e308, "ids": {"a": 1}}}'
+    '</tool_call>',
+    '<tool_call>{"name": "execute_bash", "arguments": {"command": ["ls", "-la"]}}</tool_call>',
+    '<tool_call>{"name": "bash", "arguments": {"command": 42}}</tool_call>',
+    "```bash\ngrep \"unterminated\n```", "```bash\n\n```", "```\n```", "```bash\ncat <<'EOF' > \nEOF\n```",
+    "{" * 500, "```" * 99,
+]
+# Odd but plausible reads (a bad sed script, a negative head count): no error; acceptance may vary.
+ODD = ["```bash\nsed -n 'x,yp' a.py\n```", "\x00\x01 ünïcödé ```bash\nhead -n -5 f\n```"]
+
+
+@pytest.mark.parametrize("name", ["tool_name", "swe_target", "swe_target_continuous", "exact_match", "tool_args"])
+def test_malformed_completions_score_zero_with_a_reason_and_never_error(name):
+    from verifiers_plugins import get_parser, safe_verify
+
+    parse = get_parser("hermes")
+    pivots = [_swe(_bash("sed -n '10,20p' pkg/a.py")), _tool_pivot(**EXPERT_ARGS),
+              _swe(_calls(_call("str_replace_editor", command="view", path="pkg/a.py", view_range=[1, -1])))]
+    verifier = get_verifier(name)
+    for pivot in pivots:
+        for text in MALFORMED + ODD:
+            verdict = safe_verify(name, verifier, pivot, parse(text))
+            assert verdict.error is None, (text, verdict.error)
+            if text in MALFORMED:
+                assert not verdict.accepted and (verdict.reason or not verdict.applicable)
