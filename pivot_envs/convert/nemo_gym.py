@@ -11,6 +11,7 @@ the writer gives them back when the message is unchanged, so a row survives a ro
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,10 +29,12 @@ def detect(record: Mapping[str, Any]) -> bool:
 def guess_domain(row: Mapping[str, Any]) -> str:
     """Domain from the agent name / answer key (terminus answers are terminal turns)."""
     agent = json.dumps(row.get("agent_ref") or {}) + json.dumps(row.get("metadata") or {})
+    # The agent name decides first: swe_pivot rollout rows carry `expected_answer` too. A word
+    # boundary keeps "answer" (which contains "swe") from reading as SWE.
+    if re.search(r"(?<![a-z])swe(?![a-z])", agent.lower()):
+        return "swe"
     if "expected_answer" in row or "terminus" in agent or "terminal" in agent or "harness" in row:
         return "terminal"
-    if "swe" in agent:
-        return "swe"
     return "tool-use"
 
 
