@@ -280,3 +280,25 @@ def test_a_wrong_from_format_is_a_clear_error(shared_data, fmt):
         load_pivots(shared_data / "swe/swe_agent_demos.jsonl", format=fmt)
     with pytest.raises(DataFileError, match="expected a SWE-agent record"):
         load_pivots(shared_data / "tool_use/tau2_telecom_gpt4o.jsonl", format="swe-agent")
+
+
+def test_swe_env_on_real_demo_selects_verifiers_by_name(shared_data):
+    import gymnasium as gym
+
+    data = str(shared_data / "swe/raw/swe_agent_str_replace_anthropic_demo.yaml")
+    view = "swe-agent/swe_agent_str_replace_anthropic_demo#3"  # str_replace_editor view .../missing_colon.py
+
+    def reward(env, completion):
+        env.reset(options={"pivot_id": view})
+        return env.step(completion)[1]
+
+    same = '<tool_call>{"name": "bash", "arguments": {"command": "cat src/testpkg/missing_colon.py"}}</tool_call>'
+    other = ('<tool_call>{"name": "str_replace_editor", "arguments": {"command": "view", '
+             '"path": "/swe-agent-test-repo/pyproject.toml"}}</tool_call>')
+    default = gym.make("pivot/swe-v0", dataset=data)
+    assert default.unwrapped.chain.names[-1] == "swe_target"
+    assert reward(default, same) == 1.0 and reward(default, other) == 0.0
+    paper = gym.make("pivot/swe-v0", dataset=data, verifiers=["turn_kind", "json_schema", "tool_name"])
+    assert reward(paper, other) == 1.0  # same category: the paper's verifier does not look at the target
+    graded = gym.make("pivot/swe-v0", dataset=data, verifiers=["turn_kind", "swe_target_continuous"])
+    assert reward(graded, other) == 0.5 and reward(graded, same) == 1.0
