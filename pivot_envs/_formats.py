@@ -19,7 +19,7 @@ from pivot_envs._jsonl import first_record, iter_jsonl, write_jsonl
 from pivot_envs._model import Pivot, Trajectory
 from pivot_envs._pivots import SkipTurn, extract_pivots
 from pivot_envs.browse import _io as browse_io
-from pivot_envs.convert import fireact, mini_swe_agent, nemo_gym, openai, react, swe_agent, tau2, tau_bench
+from pivot_envs.convert import fireact, mini_swe_agent, nemo_gym, openai, react, swe_agent, swe_agent_enigma, tau2, tau_bench
 from pivot_envs.convert._documents import document_records, is_document
 from pivot_envs.errors import DataFileError, InvalidTrajectory, UnknownFormat, did_you_mean
 
@@ -178,6 +178,11 @@ FORMATS: dict[str, Format] = {
     ),
     "swe-agent": trajectory_format(
         "swe-agent", swe_agent.detect, lambda r, p, n, o: swe_agent.from_swe_agent(r, default_id=f"swe-agent/{p.stem}"),
+    ),
+    # before "openai": EnIGMA records also hold a `messages` list
+    "swe-agent-enigma": trajectory_format(
+        "swe-agent-enigma", swe_agent_enigma.detect,
+        lambda r, p, n, o: swe_agent_enigma.from_enigma(r, default_id=f"{p.stem}/{n}"),
     ),
     "openai": trajectory_format(
         "openai", openai.detect,

@@ -40,6 +40,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.answer_match",
     "verifiers_plugins.builtin.exact_match",
     "verifiers_plugins.builtin.swe_target",
+    "verifiers_plugins.builtin.docker_shell",
 )
 KINDS = ("verifiers", "parsers", "sandboxes", "tool_worlds", "categories")
 ALLOW_LIST_VAR = "PIVOT_PLUGINS"

@@ -1,0 +1,113 @@
+"""docker_shell on synthesized pivots: expert and equivalent rewrites score 1, wrong commands 0."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pivot_envs import Message
+from verifiers_plugins import VerifierChain, get_verifier
+
+pytestmark = pytest.mark.docker
+
+
+def terminus(*commands: str) -> Message:
+    body = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": c + "\n", "duration": 0.1} for c in commands]}
+    return Message("assistant", json.dumps(body))
+
+
+def score(pivot, *candidates: str):
+    verifier = get_verifier("docker_shell")
+    return verifier.verify_batch(pivot, [terminus(c) for c in candidates])
+
+
+def test_synthesis_records_real_outputs(demo_report, demo_pivots):
+    status = {r["task_id"]: r for r in demo_report}
+    assert status["demo-notes"]["status"] == "ok"
+    assert "network" in status["demo-offline-only"]["reason"]
+    assert "exited 127" in status["demo-missing-files"]["reason"]
+    pivot = demo_pivots["wc -l todo.txt"]
+    # the user turn after `cat notes.txt` holds what cat really printed in the container
+    screens = [m.text for m in pivot.history if m.role == "user"]
+    assert any("beta draft" in s and "gamma TODO two" in s for s in screens)
+    assert pivot.context["sandbox"]["image"] == "pivot-gym/busybox:1"
+    assert pivot.context["format"] == "terminus"
+
+
+def test_expert_scores_one(demo_pivots):
+    for command in ("ls -la", "grep TODO notes.txt > todo.txt", "sed -i 's/draft/final/' notes.txt"):
+        (verdict,) = score(demo_pivots[command], command)
+        assert verdict.accepted, (command, verdict)
+        assert verdict.reward == 1.0
+        assert "files" in verdict.details["matched"]
+
+
+def test_equivalent_rewrites_score_one(demo_pivots):
+    cases = {
+        "ls -la": ["ls -al", "ls -a -l"],
+        "grep TODO notes.txt": ["cat notes.txt | grep TODO", "grep -e TODO < notes.txt"],
+        "sed -i 's/draft/final/' notes.txt": [
+            "sed -i -e 's/draft/final/g' notes.txt",
+            "awk '{sub(/draft/, \"final\")} 1' notes.txt > n.tmp && mv n.tmp notes.txt",
+        ],
+        "grep TODO notes.txt > todo.txt": ["cat notes.txt | grep TODO > todo.txt"],
+    }
+    for expert, rewrites in cases.items():
+        verdicts = score(demo_pivots[expert], *rewrites)
+        for rewrite, verdict in zip(rewrites, verdicts, strict=True):
+            assert verdict.accepted, (expert, rewrite, verdict.reason, verdict.details)
+
+
+def test_plausible_wrong_commands_score_zero(demo_pivots):
+    cases = {
+        "grep TODO notes.txt > todo.txt": ("grep draft notes.txt > todo.txt", "files"),
+        "sed -i 's/draft/final/' notes.txt": ("sed -i 's/alpha/final/' notes.txt", "files"),
+        "ls -la": ("ls", "stdout"),
+        "cd project": ("cd /tmp", "cwd"),
+    }
+    for expert, (wrong, part) in cases.items():
+        (verdict,) = score(demo_pivots[expert], wrong)
+        assert not verdict.accepted and verdict.reward == 0.0, (expert, wrong)
+        assert part in verdict.details["differed"], verdict.details
+        assert verdict.reason
+
+
+def test_nondeterministic_expert_parts_are_excluded(demo_pivots):
+    pivot = demo_pivots["date > stamp.txt"]
+    (same, other) = score(pivot, "date >stamp.txt", "date > other.txt")
+    assert same.accepted, same.details
+    assert any("stamp.txt" in u for u in same.details["unstable"])
+    assert not other.accepted
+
+
+def test_pivot_without_sandbox_is_skipped(demo_pivots):
+    from dataclasses import replace
+
+    pivot = demo_pivots["ls -la"]
+    bare = replace(pivot, context={k: v for k, v in pivot.context.items() if k != "sandbox"})
+    (verdict,) = score(bare, "ls -la")
+    assert verdict.applicable is False
+
+
+def test_unreachable_daemon_is_an_error_not_a_zero(demo_pivots):
+    verifier = get_verifier("docker_shell", base_url="unix:///nonexistent/docker.sock")
+    verdict = verifier.verify(demo_pivots["ls -la"], terminus("ls -la"))
+    assert verdict.error and "Docker daemon not reachable" in verdict.error
+    assert not verdict.accepted
+
+
+def test_completion_without_commands_scores_zero(demo_pivots):
+    verdict = get_verifier("docker_shell").verify(demo_pivots["ls -la"], Message("assistant", "I would list files"))
+    assert verdict.reward == 0.0 and verdict.error is None and "no shell command" in verdict.reason
+
+
+def test_chain_scores_group_and_decides_by_effect(demo_pivots):
+    chain = VerifierChain.from_names(["turn_kind", "json_schema", "string_similarity", "docker_shell"])
+    assert chain.names[-1] == "docker_shell"
+    pivot = demo_pivots["grep TODO notes.txt > todo.txt"]
+    results = chain.verify_batch(pivot, [terminus("cat notes.txt | grep TODO > todo.txt"),
+                                         terminus("rm notes.txt"), Message("assistant", "not json")])
+    assert [r.reward for r in results] == [1.0, 0.0, 0.0]
+    assert results[0].decided_by == "docker_shell"
+    assert results[2].decided_by == "json_schema"

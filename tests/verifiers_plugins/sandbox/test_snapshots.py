@@ -1,0 +1,59 @@
+"""Snapshot cache and warm pool: the second verification of a pivot replays nothing (counters, not time)."""
+
+from __future__ import annotations
+
+import json
+
+import docker.errors
+import pytest
+
+from pivot_envs import Message
+from verifiers_plugins import get_verifier
+from verifiers_plugins.builtin.docker_shell import DockerShell, history_commands
+
+pytestmark = pytest.mark.docker
+
+
+def terminus(command: str) -> Message:
+    return Message("assistant", json.dumps({"analysis": "a", "plan": "p",
+                                            "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}))
+
+
+def test_second_verification_does_not_replay(demo_pivots):
+    pivot = demo_pivots["wc -l todo.txt"]
+    n_history = len(history_commands(pivot))
+    assert n_history >= 5
+    # a configuration no other test uses, so this backend starts with empty caches
+    verifier = get_verifier("docker_shell", max_snapshots=3, pool_size=1)
+    backend = verifier.backend()
+    group = [terminus("wc -l todo.txt"), terminus("cat todo.txt | wc -l"), terminus("wc -l notes.txt")]
+    first = [v.accepted for v in verifier.verify_batch(pivot, group)]
+    assert first == [True, False, False]
+    assert backend.stats["replayed_commands"] == n_history
+    assert backend.stats["snapshots_built"] == 1
+    expert_runs = DockerShell.stats["expert_runs"]
+    created = backend.stats["containers_created"]
+
+    second = [v.accepted for v in verifier.verify_batch(pivot, group)]
+    assert second == first
+    assert backend.stats["replayed_commands"] == n_history  # no replay the second time
+    assert backend.stats["snapshots_built"] == 1
+    assert DockerShell.stats["expert_runs"] == expert_runs  # the expert's effect came from the cache
+    # read-only candidates leave their container pristine: it goes back to the pool
+    assert backend.stats["containers_reused"] >= 1
+    assert backend.stats["pool_hits"] >= 1
+    assert backend.stats["containers_created"] >= created
+
+
+def test_lru_evicts_and_removes_snapshot_images(demo_pivots, docker_client):
+    verifier = get_verifier("docker_shell", max_snapshots=1, pool_size=0)
+    backend = verifier.backend()
+    a, b = demo_pivots["ls -la"], demo_pivots["cat notes.txt"]
+    verifier.verify_batch(a, [terminus("ls -al")])
+    (image_a,) = list(backend._images.values())
+    verifier.verify_batch(b, [terminus("cat notes.txt")])
+    assert backend.stats["snapshots_evicted"] == 1
+    assert image_a not in backend._images.values()
+    backend._janitor.submit(lambda: None).result()  # wait for the removal queued before
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(image_a)

@@ -1,0 +1,154 @@
+"""`docker_shell` acceptor: run expert and candidate at the restored pivot state and compare their effects.
+
+The state is `pivot.context["sandbox"]` (image, set-up, working directory) plus the shell commands
+of the history replayed in order. The expert action runs twice, so that the parts of its effect
+that change from run to run (timestamps, PIDs, random names) are left out of the comparison; the
+expert's effect is cached per state, so a GRPO group and later epochs reuse it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pivot_envs._actions import shell_actions
+from pivot_envs._model import Message, Pivot
+from verifiers_plugins._host import get_host
+from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.hookspecs import hookimpl
+from verifiers_plugins.sandbox._effects import Unstable, compare_effects, reason_for, unstable_parts
+from verifiers_plugins.sandbox._spec import Effect, SandboxError, SandboxSpec
+
+# tmux key names a Terminus turn may send; they run nothing in a fresh shell.
+_KEYS = frozenset({"C-c", "C-d", "C-z", "C-l", "Enter", "Escape", "q"})
+_EXPERT_CACHE_SIZE = 4096
+
+
+def action_commands(message: Message) -> list[str]:
+    """The shell commands a message runs, as a shell would receive them (Enter and key names dropped)."""
+    out = []
+    for keys in shell_actions(message):
+        command = keys.rstrip("\n").strip()
+        if command and command not in _KEYS:
+            out.append(command)
+    return out
+
+
+def history_commands(pivot: Pivot) -> list[str]:
+    """Every shell command of the assistant turns before the pivot, in order."""
+    return [c for m in pivot.history if m.role == "assistant" for c in action_commands(m)]
+
+
+class DockerShell:
+    """Accepts a candidate whose effect at the pivot state matches the expert's.
+
+    Args:
+        backend: name of a sandbox backend registered through `register_sandboxes`.
+        **backend_config: passed to the backend factory (e.g. `action_timeout`, `pool_size`).
+    """
+
+    role = "acceptor"
+    cost = "sandbox"
+    deterministic = True
+    version = "1"
+
+    # Shared by every instance: the expert's effect at a state is the same for any env of the process.
+    _expert_cache: OrderedDict[tuple[Any, ...], tuple[Effect, Unstable]] = OrderedDict()
+    _cache_lock = threading.RLock()
+    stats: Counter[str] = Counter()
+
+    def __init__(self, backend: str = "docker", **backend_config: Any) -> None:
+        self.backend_name = backend
+        self.backend_config = dict(backend_config)
+        get_host().get("sandboxes", backend)  # fail now on an unknown backend name, with a did-you-mean
+
+    def backend(self) -> Any:
+        """The sandbox backend (shared per configuration)."""
+        return get_host().get("sandboxes", self.backend_name)(**self.backend_config)
+
+    def verify(self, pivot: Pivot, action: Message) -> Verdict:
+        """Score one candidate (a group of one)."""
+        return self.verify_batch(pivot, [action])[0]
+
+    def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
+        """Score a group at one pivot: one replay, one expert pair, identical candidates run once.
+
+        The expert's own commands are run like any candidate (no string shortcut): the chain's
+        `string_similarity` is the fast path, this verifier always compares effects.
+        """
+        spec = SandboxSpec.from_context(pivot.context)
+        if spec is None:
+            return [Verdict.skip("pivot has no sandbox context")] * len(actions)
+        expert = action_commands(pivot.expert)
+        if not expert:
+            return [Verdict.skip("the expert turn runs no shell command")] * len(actions)
+        history = history_commands(pivot)
+        wanted = [action_commands(a) for a in actions]
+        try:
+            backend = self.backend()
+            reference = self._expert(backend, spec, history, expert)
+            unique = list(dict.fromkeys(tuple(w) for w in wanted if w))
+            effects = dict(zip(unique, backend.run_group(spec, history, unique), strict=True)) if unique else {}
+        except SandboxError as e:
+            return [Verdict.failed(f"sandbox {self.backend_name}: {e}")] * len(actions)
+        self._count("candidates_run", len(unique))
+        out = []
+        for commands in wanted:
+            if not commands:
+                out.append(Verdict.reject("the completion runs no shell command"))
+            else:
+                out.append(self._judge(reference, effects[tuple(commands)], spec.workdir))
+        return out
+
+    def _expert(self, backend: Any, spec: SandboxSpec, history: list[str],
+                expert: list[str]) -> tuple[Effect, Unstable]:
+        key = (self.backend_name, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert))
+        with self._cache_lock:
+            if key in self._expert_cache:
+                self._expert_cache.move_to_end(key)
+                self._count("expert_cache_hits")
+                return self._expert_cache[key]
+        first, second = backend.run_group(spec, history, [expert, expert])
+        for effect in (first, second):
+            if isinstance(effect, Exception):
+                raise SandboxError(f"the expert action could not run: {effect}")
+        self._count("expert_runs", 2)
+        value = (first, unstable_parts(first, second))
+        with self._cache_lock:
+            self._expert_cache[key] = value
+            while len(self._expert_cache) > _EXPERT_CACHE_SIZE:
+                self._expert_cache.popitem(last=False)
+        return value
+
+    def _judge(self, reference: tuple[Effect, Unstable], effect: Effect | Exception, workdir: str) -> Verdict:
+        if isinstance(effect, Exception):
+            return Verdict.failed(f"sandbox {self.backend_name}: {effect}")
+        expert, unstable = reference
+        comparison = compare_effects(expert, effect, unstable, workdir)
+        details = comparison.details(unstable)
+        details["candidate"] = {"exit_code": effect.exit_code, "killed": effect.killed,
+                                "changed": sorted(effect.files)[:10], "cwd": effect.cwd}
+        if comparison.equal and not comparison.outside_workdir:
+            return Verdict.accept("effect matches the expert's", **details)
+        return Verdict.reject(reason_for(comparison, effect), **details)
+
+    @classmethod
+    def _count(cls, name: str, n: int = 1) -> None:
+        with cls._cache_lock:
+            cls.stats[name] += n
+
+
+@hookimpl
+def register_verifiers(register: Callable[..., None]) -> None:
+    """Register `docker_shell`."""
+    register("docker_shell", DockerShell)
+
+
+@hookimpl
+def register_sandboxes(register: Callable[..., None]) -> None:
+    """Register the built-in `docker` backend (docker itself is imported on first use)."""
+    from verifiers_plugins.sandbox._plugin import docker_backend
+
+    register("docker", docker_backend)

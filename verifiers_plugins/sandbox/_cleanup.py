@@ -1,0 +1,128 @@
+"""Leftover removal by label and owner.
+
+Every container and snapshot image carries `pivot-gym` and an owner label (`host:pid`); anything
+whose owner process is gone is garbage.
+
+Removal runs when a backend starts, at interpreter exit, on SIGINT/SIGTERM, and from
+`pivot sandbox gc`. A process killed with SIGKILL cannot clean up after itself: the next start or
+`pivot sandbox gc` removes what it left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import docker.errors
+
+from verifiers_plugins.sandbox._spec import LABEL
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What `gc` removed."""
+
+    containers: int
+    images: int
+
+    def to_json(self) -> dict[str, int]:
+        """JSON-ready dict."""
+        return {"containers": self.containers, "images": self.images}
+
+
+def owner_alive(owner: str) -> bool:
+    """True when the `host:pid` owner is a live process on this host (other or unknown owners count as alive)."""
+    host, _, pid = owner.rpartition(":")
+    if host != _HOST or not pid.isdigit():
+        return True  # another machine's, or made by a tool that does not label owners: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def gc(client: Any, *, everything: bool = False, owner: str | None = None) -> GcReport:
+    """Remove pivot-gym containers and snapshot images whose owner is gone.
+
+    Args:
+        client: a docker client.
+        everything: remove every pivot-gym container and snapshot image, live owner or not
+            (base images are kept).
+        owner: remove only what this owner (`host:pid`) made.
+    """
+    n_containers = n_images = 0
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        who = (c.labels or {}).get(f"{LABEL}.owner", "")
+        if everything or (owner is not None and who == owner) or (owner is None and not owner_alive(who)):
+            try:
+                c.remove(force=True)
+                n_containers += 1
+            except docker.errors.APIError:
+                pass
+    for img in client.images.list(filters={"label": f"{LABEL}=snapshot"}):
+        who = (img.labels or {}).get(f"{LABEL}.owner", "")
+        if everything or (owner is not None and who == owner) or (owner is None and not owner_alive(who)):
+            try:
+                client.images.remove(img.id, force=True)
+                n_images += 1
+            except docker.errors.APIError:
+                pass
+    return GcReport(n_containers, n_images)
+
+
+_CLOSERS: list[Callable[[], None]] = []
+_INSTALLED = False
+_LOCK = threading.Lock()
+
+
+def _close_all() -> None:
+    while _CLOSERS:
+        try:
+            _CLOSERS.pop()()
+        except Exception:  # exit-time cleanup must go on with the next backend
+            pass
+
+
+def _on_signal(signum: int, frame: Any, previous: Any) -> None:
+    _close_all()
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    else:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def on_exit(close: Callable[[], None]) -> None:
+    """Run `close` at interpreter exit and on SIGINT/SIGTERM (previous handlers still run afterwards)."""
+    global _INSTALLED
+    with _LOCK:
+        _CLOSERS.append(close)
+        if _INSTALLED:
+            return
+        _INSTALLED = True
+        atexit.register(_close_all)
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread; atexit still runs
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            signal.signal(signum, lambda s, f, p=previous: _on_signal(s, f, p))
+
+
+def forget(close: Callable[[], None]) -> None:
+    """Stop running `close` at exit (the backend was closed explicitly)."""
+    with _LOCK:
+        if close in _CLOSERS:
+            _CLOSERS.remove(close)

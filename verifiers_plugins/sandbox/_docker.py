@@ -1,0 +1,300 @@
+"""The Docker sandbox backend: snapshots of replayed pivot states, a warm pool, parallel groups.
+
+State at a pivot = base image + set-up (as root) + the history's shell commands replayed in order.
+That replay runs once per state: the container is committed to a snapshot image keyed by
+`SandboxSpec.key(history)`; snapshots live in a bounded LRU cache whose evicted images are removed.
+Each action then runs in a fresh container of the snapshot, taken from a small pool of started
+containers; a container whose action changed nothing (no file, no process left) goes back to the
+pool, since it is still an exact copy of the state.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter, OrderedDict, deque
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import docker
+import docker.errors
+
+from verifiers_plugins.sandbox import _cleanup
+from verifiers_plugins.sandbox import _containers as ct
+from verifiers_plugins.sandbox._images import ensure_image
+from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxError, SandboxSpec, SandboxUnavailable
+
+BASELINE_PROCESSES = 2  # docker-init and the idle sleep
+
+
+class DockerBackend:
+    """Runs shell actions at restored pivot states in isolated Docker containers.
+
+    Args:
+        limits: resource limits and timeouts (`Limits` fields may also be given as keywords).
+        snapshots: False disables snapshots and the pool: every action gets a cold container and a
+            full replay (the naive baseline of `bench/sandbox.py`).
+        pool_size: ready containers kept per hot snapshot.
+        max_snapshots: snapshot images kept (LRU); evicted ones are removed from the engine.
+        parallelism: actions of a group run at once (default: the number of cores).
+        base_url: Docker endpoint (default: `DOCKER_HOST` or the local socket).
+    """
+
+    name = "docker"
+
+    def __init__(self, limits: Limits | None = None, *, snapshots: bool = True, pool_size: int = 2,
+                 max_snapshots: int = 32, parallelism: int | None = None, base_url: str | None = None,
+                 **limit_overrides: Any) -> None:
+        self.limits = replace(limits or Limits(), **limit_overrides)
+        self.snapshots, self.pool_size, self.max_snapshots = snapshots, pool_size, max(1, max_snapshots)
+        self.parallelism = max(1, parallelism or os.cpu_count() or 1)
+        self.base_url = base_url
+        self.stats: Counter[str] = Counter()
+        self._client: docker.DockerClient | None = None
+        self._lock = threading.RLock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._images: OrderedDict[str, str] = OrderedDict()  # snapshot key -> image tag, LRU order
+        self._pool: dict[str, deque[Any]] = {}
+        self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-sandbox")
+        self._janitor = ThreadPoolExecutor(1, thread_name_prefix="pivot-sandbox-janitor")
+        self._closed = False
+        self.token = f"{os.getpid()}-{id(self):x}"  # the `pivot-gym.backend` label of its containers
+
+    # -- connection ------------------------------------------------------------------------
+
+    @property
+    def client(self) -> docker.DockerClient:
+        """The docker client; the first use checks the daemon and removes dead owners' leftovers."""
+        with self._lock:
+            if self._client is None:
+                try:
+                    client = docker.DockerClient(base_url=self.base_url) if self.base_url else docker.from_env()
+                    client.ping()
+                except (docker.errors.DockerException, OSError) as e:
+                    where = self.base_url or os.environ.get("DOCKER_HOST") or "the local socket"
+                    raise SandboxUnavailable(
+                        f"Docker daemon not reachable at {where}: {e}. Start dockerd (CI: `.ci/run` does) "
+                        "or point DOCKER_HOST at one"
+                    ) from e
+                _cleanup.gc(client)
+                _cleanup.on_exit(self._at_exit)
+                self._client = client
+            return self._client
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[name] += n
+
+    # -- state preparation -----------------------------------------------------------------
+
+    def _prepare(self, spec: SandboxSpec, history: Sequence[str]) -> Any:
+        """A started container at the pivot state: set-up as root, then the history as the user."""
+        ensure_image(self.client, spec.image)
+        container = ct.create(self.client, spec.image, spec, self.limits, "replay", self.token)
+        self._count("containers_created")
+        try:
+            init = (f"mkdir -p {ct.STATE} {ct.RUN_STATE} {spec.workdir} && chmod 1777 {ct.RUN_STATE}"
+                    f" && printf '%s' {spec.workdir} > {ct.STATE}/cwd && : > {ct.STATE}/env")
+            owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {ct.STATE} {spec.workdir}"]
+            steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
+            for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
+                raw = ct.run(container, [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"], user="0",
+                             timeout=self.limits.replay_timeout, output_cap=self.limits.output_cap)
+                if raw.exit_code != 0:
+                    tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
+                    raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
+            for command in history:
+                raw = ct.shell_run(container, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
+                                   timeout=self.limits.replay_timeout)
+                if raw.killed:
+                    raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
+            self._count("replayed_commands", len(history))
+            return container
+        except BaseException:
+            self._discard(container)
+            raise
+
+    def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[str, str]:
+        """(key, image) of the snapshot at this state, replaying the history only on a cache miss."""
+        key = spec.key(history)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._images:
+                    self._images.move_to_end(key)
+                    self._count("snapshot_hits")
+                    return key, self._images[key]
+            container = self._prepare(spec, history)
+            try:
+                tag = f"{key[:16]}-{os.getpid()}"
+                changes = [f"LABEL {k}={v}" for k, v in ct.labels("snapshot", self.token).items()]
+                container.commit(repository="pivot-gym/snapshot", tag=tag, changes=changes)
+            finally:
+                self._discard(container)
+            self._count("snapshots_built")
+            with self._lock:
+                self._images[key] = f"pivot-gym/snapshot:{tag}"
+                evicted = self._images.popitem(last=False) if len(self._images) > self.max_snapshots else None
+            if evicted:
+                self._evict(*evicted)
+            return key, f"pivot-gym/snapshot:{tag}"
+
+    def _evict(self, key: str, image: str) -> None:
+        with self._lock:
+            pooled = list(self._pool.pop(key, ()))
+            self._key_locks.pop(key, None)
+        for c in pooled:
+            self._discard(c)
+        self._janitor.submit(self._remove_image, image)
+        self._count("snapshots_evicted")
+
+    def _remove_image(self, image: str) -> None:
+        try:
+            self.client.images.remove(image, force=True)
+        except docker.errors.APIError:
+            pass  # still used by a running container: `gc` removes it once its owner is gone
+
+    # -- the pool --------------------------------------------------------------------------
+
+    def _acquire(self, key: str, image: str, spec: SandboxSpec) -> Any:
+        with self._lock:
+            pool = self._pool.get(key)
+            if pool:
+                self._count("pool_hits")
+                return pool.popleft()
+        self._count("containers_created")
+        return ct.create(self.client, image, spec, self.limits, "pool", self.token)
+
+    def _release(self, key: str, container: Any, effect: Effect | None) -> None:
+        if effect is not None and ct.is_pristine(container, effect, BASELINE_PROCESSES):
+            with self._lock:
+                pool = self._pool.setdefault(key, deque())
+                if key in self._images and len(pool) < self.pool_size and not self._closed:
+                    pool.append(container)
+                    self._count("containers_reused")
+                    return
+        self._discard(container)
+
+    def _refill(self, key: str, image: str, spec: SandboxSpec) -> None:
+        """Top the snapshot's pool up to `pool_size` (runs in the janitor thread)."""
+        while True:
+            with self._lock:
+                if self._closed or key not in self._images or len(self._pool.get(key, ())) >= self.pool_size:
+                    return
+            try:
+                container = ct.create(self.client, image, spec, self.limits, "pool", self.token)
+            except docker.errors.APIError:
+                return
+            self._count("containers_created")
+            with self._lock:
+                self._pool.setdefault(key, deque()).append(container)
+
+    def _discard(self, container: Any) -> None:
+        try:
+            self._janitor.submit(ct.remove, container)
+        except RuntimeError:  # the janitor has shut down: remove inline
+            ct.remove(container)
+
+    # -- running actions -------------------------------------------------------------------
+
+    def run(self, spec: SandboxSpec, history: Sequence[str], commands: Sequence[str]) -> Effect:
+        """The effect of one action (its shell commands) at the state after `history`."""
+        self._count("actions_run")
+        if not self.snapshots:
+            container = self._prepare(spec, history)
+            try:
+                return ct.effect_of(container, spec, self.limits, commands)
+            finally:
+                self._discard(container)
+        key, image = self.snapshot(spec, history)
+        container = self._acquire(key, image, spec)
+        effect = None
+        try:
+            effect = ct.effect_of(container, spec, self.limits, commands)
+            return effect
+        finally:
+            self._release(key, container, effect)
+
+    def run_group(self, spec: SandboxSpec, history: Sequence[str],
+                  actions: Sequence[Sequence[str]]) -> list[Effect | SandboxError]:
+        """Effects of several actions at one state, in parallel (bounded by `parallelism`).
+
+        A failure that concerns one action only is returned in its place; the daemon being
+        unreachable or the state failing to build raises for the whole group.
+        """
+
+        def one(commands: Sequence[str]) -> Effect | SandboxError:
+            try:
+                return self.run(spec, history, commands)
+            except docker.errors.APIError as e:
+                return SandboxError(f"docker: {e.explanation or e}")
+
+        if not self.snapshots:
+            return list(self._workers.map(one, actions))
+        key, image = self.snapshot(spec, history)
+        effects = list(self._workers.map(one, actions))
+        # this state is hot: have ready containers waiting for its next group (the next epoch)
+        self._janitor.submit(self._refill, key, image, spec)
+        return effects
+
+    def transcript(self, spec: SandboxSpec, commands: Sequence[str],
+                   timeout: float | None = None) -> list[tuple[ct.RawRun, str]]:
+        """Run commands one by one in one container, as a terminal session: (run, cwd after it) per command.
+
+        Output goes to a file first and is read back afterwards, so a command that leaves a
+        process in the background cannot hold the session open. Stops at the first command the
+        sandbox had to stop.
+        """
+        container = self._prepare(spec, ())
+        steps: list[tuple[ct.RawRun, str]] = []
+        try:
+            for command in commands:
+                raw = ct.shell_run(container, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
+                                   timeout=timeout or self.limits.replay_timeout)
+                if raw.killed:
+                    steps.append((raw, ""))
+                    break
+                output = ct.read_text(container, f"{ct.STATE}/out").encode()
+                cwd = ct.read_text(container, f"{ct.STATE}/cwd").strip()
+                steps.append((ct.RawRun(raw.exit_code, output, b"", None), cwd))
+        finally:
+            self._discard(container)
+        return steps
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Remove pooled containers and snapshot images; wait for pending removals."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pooled = [c for pool in self._pool.values() for c in pool]
+            images = list(self._images.values())
+            self._pool.clear()
+            self._images.clear()
+        self._workers.shutdown(wait=True)
+        for c in pooled:
+            self._discard(c)
+        self._janitor.shutdown(wait=True)
+        if self._client is not None:
+            for image in images:
+                self._remove_image(image)
+        _cleanup.forget(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """Exit or signal: the process is going away, so remove everything it made, without waiting."""
+        with self._lock:
+            self._closed = True
+        if self._client is not None:
+            _cleanup.gc(self._client, owner=ct.OWNER)
+
+    def gc(self, everything: bool = False) -> dict[str, int]:
+        """Remove leftovers of dead owners (or every pivot-gym container and snapshot with `everything`)."""
+        return _cleanup.gc(self.client, everything=everything).to_json()
+
+
+__all__ = ["LABEL", "DockerBackend"]
