@@ -19,7 +19,17 @@ from pivot_envs._jsonl import first_record, iter_jsonl, write_jsonl
 from pivot_envs._model import Pivot, Trajectory
 from pivot_envs._pivots import SkipTurn, extract_pivots
 from pivot_envs.browse import _io as browse_io
-from pivot_envs.convert import fireact, mini_swe_agent, nemo_gym, openai, react, swe_agent, swe_agent_enigma, tau2, tau_bench
+from pivot_envs.convert import (
+    fireact,
+    mini_swe_agent,
+    nemo_gym,
+    openai,
+    react,
+    swe_agent,
+    swe_agent_enigma,
+    tau2,
+    tau_bench,
+)
 from pivot_envs.convert._documents import document_records, is_document
 from pivot_envs.errors import DataFileError, InvalidTrajectory, UnknownFormat, did_you_mean
 

@@ -9,6 +9,7 @@ expert's effect is cached per state, so a GRPO group and later epochs reuse it.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,6 +47,9 @@ class DockerShell:
 
     Args:
         backend: name of a sandbox backend registered through `register_sandboxes`.
+        expert_gap: seconds between the end of the first expert run and the start of the second, so that clock readings
+            with one-second resolution (`date`, `ls -l` of a new file) differ between them and are
+            recognised as unstable. Paid once per pivot state: the expert's effect is cached.
         **backend_config: passed to the backend factory (e.g. `action_timeout`, `pool_size`).
     """
 
@@ -59,8 +63,9 @@ class DockerShell:
     _cache_lock = threading.RLock()
     stats: Counter[str] = Counter()
 
-    def __init__(self, backend: str = "docker", **backend_config: Any) -> None:
+    def __init__(self, backend: str = "docker", expert_gap: float = 1.05, **backend_config: Any) -> None:
         self.backend_name = backend
+        self.expert_gap = expert_gap
         self.backend_config = dict(backend_config)
         get_host().get("sandboxes", backend)  # fail now on an unknown backend name, with a did-you-mean
 
@@ -110,7 +115,9 @@ class DockerShell:
                 self._expert_cache.move_to_end(key)
                 self._count("expert_cache_hits")
                 return self._expert_cache[key]
-        first, second = backend.run_group(spec, history, [expert, expert])
+        (first,) = backend.run_group(spec, history, [expert])
+        time.sleep(self.expert_gap)  # after the first run ended: its clock readings are all older
+        (second,) = backend.run_group(spec, history, [expert])
         for effect in (first, second):
             if isinstance(effect, Exception):
                 raise SandboxError(f"the expert action could not run: {effect}")

@@ -17,6 +17,7 @@ DEMO_TASKS = [
         "solution_commands": [
             "cd project", "ls -la", "cat notes.txt", "grep TODO notes.txt", "grep TODO notes.txt > todo.txt",
             "wc -l todo.txt", "sed -i 's/draft/final/' notes.txt", "cat notes.txt", "ls", "date > stamp.txt",
+            "od -An -N8 -tx1 /dev/urandom > token.txt",
         ],
     },
     {

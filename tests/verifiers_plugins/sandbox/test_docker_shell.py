@@ -74,11 +74,15 @@ def test_plausible_wrong_commands_score_zero(demo_pivots):
 
 
 def test_nondeterministic_expert_parts_are_excluded(demo_pivots):
-    pivot = demo_pivots["date > stamp.txt"]
-    (same, other) = score(pivot, "date >stamp.txt", "date > other.txt")
-    assert same.accepted, same.details
-    assert any("stamp.txt" in u for u in same.details["unstable"])
-    assert not other.accepted
+    for expert, same_cmd, other_cmd, path in (
+        ("date > stamp.txt", "date >stamp.txt", "date > other.txt", "stamp.txt"),
+        ("od -An -N8 -tx1 /dev/urandom > token.txt", "od -N8 -An -tx1 /dev/urandom > token.txt",
+         "od -An -N8 -tx1 /dev/urandom > other.txt", "token.txt"),
+    ):
+        (same, other) = score(demo_pivots[expert], same_cmd, other_cmd)
+        assert same.accepted, same.details
+        assert any(path in u for u in same.details["unstable"]), same.details
+        assert not other.accepted
 
 
 def test_pivot_without_sandbox_is_skipped(demo_pivots):
