@@ -67,10 +67,17 @@ class DemoConfig:
     """KL weight."""
     seed: int = 0
     """One seed for every stage."""
+    small_model: bool = False
+    """A ~170k-parameter model reading the last 2 messages / 96 tokens (the test fixture's shape)."""
+    max_history_messages: int = 4
+    """Prompt cut (messages) for SFT, profiling, GRPO and evaluation alike."""
+    max_prompt_tokens: int = 256
+    """Prompt cut (tokens), idem."""
 
     def reduced(self) -> DemoConfig:
-        """The CI configuration: fewer steps and shorter completions, same stages."""
-        return replace(self, steps=4, pivots_per_step=2, group_size=4, max_new_tokens=48)
+        """The CI configuration: the small model, short prompts, fewer steps; the same stages."""
+        return replace(self, small_model=True, sft_steps=150, max_history_messages=2, max_prompt_tokens=96,
+                       steps=4, pivots_per_step=2, group_size=4, max_new_tokens=48)
 
 
 def trajectory_of(pivot: Pivot) -> str:
@@ -94,9 +101,8 @@ def sample_and_score(model_dir: str | Path, pivots: Sequence[Pivot], n: int, cfg
     """Sample n completions per pivot and score them: `(rewards [P, n], accepted [P, n], policy id)`."""
     from trainers.backends._transformers import TransformersBackend, TransformersConfig
 
-    grpo = GRPOConfig(model=str(model_dir))  # the same prompt cut the trainer uses
-    backend = TransformersBackend(TransformersConfig(model=str(model_dir), max_prompt_tokens=grpo.max_prompt_tokens,
-                                                     max_history_messages=grpo.max_history_messages))
+    backend = TransformersBackend(TransformersConfig(model=str(model_dir), max_prompt_tokens=cfg.max_prompt_tokens,
+                                                     max_history_messages=cfg.max_history_messages))
     groups = backend.generate(list(pivots), n, SamplingParams(max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
     env = gym.make(ENV_ID, pivots=list(pivots), **({"verifiers": list(verifiers)} if verifiers else {})).unwrapped
     rewards, accepted = [], []
@@ -112,9 +118,8 @@ def profile(model_dir: str | Path, pivots: Sequence[Pivot], out: Path, cfg: Demo
     from trainers.backends._transformers import TransformersBackend, TransformersConfig
     from trainers.profiling._profiler import ProfileConfig, profile_pivots
 
-    grpo = GRPOConfig(model=str(model_dir))  # the same prompt cut the trainer uses
-    backend = TransformersBackend(TransformersConfig(model=str(model_dir), max_prompt_tokens=grpo.max_prompt_tokens,
-                                                     max_history_messages=grpo.max_history_messages))
+    backend = TransformersBackend(TransformersConfig(model=str(model_dir), max_prompt_tokens=cfg.max_prompt_tokens,
+                                                     max_history_messages=cfg.max_history_messages))
     out.unlink(missing_ok=True)  # the profiler resumes from an existing file: this run starts afresh
     profile_pivots(gym.make(ENV_ID, pivots=list(pivots)), backend, out,
                    ProfileConfig(k=cfg.k, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
@@ -128,7 +133,8 @@ def run_grpo(name: str, model_dir: Path, pivot_file: Path, cfg: DemoConfig, veri
     grpo = GRPOConfig(model=str(model_dir), pivots=str(pivot_file), verifiers=tuple(verifiers) if verifiers else None,
                       output_dir=str(out), steps=cfg.steps, pivots_per_step=cfg.pivots_per_step,
                       group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
-                      learning_rate=cfg.learning_rate, beta=cfg.beta, seed=cfg.seed)
+                      learning_rate=cfg.learning_rate, beta=cfg.beta, seed=cfg.seed,
+                      max_prompt_tokens=cfg.max_prompt_tokens, max_history_messages=cfg.max_history_messages)
     if (out / "metrics.jsonl").exists():
         (out / "metrics.jsonl").unlink()  # a rerun starts a fresh log
     trainer = GRPOTrainer(grpo)
@@ -173,7 +179,7 @@ def _mean(xs: Sequence[float]) -> float:
 def run_demo(cfg: DemoConfig, log: Callable[..., None] = print) -> dict[str, Any]:
     """Run every stage; returns `{"rows": [...], "plot": path, "config": {...}, "sizes": {...}}`."""
     from trainers.sft import SFTConfig, train_sft
-    from trainers.tiny_model import build_tiny_model
+    from trainers.tiny_model import TEST_MODEL, build_tiny_model
 
     root = Path(cfg.out)
     root.mkdir(parents=True, exist_ok=True)
@@ -182,10 +188,12 @@ def run_demo(cfg: DemoConfig, log: Callable[..., None] = print) -> dict[str, Any
     train, heldout = split_pivots(gym.make(ENV_ID).unwrapped.pivots, cfg.heldout_every)
     log(f"pivots: {len(train)} train, {len(heldout)} held out")
     sft, marker = root / "sft", root / "sft" / "pivot_demo_sft.json"
-    key = {"sft_steps": cfg.sft_steps, "seed": cfg.seed, "train": [p.id for p in train]}
+    key = {"sft_steps": cfg.sft_steps, "seed": cfg.seed, "small": cfg.small_model, "train": [p.id for p in train]}
     if not (marker.exists() and json.loads(marker.read_text()) == key):  # a rerun reuses the same SFT model
-        build_tiny_model(root / "tiny", pivots=train)
-        train_sft(root / "tiny", train, sft, SFTConfig(steps=cfg.sft_steps, seed=cfg.seed))
+        build_tiny_model(root / "tiny", pivots=train, config=TEST_MODEL if cfg.small_model else None)
+        train_sft(root / "tiny", train, sft, SFTConfig(steps=cfg.sft_steps, seed=cfg.seed,
+                                                       max_history_messages=cfg.max_history_messages,
+                                                       max_prompt_tokens=cfg.max_prompt_tokens))
         marker.write_text(json.dumps(key))
     log(f"SFT done ({time.perf_counter() - t0:.0f} s)")
 

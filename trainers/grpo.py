@@ -387,7 +387,9 @@ class GRPOTrainer:
             # one pass per batch: the weights have not moved yet, so old == current (ratio 1)
             old_logp = completion_logprobs(self.policy, tensors)[0] if cfg.epochs_per_batch > 1 else None
             ref_logp = self.reference_logprobs(tensors)
-        chunks = np.array_split(np.arange(cfg.batch_size), cfg.grad_accum)
+        # a pool smaller than P gives a smaller batch: split what was drawn, not P * G
+        n = len(batch.completion_ids)
+        chunks = np.array_split(np.arange(n), min(cfg.grad_accum, n))
         sums: dict[str, float] = {}
         self.policy.train()
         for _ in range(cfg.epochs_per_batch):
