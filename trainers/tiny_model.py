@@ -199,13 +199,16 @@ class TinyPolicy:
         path: the model folder.
         max_history_messages: history messages it reads (sample with the same value).
         max_prompt_tokens: prompt tokens it reads (sample with the same value).
-        max_new_tokens: a completion budget that fits its expert actions.
+        max_new_tokens: the completion budget it was trained with.
+        temperature: the sampling temperature at which K=4 samples give all-0, all-1 and mixed
+            pivots (measured over seeds: about 9 / 5-9 / 7-11 of the 25 tool-use pivots).
     """
 
     path: Path
     max_history_messages: int
     max_prompt_tokens: int
     max_new_tokens: int
+    temperature: float
 
     def backend_config(self, **overrides: Any) -> Any:
         """A `TransformersConfig` that prompts this policy as it was trained."""
@@ -216,11 +219,12 @@ class TinyPolicy:
         return TransformersConfig(**fields)
 
 
-# Sized for tests on 2 shared CPU cores: ~170k parameters, short prompts. The SFT steps are
-# chosen so that K=4 samples at temperature 1 give all-0, all-1 and mixed tool-use pivots.
+# Sized for tests on 2 shared CPU cores: ~170k parameters, short prompts. The SFT steps and the
+# policy's temperature are chosen so that K=4 samples give all-0, all-1 and mixed tool-use pivots:
+# fewer steps leave almost every pivot all-0, more (or a lower temperature) leave few mixed ones.
 TEST_MODEL = TinyModelConfig(vocab_size=1024, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
                              intermediate_size=192, max_positions=512)
-TEST_SFT_STEPS = 150
+TEST_SFT_STEPS = 250
 
 
 def build_test_policy(folder: str | Path, steps: int = TEST_SFT_STEPS) -> TinyPolicy:
@@ -234,13 +238,14 @@ def build_test_policy(folder: str | Path, steps: int = TEST_SFT_STEPS) -> TinyPo
     from trainers.sft import SFTConfig, train_sft
 
     folder = Path(folder)
-    policy = TinyPolicy(folder / "sft", max_history_messages=2, max_prompt_tokens=96, max_new_tokens=48)
+    policy = TinyPolicy(folder / "sft", max_history_messages=2, max_prompt_tokens=96, max_new_tokens=64,
+                        temperature=0.85)
     marker = folder / "pivot_tiny_sft.json"
     if marker.exists():
         return policy
     build_tiny_model(folder / "base", config=TEST_MODEL)
     pivots = gym.make("pivot/tool-use-v0").unwrapped.pivots
-    config = SFTConfig(steps=steps, batch_size=8, lr=3e-3, max_history_messages=policy.max_history_messages,
+    config = SFTConfig(steps=steps, batch_size=8, lr=4e-3, max_history_messages=policy.max_history_messages,
                        max_prompt_tokens=policy.max_prompt_tokens, max_completion_tokens=policy.max_new_tokens)
     summary = train_sft(folder / "base", pivots, policy.path, config)
     marker.write_text(json.dumps(summary, indent=2))

@@ -41,6 +41,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.exact_match",
     "verifiers_plugins.builtin.swe_target",
     "verifiers_plugins.builtin.docker_shell",
+    "verifiers_plugins.builtin.llm_judge",
 )
 KINDS = ("verifiers", "parsers", "sandboxes", "tool_worlds", "categories")
 ALLOW_LIST_VAR = "PIVOT_PLUGINS"

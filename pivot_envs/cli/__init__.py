@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_envs.cli._models",
     "pivot_envs.cli._train",
     "pivot_envs.cli._sandbox",
+    "pivot_envs.cli._profile",
 )
 
 app = typer.Typer(name="pivot", help="PivotRL-style agentic post-training as Gymnasium environments.",

@@ -9,9 +9,14 @@ Modules here import torch/transformers/vllm only inside the calls that need them
 
 from trainers.backends._base import Generation, GenerationBackend, Prompt, SamplingParams, as_chat
 from trainers.backends._chat import GuardIssue, render_example, render_prompt, rendering_guard
+from trainers.backends._openai import BackendError, OpenAIBackend, OpenAIConfig
 from trainers.backends._transformers import TransformersBackend, TransformersConfig
+from trainers.backends._vllm import VLLMBackend, VLLMConfig
 
 __all__ = [
+    "BackendError",
+    "OpenAIBackend",
+    "OpenAIConfig",
     "Generation",
     "GenerationBackend",
     "GuardIssue",
@@ -19,6 +24,8 @@ __all__ = [
     "SamplingParams",
     "TransformersBackend",
     "TransformersConfig",
+    "VLLMBackend",
+    "VLLMConfig",
     "as_chat",
     "render_example",
     "render_prompt",

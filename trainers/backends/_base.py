@@ -55,8 +55,9 @@ class Generation:
         text: the completion text, end-of-turn token removed (what the env's parser reads).
         token_ids: the sampled token ids, end-of-turn token included when one was sampled.
         logprobs: per sampled token, its log-probability under the policy's own distribution
-            (temperature 1, no top-p truncation); the same length as `token_ids`. Empty when
-            the backend cannot report them (then `token_ids` may be empty too).
+            (temperature 1, no top-p truncation for the transformers backend; as the server
+            reports them for the OpenAI backend); the same length as `token_ids` when both are
+            known. A server may report log-probs without token ids, or neither.
         finish_reason: "stop" (end of turn or a stop string) or "length" (hit max_new_tokens).
         prompt_tokens: how many tokens the rendered prompt had.
     """
@@ -70,7 +71,7 @@ class Generation:
     def __post_init__(self) -> None:
         object.__setattr__(self, "token_ids", tuple(int(t) for t in self.token_ids))
         object.__setattr__(self, "logprobs", tuple(float(x) for x in self.logprobs))
-        if self.logprobs and len(self.logprobs) != len(self.token_ids):
+        if self.logprobs and self.token_ids and len(self.logprobs) != len(self.token_ids):
             raise ValueError(
                 f"Generation.logprobs: expected {len(self.token_ids)} values (one per token), got {len(self.logprobs)}"
             )

@@ -83,6 +83,7 @@ class ProfileSummary:
     policy_id: str = ""
     verifier_hash: str = ""
     nondeterministic: bool = False
+    guard_issues: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -156,6 +157,7 @@ def profile_pivots(
     summary = ProfileSummary(str(out), pivots=len(pivots), resumed=len(pivots) - len(todo),
                              policy_id=backend.policy_id, verifier_hash=env.chain.config_hash(),
                              nondeterministic=not env.chain.deterministic, config=asdict(config))
+    summary.guard_issues = _guard(backend, todo)
     if on_progress:
         on_progress(summary.resumed, len(pivots))
     with out.open("a", encoding="utf-8") as f:
@@ -179,6 +181,17 @@ def profile_pivots(
     _count_file(out, summary)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _guard(backend: GenerationBackend, pivots: Sequence[Pivot]) -> list[str]:
+    """Ids of pivots the backend's template renders inconsistently (only backends that expose a tokenizer)."""
+    tokenizer = getattr(backend, "tokenizer", None)
+    if tokenizer is None or not pivots:
+        return []
+    from trainers.backends._chat import rendering_guard
+
+    history = getattr(getattr(backend, "config", None), "max_history_messages", None)
+    return [issue.pivot_id for issue in rendering_guard(tokenizer, pivots, history)]
 
 
 def _verify(env: Any, executor: Any, chunk: Sequence[Pivot], texts: list[list[str]]) -> list[Any]:
