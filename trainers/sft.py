@@ -164,16 +164,20 @@ def train_sft(
         if log and (step + 1) % config.log_every == 0:
             recent = losses[-config.log_every:]
             log(step + 1, {"loss/train": sum(recent) / len(recent), "perf/lr": _lr_at(step, config)})
-    out = Path(out)
+    return _save(model, tokenizer, Path(out), config, len(examples), losses, time.perf_counter() - started)
+
+
+def _save(model: Any, tokenizer: Any, out: Path, config: SFTConfig, examples: int, losses: list[float],
+          seconds: float) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return {
         "output": str(out),
         "steps": config.steps,
-        "examples": len(examples),
+        "examples": examples,
         "first_loss": losses[0] if losses else None,
         "last_loss": sum(losses[-5:]) / len(losses[-5:]) if losses else None,
-        "seconds": round(time.perf_counter() - started, 2),
+        "seconds": round(seconds, 2),
         "config": asdict(config),
     }

@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     app.add_typer(model_app, name="model")
     model_app.command("tiny")(tiny)
+    model_app.command("guard")(guard)
     app.command("sft")(sft)
 
 
@@ -85,3 +86,31 @@ def sft(
     else:
         console.print(f"trained {summary['steps']} steps on {summary['examples']} pivots in {summary['seconds']} s; "
                       f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}; saved to {out}")
+
+
+def guard(
+    model: Path = typer.Option(..., "--model", help="Model or tokenizer folder with a chat template."),
+    env_id: str = typer.Option("pivot/tool-use-v0", "--env", help="Env whose pivots are rendered."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="Pivot file; the env's bundled sample when omitted."),
+    max_history: int = typer.Option(-1, "--max-history", help="History messages kept (-1 keeps all)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Report pivots whose history does not render as a prefix of history + expert action (exit 1 if any)."""
+    import gymnasium as gym
+    from transformers import AutoTokenizer
+
+    from trainers.backends import rendering_guard
+
+    quiet_transformers()
+    with user_errors():
+        env = gym.make(env_id, **({"dataset": str(dataset)} if dataset else {})).unwrapped
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        issues = rendering_guard(tokenizer, list(env.pivots), None if max_history < 0 else max_history)
+    if as_json:
+        emit_json({"model": str(model), "pivots": len(env.pivots), "issues": [i.to_json() for i in issues]})
+    else:
+        for i in issues:
+            console.print(f"{i.pivot_id}: {i.problem}", markup=False)
+        console.print(f"{len(issues)} of {len(env.pivots)} pivots render inconsistently under {model}'s template")
+    if issues:
+        raise typer.Exit(1)

@@ -72,3 +72,16 @@ def test_rendering_guard_passes_chatml_and_reports_a_template_that_rewrites_hist
         tokenizer.chat_template = CHAT_TEMPLATE
     assert issues and all("not a prefix" in i.problem for i in issues)
     assert {i.pivot_id for i in issues} <= {p.id for p in pivots[:10]}
+
+
+def test_pivot_model_guard_cli(tiny_policy):
+    import json
+
+    from typer.testing import CliRunner
+
+    from pivot_envs.cli import app
+
+    res = CliRunner().invoke(app, ["model", "guard", "--model", str(tiny_policy.path), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["pivots"] == 25 and report["issues"] == []

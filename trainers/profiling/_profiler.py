@@ -162,18 +162,7 @@ def profile_pivots(
         on_progress(summary.resumed, len(pivots))
     with out.open("a", encoding="utf-8") as f:
         for start in range(0, len(todo), config.chunk_size):
-            chunk = todo[start:start + config.chunk_size]
-            t0 = time.perf_counter()
-            groups = backend.generate(chunk, config.k, config.sampling(chunk[0].id))
-            t1 = time.perf_counter()
-            scored = _verify(env, executor, chunk, [[g.text for g in group] for group in groups])
-            rows = [_profiled(p, results, summary) for p, results in zip(chunk, scored, strict=True)]
-            summary.generate_seconds += t1 - t0
-            summary.verify_seconds += time.perf_counter() - t1
-            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-            f.flush()
-            os.fsync(f.fileno())  # a chunk on disk is a chunk a rerun will not redo
-            summary.profiled += len(chunk)
+            _run_chunk(env, backend, executor, todo[start:start + config.chunk_size], config, summary, f)
             if on_progress:
                 on_progress(summary.resumed + summary.profiled, len(pivots))
     if cache is not None:
@@ -181,6 +170,22 @@ def profile_pivots(
     _count_file(out, summary)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _run_chunk(env: Any, backend: GenerationBackend, executor: Any, chunk: Sequence[Pivot], config: ProfileConfig,
+               summary: ProfileSummary, f: Any) -> None:
+    """Generate, verify and append one chunk of pivots, then fsync."""
+    t0 = time.perf_counter()
+    groups = backend.generate(chunk, config.k, config.sampling(chunk[0].id))
+    t1 = time.perf_counter()
+    scored = _verify(env, executor, chunk, [[g.text for g in group] for group in groups])
+    rows = [_profiled(p, results, summary) for p, results in zip(chunk, scored, strict=True)]
+    summary.generate_seconds += t1 - t0
+    summary.verify_seconds += time.perf_counter() - t1
+    f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    f.flush()
+    os.fsync(f.fileno())  # a chunk on disk is a chunk a rerun will not redo
+    summary.profiled += len(chunk)
 
 
 def _guard(backend: GenerationBackend, pivots: Sequence[Pivot]) -> list[str]:

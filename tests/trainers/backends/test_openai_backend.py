@@ -60,3 +60,21 @@ def test_tool_calls_in_the_reply_become_hermes_text():
         {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
         "finish_reason": "tool_calls"})
     assert g.text == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def test_pivot_profile_through_an_openai_compatible_server(served, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from pivot_envs.cli import app
+
+    _, server = served
+    res = CliRunner().invoke(app, ["profile", "--env", "pivot/tool-use-v0", "--openai-url", server.url,
+                                   "--openai-model", "tiny", "--k", "2", "--limit", "3", "--max-new-tokens", "16",
+                                   "--out", str(tmp_path / "p.jsonl"), "--no-cache", "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["profiled"] == 3 and summary["policy_id"] == f"openai:{server.url}#tiny"
+    assert summary["all_zero"] + summary["all_one"] + summary["mixed"] == 3
+    assert summary["cache_hits"] == summary["cache_misses"] == 0
