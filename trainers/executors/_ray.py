@@ -44,8 +44,11 @@ class VerifierWorker:
         return out
 
     def stats(self) -> dict[str, Any]:
-        """The process id, tasks scored and route keys seen (tests check the routing with it)."""
-        return {"pid": os.getpid(), "tasks": self.tasks, "keys": sorted(self.keys)}
+        """Process id, tasks scored, route keys seen (tests check routing with them), reward-cache counters."""
+        cache = getattr(self.env, "reward_cache", None)
+        return {"pid": os.getpid(), "tasks": self.tasks, "keys": sorted(self.keys),
+                "cache_hits": cache.hits if cache is not None else 0,
+                "cache_misses": cache.misses if cache is not None else 0}
 
 
 class RayExecutor:
