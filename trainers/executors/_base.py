@@ -9,12 +9,10 @@ would; the in-process executor is the reference the others must equal.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pivot_envs._actions import shell_actions
 from pivot_envs._model import Pivot
 from verifiers_plugins._chain import ChainResult
 
@@ -59,16 +57,22 @@ def score_group(env: Any, pivot: Pivot, completions: Sequence[str]) -> list[Chai
 def route_key(pivot: Pivot) -> str:
     """The key that decides which worker scores a pivot.
 
-    Pivots that restore the same sandbox state (image, set-up and replayed history commands)
-    share a key, so one worker's snapshot cache and warm container pool serve all of them; any
-    other pivot is keyed by its content hash.
+    Pivots that restore the same sandbox state share a key: the sandbox's own snapshot key
+    (image, set-up, user, shell, workdir, env and the replayed history commands), so one worker's
+    snapshot cache and warm container pool serve all of them. Any other pivot is keyed by its
+    content hash.
     """
-    sandbox = pivot.context.get("sandbox")
-    if not sandbox:
+    if not pivot.context.get("sandbox"):
         return "pivot:" + pivot.content_hash()
-    history = [keys for m in pivot.history if m.role == "assistant" for keys in shell_actions(m)]
-    blob = json.dumps({"sandbox": sandbox, "history": history}, sort_keys=True, default=str)
-    return "sandbox:" + hashlib.sha256(blob.encode()).hexdigest()
+    # Plain-data modules of the sandbox: they import no docker.
+    from verifiers_plugins.builtin.docker_shell import history_commands
+    from verifiers_plugins.sandbox._spec import SandboxError, SandboxSpec
+
+    try:
+        spec = SandboxSpec.from_context(pivot.context)
+    except SandboxError:  # the verifier reports the bad context; any worker can do that
+        return "pivot:" + pivot.content_hash()
+    return "sandbox:" + spec.key(history_commands(pivot))
 
 
 def worker_for(key: str, num_workers: int) -> int:

@@ -48,7 +48,27 @@ class VerifierWorker:
         cache = getattr(self.env, "reward_cache", None)
         return {"pid": os.getpid(), "tasks": self.tasks, "keys": sorted(self.keys),
                 "cache_hits": cache.hits if cache is not None else 0,
-                "cache_misses": cache.misses if cache is not None else 0}
+                "cache_misses": cache.misses if cache is not None else 0,
+                "verifiers": verifier_counters(self.env)}
+
+
+def verifier_counters(env: Any) -> dict[str, dict[str, int]]:
+    """Counters the env's verifiers expose as `stats` (and their sandbox backend's, as `backend/...`).
+
+    This is how a cluster shows its caches are hot: e.g. `docker_shell`'s `backend/snapshots_built`
+    summed over workers equals the number of distinct sandbox states, however many groups ran.
+    """
+    chains = [c for c in (env.chain, getattr(env, "world_chain", None)) if c is not None]
+    out: dict[str, dict[str, int]] = {}
+    for chain in chains:
+        for name, verifier in chain.steps:
+            counters = dict(getattr(verifier, "stats", None) or {})
+            backend = getattr(verifier, "backend", None)
+            if counters and callable(backend):
+                counters.update({f"backend/{k}": n for k, n in dict(getattr(backend(), "stats", {})).items()})
+            if counters:
+                out[name] = counters
+    return out
 
 
 class RayExecutor:
