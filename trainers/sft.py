@@ -10,6 +10,7 @@ so the model is trained on the prompts it is later sampled from.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
@@ -20,6 +21,16 @@ from typing import Any
 
 from pivot_envs._model import Pivot
 from trainers.backends._chat import render_example
+
+# Written beside the fine-tuned weights: the prompt cuts it was trained with, which `pivot profile`
+# (and anything else that samples it) should reuse.
+PROMPT_CUTS_FILE = "pivot_prompt_cuts.json"
+
+
+def prompt_cuts(model_dir: str | Path) -> dict[str, Any]:
+    """The prompt cuts a model was fine-tuned with (`{}` when it was not fine-tuned by `train_sft`)."""
+    path = Path(model_dir) / PROMPT_CUTS_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,9 @@ def _save(model: Any, tokenizer: Any, out: Path, config: SFTConfig, examples: in
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    cuts = {"max_history_messages": config.max_history_messages, "max_prompt_tokens": config.max_prompt_tokens,
+            "max_new_tokens": config.max_completion_tokens}
+    (out / PROMPT_CUTS_FILE).write_text(json.dumps(cuts, indent=2))
     return {
         "output": str(out),
         "steps": config.steps,

@@ -34,8 +34,10 @@ def profile(
     limit: int | None = typer.Option(None, "--limit", help="Profile only the first N pivots."),
     seed: int = typer.Option(0, "--seed", help="Base sampling seed."),
     chunk_size: int = typer.Option(8, "--chunk-size", help="Pivots per generation call and per flush."),
-    max_history: int = typer.Option(-1, "--max-history", help="History messages the policy reads (-1: all)."),
-    max_prompt_tokens: int = typer.Option(-1, "--max-prompt-tokens", help="Prompt tokens kept (-1: all)."),
+    max_history: int = typer.Option(-1, "--max-history",
+                                    help="History messages read (-1: as `pivot sft` trained it, else all)."),
+    max_prompt_tokens: int = typer.Option(-1, "--max-prompt-tokens",
+                                          help="Prompt tokens kept (-1: as `pivot sft` trained it, else all)."),
     device: str = typer.Option("cpu", "--device", help="Device for --model."),
     cache: Path | None = CACHE_OPTION,
     no_cache: bool = typer.Option(False, "--no-cache", help="Verify every sample afresh."),
@@ -83,10 +85,13 @@ def _backend(model: Path | None, openai_url: str | None, openai_model: str, devi
              max_history: int, max_prompt_tokens: int):
     if model is not None:
         from trainers.backends import TransformersBackend, TransformersConfig
+        from trainers.sft import prompt_cuts
 
-        return TransformersBackend(TransformersConfig(
-            str(model), device=device, max_history_messages=None if max_history < 0 else max_history,
-            max_prompt_tokens=None if max_prompt_tokens < 0 else max_prompt_tokens))
+        trained = prompt_cuts(model)  # by default, sample with the cuts `pivot sft` trained with
+        history = trained.get("max_history_messages") if max_history < 0 else max_history
+        tokens = trained.get("max_prompt_tokens") if max_prompt_tokens < 0 else max_prompt_tokens
+        return TransformersBackend(TransformersConfig(str(model), device=device, max_history_messages=history,
+                                                      max_prompt_tokens=tokens))
     from trainers.backends import OpenAIBackend, OpenAIConfig
 
     return OpenAIBackend(OpenAIConfig(openai_url or "", model=openai_model))

@@ -66,6 +66,7 @@ def test_profile_gives_mixed_outcomes_select_keeps_the_mixed_and_rerun_hits_the_
     assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_profiling_resumes_after_a_kill_and_writes_every_pivot_once(tiny_policy, tmp_path):
     out, cache = tmp_path / "p.jsonl", tmp_path / "c.sqlite"
     args = _profile_args(tiny_policy, out, cache, "--limit", "8", "--chunk-size", "1", "--json")

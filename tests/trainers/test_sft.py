@@ -26,6 +26,12 @@ def test_cli_builds_a_tiny_model_and_sft_changes_it(tmp_path):
     summary = json.loads(res.stdout)
     assert summary["steps"] == 2 and summary["examples"] > 0
     assert math.isfinite(summary["first_loss"]) and math.isfinite(summary["last_loss"])
+    from trainers.sft import prompt_cuts
+
+    # `pivot profile --model` samples with the cuts the model was trained with.
+    assert prompt_cuts(tmp_path / "sft") == {"max_history_messages": 4, "max_prompt_tokens": 64,
+                                             "max_new_tokens": 128}
+    assert prompt_cuts(tmp_path / "base") == {}
     from transformers import AutoModelForCausalLM
 
     before = AutoModelForCausalLM.from_pretrained(tmp_path / "base").state_dict()
