@@ -94,3 +94,13 @@ def test_profiling_resumes_after_a_kill_and_writes_every_pivot_once(tiny_policy,
     ids = [p.id for p in load_pivots(out)]
     assert len(ids) == 8 and len(set(ids)) == 8
     assert ids == [p.id for p in e.unwrapped.pivots[:8]]
+
+
+def test_resuming_with_another_policy_or_k_is_refused(tiny_policy, tmp_path):
+    out = tmp_path / "p.jsonl"
+    e = gym.make("pivot/tool-use-v0")
+    backend = TransformersBackend(tiny_policy.backend_config())
+    profile_pivots(e, backend, out, ProfileConfig(k=1, max_new_tokens=8, limit=1))
+    with pytest.raises(ValueError, match="cannot resume"):
+        profile_pivots(e, backend, out, ProfileConfig(k=2, max_new_tokens=8, limit=2))
+    assert len(completed_ids(out)) == 1

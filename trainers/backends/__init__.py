@@ -10,6 +10,7 @@ Modules here import torch/transformers/vllm only inside the calls that need them
 from trainers.backends._base import Generation, GenerationBackend, Prompt, SamplingParams, as_chat
 from trainers.backends._chat import GuardIssue, render_example, render_prompt, rendering_guard
 from trainers.backends._openai import BackendError, OpenAIBackend, OpenAIConfig
+from trainers.backends._server import ServerThread, build_app
 from trainers.backends._transformers import TransformersBackend, TransformersConfig
 from trainers.backends._vllm import VLLMBackend, VLLMConfig
 
@@ -22,11 +23,13 @@ __all__ = [
     "GuardIssue",
     "Prompt",
     "SamplingParams",
+    "ServerThread",
     "TransformersBackend",
     "TransformersConfig",
     "VLLMBackend",
     "VLLMConfig",
     "as_chat",
+    "build_app",
     "render_example",
     "render_prompt",
     "rendering_guard",

@@ -151,6 +151,8 @@ def profile_pivots(
     if config.limit is not None:
         pivots = pivots[: config.limit]
     done = set(completed_ids(out))
+    if done:
+        _check_resumable(out, backend.policy_id, env.chain.config_hash(), config.k)
     todo = [p for p in pivots if p.id not in done]
     cache = getattr(env, "reward_cache", None)
     hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
@@ -170,6 +172,17 @@ def profile_pivots(
     _count_file(out, summary)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _check_resumable(out: Path, policy_id: str, verifier_hash: str, k: int) -> None:
+    """Refuse to append to a file profiled by another policy, chain or K: its rows would not compare."""
+    with out.open(encoding="utf-8") as f:
+        prof = json.loads(f.readline()).get("profile") or {}
+    want = {"policy_id": policy_id, "verifier_hash": verifier_hash, "k": k}
+    got = {key: prof.get(key) for key in want}
+    if got != want:
+        raise ValueError(f"{out}: cannot resume: expected profiles with {want}, the file holds {got}; "
+                         "write to a new --out file")
 
 
 def _run_chunk(env: Any, backend: GenerationBackend, executor: Any, chunk: Sequence[Pivot], config: ProfileConfig,
