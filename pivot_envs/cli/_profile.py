@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -41,6 +42,8 @@ def profile(
     device: str = typer.Option("cpu", "--device", help="Device for --model."),
     cache: Path | None = CACHE_OPTION,
     no_cache: bool = typer.Option(False, "--no-cache", help="Verify every sample afresh."),
+    executor: str = typer.Option("in-process", "--executor", help="Where groups are verified: in-process, "
+                                 "or ray (workers routed by sandbox state; the scale extra)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Sample K completions per pivot from a frozen policy, verify them, write each pivot with its Profile."""
@@ -65,10 +68,19 @@ def profile(
                                chunk_size=chunk_size, limit=limit)
         columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), "eta", TimeRemainingColumn())
-        with Progress(*columns, console=console, disable=as_json, transient=False) as bar:
-            task = bar.add_task("profiling", total=None)
-            summary = profile_pivots(env, backend, out, config,
-                                     on_progress=lambda done, total: bar.update(task, completed=done, total=total))
+        pool = _executor(executor, env_id, kwargs, reward_cache)
+        try:
+            with Progress(*columns, console=console, disable=as_json, transient=False) as bar:
+                task = bar.add_task("profiling", total=None)
+                summary = profile_pivots(env, backend, out, config, executor=pool,
+                                         on_progress=lambda done, total: bar.update(task, completed=done, total=total))
+            if pool is not None:  # the workers' caches answered, not this process's
+                stats = pool.stats()
+                summary.cache_hits += sum(s["cache_hits"] for s in stats)
+                summary.cache_misses += sum(s["cache_misses"] for s in stats)
+        finally:
+            if pool is not None:
+                pool.close()
     if as_json:
         emit_json(summary.to_json())
         return
@@ -79,6 +91,18 @@ def profile(
     console.print(f"all-0 {summary.all_zero}  all-1 {summary.all_one}  mixed {summary.mixed}  "
                   f"mean reward {summary.mean_reward:.3f}  "
                   f"cache hits {summary.cache_hits} misses {summary.cache_misses}")
+
+
+def _executor(name: str, env_id: str, kwargs: dict, reward_cache: Any) -> Any:
+    """None in-process; else an executor whose workers build the same env and open the same cache file."""
+    if name == "in-process":
+        return None
+    from trainers.executors import EnvSpec, make_executor
+
+    spec_kwargs = dict(kwargs)
+    if reward_cache is not None and reward_cache.path != ":memory:":
+        spec_kwargs["reward_cache"] = reward_cache.path
+    return make_executor(name, EnvSpec(env_id, spec_kwargs))
 
 
 def _backend(model: Path | None, openai_url: str | None, openai_model: str, device: str,

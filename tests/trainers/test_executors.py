@@ -90,24 +90,30 @@ def test_ray_executor_equals_in_process_on_bundled_pivots(ray_cluster):
 
 
 @pytest.mark.slow
-def test_profiling_through_ray_equals_in_process(ray_cluster, tiny_policy, tmp_path):
-    from trainers.backends import TransformersBackend
-    from trainers.profiling._profiler import ProfileConfig, profile_pivots
+def test_pivot_profile_executor_ray_equals_in_process(ray_cluster, tiny_policy, tmp_path):
+    from typer.testing import CliRunner
 
-    backend = TransformersBackend(tiny_policy.backend_config())
-    # K=2 on 6 pivots: enough groups to spread over both workers, small enough for 2 shared cores.
-    config = ProfileConfig(k=2, max_new_tokens=tiny_policy.max_new_tokens, chunk_size=3, limit=6, seed=3)
-    env = gym.make("pivot/tool-use-v0")
-    local = profile_pivots(env, backend, tmp_path / "local.jsonl", config)
-    executor = make_executor("ray", EnvSpec("pivot/tool-use-v0"), num_workers=2)
-    try:
-        remote = profile_pivots(env, backend, tmp_path / "ray.jsonl", config, executor=executor)
-        stats = executor.stats()
-    finally:
-        executor.close()
-    assert local.profiled == remote.profiled == 6
+    from pivot_envs.cli import app
+
+    def args(out, cache, *extra):
+        # K=2 on 6 pivots, chunks of 3: groups spread over both workers, small enough for 2 shared cores.
+        return ["profile", "--env", "pivot/tool-use-v0", "--model", str(tiny_policy.path), "--k", "2",
+                "--limit", "6", "--chunk-size", "3", "--out", str(out), "--cache", str(cache),
+                "--max-history", str(tiny_policy.max_history_messages),
+                "--max-prompt-tokens", str(tiny_policy.max_prompt_tokens),
+                "--max-new-tokens", str(tiny_policy.max_new_tokens), "--seed", "3", "--json", *extra]
+
+    runner = CliRunner()
+    local = runner.invoke(app, args(tmp_path / "local.jsonl", tmp_path / "local.sqlite"))
+    assert local.exit_code == 0, local.output
+    remote = runner.invoke(app, args(tmp_path / "ray.jsonl", tmp_path / "ray.sqlite", "--executor", "ray"))
+    assert remote.exit_code == 0, remote.output
     assert pivot_envs.load_pivots(tmp_path / "local.jsonl") == pivot_envs.load_pivots(tmp_path / "ray.jsonl")
-    assert sum(s["tasks"] for s in stats) == 6
+    summary = json.loads(remote.stdout)
+    assert summary["profiled"] == 6 and summary["cache_misses"] == 12  # counted on the workers
+    again = runner.invoke(app, args(tmp_path / "ray2.jsonl", tmp_path / "ray.sqlite", "--executor", "ray"))
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["cache_hits"] == 12  # the workers read the shared cache file
 
 
 @pytest.mark.slow
