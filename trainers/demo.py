@@ -41,7 +41,7 @@ STRICT_VERIFIERS = ("exact_match",)
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """The demo's knobs (defaults: about 10 minutes on 2 free cores)."""
+    """The demo's knobs (defaults: the full run; `reduced()` is the CI configuration)."""
 
     out: str = "runs/pivotrl-demo"
     """Working folder: models, pivot files, runs, the plot."""
