@@ -62,11 +62,12 @@ def gc(client: Any, *, everything: bool = False, owner: str | None = None) -> Gc
         owner: remove only what this owner (`host:pid`) made.
     """
     n_containers = n_images = 0
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
-        who = (c.labels or {}).get(f"{LABEL}.owner", "")
+    # the low-level list needs no inspect per container, so one removed meanwhile cannot break it
+    for c in client.api.containers(all=True, filters={"label": LABEL}):
+        who = (c.get("Labels") or {}).get(f"{LABEL}.owner", "")
         if everything or (owner is not None and who == owner) or (owner is None and not owner_alive(who)):
             try:
-                c.remove(force=True)
+                client.api.remove_container(c["Id"], force=True)
                 n_containers += 1
             except docker.errors.APIError:
                 pass

@@ -38,8 +38,10 @@ if [ -n "$__pivot_quiet" ]; then eval "$__pivot_cmd" >"$__pivot_to/out" 2>&1 </d
 __pivot_rc=$?
 pwd >"$__pivot_to/cwd" 2>/dev/null
 export -p >"$__pivot_to/env" 2>/dev/null
+printf '\036PIVOT-END %s %s' "$__pivot_rc" "$(pwd)" >&2
 exit $__pivot_rc
 """
+END_MARK = b"\x1ePIVOT-END "
 
 # Lists every changed path with a content descriptor; runs as the action's user.
 HASHER = r"""cap="$1"; shift
@@ -61,12 +63,13 @@ OOM_PROBE = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_c
 
 @dataclass(frozen=True)
 class RawRun:
-    """Output of one command: exit code, raw bytes, and why it was killed (None if it ended)."""
+    """Output of one command: exit code, raw bytes, why it was killed (None if it ended), cwd after it."""
 
     exit_code: int | None
     stdout: bytes
     stderr: bytes
     killed: str | None
+    cwd: str = ""
 
 
 def labels(kind: str, backend: str = "") -> dict[str, str]:
@@ -105,7 +108,7 @@ def remove(container: Any) -> None:
 
 
 def run(container: Any, argv: Sequence[str], *, user: str, timeout: float, output_cap: int,
-        env: Mapping[str, str] | None = None) -> RawRun:
+        env: Mapping[str, str] | None = None, marked: bool = False) -> RawRun:
     """Exec `argv`; kill the container when it runs past `timeout` or prints more than `output_cap` bytes.
 
     The SDK's exec has no timeout, so the stream is read in a thread and the container is killed
@@ -138,6 +141,13 @@ def run(container: Any, argv: Sequence[str], *, user: str, timeout: float, outpu
         thread.join(10)
     if state["killed"]:
         return RawRun(None, bytes(out), bytes(err), state["killed"])
+    if marked:
+        # the wrapper reported its exit status and cwd at the end of stderr: no exec_inspect round trip
+        cut = err.rfind(END_MARK)
+        if cut >= 0:
+            code, _, cwd = bytes(err[cut + len(END_MARK):]).decode(errors="replace").partition(" ")
+            if code.strip().lstrip("-").isdigit():
+                return RawRun(int(code), bytes(out), bytes(err[:cut]), None, cwd.strip())
     code = api.exec_inspect(exec_id).get("ExitCode")
     return RawRun(code, bytes(out), bytes(err), None)
 
@@ -154,7 +164,7 @@ def shell_run(container: Any, spec: SandboxSpec, limits: Limits, command: str, *
     """Run one shell command through `WRAPPER` (state read from `src`, written to `dst`)."""
     argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else ""]
     return run(container, argv, user=user or spec.user, timeout=timeout or limits.action_timeout,
-               output_cap=limits.output_cap)
+               output_cap=limits.output_cap, marked=True)
 
 
 def changed_paths(container: Any) -> list[tuple[str, int]]:
@@ -168,12 +178,17 @@ def changed_paths(container: Any) -> list[tuple[str, int]]:
     return out
 
 
-def file_changes(container: Any, spec: SandboxSpec, limits: Limits) -> tuple[dict[str, str], str]:
-    """The change set (path -> content descriptor, "deleted" for removed paths) and the working directory."""
+def file_changes(container: Any, spec: SandboxSpec, limits: Limits, cwd: str = "") -> tuple[dict[str, str], str]:
+    """The change set (path -> content descriptor, "deleted" for removed paths) and the working directory.
+
+    One exec hashes the changed files (and reads the cwd when `cwd` is not known yet); an action
+    that changed nothing and reported its cwd costs no exec at all.
+    """
     changes = changed_paths(container)
     files = {p: "deleted" for p, kind in changes if kind == 2}
     present = [p for p, kind in changes if kind != 2]
-    cwd = ""
+    if not present and cwd:
+        return files, cwd
     for i in range(0, max(len(present), 1), 200):
         chunk = present[i : i + 200]
         res = run(container, [spec.shell, "-c", HASHER, "hash", str(limits.hash_cap), *chunk],
@@ -181,7 +196,7 @@ def file_changes(container: Any, spec: SandboxSpec, limits: Limits) -> tuple[dic
         for line in res.stdout.decode(errors="replace").splitlines():
             desc, _, path = line.partition("\t")
             if desc == "cwd":
-                cwd = path.strip()
+                cwd = cwd or path.strip()
             elif path:
                 files[path] = desc
     return files, cwd
@@ -219,7 +234,7 @@ def effect_of(container: Any, spec: SandboxSpec, limits: Limits, commands: Seque
         killed = classify_kill(container, raw)
         if killed:
             return _effect(limits, None, out, err, {}, "", killed)
-    files, cwd = file_changes(container, spec, limits)
+    files, cwd = file_changes(container, spec, limits, raw.cwd if commands else "")
     return _effect(limits, raw.exit_code, out, err, files, cwd, None)
 
 

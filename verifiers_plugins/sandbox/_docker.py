@@ -190,7 +190,12 @@ class DockerBackend:
                 return
             self._count("containers_created")
             with self._lock:
-                self._pool.setdefault(key, deque()).append(container)
+                keep = not self._closed and key in self._images
+                if keep:
+                    self._pool.setdefault(key, deque()).append(container)
+            if not keep:  # closed or evicted while it was being created
+                ct.remove(container)
+                return
 
     def _discard(self, container: Any) -> None:
         try:
@@ -258,8 +263,7 @@ class DockerBackend:
                     steps.append((raw, ""))
                     break
                 output = ct.read_text(container, f"{ct.STATE}/out").encode()
-                cwd = ct.read_text(container, f"{ct.STATE}/cwd").strip()
-                steps.append((ct.RawRun(raw.exit_code, output, b"", None), cwd))
+                steps.append((ct.RawRun(raw.exit_code, output, b"", None), raw.cwd))
         finally:
             self._discard(container)
         return steps

@@ -1,0 +1,85 @@
+"""Sandbox verification cost: naive (cold container + full replay per candidate) vs snapshot + warm pool.
+
+Both ways run in the same process on the same pivots (>= 5 replayed history commands) with the
+same K=16 candidates per pivot and the same parallelism (the number of cores). The pooled way runs
+several epochs, as training does, and its first epoch pays for the snapshot. Prints a table and,
+last, `speedup: N.Nx` (naive time per candidate / pooled time per candidate).
+
+    python bench/sandbox.py [--pivots 2] [--epochs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
+from pivot_envs import extract_pivots
+from verifiers_plugins.builtin.docker_shell import history_commands
+from verifiers_plugins.sandbox import SandboxSpec
+from verifiers_plugins.sandbox._docker import DockerBackend
+from verifiers_plugins.sandbox._images import BUSYBOX_TAG, build_busybox_image
+from verifiers_plugins.sandbox._synthesize import synthesize
+
+TASK = {
+    "task_id": "bench-notes",
+    "instruction": "Tidy the notes of /app/project.",
+    "setup": ["mkdir -p project && printf 'alpha TODO one\\nbeta draft\\ngamma TODO two\\ndelta\\n' "
+              "> project/notes.txt"],
+    "solution_commands": ["cd project", "ls -la", "cat notes.txt", "grep TODO notes.txt > todo.txt",
+                          "sed -i 's/draft/final/' notes.txt", "cp notes.txt backup.txt", "wc -l notes.txt todo.txt",
+                          "ls", "cat todo.txt"],
+}
+# 16 candidates: rewrites and wrong answers, read-only and writing, as a policy's group would hold
+CANDIDATES = [
+    "ls", "ls -1", "ls -la", "ls -al", "cat todo.txt", "cat notes.txt", "grep TODO notes.txt",
+    "cat notes.txt | grep TODO", "wc -l notes.txt todo.txt", "wc -l todo.txt", "head -n 2 notes.txt", "pwd",
+    "echo done > done.txt", "rm todo.txt", "sed -i 's/alpha/ALPHA/' notes.txt", "touch new.txt",
+]
+
+
+def pivots_with_history(n: int, min_history: int = 5):
+    (row,) = synthesize([TASK], BUSYBOX_TAG)
+    assert row["status"] == "ok", row
+    found = [p for p in extract_pivots(row["trajectory"]) if len(history_commands(p)) >= min_history]
+    return found[:n]
+
+
+def run(backend: DockerBackend, pivots, epochs: int) -> tuple[float, int]:
+    n = 0
+    start = time.perf_counter()
+    for _ in range(epochs):
+        for pivot in pivots:
+            spec = SandboxSpec.from_context(pivot.context)
+            effects = backend.run_group(spec, history_commands(pivot), [[c] for c in CANDIDATES])
+            assert all(not isinstance(e, Exception) for e in effects), effects
+            n += len(effects)
+    backend.close()  # pending removals are part of the cost
+    return time.perf_counter() - start, n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pivots", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3, help="epochs of the pooled way (naive costs the same each)")
+    args = parser.parse_args()
+    naive = DockerBackend(snapshots=False)
+    build_busybox_image(naive.client)
+    pivots = pivots_with_history(args.pivots)
+    hist = [len(history_commands(p)) for p in pivots]
+    naive_s, naive_n = run(naive, pivots, 1)
+    pooled = DockerBackend(snapshots=True, pool_size=4)
+    pooled_s, pooled_n = run(pooled, pivots, args.epochs)
+    naive_ms, pooled_ms = 1000 * naive_s / naive_n, 1000 * pooled_s / pooled_n
+    print(f"cores: {os.cpu_count()}   pivots: {len(pivots)} (history commands: {hist})   K = {len(CANDIDATES)}")
+    print(f"{'mode':<28}{'epochs':>7}{'candidates':>12}{'wall s':>9}{'ms / candidate':>16}")
+    print(f"{'naive (cold + full replay)':<28}{1:>7}{naive_n:>12}{naive_s:>9.2f}{naive_ms:>16.0f}")
+    print(f"{'snapshot + warm pool':<28}{args.epochs:>7}{pooled_n:>12}{pooled_s:>9.2f}{pooled_ms:>16.0f}")
+    stats = dict(pooled.stats)
+    print("pooled counters: " + ", ".join(f"{k}={stats[k]}" for k in sorted(stats)))
+    print(f"speedup: {naive_ms / pooled_ms:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
