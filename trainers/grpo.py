@@ -365,7 +365,7 @@ class GRPOTrainer:
                 for name, verdict in r.verdicts.items():
                     accepted.setdefault(name, []).append(float(verdict.accepted))
         reward_t = torch.tensor(rewards, dtype=torch.float32)
-        prompt_ids = tuple(tuple(self.backend.encode(p)) for p in pivots)
+        prompt_ids = tuple(tuple(self.encode(p)) for p in pivots)
         return ScoredBatch(
             pivot_ids=tuple(p.id for p in pivots),
             prompt_ids=tuple(prompt_ids[i] for i, group in enumerate(groups) for _ in group),
@@ -376,6 +376,16 @@ class GRPOTrainer:
             acceptance={k: sum(v) / len(v) for k, v in sorted(accepted.items())},
             verifier_errors=errors,
         )
+
+    def encode(self, pivot: Pivot) -> list[int]:
+        """Prompt token ids as the backend saw them (its own `encode`, else the same cuts here)."""
+        if hasattr(self.backend, "encode"):
+            return self.backend.encode(pivot)
+        from trainers.backends._chat import render_prompt
+
+        text = render_prompt(self.tokenizer, pivot, self.cfg.max_history_messages)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids[-self.cfg.max_prompt_tokens:] if self.cfg.max_prompt_tokens else ids
 
     def update(self, batch: ScoredBatch) -> dict[str, float]:
         """`epochs_per_batch` passes of `grad_accum` micro-batches; returns loss metrics."""

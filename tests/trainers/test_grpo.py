@@ -139,3 +139,31 @@ def test_envs_use_the_reward_cache_when_pivot_cache_is_set(tmp_path, monkeypatch
     again = env.score(pivot.id, ["a", "b"])
     assert [r.reward for r in first] == [r.reward for r in again]
     assert env.reward_cache.hits >= 2
+
+
+def test_backend_without_encode_gets_weights_after_every_step(tiny_policy, tmp_path):
+    from trainers._vllm_sync import policy_weights
+    from trainers.grpo import make_backend
+
+    class Recording:
+        """A backend with its own copy of the weights (as vLLM has): no `encode`, takes `update_weights`."""
+
+        def __init__(self, inner):
+            self.inner, self.policy_id, self.synced = inner, inner.policy_id, []
+
+        def generate(self, prompts, n, params):
+            return self.inner.generate(prompts, n, params)
+
+        def update_weights(self, model):
+            self.synced.append(dict(policy_weights(model)))
+
+    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), steps=1, **SMALL)
+    trainer = GRPOTrainer(cfg)
+    trainer.backend = Recording(make_backend(cfg, trainer.policy, trainer.tokenizer))
+    pivot = trainer.env.pivots[0]
+    # the trainer's own prompt encoding matches the transformers backend's
+    assert trainer.encode(pivot) == trainer.backend.inner.encode(pivot)
+    trainer.step()
+    assert len(trainer.backend.synced) == 1
+    synced = trainer.backend.synced[0]
+    assert all(torch.equal(synced[k], v) for k, v in trainer.policy.state_dict().items())
