@@ -61,26 +61,34 @@ def main() -> None:
     ap.add_argument("--model", help="a TinyPolicy folder built by build_test_policy (default: build one)")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--limit", type=int, default=25)
-    ap.add_argument("--quick", action="store_true", help="10 pivots")
+    ap.add_argument("--repeats", type=int, default=3, help="alternating raw/profiling runs; the best of each")
+    ap.add_argument("--quick", action="store_true", help="10 pivots, 2 repeats")
     args = ap.parse_args()
     if args.quick:
-        args.limit = min(args.limit, 10)
+        args.limit, args.repeats = min(args.limit, 10), min(args.repeats, 2)
     work = Path(tempfile.mkdtemp(prefix="bench_profile_"))
     policy = build_test_policy(args.model or work / "policy")
     backend = TransformersBackend(policy.backend_config())
     config = ProfileConfig(k=args.k, max_new_tokens=policy.max_new_tokens, temperature=policy.temperature,
                            chunk_size=8, limit=args.limit)
-    env = gym.make("pivot/tool-use-v0", reward_cache=RewardCache(work / "cheap.sqlite")).unwrapped
-    pivots = list(env.pivots)[: args.limit]
+    pivots = list(gym.make("pivot/tool-use-v0").unwrapped.pivots)[: args.limit]
 
     backend.generate(pivots[:2], 1, config.sampling("warm-up"))  # first-call allocations out of the timings
-    t = time.perf_counter()
-    for start in range(0, len(pivots), config.chunk_size):
-        chunk = pivots[start:start + config.chunk_size]
-        backend.generate(chunk, config.k, config.sampling(chunk[0].id))
-    raw = time.perf_counter() - t
-    prof_s, cold = timed_profile(env, backend, work / "p1.jsonl", config)
-    _, warm = timed_profile(env, backend, work / "p2.jsonl", config)
+    # Alternate the two ways and keep each one's best time: on a shared machine a single pair of
+    # runs mostly measures the neighbours. Every profiling repeat starts from an empty cache.
+    raws, profs = [], []
+    for rep in range(args.repeats):
+        t = time.perf_counter()
+        for start in range(0, len(pivots), config.chunk_size):
+            chunk = pivots[start:start + config.chunk_size]
+            backend.generate(chunk, config.k, config.sampling(chunk[0].id))
+        raws.append(time.perf_counter() - t)
+        env = gym.make("pivot/tool-use-v0", reward_cache=RewardCache(work / f"cheap{rep}.sqlite")).unwrapped
+        seconds, summary = timed_profile(env, backend, work / f"p{rep}.jsonl", config)
+        profs.append((seconds, summary))
+    raw = min(raws)
+    prof_s, cold = min(profs, key=lambda x: x[0])
+    _, warm = timed_profile(env, backend, work / "p_rerun.jsonl", config)
 
     with ServerThread(judge_app()) as server:
         judge_cfg = {"llm_judge": {"url": server.url}}
@@ -90,12 +98,14 @@ def main() -> None:
         _, jwarm = timed_profile(jenv, backend, work / "j2.jsonl", config)
 
     n = len(pivots) * args.k
-    print(f"pivots {len(pivots)}, K {args.k}, completions {n}, policy {backend.policy_id}")
+    print(f"pivots {len(pivots)}, K {args.k}, completions {n}, best of {args.repeats}, policy {backend.policy_id}")
     print(f"{'measure':46s} {'seconds':>9s}")
     print(f"{'raw generation (same K completions)':46s} {raw:9.3f}")
     print(f"{'profiling (generate + verify + cache + write)':46s} {prof_s:9.3f}")
     print(f"{'  of which generation':46s} {cold.generate_seconds:9.3f}")
     print(f"{'  of which verification (cold cache)':46s} {cold.verify_seconds:9.3f}")
+    print(f"{'  rest (guard, JSONL, fsync, bookkeeping)':46s} "
+          f"{prof_s - cold.generate_seconds - cold.verify_seconds:9.3f}")
     print(f"profiling overhead vs raw generation: {100 * (prof_s - raw) / raw:+.1f} % (target <= 10 %)")
     print()
     ratios = {}
