@@ -3,7 +3,6 @@ import math
 import pytest
 import torch
 
-import pivot_envs  # noqa: F401  (imported first: `import verifiers_plugins` alone is circular on main, see report)
 from trainers._advantages import ADVANTAGES, group_normalized, leave_one_out, zero_variance_groups
 
 

@@ -2,7 +2,6 @@ import math
 
 import torch
 
-import pivot_envs  # noqa: F401  (imported first: `import verifiers_plugins` alone is circular on main, see report)
 from trainers._losses import LOSSES, k3_kl, masked_mean, token_entropy
 
 
