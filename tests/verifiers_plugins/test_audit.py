@@ -32,7 +32,8 @@ def _pivots() -> list[Pivot]:
 def test_default_chain_of_every_domain_accepts_no_attack(env_id):
     env = gym.make(env_id)
     rows = audit(env)
-    assert {r["case"] for r in rows} == {c.name for c in AUDIT_CASES} - {"tool_empty_args"} or rows
+    cases = {r["case"] for r in rows}
+    assert cases <= {c.name for c in AUDIT_CASES} and {"empty", "echo_history", "long_output"} <= cases
     assert audit_failures(rows) == [], audit_failures(rows)
     chain_rows = [r for r in rows if "chain" in r]
     assert sum(r["total"] for r in chain_rows) > 0
