@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+# bench/ itself must not be importable: bench/profile.py would shadow the stdlib `profile` (cProfile).
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ENV_IDS = ("pivot/tool-use-v0", "pivot/swe-v0", "pivot/terminal-v0", "pivot/browse-v0")
