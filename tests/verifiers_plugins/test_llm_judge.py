@@ -21,10 +21,12 @@ class Judge:
         self.mode = "fair"
         self.expert = ""
         self.requests = []
+        self.systems = []
 
     def answer(self, body):
         system, user = body["messages"][0]["content"], body["messages"][1]["content"]
         self.requests.append(user)
+        self.systems.append(system)
         try:
             doc = json.loads(user)
             a, b = doc["action_A"], doc["action_B"]
@@ -151,3 +153,18 @@ def test_judge_verdicts_are_cached_and_flagged_nondeterministic(judge, tmp_path)
     assert first[0].accepted and second[0].accepted
     assert len(judge.requests) == 2  # the second score came from the cache
     assert cache.hits == 1 and cache.stats()["nondeterministic_entries"] == 1
+
+
+def test_prompt_file_and_config_validation(judge, tmp_path):
+    from verifiers_plugins.builtin.llm_judge import LLMJudge
+
+    judge.mode, judge.requests[:], judge.systems[:] = "fair", [], []
+    prompt = tmp_path / "judge.txt"
+    prompt.write_text('Compare the actions. Reply {"verdict": "EQUIVALENT"|"DIFFERENT", "reason": "..."}')
+    e = gym.make("pivot/tool-use-v0", verifiers=["turn_kind", "llm_judge"],
+                 verifier_config={"llm_judge": {"url": judge.url, "prompt_file": str(prompt)}}).unwrapped
+    pivot = next(p for p in e.pivots if p.expert.is_tool_call)
+    assert e.score(pivot.id, [render_completion(pivot.expert, pivot.domain)])[0].accepted
+    assert judge.systems == [prompt.read_text()] * 2
+    with pytest.raises(ValueError, match="retries"):
+        LLMJudge(url=judge.url, retries=-1)

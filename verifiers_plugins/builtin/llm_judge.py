@@ -97,6 +97,10 @@ class LLMJudge:
     def __init__(self, url: str | None = None, model: str = "judge", prompt_file: str | None = None,
                  api_key: str | None = None, request_timeout: float = 30.0, retries: int = 2,
                  max_concurrency: int = 8, timeout: float = 120.0, max_tokens: int = 256) -> None:
+        if retries < 0 or max_concurrency < 1 or request_timeout <= 0 or timeout <= 0:
+            raise ValueError(f"llm_judge: expected retries >= 0, max_concurrency >= 1 and positive timeouts, got "
+                             f"retries={retries}, max_concurrency={max_concurrency}, "
+                             f"request_timeout={request_timeout}, timeout={timeout}")
         self.url = (url or os.environ.get("PIVOT_JUDGE_URL") or "").rstrip("/")
         self.model = model
         self.prompt = Path(prompt_file).read_text(encoding="utf-8") if prompt_file else DEFAULT_PROMPT
