@@ -58,6 +58,10 @@ def profile(
         from pivot_envs.cli._common import fail
 
         fail("expected exactly one of --model DIR or --openai-url URL")
+    if model is not None and not (model / "config.json").is_file():
+        from pivot_envs.cli._common import fail
+
+        fail(f"--model: expected a model folder with config.json, got {model}")
     with user_errors():
         quiet_transformers() if model is not None else None
         backend = _backend(model, openai_url, openai_model, device, max_history, max_prompt_tokens)

@@ -49,7 +49,9 @@ def test_profile_gives_mixed_outcomes_select_keeps_the_mixed_and_rerun_hits_the_
         res = runner.invoke(app, ["select", "--lam", str(lam), str(tmp_path / "p1.jsonl"),
                                   str(tmp_path / "adv.jsonl"), "--json"])
         assert res.exit_code == 0, res.output
-        kept = {p.id for p in load_pivots(tmp_path / "adv.jsonl")}
+        lines = (tmp_path / "adv.jsonl").read_text().splitlines()  # may be empty: load_pivots refuses that
+        kept = {json.loads(line)["id"] for line in lines}
+        assert json.loads(res.stdout)["kept"] == len(kept)
         assert kept == {p.id for p in profiled if p.id in mixed and p.profile.mean < lam}
     assert {p.id for p in select_pivots(profiled, 1.0).kept} == mixed
 
@@ -104,3 +106,9 @@ def test_resuming_with_another_policy_or_k_is_refused(tiny_policy, tmp_path):
     with pytest.raises(ValueError, match="cannot resume"):
         profile_pivots(e, backend, out, ProfileConfig(k=2, max_new_tokens=8, limit=2))
     assert len(completed_ids(out)) == 1
+
+
+def test_profile_cli_names_a_missing_model_folder(tmp_path):
+    res = CliRunner().invoke(app, ["profile", "--env", "pivot/tool-use-v0", "--model", str(tmp_path / "nope"),
+                                   "--out", str(tmp_path / "p.jsonl")])
+    assert res.exit_code == 1 and "config.json" in res.output
