@@ -1,6 +1,7 @@
 import json
 import math
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -10,6 +11,7 @@ from trainers.sft import SFTConfig, build_example
 from trainers.tiny_model import TEST_MODEL
 
 
+@pytest.mark.slow
 def test_cli_builds_a_tiny_model_and_sft_changes_it(tmp_path):
     runner = CliRunner()
     # A 1-layer, 32-wide model: the smoke test checks plumbing, not learning.
