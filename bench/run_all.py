@@ -85,15 +85,20 @@ def row_verifiers(opts: argparse.Namespace) -> Row:
 
 
 def row_sandbox(opts: argparse.Namespace) -> Row:
-    args = ["--k", "4"] if opts.quick else []
-    out = run_script("sandbox.py", args, timeout=600)
+    out = run_script("sandbox.py", ["--pivots", "1", "--epochs", "2"] if opts.quick else [], timeout=600)
     speedup = re.search(r"speedup:\s*([\d.]+)x", out)
     if not speedup:
         raise NotAvailable("bench/sandbox.py printed no 'speedup: N.Nx' line")
-    lat = re.findall(r"([\d.]+)\s*ms", out)
-    cold, pooled = (f"{lat[0]} ms/cand", f"{lat[1]} ms/cand") if len(lat) >= 2 else ("see note", "see note")
-    return Row("sandbox verify: cold replay vs snapshot + pool", f"cold {cold}", f"pooled {pooled}",
-               f"{float(speedup.group(1)):.1f}x", "bench/sandbox.py: " + out.strip().splitlines()[-1])
+
+    def ms(label: str) -> str:
+        found = re.search(rf"^\s*{re.escape(label)}.*?(\d+)\s*$", out, re.M)
+        return f"{found.group(1)} ms/candidate" if found else "?"
+
+    size = re.search(r"pivots: (\d+) \(history commands: ([^)]*)\)\s+K = (\d+)", out)
+    note = f"{size.group(1)} pivots (history {size.group(2)}), K={size.group(3)}; " if size else ""
+    return Row("sandbox verify: cold replay vs snapshot + pool", f"cold {ms('naive (cold')}",
+               f"pooled {ms('snapshot + pool, all')}", f"{float(speedup.group(1)):.1f}x",
+               note + f"warm epochs alone {ms('later epochs (warm)')} (bench/sandbox.py)")
 
 
 def row_grpo(opts: argparse.Namespace) -> Row:
