@@ -129,7 +129,9 @@ def row_grpo(opts: argparse.Namespace) -> Row:
 
 
 def row_profile(opts: argparse.Namespace) -> Row:
-    out = run_script("profile.py", ["--quick", "--k", "2"] if opts.quick else [], timeout=900)
+    # A policy folder kept between runs: bench/profile.py builds and SFTs one (minutes) only when it is empty.
+    policy = ["--model", str(Path(tempfile.gettempdir()) / "pivot-bench-policy")]
+    out = run_script("profile.py", policy + (["--quick", "--k", "2"] if opts.quick else []), timeout=900)
     overhead = re.search(r"overhead[^\n\d-]*(-?[\d.]+)\s*%", out)
     if not overhead:
         raise NotAvailable("bench/profile.py printed no 'overhead N %' line")
