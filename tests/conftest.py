@@ -109,3 +109,13 @@ def tiny_policy(tmp_path_factory):
 
     folder = os.environ.get("PIVOT_TINY_POLICY_DIR") or tmp_path_factory.mktemp("tiny_policy")
     return build_test_policy(folder)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local 2-CPU Ray cluster shared by the executor tests (starting one costs ~10-20 s)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -56,13 +56,6 @@ def test_importing_executors_leaves_ray_out():
     assert out.stdout.strip() == "False"
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 @pytest.mark.slow
@@ -96,9 +89,9 @@ def test_pivot_profile_executor_ray_equals_in_process(ray_cluster, tiny_policy, 
     from pivot_envs.cli import app
 
     def args(out, cache, *extra):
-        # K=2 on 6 pivots, chunks of 3: groups spread over both workers, small enough for 2 shared cores.
+        # K=2 on 4 pivots, chunks of 2: groups spread over both workers, small enough for 2 shared cores.
         return ["profile", "--env", "pivot/tool-use-v0", "--model", str(tiny_policy.path), "--k", "2",
-                "--limit", "6", "--chunk-size", "3", "--out", str(out), "--cache", str(cache),
+                "--limit", "4", "--chunk-size", "2", "--out", str(out), "--cache", str(cache),
                 "--max-history", str(tiny_policy.max_history_messages),
                 "--max-prompt-tokens", str(tiny_policy.max_prompt_tokens),
                 "--max-new-tokens", str(tiny_policy.max_new_tokens), "--seed", "3", "--json", *extra]
@@ -110,10 +103,11 @@ def test_pivot_profile_executor_ray_equals_in_process(ray_cluster, tiny_policy, 
     assert remote.exit_code == 0, remote.output
     assert pivot_envs.load_pivots(tmp_path / "local.jsonl") == pivot_envs.load_pivots(tmp_path / "ray.jsonl")
     summary = json.loads(remote.stdout)
-    assert summary["profiled"] == 6 and summary["cache_misses"] == 12  # counted on the workers
+    # counted on the workers; identical samples in a group may already hit on the first run
+    assert summary["profiled"] == 4 and summary["cache_hits"] + summary["cache_misses"] == 8 and summary["cache_misses"]
     again = runner.invoke(app, args(tmp_path / "ray2.jsonl", tmp_path / "ray.sqlite", "--executor", "ray"))
     assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout)["cache_hits"] == 12  # the workers read the shared cache file
+    assert json.loads(again.stdout)["cache_hits"] == 8  # the workers read the shared cache file
 
 
 @pytest.mark.slow

@@ -19,13 +19,6 @@ def terminus(command: str) -> str:
     return json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": command + "\n", "duration": 0.1}]})
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 def test_groups_of_one_state_hit_one_worker_and_one_snapshot(ray_cluster, demo_pivots):
