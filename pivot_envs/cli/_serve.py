@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from pivot_envs.cli._common import err_console, user_errors
+from pivot_envs.cli._common import JSON_OPTION, emit_json, err_console, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -26,6 +26,7 @@ def serve(
     max_sessions: int = typer.Option(4096, "--max-sessions", help="Live reset/step sessions kept (LRU)."),
     executor: str = typer.Option("in-process", "--executor",
                                  help="Where verify-batch runs: in-process, or ray (workers routed by sandbox state)."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve reset / step / verify-batch / health for one env (FastAPI + uvicorn)."""
     from pivot_envs._server import ServerConfig
@@ -38,5 +39,10 @@ def serve(
         kwargs["verifiers"] = [v.strip() for v in verifiers.split(",") if v.strip()]
     with user_errors():
         config = ServerConfig(concurrency=concurrency, max_queue=max_queue, max_sessions=max_sessions)
-        err_console.print(f"serving {env} on http://{host}:{port}/v1 (concurrency {concurrency}, queue {max_queue})")
+        url = f"http://{host}:{port}/v1"
+        if as_json:  # one line a supervisor can parse before the server blocks
+            emit_json({"env": env, "url": url, "concurrency": concurrency, "max_queue": max_queue,
+                       "executor": executor})
+        else:
+            err_console.print(f"serving {env} on {url} (concurrency {concurrency}, queue {max_queue})")
         run_server(env, host=host, port=port, config=config, executor=executor, **kwargs)

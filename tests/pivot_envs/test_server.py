@@ -51,7 +51,7 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout: float 
 def server_url():
     """`pivot serve` in a subprocess, small queue so backpressure really happens."""
     port = free_port()
-    cmd = [sys.executable, "-m", "pivot_envs", "serve", "--env", ENV_ID, "--port", str(port),
+    cmd = [sys.executable, "-m", "pivot_envs", "serve", "--env", ENV_ID, "--port", str(port), "--json",
            "--concurrency", "4", "--max-queue", "32"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     url = f"http://127.0.0.1:{port}"
