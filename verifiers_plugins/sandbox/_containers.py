@@ -31,7 +31,12 @@ OWNER = f"{socket.gethostname()}:{os.getpid()}"
 SIGXFSZ_EXIT = 128 + 25
 
 WRAPPER = r"""__pivot_from="$1"; __pivot_to="$2"; __pivot_cmd="$3"; __pivot_quiet="$4"
-if [ "$__pivot_from" != "$__pivot_to" ]; then rm -f "$__pivot_to/cwd" "$__pivot_to/env" 2>/dev/null; fi
+if [ "$__pivot_from" != "$__pivot_to" ]; then
+  find "$__pivot_to" /dev/shm /dev/mqueue -mindepth 1 -type d -exec chmod u+rwx {} \; 2>/dev/null
+  for __pivot_d in "$__pivot_to" /dev/shm /dev/mqueue; do
+    rm -rf "$__pivot_d"/* "$__pivot_d"/.[!.]* "$__pivot_d"/..?* 2>/dev/null
+  done
+fi
 if [ -f "$__pivot_from/env" ]; then . "$__pivot_from/env" >/dev/null 2>&1; fi
 if [ -f "$__pivot_from/cwd" ]; then cd "$(cat "$__pivot_from/cwd")" 2>/dev/null; fi
 if [ -n "$__pivot_quiet" ]; then eval "$__pivot_cmd" >"$__pivot_to/out" 2>&1 </dev/null; else eval "$__pivot_cmd"; fi
@@ -87,13 +92,23 @@ def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: L
     """
     mem = limits.memory
     extra: dict[str, Any] = {} if kind == "replay" else {"cap_drop": ["ALL"], "tmpfs": {RUN_STATE: "size=1m,mode=1777"}}
-    return client.containers.run(
-        image, IDLE, detach=True, labels=labels(kind, backend), network_mode="none", **extra,
-        security_opt=["no-new-privileges"], pids_limit=limits.pids, mem_limit=mem, memswap_limit=mem,
-        nano_cpus=int(limits.cpus * 1e9), ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)],
-        environment={"HOME": spec.workdir, **spec.env},
-        working_dir="/", init=True, shm_size="8m",
+    api = client.api
+    # the low-level calls: `containers.run` adds an inspect round trip (and a pull on a missing image)
+    host_config = api.create_host_config(
+        network_mode="none", **extra, security_opt=["no-new-privileges"], pids_limit=limits.pids,
+        mem_limit=mem, memswap_limit=mem, nano_cpus=int(limits.cpus * 1e9),
+        ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)], init=True, shm_size="8m",
     )
+    container_id = api.create_container(
+        image, IDLE, detach=True, labels=labels(kind, backend), host_config=host_config,
+        environment={"HOME": spec.workdir, **spec.env}, working_dir="/",
+    )["Id"]
+    try:
+        api.start(container_id)
+    except BaseException:
+        api.remove_container(container_id, force=True)
+        raise
+    return client.containers.prepare_model({"Id": container_id})
 
 
 def remove(container: Any) -> None:
@@ -167,28 +182,35 @@ def shell_run(container: Any, spec: SandboxSpec, limits: Limits, command: str, *
                output_cap=limits.output_cap, marked=True)
 
 
-def changed_paths(container: Any) -> list[tuple[str, int]]:
-    """`docker diff`: (path, kind) with kind 0 changed, 1 added, 2 deleted; the state folder left out."""
-    out = []
+def changed_paths(container: Any) -> tuple[list[tuple[str, int]], bool]:
+    """`docker diff`: (path, kind) pairs and whether the saved shell state itself changed.
+
+    Kind is 0 changed, 1 added, 2 deleted; the state folders are left out of the pairs. A change of
+    `STATE` makes the container unfit for reuse: every action starts from it.
+    """
+    out, state_changed = [], False
     for item in container.diff() or ():
         path = item["Path"]
         if any(path == d or path.startswith(d + "/") for d in (STATE, RUN_STATE)):
+            state_changed = state_changed or path == STATE or path.startswith(STATE + "/")
             continue
         out.append((path, int(item["Kind"])))
-    return out
+    return out, state_changed
 
 
-def file_changes(container: Any, spec: SandboxSpec, limits: Limits, cwd: str = "") -> tuple[dict[str, str], str]:
-    """The change set (path -> content descriptor, "deleted" for removed paths) and the working directory.
+def file_changes(container: Any, spec: SandboxSpec, limits: Limits,
+                 cwd: str = "") -> tuple[dict[str, str], str, bool]:
+    """The change set, the working directory, and whether the saved shell state changed.
 
+    The change set maps path -> content descriptor ("deleted" for removed paths).
     One exec hashes the changed files (and reads the cwd when `cwd` is not known yet); an action
     that changed nothing and reported its cwd costs no exec at all.
     """
-    changes = changed_paths(container)
+    changes, state_changed = changed_paths(container)
     files = {p: "deleted" for p, kind in changes if kind == 2}
     present = [p for p, kind in changes if kind != 2]
     if not present and cwd:
-        return files, cwd
+        return files, cwd, state_changed
     for i in range(0, max(len(present), 1), 200):
         chunk = present[i : i + 200]
         res = run(container, [spec.shell, "-c", HASHER, "hash", str(limits.hash_cap), *chunk],
@@ -199,7 +221,7 @@ def file_changes(container: Any, spec: SandboxSpec, limits: Limits, cwd: str = "
                 cwd = cwd or path.strip()
             elif path:
                 files[path] = desc
-    return files, cwd
+    return files, cwd, state_changed
 
 
 def read_text(container: Any, path: str, user: str = "0") -> str:
@@ -223,8 +245,12 @@ def classify_kill(container: Any, raw: RawRun) -> str | None:
     return None
 
 
-def effect_of(container: Any, spec: SandboxSpec, limits: Limits, commands: Sequence[str]) -> Effect:
-    """Run the commands of one action in order (shell state carried between them) and capture the effect."""
+def effect_of(container: Any, spec: SandboxSpec, limits: Limits, commands: Sequence[str]) -> tuple[Effect, bool]:
+    """Run the commands of one action in order (shell state carried between them) and capture the effect.
+
+    Also says whether the container may be clean: False when the action was stopped, changed a file
+    or touched the saved shell state (`is_pristine` then checks the processes).
+    """
     out, err = bytearray(), bytearray()
     raw = RawRun(0, b"", b"", None)
     for i, command in enumerate(commands):
@@ -233,9 +259,9 @@ def effect_of(container: Any, spec: SandboxSpec, limits: Limits, commands: Seque
         err += raw.stderr
         killed = classify_kill(container, raw)
         if killed:
-            return _effect(limits, None, out, err, {}, "", killed)
-    files, cwd = file_changes(container, spec, limits, raw.cwd if commands else "")
-    return _effect(limits, raw.exit_code, out, err, files, cwd, None)
+            return _effect(limits, None, out, err, {}, "", killed), False
+    files, cwd, state_changed = file_changes(container, spec, limits, raw.cwd if commands else "")
+    return _effect(limits, raw.exit_code, out, err, files, cwd, None), not (files or state_changed)
 
 
 def _effect(limits: Limits, code: int | None, out: bytes, err: bytes, files: dict[str, str], cwd: str,
@@ -245,10 +271,12 @@ def _effect(limits: Limits, code: int | None, out: bytes, err: bytes, files: dic
                   normalize_output(err.decode(errors="replace"), cap), files, cwd, killed)
 
 
-def is_pristine(container: Any, effect: Effect, baseline_processes: int) -> bool:
-    """True when the container is as it started: the action changed no file and left no process running."""
-    if effect.killed or effect.files:
-        return False
+def is_pristine(container: Any, baseline_processes: int) -> bool:
+    """True when no process but the container's own is left (the file checks are `effect_of`'s).
+
+    Writes `docker diff` cannot see (the run-state tmpfs, /dev/shm, /dev/mqueue) are emptied by
+    `WRAPPER` before the next action of a reused container.
+    """
     try:
         return len(container.top().get("Processes") or ()) <= baseline_processes
     except docker.errors.APIError:

@@ -168,8 +168,8 @@ class DockerBackend:
         self._count("containers_created")
         return ct.create(self.client, image, spec, self.limits, "pool", self.token)
 
-    def _release(self, key: str, container: Any, effect: Effect | None) -> None:
-        if effect is not None and ct.is_pristine(container, effect, BASELINE_PROCESSES):
+    def _release(self, key: str, container: Any, clean: bool) -> None:
+        if clean and ct.is_pristine(container, BASELINE_PROCESSES):
             with self._lock:
                 pool = self._pool.setdefault(key, deque())
                 if key in self._images and len(pool) < self.pool_size and not self._closed:
@@ -211,17 +211,17 @@ class DockerBackend:
         if not self.snapshots:
             container = self._prepare(spec, history)
             try:
-                return ct.effect_of(container, spec, self.limits, commands)
+                return ct.effect_of(container, spec, self.limits, commands)[0]
             finally:
                 self._discard(container)
         key, image = self.snapshot(spec, history)
         container = self._acquire(key, image, spec)
-        effect = None
+        clean = False
         try:
-            effect = ct.effect_of(container, spec, self.limits, commands)
+            effect, clean = ct.effect_of(container, spec, self.limits, commands)
             return effect
         finally:
-            self._release(key, container, effect)
+            self._release(key, container, clean)
 
     def run_group(self, spec: SandboxSpec, history: Sequence[str],
                   actions: Sequence[Sequence[str]]) -> list[Effect | SandboxError]:
