@@ -1,7 +1,7 @@
 """Sandbox verification cost: naive (cold container + full replay per candidate) vs snapshot + warm pool.
 
 Both ways run in the same process on the same pivots (>= 5 replayed history commands) with the
-same K=16 candidates per pivot and the same parallelism (the number of cores). The pooled way runs
+same K=16 candidates per pivot and the same parallelism (the backend's default, shown). The pooled way runs
 several epochs, as training does, and its first epoch pays for the snapshot. Prints a table (the
 pooled rows split into the first and the later epochs) and, last, `speedup: N.Nx` (naive time per
 candidate / pooled time per candidate over all epochs, clean-up included).
@@ -74,11 +74,12 @@ def main() -> None:
     pivots = pivots_with_history(args.pivots)
     hist = [len(history_commands(p)) for p in pivots]
     naive_s, naive_n, _ = run(naive, pivots, 1)
-    pooled = DockerBackend(snapshots=True, pool_size=4)
+    pooled = DockerBackend(snapshots=True)  # pool sized by the parallelism, refilled in the background
     pooled_s, pooled_n, epochs = run(pooled, pivots, args.epochs)
     naive_ms, pooled_ms = 1000 * naive_s / naive_n, 1000 * pooled_s / pooled_n
     per_epoch = pooled_n // args.epochs
-    print(f"cores: {os.cpu_count()}   pivots: {len(pivots)} (history commands: {hist})   K = {len(CANDIDATES)}")
+    print(f"cores: {os.cpu_count()}   threads: {pooled.parallelism}   pivots: {len(pivots)} "
+          f"(history commands: {hist})   K = {len(CANDIDATES)}")
     print(f"{'mode':<34}{'epochs':>7}{'candidates':>12}{'wall s':>9}{'ms / candidate':>16}")
     rows = [("naive (cold + full replay)", 1, naive_n, naive_s),
             ("snapshot + pool, all (+clean-up)", args.epochs, pooled_n, pooled_s),

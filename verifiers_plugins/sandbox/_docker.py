@@ -36,20 +36,23 @@ class DockerBackend:
         limits: resource limits and timeouts (`Limits` fields may also be given as keywords).
         snapshots: False disables snapshots and the pool: every action gets a cold container and a
             full replay (the naive baseline of `bench/sandbox.py`).
-        pool_size: ready containers kept per hot snapshot.
+        pool_size: ready containers kept per hot snapshot (default: `parallelism`, so that every worker
+            of a group finds one; refilled in the background after each group).
         max_snapshots: snapshot images kept (LRU); evicted ones are removed from the engine.
-        parallelism: actions of a group run at once (default: the number of cores).
+        parallelism: actions of a group run at once (default: twice the number of cores: a worker
+            mostly waits for the daemon, whose work is what the cores run; measured in `bench/sandbox.py`).
         base_url: Docker endpoint (default: `DOCKER_HOST` or the local socket).
     """
 
     name = "docker"
 
-    def __init__(self, limits: Limits | None = None, *, snapshots: bool = True, pool_size: int = 2,
+    def __init__(self, limits: Limits | None = None, *, snapshots: bool = True, pool_size: int | None = None,
                  max_snapshots: int = 32, parallelism: int | None = None, base_url: str | None = None,
                  **limit_overrides: Any) -> None:
         self.limits = replace(limits or Limits(), **limit_overrides)
-        self.snapshots, self.pool_size, self.max_snapshots = snapshots, pool_size, max(1, max_snapshots)
-        self.parallelism = max(1, parallelism or os.cpu_count() or 1)
+        self.parallelism = max(1, parallelism or 2 * (os.cpu_count() or 1))
+        self.pool_size = self.parallelism if pool_size is None else max(0, pool_size)
+        self.snapshots, self.max_snapshots = snapshots, max(1, max_snapshots)
         self.base_url = base_url
         self.stats: Counter[str] = Counter()
         self._client: docker.DockerClient | None = None
@@ -57,6 +60,7 @@ class DockerBackend:
         self._key_locks: dict[str, threading.Lock] = {}
         self._images: OrderedDict[str, str] = OrderedDict()  # snapshot key -> image tag, LRU order
         self._pool: dict[str, deque[Any]] = {}
+        self._procs: dict[str, str | None] = {}  # container id -> its cgroup.procs on this host (`ct.procs_file`)
         self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-sandbox")
         self._janitor = ThreadPoolExecutor(1, thread_name_prefix="pivot-sandbox-janitor")
         self._closed = False
@@ -169,7 +173,9 @@ class DockerBackend:
         return ct.create(self.client, image, spec, self.limits, "pool", self.token)
 
     def _release(self, key: str, container: Any, clean: bool) -> None:
-        if clean and ct.is_pristine(container, BASELINE_PROCESSES):
+        if clean and container.id not in self._procs:
+            self._procs[container.id] = ct.procs_file(container)  # once per container: it is reused many times
+        if clean and ct.is_pristine(container, BASELINE_PROCESSES, self._procs.get(container.id)):
             with self._lock:
                 pool = self._pool.setdefault(key, deque())
                 if key in self._images and len(pool) < self.pool_size and not self._closed:
@@ -198,6 +204,7 @@ class DockerBackend:
                 return
 
     def _discard(self, container: Any) -> None:
+        self._procs.pop(container.id, None)
         try:
             self._janitor.submit(ct.remove, container)
         except RuntimeError:  # the janitor has shut down: remove inline
@@ -281,8 +288,11 @@ class DockerBackend:
             self._pool.clear()
             self._images.clear()
         self._workers.shutdown(wait=True)
-        for c in pooled:
-            self._discard(c)
+        # removals wait on the daemon (kill, unmount): run them side by side, not one after another
+        with ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-sandbox-close") as removers:
+            for c in pooled:
+                self._procs.pop(c.id, None)
+                removers.submit(ct.remove, c)
         self._janitor.shutdown(wait=True)
         if self._client is not None:
             for image in images:
