@@ -225,8 +225,8 @@ def detect_format(path: PathLike) -> Format:
     if _is_parquet(p):
         return FORMATS["parquet"]
     rec = next((r for _, r in _records(p)), None)
-    if rec is None:
-        raise UnknownFormat(f"{p}: empty file, cannot detect its format")
+    if rec is None:  # an empty file is an empty pivot file (e.g. `pivot select` that kept nothing)
+        return FORMATS["pivots"]
     for fmt in FORMATS.values():
         if fmt.detect(rec):
             return fmt

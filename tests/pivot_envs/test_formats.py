@@ -108,3 +108,9 @@ def test_unknown_format_lists_choices(tmp_path):
         load_pivots(f)
     with pytest.raises(UnknownFormat, match="Did you mean 'nemo-gym'"):
         load_pivots(f, format="nemo_gym")
+
+
+def test_empty_file_reads_as_no_pivots(tmp_path):
+    out = tmp_path / "none.jsonl"
+    assert write_pivots([], out) == 0
+    assert load_pivots(out) == []
