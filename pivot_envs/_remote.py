@@ -23,6 +23,10 @@ from pivot_envs.errors import PivotGymError, UnknownPivot
 API = "/v1"
 # Failures before any byte reached the server: safe to retry for every endpoint.
 RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# A kept-alive connection the server closed as the request went out, or a reset under load, shows
+# up as one of these. Only idempotent calls (verify-batch, health) retry on them: a lost `reset`
+# answer re-sent could draw a second pivot.
+IDEMPOTENT_RETRYABLE = (*RETRYABLE, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 class RemoteError(PivotGymError):
@@ -91,12 +95,12 @@ def request(client: httpx.Client, method: str, path: str, retry: RetryPolicy, **
 
 async def arequest(client: httpx.AsyncClient, method: str, path: str, retry: RetryPolicy,
                    **kwargs: Any) -> dict[str, Any]:
-    """`request` for asyncio clients."""
+    """`request` for asyncio clients (verify-batch and health: idempotent, so read errors retry too)."""
     response: httpx.Response | None = None
     for attempt in range(retry.max_attempts):
         try:
             response = await client.request(method, path, **kwargs)
-        except RETRYABLE:
+        except IDEMPOTENT_RETRYABLE:
             response = None
         else:
             if response.status_code != 503:

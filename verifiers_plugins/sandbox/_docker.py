@@ -146,6 +146,14 @@ class DockerBackend:
                 self._evict(*evicted)
             return key, f"pivot-gym/snapshot:{tag}"
 
+    def _forget(self, key: str) -> None:
+        """Drop a snapshot from the cache without removing its image (it is already gone)."""
+        with self._lock:
+            self._images.pop(key, None)
+            pooled = list(self._pool.pop(key, ()))
+        for c in pooled:
+            self._discard(c)
+
     def _evict(self, key: str, image: str) -> None:
         with self._lock:
             pooled = list(self._pool.pop(key, ()))
@@ -222,7 +230,15 @@ class DockerBackend:
             finally:
                 self._discard(container)
         key, image = self.snapshot(spec, history)
-        container = self._acquire(key, image, spec)
+        try:
+            container = self._acquire(key, image, spec)
+        except docker.errors.ImageNotFound:
+            # Someone removed the snapshot under us (`pivot sandbox gc --all`, a user's `docker rmi`):
+            # forget it and rebuild the state once rather than failing the verification.
+            self._forget(key)
+            self._count("snapshots_lost")
+            key, image = self.snapshot(spec, history)
+            container = self._acquire(key, image, spec)
         clean = False
         try:
             effect, clean = ct.effect_of(container, spec, self.limits, commands)

@@ -57,3 +57,17 @@ def test_lru_evicts_and_removes_snapshot_images(demo_pivots, docker_client):
     backend._janitor.submit(lambda: None).result()  # wait for the removal queued before
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(image_a)
+
+
+def test_snapshot_removed_under_the_backend_is_rebuilt(demo_pivots, docker_client):
+    # pool_size=0: every candidate needs a fresh container from the snapshot image
+    verifier = get_verifier("docker_shell", max_snapshots=4, pool_size=0, parallelism=1)
+    backend = verifier.backend()
+    pivot = demo_pivots["cat notes.txt"]
+    assert verifier.verify_batch(pivot, [terminus("cat notes.txt")])[0].accepted
+    (image,) = list(backend._images.values())
+    docker_client.images.remove(image, force=True)  # e.g. `pivot sandbox gc --all` from another shell
+    verdict = verifier.verify_batch(pivot, [terminus("cat ./notes.txt"), terminus("cat todo.txt")])
+    assert [v.accepted for v in verdict] == [True, False]
+    assert all(v.error is None for v in verdict)
+    assert backend.stats["snapshots_lost"] >= 1 and backend.stats["snapshots_built"] == 2
