@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from pivot_envs.cli._common import JSON_OPTION, console, emit_json, print_table, user_errors
+from pivot_envs.cli._common import JSON_OPTION, console, emit_json, env_kwargs, print_table, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -30,11 +29,7 @@ def audit(
     from verifiers_plugins import audit as run_audit
     from verifiers_plugins import audit_failures
 
-    kwargs: dict[str, Any] = {}
-    if dataset is not None:
-        kwargs["dataset"] = str(dataset)
-    if verifiers:
-        kwargs["verifiers"] = [v.strip() for v in verifiers.split(",") if v.strip()]
+    kwargs = env_kwargs(dataset, verifiers)
     with user_errors():
         e = gym.make(env, **kwargs)
         pivots = e.unwrapped.pivots[:limit] if limit else None

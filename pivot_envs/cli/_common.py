@@ -50,3 +50,13 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     for r in rows:
         table.add_row(*(fmt(x) for x in r))
     console.print(table)
+
+
+def env_kwargs(dataset: Any, verifiers: str | None) -> dict[str, Any]:
+    """`gym.make` keyword arguments from the common `--dataset` / `--verifiers` options."""
+    kwargs: dict[str, Any] = {}
+    if dataset is not None:
+        kwargs["dataset"] = str(dataset)
+    if verifiers:
+        kwargs["verifiers"] = [v.strip() for v in verifiers.split(",") if v.strip()]
+    return kwargs

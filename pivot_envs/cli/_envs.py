@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from pivot_envs.cli._common import JSON_OPTION, console, emit_json, fail, print_table, user_errors
+from pivot_envs.cli._common import JSON_OPTION, console, emit_json, env_kwargs, fail, print_table, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -52,11 +52,7 @@ def verify(
     import pivot_envs  # noqa: F401  (registers the ids)
 
     text = sys.stdin.read() if completion == "-" else _read(completion)
-    kwargs: dict[str, Any] = {}
-    if dataset is not None:
-        kwargs["dataset"] = str(dataset)
-    if verifiers:
-        kwargs["verifiers"] = [v.strip() for v in verifiers.split(",") if v.strip()]
+    kwargs = env_kwargs(dataset, verifiers)
     with user_errors():
         e = gym.make(env, **kwargs)
         e.reset(options={"pivot_id": pivot})

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from pivot_envs.cli._common import JSON_OPTION, emit_json, err_console, user_errors
+from pivot_envs.cli._common import JSON_OPTION, emit_json, env_kwargs, err_console, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -32,11 +31,7 @@ def serve(
     from pivot_envs._server import ServerConfig
     from pivot_envs._server import serve as run_server
 
-    kwargs: dict[str, Any] = {}
-    if dataset is not None:
-        kwargs["dataset"] = str(dataset)
-    if verifiers:
-        kwargs["verifiers"] = [v.strip() for v in verifiers.split(",") if v.strip()]
+    kwargs = env_kwargs(dataset, verifiers)
     with user_errors():
         config = ServerConfig(concurrency=concurrency, max_queue=max_queue, max_sessions=max_sessions)
         url = f"http://{host}:{port}/v1"

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pivot_envs._model import Message, Trajectory
+from pivot_envs.convert._messages import convert_messages
 from pivot_envs.errors import InvalidTrajectory
 
 _CONTEXT_KEYS = ("benchmark", "instance_id", "repo", "agent", "agent_model", "exit_status", "submission_patch",
@@ -60,12 +61,7 @@ def from_mini_swe_agent(record: Mapping[str, Any], *, default_id: str = "") -> T
     raw = record.get("messages")
     if not isinstance(raw, list):
         raise InvalidTrajectory("mini-swe-agent record: missing field 'messages'")
-    messages = []
-    for i, m in enumerate(raw):
-        try:
-            messages.append(_message(m))
-        except (InvalidTrajectory, KeyError, TypeError, AttributeError) as e:
-            raise InvalidTrajectory(f"messages[{i}]: {e}") from e
+    messages = convert_messages(raw, _message)
     info = record.get("info") if isinstance(record.get("info"), Mapping) else {}
     context = {k: record[k] for k in _CONTEXT_KEYS if record.get(k) is not None}
     context.setdefault("agent", f"mini-swe-agent {info.get('mini_version', '')}".strip())

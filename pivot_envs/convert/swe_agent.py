@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pivot_envs._model import Message, ToolCall, Trajectory
+from pivot_envs.convert._messages import convert_messages
 from pivot_envs.errors import InvalidTrajectory
 
 _KEEP = ("thought", "action", "message_type", "agent")
@@ -85,12 +86,7 @@ def from_swe_agent(record: Mapping[str, Any], *, default_id: str = "") -> Trajec
     raw = record.get("messages", record.get("history"))
     if not isinstance(raw, list):
         raise InvalidTrajectory("swe-agent record: missing field 'messages' (or 'history')")
-    messages = []
-    for i, m in enumerate(raw):
-        try:
-            messages.append(_message(m))
-        except (InvalidTrajectory, KeyError, TypeError, AttributeError) as e:
-            raise InvalidTrajectory(f"messages[{i}]: {e}") from e
+    messages = convert_messages(raw, _message)
     info = record.get("info") if isinstance(record.get("info"), Mapping) else {}
     context = {"agent": "swe-agent", "kind": record.get("kind"),
                "exit_status": record.get("exit_status", info.get("exit_status")),
