@@ -59,11 +59,17 @@ def get_user_details(state: WorldState, user_id: str) -> str:
     return json.dumps(user)
 
 
-def get_reservation_details(state: WorldState, reservation_id: str) -> str:
-    """The reservation as JSON."""
+def _read_reservation(state: WorldState, reservation_id: str) -> dict[str, Any]:
+    """The reservation, read-only (no copy-on-write clone), or the tool's "not found" failure."""
     reservation = state.get("reservations", reservation_id)
     if reservation is None:
         raise ToolFailure("reservation not found")
+    return reservation
+
+
+def get_reservation_details(state: WorldState, reservation_id: str) -> str:
+    """The reservation as JSON."""
+    reservation = _read_reservation(state, reservation_id)
     return json.dumps(reservation)
 
 
@@ -169,8 +175,7 @@ def transfer_to_human_agents(state: WorldState, summary: str) -> str:
 
 
 def _reservation(state: WorldState, reservation_id: str) -> dict[str, Any]:
-    if state.get("reservations", reservation_id) is None:
-        raise ToolFailure("reservation not found")
+    _read_reservation(state, reservation_id)  # fail before cloning the record
     return state.edit("reservations", reservation_id)
 
 
@@ -252,9 +257,7 @@ def update_reservation_flights(
     state: WorldState, reservation_id: str, cabin: str, flights: list, payment_id: str
 ) -> str:
     """Replace the flights (kept segments keep their price); charge or refund the difference."""
-    current = state.get("reservations", reservation_id)
-    if current is None:
-        raise ToolFailure("reservation not found")
+    current = _read_reservation(state, reservation_id)
     n = len(current["passengers"])
     segments = []
     for segment in flights:
@@ -278,9 +281,7 @@ def update_reservation_baggages(
     state: WorldState, reservation_id: str, total_baggages: int, nonfree_baggages: int, payment_id: str
 ) -> str:
     """Set the bag counts; added non-free bags cost 50 each."""
-    current = state.get("reservations", reservation_id)
-    if current is None:
-        raise ToolFailure("reservation not found")
+    current = _read_reservation(state, reservation_id)
     price = BAG_PRICE * max(0, nonfree_baggages - current["nonfree_baggages"])
     _charge(state, current["user_id"], payment_id, price)
     reservation = state.edit("reservations", reservation_id)
@@ -293,9 +294,7 @@ def update_reservation_baggages(
 
 def update_reservation_passengers(state: WorldState, reservation_id: str, passengers: list) -> str:
     """Replace the passengers (their number cannot change)."""
-    current = state.get("reservations", reservation_id)
-    if current is None:
-        raise ToolFailure("reservation not found")
+    current = _read_reservation(state, reservation_id)
     if len(passengers) != len(current["passengers"]):
         raise ToolFailure("number of passengers does not match")
     reservation = state.edit("reservations", reservation_id)
