@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pivot_envs._paths import cache_dir
 from verifiers_plugins._chain import ChainResult
 from verifiers_plugins._verdict import Verdict
 
@@ -43,11 +44,10 @@ CREATE TABLE IF NOT EXISTS verdicts (
 
 
 def default_cache_path() -> Path:
-    """`$PIVOT_CACHE`, else `$XDG_CACHE_HOME/pivot-gym/rewards.sqlite` (`~/.cache/...`)."""
+    """`$PIVOT_CACHE`, else `rewards.sqlite` in the cache folder (`$PIVOT_CACHE_DIR`, `~/.cache/pivot-gym`)."""
     if os.environ.get("PIVOT_CACHE"):
         return Path(os.environ["PIVOT_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "pivot-gym" / "rewards.sqlite"
+    return cache_dir("rewards.sqlite")
 
 
 def completion_hash(parser: str, completion: str) -> str:

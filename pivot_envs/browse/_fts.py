@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from pivot_envs._paths import cache_dir
 from pivot_envs.browse._backend import SearchHit
 from pivot_envs.browse._corpus import (
     Document,
@@ -40,25 +41,19 @@ def fts_query(text: str, mode: str = "OR") -> str:
     return f" {mode} ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-def _default_cache_dir() -> Path:
-    env = os.environ.get("PIVOT_CACHE_DIR")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pivot-gym"
-    return base / "browse"
-
-
 def index_path(corpus: Path, digest: str) -> Path:
     """Where the index of this corpus lives: beside it when that folder is writable, else the cache dir.
 
     The bundled corpus is always indexed in the cache dir, so the package folder stays as shipped.
     """
     if corpus.resolve().parent == bundled_corpus().resolve().parent:
-        return _default_cache_dir() / f"{corpus.stem}-{digest[:16]}.fts5.sqlite"
+        return cache_dir("browse") / f"{corpus.stem}-{digest[:16]}.fts5.sqlite"
     beside = corpus.with_name(corpus.name + ".fts5.sqlite")
     # os.access says yes to root on a folder marked read-only: also honour the write bits.
     folder_writable = os.access(corpus.parent, os.W_OK) and corpus.parent.stat().st_mode & 0o222
     if folder_writable and (not beside.exists() or os.access(beside, os.W_OK)):
         return beside
-    return _default_cache_dir() / f"{corpus.stem}-{digest[:16]}.fts5.sqlite"
+    return cache_dir("browse") / f"{corpus.stem}-{digest[:16]}.fts5.sqlite"
 
 
 def _stored_digest(path: Path) -> str | None:

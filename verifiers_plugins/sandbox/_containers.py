@@ -1,7 +1,8 @@
 """Low-level container work with the docker SDK.
 
 Isolated creation, commands with a killing timeout and capped output, and a container's
-filesystem change set.
+filesystem change set. A command reaches its container through the in-container runner
+(`_runner.py`, one socket round trip) when the container has one, else through `docker exec`.
 
 Every action runs through `WRAPPER`: it restores the shell state (working directory and exported
 variables) that earlier commands left in a state folder, evaluates the command, and saves the new
@@ -13,14 +14,16 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
-from docker.types import Ulimit
+from docker.types import Mount, Ulimit
 
+from verifiers_plugins.sandbox import _runner as rn
 from verifiers_plugins.sandbox._effects import normalize_output
 from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxSpec
 
@@ -68,13 +71,31 @@ OOM_PROBE = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_c
 
 @dataclass(frozen=True)
 class RawRun:
-    """Output of one command: exit code, raw bytes, why it was killed (None if it ended), cwd after it."""
+    """Output of one command: exit code, raw bytes, why it was killed (None if it ended), cwd after it.
+
+    `oom` and `left` (processes still running afterwards) come from the runner; None when unknown.
+    """
 
     exit_code: int | None
     stdout: bytes
     stderr: bytes
     killed: str | None
     cwd: str = ""
+    oom: bool | None = None
+    left: int | None = None
+
+
+@dataclass(frozen=True)
+class Box:
+    """A started sandbox container and how its commands reach it: its runner's channel, or `docker exec`."""
+
+    container: Any
+    channel: rn.Channel | None = None
+
+    @property
+    def id(self) -> str:
+        """The container's id."""
+        return str(self.container.id)
 
 
 def labels(kind: str, backend: str = "") -> dict[str, str]:
@@ -83,15 +104,23 @@ def labels(kind: str, backend: str = "") -> dict[str, str]:
 
 
 def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: Limits, kind: str,
-           backend: str = "") -> Any:
-    """Create and start an idle, isolated container; commands are exec'd into it.
+           backend: str = "", runner: Path | None = None) -> Box:
+    """Create and start an idle, isolated container; commands are sent to its runner or exec'd into it.
 
     Only the container that replays set-up and history (`kind="replay"`) keeps Docker's default
     capabilities, because set-up runs as root and must chown the working directory; set-up comes
-    from the dataset, not from the policy. Containers that run candidates drop every capability.
+    from the dataset, not from the policy. Containers that run candidates drop every capability
+    but the three the runner needs to switch to the action's user and to kill what it left
+    (a switch to a non-root uid drops them for the action itself).
     """
     mem = limits.memory
-    extra: dict[str, Any] = {} if kind == "replay" else {"cap_drop": ["ALL"], "tmpfs": {RUN_STATE: "size=1m,mode=1777"}}
+    extra: dict[str, Any] = {}
+    if kind != "replay":
+        extra = {"cap_drop": ["ALL"], "tmpfs": {RUN_STATE: "size=1m,mode=1777"}}
+        if runner and not spec.runs_as_root:
+            extra["cap_add"] = rn.CAPABILITIES
+    if runner:
+        extra["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]
     api = client.api
     # the low-level calls: `containers.run` adds an inspect round trip (and a pull on a missing image)
     host_config = api.create_host_config(
@@ -100,21 +129,25 @@ def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: L
         ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)], init=True, shm_size="8m",
     )
     container_id = api.create_container(
-        image, IDLE, detach=True, labels=labels(kind, backend), host_config=host_config,
-        environment={"HOME": spec.workdir, **spec.env}, working_dir="/",
+        image, [rn.MOUNT_POINT] if runner else IDLE, detach=True, labels=labels(kind, backend),
+        host_config=host_config, environment={"HOME": spec.workdir, **spec.env}, working_dir="/",
+        stdin_open=bool(runner), user="0" if runner else None,
     )["Id"]
     try:
         api.start(container_id)
+        channel = rn.Channel(api, container_id) if runner else None
     except BaseException:
         api.remove_container(container_id, force=True)
         raise
-    return client.containers.prepare_model({"Id": container_id})
+    return Box(client.containers.prepare_model({"Id": container_id}), channel)
 
 
-def remove(container: Any) -> None:
+def remove(box: Box) -> None:
     """Remove a container, ignoring one that is already gone."""
+    if box.channel is not None:
+        box.channel.close()
     try:
-        container.remove(force=True)
+        box.container.remove(force=True)
     except docker.errors.NotFound:
         pass
     except docker.errors.APIError as e:
@@ -122,15 +155,53 @@ def remove(container: Any) -> None:
             raise
 
 
-def run(container: Any, argv: Sequence[str], *, user: str, timeout: float, output_cap: int,
-        env: Mapping[str, str] | None = None, marked: bool = False) -> RawRun:
-    """Exec `argv`; kill the container when it runs past `timeout` or prints more than `output_cap` bytes.
+def run(box: Box, argv: Sequence[str], *, user: str, timeout: float, output_cap: int, marked: bool = False,
+        keep: bool = False, clean_ipc: bool = False) -> RawRun:
+    """Run `argv` as `user`, stopped when it runs past `timeout` or prints more than `output_cap` bytes.
+
+    `keep` leaves the command's background processes running (replay, and every command of an
+    action but its last); `clean_ipc` first removes the user's System V IPC objects (runner only).
+    `marked`: the command is `WRAPPER`, whose end mark carries the exit status and the cwd.
+    """
+    ids = rn.parse_user(user) if box.channel is not None else None
+    if ids is None:
+        return _exec(box.container, argv, user=user, timeout=timeout, output_cap=output_cap, marked=marked)
+    try:
+        reply = box.channel.call(argv, uid=ids[0], gid=ids[1], timeout=timeout, output_cap=output_cap,  # type: ignore[union-attr]
+                                 clean_ipc=clean_ipc, keep=keep)
+    except rn.RunnerLost as e:
+        # the runner died (the OOM killer, a root action that killed everything) or hung: the
+        # container is in no known state; it is killed, and never reused
+        _kill(box.container)
+        why = "oom" if _oom_killed(box.container) else ("timeout" if e.timed_out else "runner lost")
+        return RawRun(None, b"", b"", why)
+    code = reply.exit_code if reply.exit_code is not None else 128 + reply.signal
+    raw = RawRun(None if reply.killed else code, reply.stdout, reply.stderr, reply.killed,
+                 oom=reply.oom, left=reply.left)
+    return _marked(raw, marked)
+
+
+def _marked(raw: RawRun, marked: bool) -> RawRun:
+    """The wrapper reported its exit status and cwd at the end of stderr: no exec_inspect round trip."""
+    if not marked or raw.killed:
+        return raw
+    cut = raw.stderr.rfind(END_MARK)
+    if cut >= 0:
+        code, _, cwd = raw.stderr[cut + len(END_MARK):].decode(errors="replace").partition(" ")
+        if code.strip().lstrip("-").isdigit():
+            return replace(raw, exit_code=int(code), stderr=raw.stderr[:cut], cwd=cwd.strip())
+    return raw
+
+
+def _exec(container: Any, argv: Sequence[str], *, user: str, timeout: float, output_cap: int,
+          marked: bool) -> RawRun:
+    """Run `argv` through `docker exec`.
 
     The SDK's exec has no timeout, so the stream is read in a thread and the container is killed
     from here: that ends the stream whatever the command left running.
     """
     api = container.client.api
-    exec_id = api.exec_create(container.id, list(argv), user=user, environment=dict(env or {}))["Id"]
+    exec_id = api.exec_create(container.id, list(argv), user=user)["Id"]
     out, err = bytearray(), bytearray()
     state: dict[str, str | None] = {"killed": None}
 
@@ -156,15 +227,18 @@ def run(container: Any, argv: Sequence[str], *, user: str, timeout: float, outpu
         thread.join(10)
     if state["killed"]:
         return RawRun(None, bytes(out), bytes(err), state["killed"])
-    if marked:
-        # the wrapper reported its exit status and cwd at the end of stderr: no exec_inspect round trip
-        cut = err.rfind(END_MARK)
-        if cut >= 0:
-            code, _, cwd = bytes(err[cut + len(END_MARK):]).decode(errors="replace").partition(" ")
-            if code.strip().lstrip("-").isdigit():
-                return RawRun(int(code), bytes(out), bytes(err[:cut]), None, cwd.strip())
+    raw = _marked(RawRun(None, bytes(out), bytes(err), None), marked)
+    if raw.exit_code is not None:
+        return raw
     code = api.exec_inspect(exec_id).get("ExitCode")
     return RawRun(code, bytes(out), bytes(err), None)
+
+
+def _oom_killed(container: Any) -> bool:
+    try:
+        return bool(container.client.api.inspect_container(container.id)["State"].get("OOMKilled"))
+    except (docker.errors.APIError, KeyError):
+        return False
 
 
 def _kill(container: Any) -> None:
@@ -174,12 +248,16 @@ def _kill(container: Any) -> None:
         pass
 
 
-def shell_run(container: Any, spec: SandboxSpec, limits: Limits, command: str, *, src: str, dst: str,
-              quiet: bool = False, timeout: float | None = None, user: str | None = None) -> RawRun:
-    """Run one shell command through `WRAPPER` (state read from `src`, written to `dst`)."""
+def shell_run(box: Box, spec: SandboxSpec, limits: Limits, command: str, *, src: str, dst: str,
+              quiet: bool = False, timeout: float | None = None, keep: bool = True) -> RawRun:
+    """Run one shell command through `WRAPPER` (state read from `src`, written to `dst`).
+
+    A command that starts from the saved state (`src != dst`) begins a verification run: it also
+    clears what an earlier action of a reused container may have left in System V IPC.
+    """
     argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else ""]
-    return run(container, argv, user=user or spec.user, timeout=timeout or limits.action_timeout,
-               output_cap=limits.output_cap, marked=True)
+    return run(box, argv, user=spec.user, timeout=timeout or limits.action_timeout, output_cap=limits.output_cap,
+               marked=True, keep=keep, clean_ipc=src != dst)
 
 
 def changed_paths(container: Any) -> tuple[list[tuple[str, int]], bool]:
@@ -191,6 +269,8 @@ def changed_paths(container: Any) -> tuple[list[tuple[str, int]], bool]:
     out, state_changed = [], False
     for item in container.diff() or ():
         path = item["Path"]
+        if path == rn.MOUNT_POINT:
+            continue  # the runner's mount point
         if any(path == d or path.startswith(d + "/") for d in (STATE, RUN_STATE)):
             state_changed = state_changed or path == STATE or path.startswith(STATE + "/")
             continue
@@ -198,22 +278,22 @@ def changed_paths(container: Any) -> tuple[list[tuple[str, int]], bool]:
     return out, state_changed
 
 
-def file_changes(container: Any, spec: SandboxSpec, limits: Limits,
+def file_changes(box: Box, spec: SandboxSpec, limits: Limits,
                  cwd: str = "") -> tuple[dict[str, str], str, bool]:
     """The change set, the working directory, and whether the saved shell state changed.
 
     The change set maps path -> content descriptor ("deleted" for removed paths).
-    One exec hashes the changed files (and reads the cwd when `cwd` is not known yet); an action
-    that changed nothing and reported its cwd costs no exec at all.
+    One command hashes the changed files (and reads the cwd when `cwd` is not known yet); an action
+    that changed nothing and reported its cwd costs no command at all.
     """
-    changes, state_changed = changed_paths(container)
+    changes, state_changed = changed_paths(box.container)
     files = {p: "deleted" for p, kind in changes if kind == 2}
     present = [p for p, kind in changes if kind != 2]
     if not present and cwd:
         return files, cwd, state_changed
     for i in range(0, max(len(present), 1), 200):
         chunk = present[i : i + 200]
-        res = run(container, [spec.shell, "-c", HASHER, "hash", str(limits.hash_cap), *chunk],
+        res = run(box, [spec.shell, "-c", HASHER, "hash", str(limits.hash_cap), *chunk],
                   user=spec.user, timeout=30, output_cap=4 * 1024 * 1024)
         for line in res.stdout.decode(errors="replace").splitlines():
             desc, _, path = line.partition("\t")
@@ -224,20 +304,22 @@ def file_changes(container: Any, spec: SandboxSpec, limits: Limits,
     return files, cwd, state_changed
 
 
-def read_text(container: Any, path: str, user: str = "0") -> str:
+def read_text(box: Box, path: str, user: str = "0") -> str:
     """The text of a small file inside the container ("" when missing)."""
-    res = run(container, ["cat", path], user=user, timeout=10, output_cap=1024 * 1024)
+    res = run(box, ["cat", path], user=user, timeout=10, output_cap=1024 * 1024)
     return res.stdout.decode(errors="replace") if res.exit_code == 0 else ""
 
 
-def classify_kill(container: Any, raw: RawRun) -> str | None:
+def classify_kill(box: Box, raw: RawRun) -> str | None:
     """Why the sandbox stopped the command: our own kill, the file size cap, or the OOM killer."""
     if raw.killed:
         return raw.killed
     if raw.exit_code == SIGXFSZ_EXIT:
         return "file size cap"
+    if raw.exit_code == 137 and raw.oom is not None:
+        return "oom" if raw.oom else None
     if raw.exit_code == 137:
-        probe = run(container, ["sh", "-c", OOM_PROBE], user="0", timeout=5, output_cap=4096)
+        probe = run(box, ["sh", "-c", OOM_PROBE], user="0", timeout=5, output_cap=4096)
         for line in probe.stdout.decode(errors="replace").splitlines():
             name, _, value = line.partition(" ")
             if name == "oom_kill" and value.strip().isdigit() and int(value) > 0:
@@ -245,23 +327,26 @@ def classify_kill(container: Any, raw: RawRun) -> str | None:
     return None
 
 
-def effect_of(container: Any, spec: SandboxSpec, limits: Limits, commands: Sequence[str]) -> tuple[Effect, bool]:
+def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[str]) -> tuple[Effect, bool]:
     """Run the commands of one action in order (shell state carried between them) and capture the effect.
 
     Also says whether the container may be clean: False when the action was stopped, changed a file
-    or touched the saved shell state (`is_pristine` then checks the processes).
+    or touched the saved shell state. With a runner, its report that nothing is left running settles
+    the processes too; through `docker exec`, `is_pristine` checks them.
     """
     out, err = bytearray(), bytearray()
     raw = RawRun(0, b"", b"", None)
     for i, command in enumerate(commands):
-        raw = shell_run(container, spec, limits, command, src=STATE if i == 0 else RUN_STATE, dst=RUN_STATE)
+        last = i == len(commands) - 1
+        raw = shell_run(box, spec, limits, command, src=STATE if i == 0 else RUN_STATE, dst=RUN_STATE, keep=not last)
         out += raw.stdout
         err += raw.stderr
-        killed = classify_kill(container, raw)
+        killed = classify_kill(box, raw)
         if killed:
             return _effect(limits, None, out, err, {}, "", killed), False
-    files, cwd, state_changed = file_changes(container, spec, limits, raw.cwd if commands else "")
-    return _effect(limits, raw.exit_code, out, err, files, cwd, None), not (files or state_changed)
+    files, cwd, state_changed = file_changes(box, spec, limits, raw.cwd if commands else "")
+    clean = not (files or state_changed) and (box.channel is None or raw.left == 0)
+    return _effect(limits, raw.exit_code, out, err, files, cwd, None), clean
 
 
 def _effect(limits: Limits, code: int | None, out: bytes, err: bytes, files: dict[str, str], cwd: str,

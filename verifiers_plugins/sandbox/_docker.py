@@ -5,7 +5,9 @@ That replay runs once per state: the container is committed to a snapshot image 
 `SandboxSpec.key(history)`; snapshots live in a bounded LRU cache whose evicted images are removed.
 Each action then runs in a fresh container of the snapshot, taken from a small pool of started
 containers; a container whose action changed nothing (no file, no process left) goes back to the
-pool, since it is still an exact copy of the state.
+pool, since it is still an exact copy of the state. Commands reach a container through its
+in-container runner (`_runner.py`: one socket round trip instead of a `docker exec`) when this
+machine can build it and the daemon is local, else through `docker exec`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -23,6 +26,7 @@ import docker.errors
 
 from verifiers_plugins.sandbox import _cleanup
 from verifiers_plugins.sandbox import _containers as ct
+from verifiers_plugins.sandbox import _runner as rn
 from verifiers_plugins.sandbox._images import ensure_image
 from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxError, SandboxSpec, SandboxUnavailable
 
@@ -42,18 +46,23 @@ class DockerBackend:
         parallelism: actions of a group run at once (default: twice the number of cores: a worker
             mostly waits for the daemon, whose work is what the cores run; measured in `bench/sandbox.py`).
         base_url: Docker endpoint (default: `DOCKER_HOST` or the local socket).
+        runner: send commands to an in-container runner instead of `docker exec` where it can be
+            used (`runner_note` says why not otherwise); False forces `docker exec`.
     """
 
     name = "docker"
 
     def __init__(self, limits: Limits | None = None, *, snapshots: bool = True, pool_size: int | None = None,
                  max_snapshots: int = 32, parallelism: int | None = None, base_url: str | None = None,
-                 **limit_overrides: Any) -> None:
+                 runner: bool = True, **limit_overrides: Any) -> None:
         self.limits = replace(limits or Limits(), **limit_overrides)
         self.parallelism = max(1, parallelism or 2 * (os.cpu_count() or 1))
         self.pool_size = self.parallelism if pool_size is None else max(0, pool_size)
         self.snapshots, self.max_snapshots = snapshots, max(1, max_snapshots)
         self.base_url = base_url
+        self.use_runner = runner
+        self.runner_note: str | None = None if runner else "turned off (runner=False)"
+        self._runner: Path | None = None
         self.stats: Counter[str] = Counter()
         self._client: docker.DockerClient | None = None
         self._lock = threading.RLock()
@@ -84,6 +93,10 @@ class DockerBackend:
                     ) from e
                 _cleanup.gc(client)
                 _cleanup.on_exit(self._at_exit)
+                if self.use_runner:
+                    self.runner_note = rn.runner_unavailable(self.base_url)
+                    built = rn.build_runner()
+                    self._runner = built if self.runner_note is None and isinstance(built, Path) else None
                 self._client = client
             return self._client
 
@@ -91,33 +104,52 @@ class DockerBackend:
         with self._lock:
             self.stats[name] += n
 
+    @property
+    def transport(self) -> str:
+        """How commands reach containers: "runner" or "docker exec"."""
+        _ = self.client  # decided on connection
+        return "runner" if self._runner else "docker exec"
+
+    def _create(self, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
+        runner = self._runner
+        try:
+            box = ct.create(self.client, image, spec, self.limits, kind, self.token, runner)
+        except docker.errors.APIError as e:
+            if runner is None or "mount" not in str(e).lower():
+                raise
+            # the daemon does not see this machine's files after all: docker exec from now on
+            with self._lock:
+                self._runner, self.runner_note = None, f"the daemon cannot mount the runner: {e.explanation or e}"
+            box = ct.create(self.client, image, spec, self.limits, kind, self.token)
+        self._count("containers_created")
+        return box
+
     # -- state preparation -----------------------------------------------------------------
 
-    def _prepare(self, spec: SandboxSpec, history: Sequence[str]) -> Any:
+    def _prepare(self, spec: SandboxSpec, history: Sequence[str]) -> ct.Box:
         """A started container at the pivot state: set-up as root, then the history as the user."""
         ensure_image(self.client, spec.image)
-        container = ct.create(self.client, spec.image, spec, self.limits, "replay", self.token)
-        self._count("containers_created")
+        box = self._create(spec.image, spec, "replay")
         try:
             init = (f"mkdir -p {ct.STATE} {ct.RUN_STATE} {spec.workdir} && chmod 1777 {ct.RUN_STATE}"
                     f" && printf '%s' {spec.workdir} > {ct.STATE}/cwd && : > {ct.STATE}/env")
             owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {ct.STATE} {spec.workdir}"]
             steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
             for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
-                raw = ct.run(container, [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"], user="0",
-                             timeout=self.limits.replay_timeout, output_cap=self.limits.output_cap)
+                raw = ct.run(box, [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"], user="0",
+                             timeout=self.limits.replay_timeout, output_cap=self.limits.output_cap, keep=True)
                 if raw.exit_code != 0:
                     tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
                     raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
             for command in history:
-                raw = ct.shell_run(container, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
+                raw = ct.shell_run(box, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
                                    timeout=self.limits.replay_timeout)
                 if raw.killed:
                     raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
             self._count("replayed_commands", len(history))
-            return container
+            return box
         except BaseException:
-            self._discard(container)
+            self._discard(box)
             raise
 
     def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[str, str]:
@@ -131,13 +163,13 @@ class DockerBackend:
                     self._images.move_to_end(key)
                     self._count("snapshot_hits")
                     return key, self._images[key]
-            container = self._prepare(spec, history)
+            box = self._prepare(spec, history)
             try:
                 tag = f"{key[:16]}-{os.getpid()}"
                 changes = [f"LABEL {k}={v}" for k, v in ct.labels("snapshot", self.token).items()]
-                container.commit(repository="pivot-gym/snapshot", tag=tag, changes=changes)
+                box.container.commit(repository="pivot-gym/snapshot", tag=tag, changes=changes)
             finally:
-                self._discard(container)
+                self._discard(box)
             self._count("snapshots_built")
             with self._lock:
                 self._images[key] = f"pivot-gym/snapshot:{tag}"
@@ -171,26 +203,31 @@ class DockerBackend:
 
     # -- the pool --------------------------------------------------------------------------
 
-    def _acquire(self, key: str, image: str, spec: SandboxSpec) -> Any:
+    def _acquire(self, key: str, image: str, spec: SandboxSpec) -> ct.Box:
         with self._lock:
             pool = self._pool.get(key)
             if pool:
                 self._count("pool_hits")
                 return pool.popleft()
-        self._count("containers_created")
-        return ct.create(self.client, image, spec, self.limits, "pool", self.token)
+        return self._create(image, spec, "pool")
 
-    def _release(self, key: str, container: Any, clean: bool) -> None:
-        if clean and container.id not in self._procs:
-            self._procs[container.id] = ct.procs_file(container)  # once per container: it is reused many times
-        if clean and ct.is_pristine(container, BASELINE_PROCESSES, self._procs.get(container.id)):
+    def _pristine(self, box: ct.Box) -> bool:
+        """No process left: the runner has said so in `effect_of`; through docker exec, look."""
+        if box.channel is not None:
+            return True
+        if box.id not in self._procs:
+            self._procs[box.id] = ct.procs_file(box.container)  # once per container: it is reused many times
+        return ct.is_pristine(box.container, BASELINE_PROCESSES, self._procs.get(box.id))
+
+    def _release(self, key: str, box: ct.Box, clean: bool) -> None:
+        if clean and self._pristine(box):
             with self._lock:
                 pool = self._pool.setdefault(key, deque())
                 if key in self._images and len(pool) < self.pool_size and not self._closed:
-                    pool.append(container)
+                    pool.append(box)
                     self._count("containers_reused")
                     return
-        self._discard(container)
+        self._discard(box)
 
     def _refill(self, key: str, image: str, spec: SandboxSpec) -> None:
         """Top the snapshot's pool up to `pool_size` (runs in the janitor thread)."""
@@ -199,24 +236,23 @@ class DockerBackend:
                 if self._closed or key not in self._images or len(self._pool.get(key, ())) >= self.pool_size:
                     return
             try:
-                container = ct.create(self.client, image, spec, self.limits, "pool", self.token)
+                box = self._create(image, spec, "pool")
             except docker.errors.APIError:
                 return
-            self._count("containers_created")
             with self._lock:
                 keep = not self._closed and key in self._images
                 if keep:
-                    self._pool.setdefault(key, deque()).append(container)
+                    self._pool.setdefault(key, deque()).append(box)
             if not keep:  # closed or evicted while it was being created
-                ct.remove(container)
+                ct.remove(box)
                 return
 
-    def _discard(self, container: Any) -> None:
-        self._procs.pop(container.id, None)
+    def _discard(self, box: ct.Box) -> None:
+        self._procs.pop(box.id, None)
         try:
-            self._janitor.submit(ct.remove, container)
+            self._janitor.submit(ct.remove, box)
         except RuntimeError:  # the janitor has shut down: remove inline
-            ct.remove(container)
+            ct.remove(box)
 
     # -- running actions -------------------------------------------------------------------
 
@@ -224,27 +260,27 @@ class DockerBackend:
         """The effect of one action (its shell commands) at the state after `history`."""
         self._count("actions_run")
         if not self.snapshots:
-            container = self._prepare(spec, history)
+            box = self._prepare(spec, history)
             try:
-                return ct.effect_of(container, spec, self.limits, commands)[0]
+                return ct.effect_of(box, spec, self.limits, commands)[0]
             finally:
-                self._discard(container)
+                self._discard(box)
         key, image = self.snapshot(spec, history)
         try:
-            container = self._acquire(key, image, spec)
+            box = self._acquire(key, image, spec)
         except docker.errors.ImageNotFound:
             # Someone removed the snapshot under us (`pivot sandbox gc --all`, a user's `docker rmi`):
             # forget it and rebuild the state once rather than failing the verification.
             self._forget(key)
             self._count("snapshots_lost")
             key, image = self.snapshot(spec, history)
-            container = self._acquire(key, image, spec)
+            box = self._acquire(key, image, spec)
         clean = False
         try:
-            effect, clean = ct.effect_of(container, spec, self.limits, commands)
+            effect, clean = ct.effect_of(box, spec, self.limits, commands)
             return effect
         finally:
-            self._release(key, container, clean)
+            self._release(key, box, clean)
 
     def run_group(self, spec: SandboxSpec, history: Sequence[str],
                   actions: Sequence[Sequence[str]]) -> list[Effect | SandboxError]:
@@ -276,19 +312,19 @@ class DockerBackend:
         process in the background cannot hold the session open. Stops at the first command the
         sandbox had to stop.
         """
-        container = self._prepare(spec, ())
+        box = self._prepare(spec, ())
         steps: list[tuple[ct.RawRun, str]] = []
         try:
             for command in commands:
-                raw = ct.shell_run(container, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
+                raw = ct.shell_run(box, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
                                    timeout=timeout or self.limits.replay_timeout)
                 if raw.killed:
                     steps.append((raw, ""))
                     break
-                output = ct.read_text(container, f"{ct.STATE}/out").encode()
+                output = ct.read_text(box, f"{ct.STATE}/out").encode()
                 steps.append((ct.RawRun(raw.exit_code, output, b"", None), raw.cwd))
         finally:
-            self._discard(container)
+            self._discard(box)
         return steps
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -1,0 +1,273 @@
+/*
+ * pivot-runner: runs a sandbox container's commands from inside it, so that a command costs one
+ * message on the container's attached stdin/stdout instead of a `docker exec` (a runc process
+ * start, about 60 ms).
+ *
+ * It runs as root under docker-init. Each command runs in a child that drops to the action's
+ * uid/gid before exec; the runner holds CAP_KILL (and CAP_SETUID/CAP_SETGID for the switch) and
+ * is not dumpable, so a candidate cannot signal it, trace it, or reach its pipes through /proc.
+ * After an action it kills every process but itself and init, and reports how many it could not.
+ *
+ * Protocol (host -> runner, stdin), one request per command:
+ *   "RUN <timeout_ms> <output_cap> <uid> <gid> <flags> <argc>\n", then argc times "<len>\n<bytes>"
+ *   uid/gid -1: stay root. flags: 1 = remove the uid's System V IPC objects first,
+ *   2 = keep the command's background processes (replay, or a command followed by another).
+ * Reply (stdout): "R <status> <signal> <killed> <oom> <left> <outlen> <errlen>\n" + stdout + stderr
+ *   status: exit status (-1 when ended by a signal), signal: that signal, killed: 0 no,
+ *   1 timeout, 2 output cap, oom: OOM kills in the container during the command, left: processes
+ *   still alive after the clean-up (-1 when not counted).
+ * A malformed request gets "E <message>\n" and the runner exits.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/prctl.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FLAG_CLEAN_IPC 1
+#define FLAG_KEEP 2
+#define MAX_ARGS 4096
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void write_all(int fd, const char *buf, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            _exit(3); /* the host went away */
+        }
+        buf += w;
+        n -= (size_t)w;
+    }
+}
+
+static void fail(const char *message) {
+    char line[512];
+    int n = snprintf(line, sizeof line, "E %s\n", message);
+    write_all(1, line, (size_t)n);
+    _exit(2);
+}
+
+/* OOM kills so far in this container's memory cgroup (v2, then v1); 0 when neither is readable. */
+static long oom_kills(void) {
+    const char *files[] = {"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(files[i], "r");
+        if (!f) continue;
+        char key[64];
+        long value;
+        while (fscanf(f, "%63s %ld", key, &value) == 2) {
+            if (strcmp(key, "oom_kill") == 0) {
+                fclose(f);
+                return value;
+            }
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+/* Live processes other than init and this runner (zombies wait for init and count as gone). */
+static int live_processes(void) {
+    DIR *d = opendir("/proc");
+    if (!d) return -1;
+    int n = 0;
+    pid_t self = getpid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == self) continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t r = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (r <= 0) continue;
+        buf[r] = 0;
+        char *paren = strrchr(buf, ')');
+        if (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X')) continue;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Kill everything but init and the runner; wait (briefly) until it is gone; return what is left. */
+static int kill_all(void) {
+    int left = 0;
+    for (int i = 0; i < 100; i++) {
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, WNOHANG) > 0) {}
+        left = live_processes();
+        if (left == 0) return 0;
+        usleep(2000);
+    }
+    return left;
+}
+
+/* Remove the System V IPC objects the current uid owns (they are not files: docker diff cannot see them). */
+static void clean_ipc(void) {
+    const char *files[] = {"/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg"};
+    uid_t me = getuid();
+    for (int kind = 0; kind < 3; kind++) {
+        FILE *f = fopen(files[kind], "r");
+        if (!f) continue;
+        char line[1024];
+        if (!fgets(line, sizeof line, f)) { fclose(f); continue; }  /* the header */
+        while (fgets(line, sizeof line, f)) {
+            long key, id, perms, a, b, c, uid;
+            /* shm: key shmid perms size cpid lpid nattch uid ...; sem: key semid perms nsems uid ...;
+               msg: key msqid perms cbytes qnum lspid lrpid uid ... */
+            if (kind == 0 && sscanf(line, "%ld %ld %lo %ld %ld %ld %*d %ld", &key, &id, &perms, &a, &b, &c, &uid) == 7) {
+                if ((uid_t)uid == me) shmctl((int)id, IPC_RMID, NULL);
+            } else if (kind == 1 && sscanf(line, "%ld %ld %lo %ld %ld", &key, &id, &perms, &a, &uid) == 5) {
+                if ((uid_t)uid == me) semctl((int)id, 0, IPC_RMID);
+            } else if (kind == 2 && sscanf(line, "%ld %ld %lo %ld %ld %ld %ld %ld", &key, &id, &perms, &a, &b, &c, &c, &uid) == 8) {
+                if ((uid_t)uid == me) msgctl((int)id, IPC_RMID, NULL);
+            }
+        }
+        fclose(f);
+    }
+}
+
+static char *read_exact(FILE *in, size_t n) {
+    char *buf = malloc(n + 1);
+    if (!buf) fail("out of memory");
+    if (n && fread(buf, 1, n, in) != n) fail("truncated argument");
+    buf[n] = 0;
+    return buf;
+}
+
+struct buffer {
+    char *data;
+    size_t len;
+};
+
+static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, long flags, long argc) {
+    if (argc < 1 || argc > MAX_ARGS || cap < 0) fail("bad request");
+    char **argv = calloc((size_t)argc + 1, sizeof *argv);
+    if (!argv) fail("out of memory");
+    for (long i = 0; i < argc; i++) {
+        unsigned long len;
+        if (fscanf(in, "%lu", &len) != 1 || fgetc(in) != '\n' || len > (64UL << 20)) fail("bad argument length");
+        argv[i] = read_exact(in, len);
+    }
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) fail("pipe failed");
+    long oom_before = oom_kills();
+    long start = now_ms();
+    pid_t child = fork();
+    if (child < 0) {
+        /* the pids limit: report it as the command's failure, not the runner's */
+        char line[128];
+        int n = snprintf(line, sizeof line, "R 126 0 0 0 %d 0 %zu\n", kill_all(), strlen("fork failed\n"));
+        write_all(1, line, (size_t)n);
+        write_all(1, "fork failed\n", strlen("fork failed\n"));
+        close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+        return;
+    }
+    if (child == 0) {
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(126);
+        signal(SIGPIPE, SIG_DFL); /* ignored signals survive exec: `yes | head` needs the default */
+        setsid();
+        if (gid >= 0 && (setgroups(0, NULL) || setgid((gid_t)gid))) { perror("pivot-runner: setgid"); _exit(126); }
+        if (uid >= 0 && setuid((uid_t)uid)) { perror("pivot-runner: setuid"); _exit(126); }
+        if (flags & FLAG_CLEAN_IPC) clean_ipc();
+        execvp(argv[0], argv);
+        perror("pivot-runner: exec");
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    /* a pidfd wakes poll() when the shell exits (Linux >= 5.3); without one, poll in short slices */
+    int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+    struct buffer bufs[2] = {{malloc((size_t)cap + 1), 0}, {malloc((size_t)cap + 1), 0}};
+    if (!bufs[0].data || !bufs[1].data) fail("out of memory");
+    struct pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {pidfd, POLLIN, 0}};
+    int open_fds = 2, status = 0, exited = 0, killed = 0;
+    char scratch[65536];
+    for (;;) {
+        if (exited && open_fds == 0) break;
+        long remaining = start + timeout_ms - now_ms();
+        if (remaining <= 0) { killed = 1; break; }
+        if (exited) fds[2].fd = -1;
+        int wait = exited ? 0 : (pidfd >= 0 ? (int)remaining : (int)(remaining < 20 ? remaining : 20));
+        int ready = poll(fds, 3, wait);
+        if (ready < 0 && errno != EINTR) break;
+        for (int i = 0; i < 2 && ready > 0; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t r = read(fds[i].fd, scratch, sizeof scratch);
+            if (r <= 0) { close(fds[i].fd); fds[i].fd = -1; open_fds--; continue; }
+            size_t room = (size_t)cap - bufs[0].len - bufs[1].len;
+            size_t take = (size_t)r < room ? (size_t)r : room;
+            memcpy(bufs[i].data + bufs[i].len, scratch, take);
+            bufs[i].len += take;
+            if ((size_t)r >= room) killed = 2;
+        }
+        if (killed) break;
+        if (!exited && waitpid(child, &status, WNOHANG) == child) exited = 1;
+        else if (exited && ready == 0) break; /* the shell ended and its pipes are drained */
+    }
+    if (pidfd >= 0) close(pidfd);
+    /* what is left running: killed after a command stopped, or after an action's last command */
+    int left = (killed || !(flags & FLAG_KEEP)) ? kill_all() : -1;
+    if (!exited) {
+        /* killed above; a child that outlived kill_all (no CAP_KILL) is not waited for */
+        if (waitpid(child, &status, left == 0 ? 0 : WNOHANG) != child) status = W_EXITCODE(0, SIGKILL);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (fds[i].fd >= 0) close(fds[i].fd);
+    }
+    long oom = oom_kills() - oom_before;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    char line[256];
+    int n = snprintf(line, sizeof line, "R %d %d %d %ld %d %zu %zu\n", code, sig, killed, oom, left,
+                     bufs[0].len, bufs[1].len);
+    write_all(1, line, (size_t)n);
+    write_all(1, bufs[0].data, bufs[0].len);
+    write_all(1, bufs[1].data, bufs[1].len);
+    free(bufs[0].data);
+    free(bufs[1].data);
+    for (long i = 0; i < argc; i++) free(argv[i]);
+    free(argv);
+}
+
+int main(void) {
+    prctl(PR_SET_DUMPABLE, 0); /* no /proc/<pid>/fd, mem or ptrace for a candidate of the same uid */
+    signal(SIGPIPE, SIG_IGN);
+    FILE *in = stdin;
+    char word[8];
+    for (;;) {
+        long timeout_ms, cap, uid, gid, flags, argc;
+        int got = fscanf(in, "%7s", word);
+        if (got == EOF) return 0;
+        if (got != 1 || strcmp(word, "RUN") != 0) fail("expected RUN");
+        if (fscanf(in, "%ld %ld %ld %ld %ld %ld", &timeout_ms, &cap, &uid, &gid, &flags, &argc) != 6 ||
+            fgetc(in) != '\n')
+            fail("bad RUN header");
+        run_one(in, timeout_ms, cap, uid, gid, flags, argc);
+    }
+}
