@@ -53,3 +53,23 @@ def test_python_edit_equals_sed_edit(debian_pivots):
 def test_gnu_ls_flag_order(debian_pivots):
     (verdict,) = get_verifier("docker_shell").verify_batch(debian_pivots["ls -la"], [terminus("ls -al")])
     assert verdict.accepted, verdict.details
+
+
+def test_system_v_ipc_does_not_reach_the_next_candidate(debian_pivots):
+    from verifiers_plugins.builtin.docker_shell import history_commands
+    from verifiers_plugins.sandbox import SandboxSpec
+    from verifiers_plugins.sandbox._docker import DockerBackend
+
+    pivot = debian_pivots["ls -la"]
+    spec, history = SandboxSpec.from_context(pivot.context), history_commands(pivot)
+    probe = "ipcs -m -s -q | grep -c '^0x' || true"
+    # one worker, a pool of one: each action runs in the container the one before left (it writes no file)
+    backend = DockerBackend(pool_size=1, parallelism=1)
+    try:
+        before, made, after = backend.run_group(spec, history, [[probe], ["ipcmk -M 4096 && ipcmk -S 2 && ipcmk -Q"],
+                                                                 [probe]])
+        assert backend.stats["containers_reused"] >= 2
+    finally:
+        backend.close()
+    assert made.exit_code == 0 and made.stdout.count("id:") == 3, made
+    assert before.stdout == after.stdout == "0"
