@@ -90,12 +90,19 @@ def row_sandbox(opts: argparse.Namespace) -> Row:
     if not speedup:
         raise NotAvailable("bench/sandbox.py printed no 'speedup: N.Nx' line")
 
+    transport = re.search(r"default transport: (.+?)\s*$", out, re.M)
+    via = transport.group(1) if transport else ""
+
     def ms(label: str) -> str:
-        found = re.search(rf"^\s*{re.escape(label)}.*?(\d+)\s*$", out, re.M)
+        # the rows of the default transport (bench/sandbox.py also prints docker exec's)
+        found = re.search(rf"^\s*{re.escape(label)}.*?{re.escape(via)}\s.*?(\d+)\s*$", out, re.M)
         return f"{found.group(1)} ms/candidate" if found else "?"
 
     size = re.search(r"pivots: (\d+) \(history commands: ([^)]*)\)\s+K = (\d+)", out)
-    note = f"{size.group(1)} pivots (history {size.group(2)}), K={size.group(3)}; " if size else ""
+    note = f"{size.group(1)} pivots (history {size.group(2)}), K={size.group(3)}, via {via}; " if size else ""
+    exec_ratio = re.search(r"runner vs naive, docker exec: ([\d.]+x)", out)
+    if exec_ratio:
+        note += f"{exec_ratio.group(1)} against naive through docker exec; "
     return Row("sandbox verify: cold replay vs snapshot + pool", f"cold {ms('naive (cold')}",
                f"pooled {ms('snapshot + pool, all')}", f"{float(speedup.group(1)):.1f}x",
                note + f"warm epochs alone {ms('later epochs (warm)')} (bench/sandbox.py)")
