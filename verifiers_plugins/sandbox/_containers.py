@@ -24,6 +24,7 @@ import docker.errors
 from docker.types import Mount, Ulimit
 
 from verifiers_plugins.sandbox import _runner as rn
+from verifiers_plugins.sandbox._diff import Layers, layers_of, upper_changes
 from verifiers_plugins.sandbox._effects import normalize_output
 from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxSpec
 
@@ -91,6 +92,8 @@ class Box:
 
     container: Any
     channel: rn.Channel | None = None
+    holder: Box | None = None  # the retired container whose network namespace it joined (`_netns.py`)
+    layers: Layers | None = None  # its overlay folders, when this process can read them (`_diff.py`)
 
     @property
     def id(self) -> str:
@@ -104,14 +107,15 @@ def labels(kind: str, backend: str = "") -> dict[str, str]:
 
 
 def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: Limits, kind: str,
-           backend: str = "", runner: Path | None = None) -> Box:
+           backend: str = "", runner: Path | None = None, holder: Box | None = None) -> Box:
     """Create and start an idle, isolated container; commands are sent to its runner or exec'd into it.
 
     Only the container that replays set-up and history (`kind="replay"`) keeps Docker's default
     capabilities, because set-up runs as root and must chown the working directory; set-up comes
     from the dataset, not from the policy. Containers that run candidates drop every capability
     but the three the runner needs to switch to the action's user and to kill what it left
-    (a switch to a non-root uid drops them for the action itself).
+    (a switch to a non-root uid drops them for the action itself). With `holder`, it joins that
+    container's network namespace (`--network none` there) instead of creating one.
     """
     mem = limits.memory
     extra: dict[str, Any] = {}
@@ -124,7 +128,8 @@ def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: L
     api = client.api
     # the low-level calls: `containers.run` adds an inspect round trip (and a pull on a missing image)
     host_config = api.create_host_config(
-        network_mode="none", **extra, security_opt=["no-new-privileges"], pids_limit=limits.pids,
+        network_mode=f"container:{holder.id}" if holder else "none", **extra, security_opt=["no-new-privileges"],
+        pids_limit=limits.pids,
         mem_limit=mem, memswap_limit=mem, nano_cpus=int(limits.cpus * 1e9),
         ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)], init=True, shm_size="8m",
     )
@@ -139,7 +144,8 @@ def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: L
     except BaseException:
         api.remove_container(container_id, force=True)
         raise
-    return Box(client.containers.prepare_model({"Id": container_id}), channel)
+    container = client.containers.prepare_model({"Id": container_id})
+    return Box(container, channel, holder, layers_of(container))
 
 
 def remove(box: Box) -> None:
@@ -155,6 +161,16 @@ def remove(box: Box) -> None:
             raise
 
 
+def settle(box: Box) -> bool:
+    """Kill whatever still runs in a runner container; True when nothing but the runner is left."""
+    if box.channel is None:
+        return False
+    try:
+        return box.channel.call(["true"], uid=-1, gid=-1, timeout=5, output_cap=1024).left == 0
+    except rn.RunnerLost:
+        return False
+
+
 def run(box: Box, argv: Sequence[str], *, user: str, timeout: float, output_cap: int, marked: bool = False,
         keep: bool = False, clean_ipc: bool = False) -> RawRun:
     """Run `argv` as `user`, stopped when it runs past `timeout` or prints more than `output_cap` bytes.
@@ -163,11 +179,11 @@ def run(box: Box, argv: Sequence[str], *, user: str, timeout: float, output_cap:
     action but its last); `clean_ipc` first removes the user's System V IPC objects (runner only).
     `marked`: the command is `WRAPPER`, whose end mark carries the exit status and the cwd.
     """
-    ids = rn.parse_user(user) if box.channel is not None else None
-    if ids is None:
+    ids = rn.parse_user(user)
+    if box.channel is None or ids is None:
         return _exec(box.container, argv, user=user, timeout=timeout, output_cap=output_cap, marked=marked)
     try:
-        reply = box.channel.call(argv, uid=ids[0], gid=ids[1], timeout=timeout, output_cap=output_cap,  # type: ignore[union-attr]
+        reply = box.channel.call(argv, uid=ids[0], gid=ids[1], timeout=timeout, output_cap=output_cap,
                                  clean_ipc=clean_ipc, keep=keep)
     except rn.RunnerLost as e:
         # the runner died (the OOM killer, a root action that killed everything) or hung: the
@@ -260,14 +276,20 @@ def shell_run(box: Box, spec: SandboxSpec, limits: Limits, command: str, *, src:
                marked=True, keep=keep, clean_ipc=src != dst)
 
 
-def changed_paths(container: Any) -> tuple[list[tuple[str, int]], bool]:
-    """`docker diff`: (path, kind) pairs and whether the saved shell state itself changed.
+def changed_paths(box: Box) -> tuple[list[tuple[str, int]], bool]:
+    """(path, kind) pairs of the container's changes and whether the saved shell state itself changed.
 
-    Kind is 0 changed, 1 added, 2 deleted; the state folders are left out of the pairs. A change of
-    `STATE` makes the container unfit for reuse: every action starts from it.
+    Read from the overlay upper folder when this process can (`_diff.py`: `docker diff` misses
+    some same-size edits), else from `docker diff`. Kind is 0 changed, 1 added, 2 deleted; the
+    state folders are left out of the pairs. A change of `STATE` makes the container unfit for
+    reuse: every action starts from it.
     """
     out, state_changed = [], False
-    for item in container.diff() or ():
+    if box.layers is not None:
+        items = [{"Path": p, "Kind": k} for p, k in upper_changes(box.layers)]
+    else:
+        items = box.container.diff() or []
+    for item in items:
         path = item["Path"]
         if path == rn.MOUNT_POINT:
             continue  # the runner's mount point
@@ -286,7 +308,7 @@ def file_changes(box: Box, spec: SandboxSpec, limits: Limits,
     One command hashes the changed files (and reads the cwd when `cwd` is not known yet); an action
     that changed nothing and reported its cwd costs no command at all.
     """
-    changes, state_changed = changed_paths(box.container)
+    changes, state_changed = changed_paths(box)
     files = {p: "deleted" for p, kind in changes if kind == 2}
     present = [p for p, kind in changes if kind != 2]
     if not present and cwd:

@@ -28,6 +28,7 @@ from verifiers_plugins.sandbox import _cleanup
 from verifiers_plugins.sandbox import _containers as ct
 from verifiers_plugins.sandbox import _runner as rn
 from verifiers_plugins.sandbox._images import ensure_image
+from verifiers_plugins.sandbox._netns import NetnsHolders
 from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxError, SandboxSpec, SandboxUnavailable
 
 BASELINE_PROCESSES = 2  # docker-init and the idle sleep
@@ -63,6 +64,8 @@ class DockerBackend:
         self.use_runner = runner
         self.runner_note: str | None = None if runner else "turned off (runner=False)"
         self._runner: Path | None = None
+        # network namespaces of retired containers, lent to their replacements (`_netns.py`)
+        self._holders = NetnsHolders(ct.remove, keep=2 * self.parallelism + self.pool_size)
         self.stats: Counter[str] = Counter()
         self._client: docker.DockerClient | None = None
         self._lock = threading.RLock()
@@ -111,18 +114,30 @@ class DockerBackend:
         return "runner" if self._runner else "docker exec"
 
     def _create(self, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
-        runner = self._runner
-        try:
-            box = ct.create(self.client, image, spec, self.limits, kind, self.token, runner)
-        except docker.errors.APIError as e:
-            if runner is None or "mount" not in str(e).lower():
-                raise
-            # the daemon does not see this machine's files after all: docker exec from now on
-            with self._lock:
-                self._runner, self.runner_note = None, f"the daemon cannot mount the runner: {e.explanation or e}"
-            box = ct.create(self.client, image, spec, self.limits, kind, self.token)
-        self._count("containers_created")
-        return box
+        """A started container of `image`, in a borrowed network namespace when a holder is free."""
+        for attempt in range(3):
+            runner = self._runner
+            holder = self._holders.lend() if runner else None
+            try:
+                box = ct.create(self.client, image, spec, self.limits, kind, self.token, runner, holder)
+            except docker.errors.APIError as e:
+                if holder is not None:  # stopped or removed under us: never lend it again
+                    self._janitor.submit(ct.remove, holder)
+                if isinstance(e, docker.errors.ImageNotFound) or attempt == 2:
+                    raise
+                if holder is None:
+                    if runner is None or "mount" not in str(e).lower():
+                        raise
+                    # the daemon does not see this machine's files after all: docker exec from now on
+                    with self._lock:
+                        self._runner = None
+                        self.runner_note = f"the daemon cannot mount the runner: {e.explanation or e}"
+                continue
+            self._count("containers_created")
+            if holder is not None:
+                self._count("netns_borrowed")
+            return box
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     # -- state preparation -----------------------------------------------------------------
 
@@ -244,15 +259,24 @@ class DockerBackend:
                 if keep:
                     self._pool.setdefault(key, deque()).append(box)
             if not keep:  # closed or evicted while it was being created
-                ct.remove(box)
+                self._retire(box)
                 return
 
     def _discard(self, box: ct.Box) -> None:
         self._procs.pop(box.id, None)
         try:
-            self._janitor.submit(ct.remove, box)
+            self._janitor.submit(self._retire, box)
         except RuntimeError:  # the janitor has shut down: remove inline
-            ct.remove(box)
+            self._retire(box)
+
+    def _retire(self, box: ct.Box) -> None:
+        """Remove a container, or keep it as a holder when it owns a namespace that nothing uses now."""
+        if box.holder is None and not self._closed and ct.settle(box) and self._holders.offer(box):
+            self._count("netns_holders_kept")
+            return
+        ct.remove(box)
+        if box.holder is not None:
+            self._holders.give_back(box.holder)  # what ran in its namespace is gone with the container
 
     # -- running actions -------------------------------------------------------------------
 
@@ -344,8 +368,11 @@ class DockerBackend:
         with ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-sandbox-close") as removers:
             for c in pooled:
                 self._procs.pop(c.id, None)
-                removers.submit(ct.remove, c)
+                removers.submit(self._retire, c)
         self._janitor.shutdown(wait=True)
+        with ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-sandbox-close") as removers:
+            for holder in self._holders.close():
+                removers.submit(ct.remove, holder)
         if self._client is not None:
             for image in images:
                 self._remove_image(image)
