@@ -31,6 +31,7 @@ from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxSpec
 STATE = "/.pivot"  # shell state saved by replay (part of every snapshot)
 RUN_STATE = "/.pivot-run"  # per-action state of a verification run (a tmpfs in pool containers)
 IDLE = ["sleep", "2147483647"]
+HOSTNAME = "pivot-sandbox"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 SIGXFSZ_EXIT = 128 + 25
 
@@ -137,6 +138,8 @@ def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: L
         image, [rn.MOUNT_POINT] if runner else IDLE, detach=True, labels=labels(kind, backend),
         host_config=host_config, environment={"HOME": spec.workdir, **spec.env}, working_dir="/",
         stdin_open=bool(runner), user="0" if runner else None,
+        # one name for every sandbox (`hostname`, prompts); a joined container has its holder's
+        hostname=None if holder else HOSTNAME,
     )["Id"]
     try:
         api.start(container_id)

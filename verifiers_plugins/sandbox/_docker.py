@@ -121,9 +121,13 @@ class DockerBackend:
             try:
                 box = ct.create(self.client, image, spec, self.limits, kind, self.token, runner, holder)
             except docker.errors.APIError as e:
+                if isinstance(e, docker.errors.ImageNotFound):
+                    if holder is not None:
+                        self._holders.give_back(holder)
+                    raise
                 if holder is not None:  # stopped or removed under us: never lend it again
                     self._janitor.submit(ct.remove, holder)
-                if isinstance(e, docker.errors.ImageNotFound) or attempt == 2:
+                if attempt == 2:
                     raise
                 if holder is None:
                     if runner is None or "mount" not in str(e).lower():
