@@ -67,15 +67,18 @@ def build_runner() -> Path | str:
             if not compiler:
                 result = "no C compiler (cc) on this machine to build the sandbox runner"
             else:
-                target.parent.mkdir(parents=True, exist_ok=True)
                 partial = target.with_suffix(f".{os.getpid()}.tmp")
-                proc = subprocess.run([compiler, "-O2", "-static", "-o", str(partial), str(SOURCE)],
-                                      capture_output=True, text=True)
-                if proc.returncode != 0:
-                    result = f"the sandbox runner did not compile ({compiler}): {proc.stderr.strip()[-300:]}"
-                else:
-                    partial.chmod(0o755)
-                    partial.replace(target)  # atomic: concurrent processes build the same bytes
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    proc = subprocess.run([compiler, "-O2", "-static", "-o", str(partial), str(SOURCE)],
+                                          capture_output=True, text=True)
+                    if proc.returncode != 0:
+                        result = f"the sandbox runner did not compile ({compiler}): {proc.stderr.strip()[-300:]}"
+                    else:
+                        partial.chmod(0o755)
+                        partial.replace(target)  # atomic: concurrent processes build the same bytes
+                except OSError as e:
+                    result = f"the sandbox runner could not be built in {target.parent}: {e}"
         _built[digest] = result
         return result
 
