@@ -19,7 +19,14 @@ from pivot_envs._model import Message, Pivot
 from verifiers_plugins._host import get_host
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
-from verifiers_plugins.sandbox._effects import Unstable, compare_effects, reason_for, unstable_parts
+from verifiers_plugins.sandbox._effects import (
+    STDERR_MODES,
+    Unstable,
+    compare_effects,
+    path_shape,
+    reason_for,
+    unstable_parts,
+)
 from verifiers_plugins.sandbox._spec import Effect, SandboxError, SandboxSpec
 
 # tmux key names a Terminus turn may send; they run nothing in a fresh shell.
@@ -50,6 +57,8 @@ class DockerShell:
         expert_gap: seconds between the end of the first expert run and the start of the second, so that clock readings
             with one-second resolution (`date`, `ls -l` of a new file) differ between them and are
             recognised as unstable. Paid once per pivot state: the expert's effect is cached.
+        stderr: how stderr counts: "exact" (default), "presence" (both empty or both not: error
+            messages name the program that failed) or "ignore".
         **backend_config: passed to the backend factory (e.g. `action_timeout`, `pool_size`).
     """
 
@@ -63,9 +72,13 @@ class DockerShell:
     _cache_lock = threading.RLock()
     stats: Counter[str] = Counter()
 
-    def __init__(self, backend: str = "docker", expert_gap: float = 1.05, **backend_config: Any) -> None:
+    def __init__(self, backend: str = "docker", expert_gap: float = 1.05, stderr: str = "exact",
+                 **backend_config: Any) -> None:
+        if stderr not in STDERR_MODES:
+            raise ValueError(f"docker_shell stderr: expected one of {STDERR_MODES}, got {stderr!r}")
         self.backend_name = backend
         self.expert_gap = expert_gap
+        self.stderr = stderr
         self.backend_config = dict(backend_config)
         get_host().get("sandboxes", backend)  # fail now on an unknown backend name, with a did-you-mean
 
@@ -91,11 +104,17 @@ class DockerShell:
             return [Verdict.skip("the expert turn runs no shell command")] * len(actions)
         history = history_commands(pivot)
         wanted = [action_commands(a) for a in actions]
+        key = (self.backend_name, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert))
         try:
             backend = self.backend()
-            reference = self._expert(backend, spec, history, expert)
+            reference = self._cached_expert(key)
+            if reference is None:
+                first, first_ended = self._run_expert(backend, spec, history, expert), time.monotonic()
             unique = list(dict.fromkeys(tuple(w) for w in wanted if w))
+            # the candidates run while the expert's second run waits out its gap
             effects = dict(zip(unique, backend.run_group(spec, history, unique), strict=True)) if unique else {}
+            if reference is None:
+                reference = self._settle_expert(backend, spec, history, expert, first, first_ended, key)
         except SandboxError as e:
             return [Verdict.failed(f"sandbox {self.backend_name}: {e}")] * len(actions)
         self._count("candidates_run", len(unique))
@@ -107,32 +126,41 @@ class DockerShell:
                 out.append(self._judge(reference, effects[tuple(commands)], spec.workdir))
         return out
 
-    def _expert(self, backend: Any, spec: SandboxSpec, history: list[str],
-                expert: list[str]) -> tuple[Effect, Unstable]:
-        key = (self.backend_name, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert))
+    def _cached_expert(self, key: tuple[Any, ...]) -> tuple[Effect, Unstable] | None:
         with self._cache_lock:
-            if key in self._expert_cache:
-                self._expert_cache.move_to_end(key)
-                self._count("expert_cache_hits")
-                return self._expert_cache[key]
-        (first,) = backend.run_group(spec, history, [expert])
-        time.sleep(self.expert_gap)  # after the first run ended: its clock readings are all older
-        (second,) = backend.run_group(spec, history, [expert])
-        for effect in (first, second):
-            if isinstance(effect, Exception):
-                raise SandboxError(f"the expert action could not run: {effect}")
-        self._count("expert_runs", 2)
-        if set(first.files) != set(second.files):
-            # Paths seen in one run only would be left out of every comparison, so a run whose
-            # change set came back short would let any edit pass. A third run settles which two agree.
+            if key not in self._expert_cache:
+                return None
+            self._expert_cache.move_to_end(key)
+            self._count("expert_cache_hits")
+            return self._expert_cache[key]
+
+    def _run_expert(self, backend: Any, spec: SandboxSpec, history: list[str], expert: list[str]) -> Effect:
+        (effect,) = backend.run_group(spec, history, [expert])
+        if isinstance(effect, Exception):
+            raise SandboxError(f"the expert action could not run: {effect}")
+        self._count("expert_runs")
+        return effect
+
+    def _settle_expert(self, backend: Any, spec: SandboxSpec, history: list[str], expert: list[str],
+                       first: Effect, first_ended: float, key: tuple[Any, ...]) -> tuple[Effect, Unstable]:
+        """Run the expert a second time, `expert_gap` after the first ended, and cache what is unstable."""
+        time.sleep(max(0.0, self.expert_gap - (time.monotonic() - first_ended)))  # its clock readings are all newer
+        second = self._run_expert(backend, spec, history, expert)
+        unstable = unstable_parts(first, second)
+        if any(path_shape(p) not in unstable.shapes for p in unstable.paths):
+            # A path made in one run only, and not a varying name (a timestamp in it), would be left
+            # out of every comparison: a third run settles which two runs agree.
             time.sleep(self.expert_gap)
-            (third,) = backend.run_group(spec, history, [expert])
-            self._count("expert_runs")
-            if not isinstance(third, Exception) and set(third.files) == set(second.files):
+            try:
+                third = self._run_expert(backend, spec, history, expert)
+            except SandboxError:
+                third = None  # two runs are enough to go on with
+            if third is not None and set(third.files) == set(second.files):
                 first = second
-            if not isinstance(third, Exception) and set(third.files) == set(first.files):
+            if third is not None and set(third.files) == set(first.files):
                 second = third
-        value = (first, unstable_parts(first, second))
+            unstable = unstable_parts(first, second)
+        value = (first, unstable)
         with self._cache_lock:
             self._expert_cache[key] = value
             while len(self._expert_cache) > _EXPERT_CACHE_SIZE:
@@ -143,7 +171,7 @@ class DockerShell:
         if isinstance(effect, Exception):
             return Verdict.failed(f"sandbox {self.backend_name}: {effect}")
         expert, unstable = reference
-        comparison = compare_effects(expert, effect, unstable, workdir)
+        comparison = compare_effects(expert, effect, unstable, workdir, self.stderr)
         details = comparison.details(unstable)
         details["candidate"] = {"exit_code": effect.exit_code, "killed": effect.killed,
                                 "changed": sorted(effect.files)[:10], "cwd": effect.cwd}

@@ -248,11 +248,11 @@ class DockerBackend:
                     return
         self._discard(box)
 
-    def _refill(self, key: str, image: str, spec: SandboxSpec) -> None:
-        """Top the snapshot's pool up to `pool_size` (runs in the janitor thread)."""
+    def _refill(self, key: str, image: str, spec: SandboxSpec, target: int) -> None:
+        """Top the snapshot's pool up to `target` containers (runs in the janitor thread)."""
         while True:
             with self._lock:
-                if self._closed or key not in self._images or len(self._pool.get(key, ())) >= self.pool_size:
+                if self._closed or key not in self._images or len(self._pool.get(key, ())) >= target:
                     return
             try:
                 box = self._create(image, spec, "pool")
@@ -329,7 +329,9 @@ class DockerBackend:
         key, image = self.snapshot(spec, history)
         effects = list(self._workers.map(one, actions))
         # this state is hot: have ready containers waiting for its next group (the next epoch)
-        self._janitor.submit(self._refill, key, image, spec)
+        # no more than this group used: a single verification (an expert run) keeps one ready, a
+        # GRPO group a full pool; containers made for a state that is not verified again are waste
+        self._janitor.submit(self._refill, key, image, spec, min(self.pool_size, len(actions)))
         return effects
 
     def transcript(self, spec: SandboxSpec, commands: Sequence[str],

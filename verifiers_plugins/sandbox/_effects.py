@@ -7,6 +7,7 @@ names) is *unstable* and left out when the candidate's effect is compared with t
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,10 @@ from verifiers_plugins.sandbox._spec import Effect
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 PARTS = ("killed", "exit_status", "stdout", "stderr", "files", "cwd")
+# How stderr counts: "exact" (after normalisation and the unstable mask), "presence" (both empty or
+# both not: error messages name the program that failed, `cat: f: No such file` vs `head: f: ...`),
+# "ignore".
+STDERR_MODES = ("exact", "presence", "ignore")
 
 
 def normalize_output(text: str, cap: int) -> str:
@@ -35,19 +40,33 @@ class Unstable:
         lines: per stream, line indices to ignore (when both runs printed the same number of lines).
         paths: changed paths present in only one run (ignored entirely).
         contents: paths present in both runs with different content (only presence compared).
+        shapes: names of `paths` with their digits masked that both runs made, one each
+            (`report_104210.json` and `report_104211.json`): a candidate must make as many paths of
+            each shape, whatever their digits.
     """
 
     parts: frozenset[str] = frozenset()
     lines: Mapping[str, frozenset[int]] = field(default_factory=dict)
     paths: frozenset[str] = frozenset()
     contents: frozenset[str] = frozenset()
+    shapes: frozenset[str] = frozenset()
+
+    def covers(self, path: str) -> bool:
+        """True when `path` is left out of the exact comparison of change sets."""
+        return path in self.paths or (bool(self.shapes) and path_shape(path) in self.shapes)
 
     def describe(self) -> list[str]:
         """Human-readable list of what is excluded."""
         out = sorted(self.parts)
         out += [f"{s} line {i + 1}" for s, idx in sorted(self.lines.items()) for i in sorted(idx)]
         out += [f"path {p}" for p in sorted(self.paths)] + [f"content of {p}" for p in sorted(self.contents)]
+        out += [f"paths named {s}" for s in sorted(self.shapes)]
         return out
+
+
+def path_shape(path: str) -> str:
+    """The path with every run of digits replaced by `#` (timestamps, PIDs and counters in names)."""
+    return re.sub(r"\d+", "#", path)
 
 
 def _line_mask(a: str, b: str) -> frozenset[int] | None:
@@ -77,7 +96,8 @@ def unstable_parts(first: Effect, second: Effect) -> Unstable:
     fa, fb = dict(first.files), dict(second.files)
     paths = frozenset(set(fa) ^ set(fb))
     contents = frozenset(p for p in set(fa) & set(fb) if fa[p] != fb[p])
-    return Unstable(frozenset(parts), lines, paths, contents)
+    shapes = frozenset({path_shape(p) for p in set(fa) - set(fb)} & {path_shape(p) for p in set(fb) - set(fa)})
+    return Unstable(frozenset(parts), lines, paths, contents, shapes)
 
 
 @dataclass(frozen=True)
@@ -124,17 +144,23 @@ def _compare_stream(name: str, want: str, got: str, unstable: Unstable) -> str |
 
 
 def _compare_files(want: Mapping[str, str], got: Mapping[str, str], unstable: Unstable) -> str | None:
-    want = {p: v for p, v in want.items() if p not in unstable.paths}
-    got = {p: v for p, v in got.items() if p not in unstable.paths}
+    def varying(files: Mapping[str, str]) -> Counter[str]:
+        return Counter(path_shape(p) for p in files if unstable.covers(p) and path_shape(p) in unstable.shapes)
+
+    want_varying, got_varying = varying(want), varying(got)
+    want = {p: v for p, v in want.items() if not unstable.covers(p)}
+    got = {p: v for p, v in got.items() if not unstable.covers(p)}
     missing = sorted(set(want) - set(got))
     extra = sorted(set(got) - set(want))
     changed = sorted(p for p in set(want) & set(got) if want[p] != got[p] and p not in unstable.contents)
-    if not (missing or extra or changed):
+    if not (missing or extra or changed) and want_varying == got_varying:
         return None
     bits = []
     for label, paths in (("missing", missing), ("unexpected", extra), ("different content", changed)):
         if paths:
             bits.append(f"{label}: {', '.join(paths[:5])}" + (f" (+{len(paths) - 5})" if len(paths) > 5 else ""))
+    if want_varying != got_varying:
+        bits.append(f"paths whose names vary: expected {dict(want_varying)}, got {dict(got_varying)}")
     return "; ".join(bits)
 
 
@@ -143,8 +169,24 @@ def _outside(path: str, workdir: str) -> bool:
     return not (path == workdir or path.startswith(root) or root.startswith(path.rstrip("/") + "/"))
 
 
-def compare_effects(expert: Effect, candidate: Effect, unstable: Unstable, workdir: str) -> Comparison:
-    """Compare the candidate's effect with the expert's, part by part, skipping unstable parts."""
+def _compare_stderr(want: str, got: str, unstable: Unstable, mode: str) -> str | None:
+    if mode == "ignore":
+        return None
+    if mode == "presence":
+        if bool(want) == bool(got) or "stderr" in unstable.parts:
+            return None
+        return f"expected {'output' if want else 'nothing'} on stderr, got {_short(got) if got else 'nothing'}"
+    return _compare_stream("stderr", want, got, unstable)
+
+
+def compare_effects(expert: Effect, candidate: Effect, unstable: Unstable, workdir: str,
+                    stderr: str = "exact") -> Comparison:
+    """Compare the candidate's effect with the expert's, part by part, skipping unstable parts.
+
+    `stderr` is one of `STDERR_MODES`.
+    """
+    if stderr not in STDERR_MODES:
+        raise ValueError(f"stderr: expected one of {STDERR_MODES}, got {stderr!r}")
     differed: dict[str, str] = {}
     matched: list[str] = []
     checks = {
@@ -152,7 +194,7 @@ def compare_effects(expert: Effect, candidate: Effect, unstable: Unstable, workd
         "exit_status": None if "exit_status" in unstable.parts or expert.exit_code == candidate.exit_code
         else f"expected {expert.exit_code}, got {candidate.exit_code}",
         "stdout": _compare_stream("stdout", expert.stdout, candidate.stdout, unstable),
-        "stderr": _compare_stream("stderr", expert.stderr, candidate.stderr, unstable),
+        "stderr": _compare_stderr(expert.stderr, candidate.stderr, unstable, stderr),
         "files": _compare_files(expert.files, candidate.files, unstable),
         "cwd": None if "cwd" in unstable.parts or expert.cwd == candidate.cwd
         else f"expected {expert.cwd!r}, got {candidate.cwd!r}",
@@ -162,7 +204,7 @@ def compare_effects(expert: Effect, candidate: Effect, unstable: Unstable, workd
             matched.append(part)
         else:
             differed[part] = checks[part]
-    outside = tuple(sorted(p for p in candidate.files if p not in expert.files and p not in unstable.paths
+    outside = tuple(sorted(p for p in candidate.files if p not in expert.files and not unstable.covers(p)
                            and _outside(p, workdir) and candidate.files[p] != "dir"))
     return Comparison(tuple(matched), differed, outside)
 

@@ -71,9 +71,10 @@ CHILD = textwrap.dedent("""
     from verifiers_plugins import get_verifier
     pivots = {p.id: p for p in pivot_envs.load_pivots(PATH)}
     pivot = pivots[PIVOT]
-    msg = Message("assistant", json.dumps({"analysis": "a", "plan": "p",
-                                           "commands": [{"keystrokes": "sleep 1000\\n"}]}))
-    get_verifier("docker_shell", action_timeout=120.0).verify_batch(pivot, [msg] * 2)
+    def msg(keys):
+        return Message("assistant", json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": keys}]}))
+    # two different candidates (identical ones run once): two containers busy when the process is killed
+    get_verifier("docker_shell", action_timeout=120.0).verify_batch(pivot, [msg("sleep 1000\\n"), msg("sleep 999\\n")])
 """)
 
 
