@@ -1,4 +1,4 @@
-"""`pivot sandbox build-image`, `pivot sandbox gc` and `pivot synthesize terminal-bench`."""
+"""`pivot sandbox build-image`, `pivot sandbox gc`, `pivot sandbox info` and `pivot synthesize terminal-bench`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     sandbox_app.command("build-image")(build_image)
     sandbox_app.command("gc")(gc)
+    sandbox_app.command("info")(info)
     synthesize_app.command("terminal-bench")(terminal_bench)
     app.add_typer(sandbox_app, name="sandbox")
 
@@ -51,6 +52,31 @@ def build_image(
         emit_json(summary)
     else:
         console.print(f"{'cached' if cached else 'built'} {tag} ({summary['size_mb']} MB)")
+
+
+def info(as_json: bool = JSON_OPTION) -> None:
+    """How this machine's sandbox runs: the daemon, the command transport, where change sets come from."""
+    import os
+
+    from verifiers_plugins.sandbox import SandboxError, docker_backend
+
+    try:
+        backend = docker_backend()
+        daemon = backend.client.info()
+    except SandboxError as e:
+        fail(str(e))
+    layers = os.path.join(daemon.get("DockerRootDir", "/var/lib/docker"), "overlay2")
+    readable = daemon.get("Driver") == "overlay2" and os.access(layers, os.R_OK | os.X_OK)
+    summary = {
+        "daemon": daemon.get("ServerVersion"), "storage_driver": daemon.get("Driver"),
+        "transport": backend.transport, "runner_note": backend.runner_note,
+        "change_sets": "overlay upper folder" if readable else "docker diff (same-size edits can be missed)",
+        "cpus": daemon.get("NCPU"), "parallelism": backend.parallelism,
+    }
+    if as_json:
+        emit_json(summary)
+    else:
+        print_table("pivot sandbox", ["", ""], [[k, "" if v is None else str(v)] for k, v in summary.items()])
 
 
 def gc(

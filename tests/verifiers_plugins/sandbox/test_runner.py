@@ -119,3 +119,17 @@ def test_turned_off_runner_falls_back_to_docker_exec(state, monkeypatch):
     finally:
         backend.close()
     assert effect.stdout == "2" and effect.exit_code == 0
+
+
+def test_sandbox_info_says_how_it_runs(busybox):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    out = subprocess.run([sys.executable, "-m", "pivot_envs", "sandbox", "info", "--json"], env=env,
+                         capture_output=True, text=True, check=True)
+    info = json.loads(out.stdout)
+    assert info["transport"] == "runner" and info["runner_note"] is None
+    assert info["storage_driver"] == "overlay2" and info["change_sets"] == "overlay upper folder"
