@@ -115,6 +115,7 @@ class DockerBackend:
 
     def _create(self, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
         """A started container of `image`, in a borrowed network namespace when a holder is free."""
+        _ = self.client  # connecting decides whether the runner is used
         for attempt in range(3):
             runner = self._runner
             holder = self._holders.lend() if runner else None

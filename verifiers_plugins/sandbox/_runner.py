@@ -22,14 +22,13 @@ import os
 import platform
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from docker.utils.socket import SocketError, next_frame_header, read_exactly
 
 from pivot_envs._paths import cache_dir
 from verifiers_plugins.sandbox._spec import SandboxError
@@ -155,18 +154,27 @@ class Channel:
             body = self._read(n_out + n_err)
         except TimeoutError as e:
             raise RunnerLost(f"the runner did not answer within {timeout + GRACE:.0f} s{self._tail()}", True) from e
-        except (OSError, SocketError) as e:
+        except OSError as e:
             raise RunnerLost(f"the runner's channel broke: {e or type(e).__name__}{self._tail()}") from e
         return Reply(None if code < 0 else code, sig, KILLED.get(killed, "killed"), oom > 0,
                      None if left < 0 else left, body[:n_out], body[n_out:])
 
     def _fill(self) -> None:
-        """Read one frame of the multiplexed attach stream."""
-        stream, size = next_frame_header(self._sock)
-        if size < 0:
-            raise RunnerLost(f"the runner's stream ended{self._tail()}")
-        data = read_exactly(self._sock, size) if size else b""
-        (self._pending if stream == 1 else self._diagnostics).extend(data)
+        """Read one frame of the multiplexed attach stream: an 8-byte header (stream, size), then the data.
+
+        Read here rather than with `docker.utils.socket`, whose reads wait without a timeout.
+        """
+        stream, size = struct.unpack(">BxxxL", self._exactly(8))
+        (self._pending if stream == 1 else self._diagnostics).extend(self._exactly(size))
+
+    def _exactly(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))  # raises TimeoutError past the socket's timeout
+            if not chunk:
+                raise RunnerLost(f"the runner's stream ended{self._tail()}")
+            data += chunk
+        return bytes(data)
 
     def _line(self) -> bytes:
         while (end := self._pending.find(b"\n")) < 0:

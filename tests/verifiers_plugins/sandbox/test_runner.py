@@ -133,3 +133,22 @@ def test_sandbox_info_says_how_it_runs(busybox):
     info = json.loads(out.stdout)
     assert info["transport"] == "runner" and info["runner_note"] is None
     assert info["storage_driver"] == "overlay2" and info["change_sets"] == "overlay upper folder"
+
+
+def test_a_runner_that_does_not_answer_is_a_timeout(state, monkeypatch):
+    from verifiers_plugins.sandbox import _containers as ct
+    from verifiers_plugins.sandbox import _runner as rn
+    from verifiers_plugins.sandbox._docker import DockerBackend
+
+    spec, _ = state
+    monkeypatch.setattr(rn, "GRACE", 0.5)
+    backend = DockerBackend(pool_size=0)
+    box = backend._create(spec.image, spec, "pool")
+    try:
+        assert ct.run(box, ["true"], user=spec.user, timeout=2, output_cap=1024).exit_code == 0
+        box.container.pause()  # the runner is frozen: the host stops waiting and kills the container
+        raw = ct.run(box, ["true"], user=spec.user, timeout=0.5, output_cap=1024)
+        assert (raw.exit_code, raw.killed) == (None, "timeout")
+    finally:
+        ct.remove(box)
+        backend.close()
