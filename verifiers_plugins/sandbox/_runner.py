@@ -139,7 +139,7 @@ class Channel:
         flags = (FLAG_CLEAN_IPC if clean_ipc else 0) | (FLAG_KEEP if keep else 0)
         parts = [f"RUN {max(1, int(timeout * 1000))} {output_cap} {uid} {gid} {flags} {len(argv)}\n".encode()]
         for arg in argv:
-            data = arg.encode()
+            data = arg.encode(errors="replace")  # a completion may hold lone surrogates: they run as "?"
             parts += [f"{len(data)}\n".encode(), data]
         try:
             self._sock.settimeout(timeout + GRACE)

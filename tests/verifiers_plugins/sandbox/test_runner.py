@@ -14,6 +14,7 @@ ACTIONS = [
     ["ls -la"], ["cat notes.txt | grep TODO"], ["grep nothing notes.txt"], ["ls missing"], ["cd /tmp && pwd"],
     ["echo done > done.txt"], ["export X=1", "echo $X; exit 3"], ["sed -i 's/alpha/ALPHA/' notes.txt", "cat notes.txt"],
     ["mkdir -p sub/deeper && touch sub/deeper/f", "cd sub"], ["rm keep.txt"], ["echo err >&2; false"],
+    ["echo caf\u00e9 \U0001f600"],
 ]
 TAMPER = ("for p in $(pidof .pivot-runner); do echo target; kill -9 $p; cat /proc/$p/fd/1 </dev/null;"
           " echo forged > /proc/$p/fd/0; cat /proc/$p/mem; done 2>&1; kill -9 -1; echo after")
@@ -56,6 +57,18 @@ def test_runner_and_docker_exec_see_the_same_effects(state):
     assert by_action[("export X=1", "echo $X; exit 3")].stdout == "1"
     assert by_action[("echo err >&2; false",)].stderr == "err"
     assert by_action[("rm keep.txt",)].files["/app/project/keep.txt"] == "deleted"
+
+
+def test_text_that_is_not_utf8_runs_and_does_not_raise(state):
+    from verifiers_plugins.sandbox._docker import DockerBackend
+
+    spec, history = state
+    backend = DockerBackend(pool_size=1)
+    try:
+        (effect,) = backend.run_group(spec, history, [["echo a\ud800b"]])  # a lone surrogate from a JSON completion
+    finally:
+        backend.close()
+    assert effect.exit_code == 0 and effect.stdout == "a?b"
 
 
 def test_a_candidate_cannot_reach_the_runner(state):
