@@ -44,6 +44,9 @@ class DockerBackend:
         pool_size: ready containers kept per hot snapshot (default: `parallelism`, so that every worker
             of a group finds one; refilled in the background after each group).
         max_snapshots: snapshot images kept (LRU); evicted ones are removed from the engine.
+        max_pooled: ready containers kept over all snapshots (default: four per worker); past it the
+            pools of the least recently used states give theirs up (each idle container also costs
+            the daemon a shim process).
         parallelism: actions of a group run at once (default: twice the number of cores: a worker
             mostly waits for the daemon, whose work is what the cores run; measured in `bench/sandbox.py`).
         base_url: Docker endpoint (default: `DOCKER_HOST` or the local socket).
@@ -55,10 +58,11 @@ class DockerBackend:
 
     def __init__(self, limits: Limits | None = None, *, snapshots: bool = True, pool_size: int | None = None,
                  max_snapshots: int = 32, parallelism: int | None = None, base_url: str | None = None,
-                 runner: bool = True, **limit_overrides: Any) -> None:
+                 runner: bool = True, max_pooled: int | None = None, **limit_overrides: Any) -> None:
         self.limits = replace(limits or Limits(), **limit_overrides)
         self.parallelism = max(1, parallelism or 2 * (os.cpu_count() or 1))
         self.pool_size = self.parallelism if pool_size is None else max(0, pool_size)
+        self.max_pooled = 4 * self.parallelism if max_pooled is None else max(0, max_pooled)
         self.snapshots, self.max_snapshots = snapshots, max(1, max_snapshots)
         self.base_url = base_url
         self.use_runner = runner
@@ -243,11 +247,29 @@ class DockerBackend:
         if clean and self._pristine(box):
             with self._lock:
                 pool = self._pool.setdefault(key, deque())
-                if key in self._images and len(pool) < self.pool_size and not self._closed:
+                kept = key in self._images and len(pool) < self.pool_size and not self._closed
+                if kept:
                     pool.append(box)
                     self._count("containers_reused")
-                    return
+                    surplus = self._over_cap(key)
+            if kept:
+                for extra in surplus:
+                    self._discard(extra)
+                return
         self._discard(box)
+
+    def _over_cap(self, hot: str) -> list[ct.Box]:
+        """Pooled containers past `max_pooled`, taken from the least recently used states first (lock held)."""
+        total = sum(len(pool) for pool in self._pool.values())
+        surplus: list[ct.Box] = []
+        for key in [k for k in self._images if k != hot] + [hot]:  # `_images` is in LRU order
+            pool = self._pool.get(key)
+            while total > self.max_pooled and pool:
+                surplus.append(pool.popleft())
+                total -= 1
+        if surplus:
+            self._count("pooled_dropped", len(surplus))
+        return surplus
 
     def _refill(self, key: str, image: str, spec: SandboxSpec, target: int) -> None:
         """Top the snapshot's pool up to `target` containers (runs in the janitor thread)."""
@@ -263,9 +285,12 @@ class DockerBackend:
                 keep = not self._closed and key in self._images
                 if keep:
                     self._pool.setdefault(key, deque()).append(box)
+                    surplus = self._over_cap(key)
             if not keep:  # closed or evicted while it was being created
                 self._retire(box)
                 return
+            for extra in surplus:
+                self._retire(extra)
 
     def _discard(self, box: ct.Box) -> None:
         self._procs.pop(box.id, None)
@@ -332,7 +357,8 @@ class DockerBackend:
         # this state is hot: have ready containers waiting for its next group (the next epoch)
         # no more than this group used: a single verification (an expert run) keeps one ready, a
         # GRPO group a full pool; containers made for a state that is not verified again are waste
-        self._janitor.submit(self._refill, key, image, spec, min(self.pool_size, len(actions)))
+        target = min(self.pool_size, len(actions), self.max_pooled)
+        self._janitor.submit(self._refill, key, image, spec, target)
         return effects
 
     def transcript(self, spec: SandboxSpec, commands: Sequence[str],

@@ -71,3 +71,25 @@ def test_snapshot_removed_under_the_backend_is_rebuilt(demo_pivots, docker_clien
     assert [v.accepted for v in verdict] == [True, False]
     assert all(v.error is None for v in verdict)
     assert backend.stats["snapshots_lost"] >= 1 and backend.stats["snapshots_built"] == 2
+
+
+def test_pools_together_stay_under_the_cap_coldest_first(demo_pivots):
+    from verifiers_plugins.sandbox import SandboxSpec
+    from verifiers_plugins.sandbox._docker import DockerBackend
+
+    backend = DockerBackend(pool_size=2, max_pooled=3, parallelism=2)
+    try:
+        keys = []
+        for command in ("ls -la", "cat notes.txt", "wc -l todo.txt"):
+            pivot = demo_pivots[command]
+            spec, history = SandboxSpec.from_context(pivot.context), history_commands(pivot)
+            backend.run_group(spec, history, [["ls"], ["pwd"]])  # read-only: both containers go back to the pool
+            backend._janitor.submit(lambda: None).result()  # the refill after the group is done
+            keys.append(spec.key(history))
+            pooled = {k: len(p) for k, p in backend._pool.items() if p}
+            assert sum(pooled.values()) <= 3, pooled
+            assert pooled.get(keys[-1]) == 2, pooled  # the state just used keeps a full pool
+        assert backend.stats["pooled_dropped"] >= 1
+        assert not backend._pool.get(keys[0])  # the coldest state gave its containers up first
+    finally:
+        backend.close()
