@@ -16,7 +16,7 @@ import os
 import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,9 @@ class DockerBackend:
         self._pool: dict[str, deque[Any]] = {}
         self._procs: dict[str, str | None] = {}  # container id -> its cgroup.procs on this host (`ct.procs_file`)
         self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-sandbox")
-        self._janitor = ThreadPoolExecutor(1, thread_name_prefix="pivot-sandbox-janitor")
+        # background removals and refills; two, so that a removal does not wait behind a start
+        self._janitor = ThreadPoolExecutor(2, thread_name_prefix="pivot-sandbox-janitor")
+        self._pending: set[Future[Any]] = set()
         self._closed = False
         self.token = f"{os.getpid()}-{id(self):x}"  # the `pivot-gym.backend` label of its containers
 
@@ -131,7 +133,7 @@ class DockerBackend:
                         self._holders.give_back(holder)
                     raise
                 if holder is not None:  # stopped or removed under us: never lend it again
-                    self._janitor.submit(ct.remove, holder)
+                    self._background(ct.remove, holder)
                 if attempt == 2:
                     raise
                 if holder is None:
@@ -216,7 +218,7 @@ class DockerBackend:
             self._key_locks.pop(key, None)
         for c in pooled:
             self._discard(c)
-        self._janitor.submit(self._remove_image, image)
+        self._background(self._remove_image, image)
         self._count("snapshots_evicted")
 
     def _remove_image(self, image: str) -> None:
@@ -282,20 +284,38 @@ class DockerBackend:
             except docker.errors.APIError:
                 return
             with self._lock:
-                keep = not self._closed and key in self._images
+                pool = self._pool.setdefault(key, deque())
+                keep = not self._closed and key in self._images and len(pool) < target
                 if keep:
-                    self._pool.setdefault(key, deque()).append(box)
+                    pool.append(box)
                     surplus = self._over_cap(key)
-            if not keep:  # closed or evicted while it was being created
+            if not keep:  # closed, evicted or topped up by another refill meanwhile
                 self._retire(box)
                 return
             for extra in surplus:
                 self._retire(extra)
 
+    def _background(self, fn: Any, *args: Any) -> None:
+        """Run `fn(*args)` in the janitor threads (`drain` waits for it)."""
+        future = self._janitor.submit(fn, *args)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def drain(self) -> None:
+        """Wait until the background work queued so far (removals, refills) is done."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
+
     def _discard(self, box: ct.Box) -> None:
         self._procs.pop(box.id, None)
         try:
-            self._janitor.submit(self._retire, box)
+            self._background(self._retire, box)
         except RuntimeError:  # the janitor has shut down: remove inline
             self._retire(box)
 
@@ -358,7 +378,7 @@ class DockerBackend:
         # no more than this group used: a single verification (an expert run) keeps one ready, a
         # GRPO group a full pool; containers made for a state that is not verified again are waste
         target = min(self.pool_size, len(actions), self.max_pooled)
-        self._janitor.submit(self._refill, key, image, spec, target)
+        self._background(self._refill, key, image, spec, target)
         return effects
 
     def transcript(self, spec: SandboxSpec, commands: Sequence[str],

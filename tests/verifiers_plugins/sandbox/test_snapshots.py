@@ -54,7 +54,7 @@ def test_lru_evicts_and_removes_snapshot_images(demo_pivots, docker_client):
     verifier.verify_batch(b, [terminus("cat notes.txt")])
     assert backend.stats["snapshots_evicted"] == 1
     assert image_a not in backend._images.values()
-    backend._janitor.submit(lambda: None).result()  # wait for the removal queued before
+    backend.drain()  # wait for the removal queued before
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(image_a)
 
@@ -84,7 +84,7 @@ def test_pools_together_stay_under_the_cap_coldest_first(demo_pivots):
             pivot = demo_pivots[command]
             spec, history = SandboxSpec.from_context(pivot.context), history_commands(pivot)
             backend.run_group(spec, history, [["ls"], ["pwd"]])  # read-only: both containers go back to the pool
-            backend._janitor.submit(lambda: None).result()  # the refill after the group is done
+            backend.drain()  # the refill after the group is done
             keys.append(spec.key(history))
             pooled = {k: len(p) for k, p in backend._pool.items() if p}
             assert sum(pooled.values()) <= 3, pooled
