@@ -190,6 +190,7 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     if (child == 0) {
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(126);
+        if (devnull > 2) close(devnull);
         signal(SIGPIPE, SIG_DFL); /* ignored signals survive exec: `yes | head` needs the default */
         setsid();
         if (gid >= 0 && (setgroups(0, NULL) || setgid((gid_t)gid))) { perror("pivot-runner: setgid"); _exit(126); }

@@ -25,6 +25,7 @@ ADVERSARIAL = {
     "sleep forever": ("sleep 100000", "timeout"),
     "endless output": ("yes", "output cap"),
     "1 GB write": ("dd if=/dev/zero of=big bs=1M count=1024", "file size cap"),
+    "memory hog": ("awk 'BEGIN { s = \"x\"; while (1) s = s s }'", "oom"),
     "network": ("wget -q -O- http://1.1.1.1/ || nc -w 2 1.1.1.1 80", None),
     "kill everything": ("kill -9 -1", None),
     "outside workdir": ("ls -la; echo owned > /tmp/owned", "outside the working directory"),
