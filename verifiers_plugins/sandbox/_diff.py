@@ -83,7 +83,10 @@ def upper_changes(layers: Layers) -> list[tuple[str, int]]:
         rel_folder = folder[len(root):] or "/"
         for name in sorted(dirs) + sorted(files):
             path = os.path.join(rel_folder, name)
-            st = os.lstat(os.path.join(folder, name))
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except FileNotFoundError:
+                continue  # removed while walking (a process that outlived its action, through docker exec)
             if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
                 out.append((path, DELETED))  # a whiteout
                 continue
