@@ -95,7 +95,10 @@ def upper_changes(layers: Layers) -> list[tuple[str, int]]:
                 opaque = any(_xattr(os.path.join(folder, name), key) == b"y" for key in _OPAQUE)
                 if opaque and below is not None:
                     # the directory replaced the image's: what the image had below it is gone
-                    present = set(os.listdir(os.path.join(folder, name)))
+                    try:
+                        present = set(os.listdir(os.path.join(folder, name)))
+                    except OSError:
+                        present = set()
                     out += [(os.path.join(path, gone), DELETED)
                             for gone in sorted(_lower_children(layers, path) - present)]
                 if (below is not None and stat.S_ISDIR(below.st_mode) and not opaque
