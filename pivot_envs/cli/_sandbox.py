@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -56,8 +57,6 @@ def build_image(
 
 def info(as_json: bool = JSON_OPTION) -> None:
     """How this machine's sandbox runs: the daemon, the command transport, where change sets come from."""
-    import os
-
     from verifiers_plugins.sandbox import SandboxError, docker_backend
 
     try:

@@ -341,9 +341,9 @@ def classify_kill(box: Box, raw: RawRun) -> str | None:
         return raw.killed
     if raw.exit_code == SIGXFSZ_EXIT:
         return "file size cap"
-    if raw.exit_code == 137 and raw.oom is not None:
-        return "oom" if raw.oom else None
     if raw.exit_code == 137:
+        if raw.oom is not None:  # the runner read the cgroup's OOM kills
+            return "oom" if raw.oom else None
         probe = run(box, ["sh", "-c", OOM_PROBE], user="0", timeout=5, output_cap=4096)
         for line in probe.stdout.decode(errors="replace").splitlines():
             name, _, value = line.partition(" ")

@@ -103,9 +103,8 @@ class DockerBackend:
                 _cleanup.gc(client)
                 _cleanup.on_exit(self._at_exit)
                 if self.use_runner:
-                    self.runner_note = rn.runner_unavailable(self.base_url)
-                    built = rn.build_runner()
-                    self._runner = built if self.runner_note is None and isinstance(built, Path) else None
+                    found = rn.runner_for(self.base_url)
+                    self._runner, self.runner_note = (found, None) if isinstance(found, Path) else (None, found)
                 self._client = client
             return self._client
 

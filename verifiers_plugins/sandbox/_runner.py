@@ -12,7 +12,7 @@ process but itself and init; what it could not kill is reported and the containe
 
 The binary is compiled once per source version with the host's C compiler (`cc -static`) and
 bind-mounted read-only into each container, so it needs a local daemon and a compiler; without
-either the backend falls back to `docker exec` (`runner_unavailable()` says why).
+either the backend falls back to `docker exec` (`runner_for()` says why).
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def build_runner() -> Path | str:
         return result
 
 
-def runner_unavailable(base_url: str | None) -> str | None:
-    """Why containers cannot use the runner (None when they can).
+def runner_for(base_url: str | None) -> Path | str:
+    """The runner binary containers of this daemon can use, or why there is none.
 
     The binary is bind-mounted from this machine, so the daemon must run here: a DOCKER_HOST that
     is not a local socket gets `docker exec` instead. `PIVOT_SANDBOX_RUNNER=0` turns it off.
@@ -93,8 +93,7 @@ def runner_unavailable(base_url: str | None) -> str | None:
     where = base_url or os.environ.get("DOCKER_HOST") or "unix://"
     if not where.startswith(("unix://", "/")):
         return f"the Docker daemon at {where} is not local: the runner binary cannot be mounted from here"
-    built = build_runner()
-    return built if isinstance(built, str) else None
+    return build_runner()
 
 
 def parse_user(user: str) -> tuple[int, int] | None:
@@ -127,7 +126,6 @@ class Channel:
     """The host's end of one container's runner: its attached stdin/stdout, one command at a time."""
 
     def __init__(self, api: Any, container_id: str) -> None:
-        self.container_id = container_id
         self._response = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         self._sock: socket.socket = self._response._sock
         self._pending = bytearray()

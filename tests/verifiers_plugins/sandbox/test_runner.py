@@ -107,14 +107,16 @@ def test_background_processes_do_not_outlive_the_action(state):
     assert "late.txt" not in probe.stdout and not probe.files
 
 
-def test_runner_unavailable_reasons(monkeypatch):
-    from verifiers_plugins.sandbox._runner import parse_user, runner_unavailable
+def test_runner_for_gives_the_binary_or_why_not(monkeypatch):
+    from pathlib import Path
+
+    from verifiers_plugins.sandbox._runner import parse_user, runner_for
 
     monkeypatch.setenv("PIVOT_SANDBOX_RUNNER", "0")
-    assert "PIVOT_SANDBOX_RUNNER" in runner_unavailable(None)
+    assert "PIVOT_SANDBOX_RUNNER" in runner_for(None)
     monkeypatch.delenv("PIVOT_SANDBOX_RUNNER")
-    assert "not local" in runner_unavailable("tcp://10.0.0.5:2375")
-    assert runner_unavailable("unix:///var/run/docker.sock") is None  # this machine compiles it
+    assert "not local" in runner_for("tcp://10.0.0.5:2375")
+    assert isinstance(runner_for("unix:///var/run/docker.sock"), Path)  # this machine compiles it
     assert parse_user("1000:1000") == (1000, 1000)
     assert parse_user("root") == (-1, -1) and parse_user("0") == (-1, -1)
     assert parse_user("agent") is None  # a name: docker exec reads /etc/passwd
