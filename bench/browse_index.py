@@ -43,10 +43,20 @@ def index_table(corpus: Path, cache: Path) -> FtsBackend:
     reopen_s, again = timed(lambda: FtsBackend(corpus, index=index), repeat=5)
     assert backend.built and not again.built
     size = index.stat().st_size
-    print_table("FTS5 index: cold build vs cached open", ["corpus docs", "corpus bytes", "index bytes",
-                "build s", "cached open s", "ratio"],
-                [(len(backend), corpus.stat().st_size, size, f"{build_s:.3f}", f"{reopen_s:.4f}",
-                  f"{build_s / reopen_s:.0f}x")])
+    print_table(
+        "FTS5 index: cold build vs cached open",
+        ["corpus docs", "corpus bytes", "index bytes", "build s", "cached open s", "ratio"],
+        [
+            (
+                len(backend),
+                corpus.stat().st_size,
+                size,
+                f"{build_s:.3f}",
+                f"{reopen_s:.4f}",
+                f"{build_s / reopen_s:.0f}x",
+            )
+        ],
+    )
     return again
 
 
@@ -56,39 +66,70 @@ def query_table(backend: FtsBackend, corpus: Path, questions: Path) -> None:
 
     def scan(query: str) -> list[str]:
         words = query.casefold().split()
-        scored = [(sum(d.title.casefold().count(w) * 10 + d.text.casefold().count(w) for w in words), d.doc_id)
-                  for d in docs]
+        scored = [
+            (sum(d.title.casefold().count(w) * 10 + d.text.casefold().count(w) for w in words), d.doc_id) for d in docs
+        ]
         return [i for s, i in sorted(scored, reverse=True)[:5] if s > 0]
 
     fts_s, _ = timed(lambda: [backend.search(t, 5) for t in titles], repeat=3)
     scan_s, _ = timed(lambda: [scan(t) for t in titles], repeat=3)
     first = sum(backend.search(t, 5)[0].title == t for t in titles)
-    print_table(f"{len(titles)} gold-title queries, top-5", ["way", "total s", "per query ms", "ratio"],
-                [("FTS5 BM25", f"{fts_s:.4f}", f"{1000 * fts_s / len(titles):.3f}", "1x"),
-                 ("Python linear scan", f"{scan_s:.4f}", f"{1000 * scan_s / len(titles):.3f}",
-                  f"{scan_s / fts_s:.1f}x slower")])
+    print_table(
+        f"{len(titles)} gold-title queries, top-5",
+        ["way", "total s", "per query ms", "ratio"],
+        [
+            ("FTS5 BM25", f"{fts_s:.4f}", f"{1000 * fts_s / len(titles):.3f}", "1x"),
+            (
+                "Python linear scan",
+                f"{scan_s:.4f}",
+                f"{1000 * scan_s / len(titles):.3f}",
+                f"{scan_s / fts_s:.1f}x slower",
+            ),
+        ],
+    )
     print(f"gold title ranked first: {first}/{len(titles)}")
 
 
 def coverage_table(data: Path, backend: FtsBackend) -> None:
-    oracle = [p for t in synthesize(data / "questions.jsonl", backend, str(data / "corpus.jsonl"))
-              for p in browse_pivots(t)]
+    oracle = [
+        p for t in synthesize(data / "questions.jsonl", backend, str(data / "corpus.jsonl")) for p in browse_pivots(t)
+    ]
     react = load_pivots(data / "react_wikipedia_trajectories.jsonl")
     react_ok = load_pivots(data / "react_wikipedia_trajectories.jsonl", successful_only=True)
     fireact = load_pivots(data / "fireact_gpt4_react_hotpotqa.jsonl")
     prompts = load_pivots(data / "raw" / "react_webthink_fewshot_prompts.json", format="react-prompts")
-    rows = [(name, len(ps), sum(bool(p.context["replayable"]) for p in ps)) for name, ps in
-            [("oracle (synthesized)", oracle), ("ReAct (all)", react), ("ReAct (successful)", react_ok),
-             ("FireAct", fireact), ("ReAct few-shot prompts", prompts)]]
+    rows = [
+        (name, len(ps), sum(bool(p.context["replayable"]) for p in ps))
+        for name, ps in [
+            ("oracle (synthesized)", oracle),
+            ("ReAct (all)", react),
+            ("ReAct (successful)", react_ok),
+            ("FireAct", fireact),
+            ("ReAct few-shot prompts", prompts),
+        ]
+    ]
     print_table("pivots per source", ["source", "pivots", "replayable"], rows)
     opens = [p for p in react if p.expert.tool_calls and p.expert.tool_calls[0].name == "open"]
     served = [p for p in opens if p.context["replayable"]]
-    in_top5 = [p for p in served if p.context["target_doc_id"] in
-               {h.doc_id for h in backend.search(json.loads(p.expert.tool_calls[0].arguments)["title"], 5)}]
-    print_table("converted ReAct Search[...] actions", ["searches", "target in corpus (exact title)",
-                "share", "target in search top-5", "share"],
-                [(len(opens), len(served), f"{len(served) / len(opens):.1%}", len(in_top5),
-                  f"{len(in_top5) / len(opens):.1%}")])
+    in_top5 = [
+        p
+        for p in served
+        if p.context["target_doc_id"]
+        in {h.doc_id for h in backend.search(json.loads(p.expert.tool_calls[0].arguments)["title"], 5)}
+    ]
+    print_table(
+        "converted ReAct Search[...] actions",
+        ["searches", "target in corpus (exact title)", "share", "target in search top-5", "share"],
+        [
+            (
+                len(opens),
+                len(served),
+                f"{len(served) / len(opens):.1%}",
+                len(in_top5),
+                f"{len(in_top5) / len(opens):.1%}",
+            )
+        ],
+    )
 
 
 def main() -> None:

@@ -28,13 +28,25 @@ sys.path.insert(0, str(ROOT))
 def template_json() -> str:
     from pivot_envs import Message, Pivot, ToolCall
 
-    tool = {"type": "function", "function": {"name": "get_reservation_details", "description": "Get a reservation.",
-                                             "parameters": {"type": "object", "required": ["reservation_id"],
-                                                            "properties": {"reservation_id": {"type": "string"}}}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_reservation_details",
+            "description": "Get a reservation.",
+            "parameters": {
+                "type": "object",
+                "required": ["reservation_id"],
+                "properties": {"reservation_id": {"type": "string"}},
+            },
+        },
+    }
     pivot = Pivot(
-        id="@ID@", domain="tool-use",
-        history=(Message("system", "You are an airline customer service agent. Follow the policy. " * 3),
-                 Message("user", "Hi, I want to check reservation @ID@ before my trip next week.")),
+        id="@ID@",
+        domain="tool-use",
+        history=(
+            Message("system", "You are an airline customer service agent. Follow the policy. " * 3),
+            Message("user", "Hi, I want to check reservation @ID@ before my trip next week."),
+        ),
         expert=Message("assistant", None, (ToolCall("get_reservation_details", '{"reservation_id": "@ID@"}', "c0"),)),
         tools=(tool,),
     )
@@ -88,14 +100,28 @@ def child(path: str, n: int, resets: int) -> None:
         t = time.perf_counter()
         env.reset(options={"pivot_id": f"gen/{i}#2"})
         lat_id.append(time.perf_counter() - t)
-    print(json.dumps({"open_s": open_s, "rss_mb": rss_mb() - base, "lib_mb": lib_mb,
-                      "reset_ms": statistics.median(lat) * 1e3,
-                      "reset_id_ms": statistics.median(lat_id[1:]) * 1e3, "first_id_ms": lat_id[0] * 1e3}))
+    print(
+        json.dumps(
+            {
+                "open_s": open_s,
+                "rss_mb": rss_mb() - base,
+                "lib_mb": lib_mb,
+                "reset_ms": statistics.median(lat) * 1e3,
+                "reset_id_ms": statistics.median(lat_id[1:]) * 1e3,
+                "first_id_ms": lat_id[0] * 1e3,
+            }
+        )
+    )
 
 
 def measure(path: Path, n: int, resets: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", str(path), "--pivots", str(n), "--resets", str(resets)],
-                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(path), "--pivots", str(n), "--resets", str(resets)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -123,11 +149,17 @@ def main() -> None:
     j, p = r["jsonl"], r["parquet"]
     print(f"{r['pivots']:,} pivots: JSONL {r['jsonl_mb']:.0f} MB, Parquet {r['parquet_mb']:.0f} MB on disk")
     print(f"{'':22}{'JSONL (list)':>14}{'Parquet (lazy)':>16}{'ratio':>8}")
-    for key, label in (("open_s", "env build (s)"), ("rss_mb", "RSS of the data (MB)"),
-                       ("reset_ms", "reset (ms, median)"), ("reset_id_ms", "reset by id (ms)")):
+    for key, label in (
+        ("open_s", "env build (s)"),
+        ("rss_mb", "RSS of the data (MB)"),
+        ("reset_ms", "reset (ms, median)"),
+        ("reset_id_ms", "reset by id (ms)"),
+    ):
         print(f"{label:22}{j[key]:>14.3f}{p[key]:>16.3f}{j[key] / max(p[key], 1e-9):>7.1f}x")
-    print(f"first reset by id (Parquet builds its sorted id index): {p['first_id_ms']:.0f} ms; "
-          f"RSS is the dataset's own (after the env's imports); pyarrow's import adds {p['lib_mb']:.0f} MB")
+    print(
+        f"first reset by id (Parquet builds its sorted id index): {p['first_id_ms']:.0f} ms; "
+        f"RSS is the dataset's own (after the env's imports); pyarrow's import adds {p['lib_mb']:.0f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,17 @@ SIZES = {
 
 
 def run(model_dir: Path, device: str, steps: int, **overrides) -> dict:
-    cfg = GRPOConfig(model=str(model_dir), device=device, steps=steps, output_dir=tempfile.mkdtemp(),
-                     pivots_per_step=4, group_size=8, max_new_tokens=64, max_prompt_tokens=512, **overrides)
+    cfg = GRPOConfig(
+        model=str(model_dir),
+        device=device,
+        steps=steps,
+        output_dir=tempfile.mkdtemp(),
+        pivots_per_step=4,
+        group_size=8,
+        max_new_tokens=64,
+        max_prompt_tokens=512,
+        **overrides,
+    )
     trainer = GRPOTrainer(cfg)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
@@ -41,9 +50,12 @@ def run(model_dir: Path, device: str, steps: int, **overrides) -> dict:
         rows.append(m)
     last = rows[-1]  # the first step includes warm-up (kernels, allocator)
     return {
-        "gen_s": last["perf/time_generate"], "verify_s": last["perf/time_verify"],
-        "update_s": last["perf/time_update"], "step_s": last["perf/step_s"],
-        "tokens_per_s": last["perf/tokens_per_s"], "loss_finite": all(r["loss/total"] == r["loss/total"] for r in rows),
+        "gen_s": last["perf/time_generate"],
+        "verify_s": last["perf/time_verify"],
+        "update_s": last["perf/time_update"],
+        "step_s": last["perf/step_s"],
+        "tokens_per_s": last["perf/tokens_per_s"],
+        "loss_finite": all(r["loss/total"] == r["loss/total"] for r in rows),
         "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else float("nan"),
     }
 
@@ -69,11 +81,14 @@ def main() -> None:
     results = {name: run(model_dir, device, args.steps, **kw) for name, kw in modes.items()}
     base = next(iter(results.values()))["step_s"]
     print(f"device={device} size={args.size} P=4 G=8 max_new_tokens=64 (last of {args.steps} steps)")
-    print(f"{'mode':<18}{'gen s':>8}{'verify s':>10}{'update s':>10}{'step s':>8}{'tok/s':>8}"
-          f"{'peak GiB':>10}{'ratio':>7}")
+    print(
+        f"{'mode':<18}{'gen s':>8}{'verify s':>10}{'update s':>10}{'step s':>8}{'tok/s':>8}{'peak GiB':>10}{'ratio':>7}"
+    )
     for name, r in results.items():
-        print(f"{name:<18}{r['gen_s']:>8.2f}{r['verify_s']:>10.3f}{r['update_s']:>10.2f}{r['step_s']:>8.2f}"
-              f"{r['tokens_per_s']:>8.0f}{r['peak_gib']:>10.2f}{r['step_s'] / base:>7.2f}")
+        print(
+            f"{name:<18}{r['gen_s']:>8.2f}{r['verify_s']:>10.3f}{r['update_s']:>10.2f}{r['step_s']:>8.2f}"
+            f"{r['tokens_per_s']:>8.0f}{r['peak_gib']:>10.2f}{r['step_s'] / base:>7.2f}"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -69,8 +69,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench_profile_"))
     policy = build_test_policy(args.model or work / "policy")
     backend = TransformersBackend(policy.backend_config())
-    config = ProfileConfig(k=args.k, max_new_tokens=policy.max_new_tokens, temperature=policy.temperature,
-                           chunk_size=8, limit=args.limit)
+    config = ProfileConfig(
+        k=args.k, max_new_tokens=policy.max_new_tokens, temperature=policy.temperature, chunk_size=8, limit=args.limit
+    )
     pivots = list(gym.make("pivot/tool-use-v0").unwrapped.pivots)[: args.limit]
 
     backend.generate(pivots[:2], 1, config.sampling("warm-up"))  # first-call allocations out of the timings
@@ -80,7 +81,7 @@ def main() -> None:
     for rep in range(args.repeats):
         t = time.perf_counter()
         for start in range(0, len(pivots), config.chunk_size):
-            chunk = pivots[start:start + config.chunk_size]
+            chunk = pivots[start : start + config.chunk_size]
             backend.generate(chunk, config.k, config.sampling(chunk[0].id))
         raws.append(time.perf_counter() - t)
         env = gym.make("pivot/tool-use-v0", reward_cache=RewardCache(work / f"cheap{rep}.sqlite")).unwrapped
@@ -92,8 +93,12 @@ def main() -> None:
 
     with ServerThread(judge_app()) as server:
         judge_cfg = {"llm_judge": {"url": server.url}}
-        jenv = gym.make("pivot/tool-use-v0", verifiers=["turn_kind", "llm_judge"], verifier_config=judge_cfg,
-                        reward_cache=RewardCache(work / "judge.sqlite")).unwrapped
+        jenv = gym.make(
+            "pivot/tool-use-v0",
+            verifiers=["turn_kind", "llm_judge"],
+            verifier_config=judge_cfg,
+            reward_cache=RewardCache(work / "judge.sqlite"),
+        ).unwrapped
         _, jcold = timed_profile(jenv, backend, work / "j1.jsonl", config)
         _, jwarm = timed_profile(jenv, backend, work / "j2.jsonl", config)
 
@@ -104,16 +109,19 @@ def main() -> None:
     print(f"{'profiling (generate + verify + cache + write)':46s} {prof_s:9.3f}")
     print(f"{'  of which generation':46s} {cold.generate_seconds:9.3f}")
     print(f"{'  of which verification (cold cache)':46s} {cold.verify_seconds:9.3f}")
-    print(f"{'  rest (guard, JSONL, fsync, bookkeeping)':46s} "
-          f"{prof_s - cold.generate_seconds - cold.verify_seconds:9.3f}")
+    print(
+        f"{'  rest (guard, JSONL, fsync, bookkeeping)':46s} {prof_s - cold.generate_seconds - cold.verify_seconds:9.3f}"
+    )
     print(f"profiling overhead vs raw generation: {100 * (prof_s - raw) / raw:+.1f} % (target <= 10 %)")
     print()
     ratios = {}
     lines = []
     for name, c, w in (("turn_kind + llm_judge", jcold, jwarm), ("tool-use (cheap verifiers)", cold, warm)):
         ratios[name] = c.verify_seconds / w.verify_seconds if w.verify_seconds else float("inf")
-        lines.append(f"{name:28s} {c.verify_seconds:14.4f} {w.verify_seconds:14.4f} {ratios[name]:8.1f}x "
-                     f"{w.cache_hits:5d} {w.cache_misses:6d}")
+        lines.append(
+            f"{name:28s} {c.verify_seconds:14.4f} {w.verify_seconds:14.4f} {ratios[name]:8.1f}x "
+            f"{w.cache_hits:5d} {w.cache_misses:6d}"
+        )
     print(f"cache speed-up on rerun (judge chain): {ratios['turn_kind + llm_judge']:.1f}x (target >= 20x)")
     print(f"{'chain':28s} {'cold verify s':>14s} {'warm verify s':>14s} {'ratio':>9s} {'hits':>5s} {'misses':>6s}")
     print("\n".join(lines))

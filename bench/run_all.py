@@ -66,8 +66,14 @@ def run_script(script: str, args: list[str], timeout: float) -> str:
     path = ROOT / "bench" / script
     if not path.exists():
         raise NotAvailable(f"bench/{script} is not on this branch")
-    out = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=timeout,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
     if out.returncode != 0:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
         raise NotAvailable(f"bench/{script} failed: {tail[0][:160]}")
@@ -77,11 +83,14 @@ def run_script(script: str, args: list[str], timeout: float) -> str:
 def row_verifiers(opts: argparse.Namespace) -> Row:
     run = load_bench("verify_throughput").run
     r = run(seconds=0.5 if opts.quick else 2.0)
-    return Row("verifier chain vs difflib (verdicts/s/core, real rows)",
-               f"chain {r['chain_verdicts_per_s']:.0f}", f"difflib {r['difflib_verdicts_per_s']:.0f}",
-               f"{r['chain_verdicts_per_s'] / r['difflib_verdicts_per_s']:.2f}x",
-               f"{r['pivots']} pivots x 5 candidates; agree on {r['agreement']:.0%}; accept "
-               f"{r['chain_accept_rate']:.0%} vs {r['difflib_accept_rate']:.0%}")
+    return Row(
+        "verifier chain vs difflib (verdicts/s/core, real rows)",
+        f"chain {r['chain_verdicts_per_s']:.0f}",
+        f"difflib {r['difflib_verdicts_per_s']:.0f}",
+        f"{r['chain_verdicts_per_s'] / r['difflib_verdicts_per_s']:.2f}x",
+        f"{r['pivots']} pivots x 5 candidates; agree on {r['agreement']:.0%}; accept "
+        f"{r['chain_accept_rate']:.0%} vs {r['difflib_accept_rate']:.0%}",
+    )
 
 
 def row_sandbox(opts: argparse.Namespace) -> Row:
@@ -103,9 +112,13 @@ def row_sandbox(opts: argparse.Namespace) -> Row:
     exec_ratio = re.search(r"runner vs naive, docker exec: ([\d.]+x)", out)
     if exec_ratio:
         note += f"{exec_ratio.group(1)} against naive through docker exec; "
-    return Row("sandbox verify: cold replay vs snapshot + pool", f"cold {ms('naive (cold')}",
-               f"pooled {ms('snapshot + pool, all')}", f"{float(speedup.group(1)):.1f}x",
-               note + f"warm epochs alone {ms('later epochs (warm)')} (bench/sandbox.py)")
+    return Row(
+        "sandbox verify: cold replay vs snapshot + pool",
+        f"cold {ms('naive (cold')}",
+        f"pooled {ms('snapshot + pool, all')}",
+        f"{float(speedup.group(1)):.1f}x",
+        note + f"warm epochs alone {ms('later epochs (warm)')} (bench/sandbox.py)",
+    )
 
 
 def row_grpo(opts: argparse.Namespace) -> Row:
@@ -122,17 +135,27 @@ def row_grpo(opts: argparse.Namespace) -> Row:
     with tempfile.TemporaryDirectory(prefix="pivot-bench-grpo-") as tmp:
         build_tiny_model(Path(tmp) / "model")
         steps = 3 if opts.quick else 5
-        cfg = GRPOConfig(model=str(Path(tmp) / "model"), output_dir=str(Path(tmp) / "run"), steps=steps,
-                         pivots_per_step=2, group_size=4, max_new_tokens=48)
+        cfg = GRPOConfig(
+            model=str(Path(tmp) / "model"),
+            output_dir=str(Path(tmp) / "run"),
+            steps=steps,
+            pivots_per_step=2,
+            group_size=4,
+            max_new_tokens=48,
+        )
         trainer = GRPOTrainer(cfg)
         trainer.step()  # warm-up step (lazy imports, first allocation) is not counted
         metrics = [trainer.step() for _ in range(steps - 1)]
     verify = sum(m["perf/time_verify"] for m in metrics)
     model = sum(m["perf/time_generate"] + m["perf/time_update"] for m in metrics)
     share = verify / (verify + model)
-    return Row("env + verifiers in a CPU GRPO step (tiny model)", f"env+verify {verify / len(metrics):.3f} s",
-               f"generate+update {model / len(metrics):.3f} s", f"{share:.1%} of step",
-               f"P=2 pivots x G=4, 48 new tokens, 1 torch thread, mean of {len(metrics)} steps after a warm-up")
+    return Row(
+        "env + verifiers in a CPU GRPO step (tiny model)",
+        f"env+verify {verify / len(metrics):.3f} s",
+        f"generate+update {model / len(metrics):.3f} s",
+        f"{share:.1%} of step",
+        f"P=2 pivots x G=4, 48 new tokens, 1 torch thread, mean of {len(metrics)} steps after a warm-up",
+    )
 
 
 def row_profile(opts: argparse.Namespace) -> Row:
@@ -149,9 +172,13 @@ def row_profile(opts: argparse.Namespace) -> Row:
     size = re.search(r"pivots (\d+), K (\d+)", out)
     if size:
         note = f"{size.group(1)} pivots x K={size.group(2)}, tiny model; " + note
-    return Row("profiling vs raw generation (same K completions)",
-               f"profile {prof.group(1)} s" if prof else "profile", f"raw {raw.group(1)} s" if raw else "raw",
-               f"{float(overhead.group(1)):+.1f}% overhead", note)
+    return Row(
+        "profiling vs raw generation (same K completions)",
+        f"profile {prof.group(1)} s" if prof else "profile",
+        f"raw {raw.group(1)} s" if raw else "raw",
+        f"{float(overhead.group(1)):+.1f}% overhead",
+        note,
+    )
 
 
 def row_datasets(opts: argparse.Namespace) -> Row:
@@ -159,13 +186,15 @@ def row_datasets(opts: argparse.Namespace) -> Row:
     n = opts.pivots or (50_000 if opts.quick else 200_000)
     r = run(n, resets=100 if opts.quick else 300)
     j, p = r["jsonl"], r["parquet"]
-    return Row(f"reset at {n:,} pivots: JSONL list vs Parquet lazy",
-               f"JSONL build {j['open_s']:.1f} s, {j['rss_mb']:.0f} MB, reset {j['reset_ms']:.3f} ms",
-               f"Parquet build {p['open_s']:.2f} s, {p['rss_mb']:.0f} MB, reset {p['reset_ms']:.2f} ms",
-               f"{j['rss_mb'] / max(p['rss_mb'], 1e-9):.1f}x less RAM, {j['open_s'] / p['open_s']:.0f}x faster build",
-               f"files: JSONL {r['jsonl_mb']:.0f} MB, Parquet {r['parquet_mb']:.1f} MB; RSS is the data's own "
-               f"(pyarrow's import adds {p['lib_mb']:.0f} MB); reset by id {j['reset_id_ms']:.3f} vs "
-               f"{p['reset_id_ms']:.2f} ms (first Parquet id lookup {p['first_id_ms']:.0f} ms)")
+    return Row(
+        f"reset at {n:,} pivots: JSONL list vs Parquet lazy",
+        f"JSONL build {j['open_s']:.1f} s, {j['rss_mb']:.0f} MB, reset {j['reset_ms']:.3f} ms",
+        f"Parquet build {p['open_s']:.2f} s, {p['rss_mb']:.0f} MB, reset {p['reset_ms']:.2f} ms",
+        f"{j['rss_mb'] / max(p['rss_mb'], 1e-9):.1f}x less RAM, {j['open_s'] / p['open_s']:.0f}x faster build",
+        f"files: JSONL {r['jsonl_mb']:.0f} MB, Parquet {r['parquet_mb']:.1f} MB; RSS is the data's own "
+        f"(pyarrow's import adds {p['lib_mb']:.0f} MB); reset by id {j['reset_id_ms']:.3f} vs "
+        f"{p['reset_id_ms']:.2f} ms (first Parquet id lookup {p['first_id_ms']:.0f} ms)",
+    )
 
 
 ROWS: dict[str, tuple[str, Callable[[argparse.Namespace], Row]]] = {
@@ -178,13 +207,27 @@ ROWS: dict[str, tuple[str, Callable[[argparse.Namespace], Row]]] = {
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown CPU")
-    mem = next((int(line.split()[1]) / 1e6 for line in Path("/proc/meminfo").read_text().splitlines()
-                if line.startswith("MemTotal")), 0)
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown CPU",
+    )
+    mem = next(
+        (
+            int(line.split()[1]) / 1e6
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        ),
+        0,
+    )
     load = os.getloadavg()[0]
-    return (f"{platform.node() or 'host'}: {os.cpu_count()} cores ({cpu}), {mem:.0f} GB RAM, "
-            f"Python {platform.python_version()}, load average {load:.1f} at start")
+    return (
+        f"{platform.node() or 'host'}: {os.cpu_count()} cores ({cpu}), {mem:.0f} GB RAM, "
+        f"Python {platform.python_version()}, load average {load:.1f} at start"
+    )
 
 
 def table(rows: list[Row]) -> str:
@@ -196,8 +239,12 @@ def table(rows: list[Row]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="shrink every row (100k pivots, shorter timings)")
-    ap.add_argument("--pivots", type=int, help="pivots in the dataset row (default 200,000, 50,000 with --quick; "
-                    "1,000,000 is the issue's figure but loading 1M pivots from JSONL takes minutes)")
+    ap.add_argument(
+        "--pivots",
+        type=int,
+        help="pivots in the dataset row (default 200,000, 50,000 with --quick; "
+        "1,000,000 is the issue's figure but loading 1M pivots from JSONL takes minutes)",
+    )
     ap.add_argument("--only", help=f"comma-separated rows out of {','.join(ROWS)}")
     ap.add_argument("--write-docs", action="store_true", help="write the table to docs/benchmarks.md")
     opts = ap.parse_args()
@@ -220,11 +267,16 @@ def main() -> None:
     text = table(rows)
     print(text)
     if opts.write_docs:
-        cmd = "python bench/run_all.py" + (" --quick" if opts.quick else "") + \
-              (f" --pivots {opts.pivots}" if opts.pivots else "")
-        doc = (f"# Benchmarks\n\nThe latest table from `{cmd}` ({stamp}).\n\nMachine: {header}.\n\n"
-               "Each row measures two ways in the same run; see `bench/run_all.py` for what each row runs and "
-               "docs/scale.md for the scaling features behind the last row.\n\n" + text + "\n")
+        cmd = (
+            "python bench/run_all.py"
+            + (" --quick" if opts.quick else "")
+            + (f" --pivots {opts.pivots}" if opts.pivots else "")
+        )
+        doc = (
+            f"# Benchmarks\n\nThe latest table from `{cmd}` ({stamp}).\n\nMachine: {header}.\n\n"
+            "Each row measures two ways in the same run; see `bench/run_all.py` for what each row runs and "
+            "docs/scale.md for the scaling features behind the last row.\n\n" + text + "\n"
+        )
         (ROOT / "docs" / "benchmarks.md").write_text(doc, encoding="utf-8")
         print(f"wrote {ROOT / 'docs' / 'benchmarks.md'}", file=sys.stderr)
 

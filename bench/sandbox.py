@@ -28,17 +28,39 @@ from verifiers_plugins.sandbox._synthesize import synthesize
 TASK = {
     "task_id": "bench-notes",
     "instruction": "Tidy the notes of /app/project.",
-    "setup": ["mkdir -p project && printf 'alpha TODO one\\nbeta draft\\ngamma TODO two\\ndelta\\n' "
-              "> project/notes.txt"],
-    "solution_commands": ["cd project", "ls -la", "cat notes.txt", "grep TODO notes.txt > todo.txt",
-                          "sed -i 's/draft/final/' notes.txt", "cp notes.txt backup.txt", "wc -l notes.txt todo.txt",
-                          "ls", "cat todo.txt"],
+    "setup": [
+        "mkdir -p project && printf 'alpha TODO one\\nbeta draft\\ngamma TODO two\\ndelta\\n' > project/notes.txt"
+    ],
+    "solution_commands": [
+        "cd project",
+        "ls -la",
+        "cat notes.txt",
+        "grep TODO notes.txt > todo.txt",
+        "sed -i 's/draft/final/' notes.txt",
+        "cp notes.txt backup.txt",
+        "wc -l notes.txt todo.txt",
+        "ls",
+        "cat todo.txt",
+    ],
 }
 # 16 candidates: rewrites and wrong answers, read-only and writing, as a policy's group would hold
 CANDIDATES = [
-    "ls", "ls -1", "ls -la", "ls -al", "cat todo.txt", "cat notes.txt", "grep TODO notes.txt",
-    "cat notes.txt | grep TODO", "wc -l notes.txt todo.txt", "wc -l todo.txt", "head -n 2 notes.txt", "pwd",
-    "echo done > done.txt", "rm todo.txt", "sed -i 's/alpha/ALPHA/' notes.txt", "touch new.txt",
+    "ls",
+    "ls -1",
+    "ls -la",
+    "ls -al",
+    "cat todo.txt",
+    "cat notes.txt",
+    "grep TODO notes.txt",
+    "cat notes.txt | grep TODO",
+    "wc -l notes.txt todo.txt",
+    "wc -l todo.txt",
+    "head -n 2 notes.txt",
+    "pwd",
+    "echo done > done.txt",
+    "rm todo.txt",
+    "sed -i 's/alpha/ALPHA/' notes.txt",
+    "touch new.txt",
 ]
 
 
@@ -84,8 +106,10 @@ def main() -> None:
         results["pooled", runner] = (*run(pooled, pivots, args.epochs), pooled)
     default = probe.transport == "runner"
     probe.close()
-    print(f"cores: {os.cpu_count()}   threads: {probe.parallelism}   pivots: {len(pivots)} "
-          f"(history commands: {hist})   K = {len(CANDIDATES)}   default transport: {probe.transport}")
+    print(
+        f"cores: {os.cpu_count()}   threads: {probe.parallelism}   pivots: {len(pivots)} "
+        f"(history commands: {hist})   K = {len(CANDIDATES)}   default transport: {probe.transport}"
+    )
     print(f"{'mode':<36}{'transport':>13}{'epochs':>7}{'candidates':>12}{'wall s':>9}{'ms / candidate':>16}")
 
     def ms(way: str, runner: bool) -> float:
@@ -97,17 +121,21 @@ def main() -> None:
         naive_s, naive_n, _, _ = results["naive", runner]
         pooled_s, pooled_n, epochs, _ = results["pooled", runner]
         per_epoch = pooled_n // args.epochs
-        rows = [("naive (cold + full replay)", 1, naive_n, naive_s),
-                ("snapshot + pool, all (+clean-up)", args.epochs, pooled_n, pooled_s),
-                ("  first epoch (builds snapshots)", 1, per_epoch, epochs[0])]
+        rows = [
+            ("naive (cold + full replay)", 1, naive_n, naive_s),
+            ("snapshot + pool, all (+clean-up)", args.epochs, pooled_n, pooled_s),
+            ("  first epoch (builds snapshots)", 1, per_epoch, epochs[0]),
+        ]
         if args.epochs > 1:
             rows.append(("  later epochs (warm)", args.epochs - 1, pooled_n - per_epoch, sum(epochs[1:])))
         for name, e, n, s in rows:
             print(f"{name:<36}{transport:>13}{e:>7}{n:>12}{s:>9.2f}{1000 * s / n:>16.0f}")
     stats = dict(results["pooled", default][3].stats)
     print("pooled counters: " + ", ".join(f"{k}={stats[k]}" for k in sorted(stats)))
-    print(f"runner vs docker exec: naive {ms('naive', False) / ms('naive', True):.1f}x, "
-          f"pooled {ms('pooled', False) / ms('pooled', True):.1f}x")
+    print(
+        f"runner vs docker exec: naive {ms('naive', False) / ms('naive', True):.1f}x, "
+        f"pooled {ms('pooled', False) / ms('pooled', True):.1f}x"
+    )
     print(f"snapshot + pool, runner vs naive, docker exec: {ms('naive', False) / ms('pooled', True):.1f}x")
     # the headline compares the two ways through the same (default) transport
     print(f"speedup: {ms('naive', default) / ms('pooled', default):.1f}x")

@@ -43,8 +43,10 @@ def candidates(expert: Message, k: int) -> list[Message]:
         value = args.get(key)
         changed = value + i if isinstance(value, (int, float)) and not isinstance(value, bool) else f"{value}{i}"
         variants.append({**args, key: changed})
-    return [Message("assistant", tool_calls=(ToolCall(call.name, json.dumps(v), f"c{i}"),))
-            for i, v in enumerate(variants[:k])]
+    return [
+        Message("assistant", tool_calls=(ToolCall(call.name, json.dumps(v), f"c{i}"),))
+        for i, v in enumerate(variants[:k])
+    ]
 
 
 def run_cached(pivots, groups) -> tuple[float, int]:
@@ -72,10 +74,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--k", type=int, default=16)
     parser.add_argument("--limit", type=int, default=0, help="Use only the first N tool-call pivots (0: all).")
-    parser.add_argument("--min-history", type=int, default=0,
-                        help="Keep only pivots with at least this many tool calls in their history.")
-    parser.add_argument("--data", default=str(SHARED if SHARED.exists() else
-                                              _bundled("tool_use_tau_airline_exec.jsonl")))
+    parser.add_argument(
+        "--min-history",
+        type=int,
+        default=0,
+        help="Keep only pivots with at least this many tool calls in their history.",
+    )
+    parser.add_argument(
+        "--data", default=str(SHARED if SHARED.exists() else _bundled("tool_use_tau_airline_exec.jsonl"))
+    )
     args = parser.parse_args()
     pivots = [p for p in load_pivots(args.data) if p.expert.tool_calls and p.context.get("world")]
     pivots = [p for p in pivots if sum(len(m.tool_calls) for m in p.history) >= args.min_history]
@@ -89,8 +96,10 @@ def main() -> None:
     replay_s, replay_ok = run_replay(pivots, groups, world)
     assert cached_ok == replay_ok, (cached_ok, replay_ok)  # same decisions, only the state path differs
     print(f"data: {args.data}\nworld db: {world.description}")
-    print(f"pivots: {len(pivots)}, K={args.k}, candidates: {n}, accepted: {cached_ok}, "
-          f"mean history tool calls per pivot: {history_calls:.1f}\n")
+    print(
+        f"pivots: {len(pivots)}, K={args.k}, candidates: {n}, accepted: {cached_ok}, "
+        f"mean history tool calls per pivot: {history_calls:.1f}\n"
+    )
     print("| way | total CPU s | per candidate (us) |\n|---|---|---|")
     print(f"| prefix cache + copy-on-write (verify_batch) | {cached_s:.3f} | {cached_s / n * 1e6:.1f} |")
     print(f"| replay from initial state per candidate | {replay_s:.3f} | {replay_s / n * 1e6:.1f} |")

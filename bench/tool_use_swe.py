@@ -28,24 +28,42 @@ from verifiers_plugins import VerifierChain, adversarial_completions, audit, get
 from verifiers_plugins.builtin import _categories, _targets  # noqa: E402
 
 FILES = [
-    "tool_use/tau_bench_airline_gpt4o.jsonl", "tool_use/raw/gpt-4o-airline.sample8.json",
-    "tool_use/tau2_telecom_gpt4o.jsonl", "tool_use/raw/tau2_telecom_gpt-4o_simulation.json",
-    "tool_use/tau_bench_retail_fewshot_text.jsonl", "tool_use/raw/MockRetailDomainEnv-few_shot.jsonl",
+    "tool_use/tau_bench_airline_gpt4o.jsonl",
+    "tool_use/raw/gpt-4o-airline.sample8.json",
+    "tool_use/tau2_telecom_gpt4o.jsonl",
+    "tool_use/raw/tau2_telecom_gpt-4o_simulation.json",
+    "tool_use/tau_bench_retail_fewshot_text.jsonl",
+    "tool_use/raw/MockRetailDomainEnv-few_shot.jsonl",
     "nemo_gym_pivot_rows/single_step_tool_use_with_argument_comparison.example.jsonl",
     "nemo_gym_pivot_rows/single_step_tool_use_with_argument_comparison.parallel_example.jsonl",
-    "swe/mini_swe_agent_gemini3pro_swebench_verified.jsonl", "swe/raw/astropy__astropy-13579.traj.json",
-    "swe/raw/astropy__astropy-14096.traj.json", "swe/raw/astropy__astropy-14598.traj.json",
-    "swe/swe_agent_demos.jsonl", "swe/raw/swe_agent_function_calling_simple.traj",
-    "swe/raw/swe_agent_str_replace_anthropic_demo.yaml", "nemo_gym_pivot_rows/swe_pivot.example.jsonl",
+    "swe/mini_swe_agent_gemini3pro_swebench_verified.jsonl",
+    "swe/raw/astropy__astropy-13579.traj.json",
+    "swe/raw/astropy__astropy-14096.traj.json",
+    "swe/raw/astropy__astropy-14598.traj.json",
+    "swe/swe_agent_demos.jsonl",
+    "swe/raw/swe_agent_function_calling_simple.traj",
+    "swe/raw/swe_agent_str_replace_anthropic_demo.yaml",
+    "nemo_gym_pivot_rows/swe_pivot.example.jsonl",
 ]
-MAIN = {"tool_use/tau_bench_airline_gpt4o.jsonl", "tool_use/tau2_telecom_gpt4o.jsonl",
-        "tool_use/tau_bench_retail_fewshot_text.jsonl", "swe/mini_swe_agent_gemini3pro_swebench_verified.jsonl",
-        "swe/swe_agent_demos.jsonl", "nemo_gym_pivot_rows/swe_pivot.example.jsonl",
-        "nemo_gym_pivot_rows/single_step_tool_use_with_argument_comparison.example.jsonl",
-        "nemo_gym_pivot_rows/single_step_tool_use_with_argument_comparison.parallel_example.jsonl"}
-CHAINS = {"tool-use": [["turn_kind", "json_schema", "tool_args", "string_similarity"], ["exact_match"]],
-          "swe": [["turn_kind", "json_schema", "swe_target"], ["turn_kind", "json_schema", "tool_name"],
-                  ["turn_kind", "swe_target_continuous"], ["exact_match"]]}
+MAIN = {
+    "tool_use/tau_bench_airline_gpt4o.jsonl",
+    "tool_use/tau2_telecom_gpt4o.jsonl",
+    "tool_use/tau_bench_retail_fewshot_text.jsonl",
+    "swe/mini_swe_agent_gemini3pro_swebench_verified.jsonl",
+    "swe/swe_agent_demos.jsonl",
+    "nemo_gym_pivot_rows/swe_pivot.example.jsonl",
+    "nemo_gym_pivot_rows/single_step_tool_use_with_argument_comparison.example.jsonl",
+    "nemo_gym_pivot_rows/single_step_tool_use_with_argument_comparison.parallel_example.jsonl",
+}
+CHAINS = {
+    "tool-use": [["turn_kind", "json_schema", "tool_args", "string_similarity"], ["exact_match"]],
+    "swe": [
+        ["turn_kind", "json_schema", "swe_target"],
+        ["turn_kind", "json_schema", "tool_name"],
+        ["turn_kind", "swe_target_continuous"],
+        ["exact_match"],
+    ],
+}
 
 
 def _clear_caches() -> None:
@@ -82,8 +100,10 @@ def group_scoring(pivots: list) -> None:
     """Per-candidate latency of a GRPO-sized group, caches on vs cleared per candidate."""
     chain = VerifierChain.from_names(CHAINS["swe"][0])
     parse = get_parser("hermes")
-    groups = [(p, [parse(render_completion(p.expert, p.domain))] +
-               [parse(t) for t in adversarial_completions(p).values()]) for p in pivots]
+    groups = [
+        (p, [parse(render_completion(p.expert, p.domain))] + [parse(t) for t in adversarial_completions(p).values()])
+        for p in pivots
+    ]
     n = sum(len(g) for _, g in groups)
     _clear_caches()
     t = time.process_time()

@@ -27,7 +27,7 @@ ENV_IDS = ("pivot/tool-use-v0", "pivot/swe-v0", "pivot/terminal-v0", "pivot/brow
 
 def candidates(expert: str) -> list[str]:
     k = len(expert) // 2
-    edited = expert[:k] + ("x" if expert[k:k + 1] != "x" else "y") + expert[k + 1:]
+    edited = expert[:k] + ("x" if expert[k : k + 1] != "x" else "y") + expert[k + 1 :]
     return [expert, edited, expert[:k], "Sure, I can help with that. Could you tell me more?", "ls -la"]
 
 
@@ -64,19 +64,24 @@ def run(seconds: float = 2.0) -> dict:
         return [[r.accepted for r in env.score(pid, comps)] for env, pid, _, comps in data]
 
     def difflib_pass():
-        return [[difflib.SequenceMatcher(None, c, expert).ratio() >= 0.8 for c in comps]
-                for _, _, expert, comps in data]
+        return [
+            [difflib.SequenceMatcher(None, c, expert).ratio() >= 0.8 for c in comps] for _, _, expert, comps in data
+        ]
 
     chain_rate, chain_out = timed(chain_pass, seconds)
     diff_rate, diff_out = timed(difflib_pass, seconds)
     flat_chain = [a for g in chain_out for a in g]
     flat_diff = [a for g in diff_out for a in g]
     agree = sum(a == b for a, b in zip(flat_chain, flat_diff, strict=True)) / len(flat_chain)
-    return {"pivots": len(data), "verdicts_per_pass": verdicts_per_pass,
-            "chain_verdicts_per_s": chain_rate * verdicts_per_pass,
-            "difflib_verdicts_per_s": diff_rate * verdicts_per_pass,
-            "chain_accept_rate": sum(flat_chain) / len(flat_chain),
-            "difflib_accept_rate": sum(flat_diff) / len(flat_diff), "agreement": agree}
+    return {
+        "pivots": len(data),
+        "verdicts_per_pass": verdicts_per_pass,
+        "chain_verdicts_per_s": chain_rate * verdicts_per_pass,
+        "difflib_verdicts_per_s": diff_rate * verdicts_per_pass,
+        "chain_accept_rate": sum(flat_chain) / len(flat_chain),
+        "difflib_accept_rate": sum(flat_diff) / len(flat_diff),
+        "agreement": agree,
+    }
 
 
 def main() -> None:
@@ -90,8 +95,10 @@ def main() -> None:
         return
     print(f"{r['pivots']} real pivots x 5 candidates, single thread")
     print(f"{'':24}{'chain':>12}{'difflib':>12}{'ratio':>8}")
-    print(f"{'verdicts/s/core':24}{r['chain_verdicts_per_s']:>12.0f}{r['difflib_verdicts_per_s']:>12.0f}"
-          f"{r['chain_verdicts_per_s'] / r['difflib_verdicts_per_s']:>7.2f}x")
+    print(
+        f"{'verdicts/s/core':24}{r['chain_verdicts_per_s']:>12.0f}{r['difflib_verdicts_per_s']:>12.0f}"
+        f"{r['chain_verdicts_per_s'] / r['difflib_verdicts_per_s']:>7.2f}x"
+    )
     print(f"{'accept rate':24}{r['chain_accept_rate']:>12.2f}{r['difflib_accept_rate']:>12.2f}")
     print(f"the two agree on {r['agreement']:.0%} of verdicts")
 

@@ -61,8 +61,11 @@ def check_expert_scores_one(env: gym.Env, limit: int | None = None) -> dict[str,
         env.reset(options={"pivot_id": pivot.id})
         _, reward, _, _, info = env.step(render_completion(pivot.expert, pivot.domain))
         if reward != 1.0:
-            failures[pivot.id] = {"decided_by": info["decided_by"], "error": info["error"],
-                                  "reason": info["verdicts"].get(info["decided_by"], {}).get("reason")}
+            failures[pivot.id] = {
+                "decided_by": info["decided_by"],
+                "error": info["error"],
+                "reason": info["verdicts"].get(info["decided_by"], {}).get("reason"),
+            }
     assert not failures, f"expert actions that do not score 1: {failures}"
     return failures
 

@@ -147,8 +147,10 @@ class PivotEnv(gym.Env[dict, str]):
         pivot_id = (options or {}).get("pivot_id")
         if pivot_id is not None:
             if pivot_id not in self._index:
-                raise UnknownPivot(f"expected a pivot id of this env, got {pivot_id!r}."
-                                   f"{did_you_mean(str(pivot_id), candidate_ids(self._index, str(pivot_id)))}")
+                raise UnknownPivot(
+                    f"expected a pivot id of this env, got {pivot_id!r}."
+                    f"{did_you_mean(str(pivot_id), candidate_ids(self._index, str(pivot_id)))}"
+                )
             index = self._index[pivot_id]
         else:
             index = int(self.np_random.integers(len(self.pivots)))
@@ -204,8 +206,10 @@ class PivotEnv(gym.Env[dict, str]):
     def pivot(self, pivot_id: str) -> Pivot:
         """The pivot with that id."""
         if pivot_id not in self._index:
-            raise UnknownPivot(f"expected a pivot id of this env, got {pivot_id!r}."
-                               f"{did_you_mean(pivot_id, candidate_ids(self._index, pivot_id))}")
+            raise UnknownPivot(
+                f"expected a pivot id of this env, got {pivot_id!r}."
+                f"{did_you_mean(pivot_id, candidate_ids(self._index, pivot_id))}"
+            )
         return self.pivots[self._index[pivot_id]]
 
     def _step_info(self, result: ChainResult, message: Message) -> dict[str, Any]:

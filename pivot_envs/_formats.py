@@ -75,10 +75,13 @@ def _wrap(path: Path, lineno: int, fn: Callable[[], Any]) -> Any:
         raise DataFileError(str(path), lineno, f"{type(e).__name__}: {e}") from e
 
 
-def trajectory_format(name: str, detect: Callable[[Mapping[str, Any]], bool],
-                      convert: Callable[[Mapping[str, Any], Path, int, Mapping[str, Any]], Trajectory],
-                      write_one: Callable[[Trajectory], dict[str, Any]] | None = None,
-                      skip: SkipTurn | None = None) -> Format:
+def trajectory_format(
+    name: str,
+    detect: Callable[[Mapping[str, Any]], bool],
+    convert: Callable[[Mapping[str, Any], Path, int, Mapping[str, Any]], Trajectory],
+    write_one: Callable[[Trajectory], dict[str, Any]] | None = None,
+    skip: SkipTurn | None = None,
+) -> Format:
     """Build a Format for files of trajectories (one per record); pivots come from `extract_pivots`.
 
     `skip(trajectory, index, message)` drops turns that demonstrate nothing (e.g. a turn the
@@ -124,8 +127,11 @@ def _read_nemo(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:
         digest = hashlib.sha256(json.dumps(rec, sort_keys=True).encode()).hexdigest()[:12]
         default_id = f"nemo-{digest}" if f"nemo-{digest}" not in seen else f"nemo-{digest}-{lineno}"
         seen.add(default_id)
-        yield _wrap(path, lineno, lambda rec=rec, d=default_id: nemo_gym.from_nemo_gym(
-            rec, default_id=d, domain=options.get("domain")))
+        yield _wrap(
+            path,
+            lineno,
+            lambda rec=rec, d=default_id: nemo_gym.from_nemo_gym(rec, default_id=d, domain=options.get("domain")),
+        )
 
 
 def _write_nemo(pivots: Iterable[Pivot], path: Path) -> int:
@@ -163,39 +169,65 @@ FORMATS: dict[str, Format] = {
     "pivots": Format("pivots", lambda r: "expert" in r and "history" in r, _read_pivot_jsonl, _write_pivot_jsonl),
     "nemo-gym": Format("nemo-gym", nemo_gym.detect, _read_nemo, _write_nemo),
     "tau-bench": trajectory_format(
-        "tau-bench", tau_bench.detect,
+        "tau-bench",
+        tau_bench.detect,
         lambda r, p, n, o: tau_bench.from_tau_bench(r, data_path=p, default_id=f"{p.stem}/{n}"),
     ),
     # Browse formats come before "openai": their records also carry a `messages` list.
-    "browse": Format("browse", browse_io.detect_browse, browse_io.pivot_reader(browse_io.read_browse_trajectories),
-                     None, browse_io.read_browse_trajectories),
-    "react": Format("react", react.detect, browse_io.pivot_reader(browse_io.read_react_trajectories),
-                    None, browse_io.read_react_trajectories),
-    "fireact": Format("fireact", fireact.detect, browse_io.pivot_reader(browse_io.read_fireact_trajectories),
-                      None, browse_io.read_fireact_trajectories),
+    "browse": Format(
+        "browse",
+        browse_io.detect_browse,
+        browse_io.pivot_reader(browse_io.read_browse_trajectories),
+        None,
+        browse_io.read_browse_trajectories,
+    ),
+    "react": Format(
+        "react",
+        react.detect,
+        browse_io.pivot_reader(browse_io.read_react_trajectories),
+        None,
+        browse_io.read_react_trajectories,
+    ),
+    "fireact": Format(
+        "fireact",
+        fireact.detect,
+        browse_io.pivot_reader(browse_io.read_fireact_trajectories),
+        None,
+        browse_io.read_fireact_trajectories,
+    ),
     # A JSON object of prompt texts: never detected, read with `--from react-prompts`.
-    "react-prompts": Format("react-prompts", lambda r: False,
-                            browse_io.pivot_reader(browse_io.read_react_prompt_trajectories),
-                            None, browse_io.read_react_prompt_trajectories),
+    "react-prompts": Format(
+        "react-prompts",
+        lambda r: False,
+        browse_io.pivot_reader(browse_io.read_react_prompt_trajectories),
+        None,
+        browse_io.read_react_prompt_trajectories,
+    ),
     "tau2": trajectory_format(
-        "tau2", tau2.detect,
+        "tau2",
+        tau2.detect,
         lambda r, p, n, o: tau2.from_tau2(r, default_id=f"{p.stem}/{n}", tools=_tau2_tools(p, *_stamp(p))),
     ),
     "mini-swe-agent": trajectory_format(
-        "mini-swe-agent", mini_swe_agent.detect,
+        "mini-swe-agent",
+        mini_swe_agent.detect,
         lambda r, p, n, o: mini_swe_agent.from_mini_swe_agent(r, default_id=f"{p.stem}/{n}"),
         skip=mini_swe_agent.rejected_by_harness,
     ),
     "swe-agent": trajectory_format(
-        "swe-agent", swe_agent.detect, lambda r, p, n, o: swe_agent.from_swe_agent(r, default_id=f"swe-agent/{p.stem}"),
+        "swe-agent",
+        swe_agent.detect,
+        lambda r, p, n, o: swe_agent.from_swe_agent(r, default_id=f"swe-agent/{p.stem}"),
     ),
     # before "openai": EnIGMA records also hold a `messages` list
     "swe-agent-enigma": trajectory_format(
-        "swe-agent-enigma", swe_agent_enigma.detect,
+        "swe-agent-enigma",
+        swe_agent_enigma.detect,
         lambda r, p, n, o: swe_agent_enigma.from_enigma(r, default_id=f"{p.stem}/{n}"),
     ),
     "openai": trajectory_format(
-        "openai", openai.detect,
+        "openai",
+        openai.detect,
         lambda r, p, n, o: openai.from_openai(r, domain=o.get("domain"), default_id=f"{p.stem}/{n}"),
     ),
     # Binary: detected by its magic bytes in `detect_format`, never by a JSON record.
@@ -230,8 +262,9 @@ def detect_format(path: PathLike) -> Format:
     for fmt in FORMATS.values():
         if fmt.detect(rec):
             return fmt
-    raise UnknownFormat(f"{p}: no known format matches the first record (keys {sorted(rec)[:8]}); "
-                        f"pass format= one of {sorted(FORMATS)}")
+    raise UnknownFormat(
+        f"{p}: no known format matches the first record (keys {sorted(rec)[:8]}); pass format= one of {sorted(FORMATS)}"
+    )
 
 
 def load_pivots(path: PathLike, format: str | None = None, **options: Any) -> list[Pivot]:
@@ -266,10 +299,22 @@ def write_pivots(pivots: Iterable[Pivot], path: PathLike, format: str = "openai"
     """Write pivots as pivot JSONL (`"openai"`), NeMo Gym rows (`"nemo-gym"`) or `"parquet"`; returns the count."""
     fmt = get_format(WRITE_ALIASES.get(format, format))
     if fmt.write is None:
-        raise UnknownFormat(f"format {format!r} is read-only; write one of "
-                            f"{sorted(n for n, f in FORMATS.items() if f.write) + ['openai']}")
+        raise UnknownFormat(
+            f"format {format!r} is read-only; write one of "
+            f"{sorted(n for n, f in FORMATS.items() if f.write) + ['openai']}"
+        )
     return fmt.write(pivots, Path(path))
 
 
-__all__ = ["FORMATS", "Format", "detect_format", "first_record", "get_format", "load_pivots",
-           "open_pivots", "register_format", "trajectory_format", "write_pivots"]
+__all__ = [
+    "FORMATS",
+    "Format",
+    "detect_format",
+    "first_record",
+    "get_format",
+    "load_pivots",
+    "open_pivots",
+    "register_format",
+    "trajectory_format",
+    "write_pivots",
+]

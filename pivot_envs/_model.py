@@ -154,9 +154,7 @@ class Message:
         def build(p: Mapping[str, Any]) -> Message:
             content = p.get("content")
             if isinstance(content, list):
-                content = "".join(
-                    part.get("text", "") if isinstance(part, Mapping) else str(part) for part in content
-                )
+                content = "".join(part.get("text", "") if isinstance(part, Mapping) else str(part) for part in content)
             calls = tuple(ToolCall.from_json(c) for c in (p.get("tool_calls") or ()))
             return cls(
                 role=p["role"],

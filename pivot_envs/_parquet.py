@@ -34,8 +34,10 @@ except ImportError as e:  # the data extra is optional
     raise ImportError("Parquet pivot files need pyarrow: pip install 'pivot-gym[data]'") from e
 
 COLUMNS = ("id", "domain", "pivot")
-SCHEMA = pa.schema([("id", pa.string()), ("domain", pa.string()), ("pivot", pa.string())],
-                   metadata={b"pivot_envs.format": b"pivots-parquet/1"})
+SCHEMA = pa.schema(
+    [("id", pa.string()), ("domain", pa.string()), ("pivot", pa.string())],
+    metadata={b"pivot_envs.format": b"pivots-parquet/1"},
+)
 ROW_GROUP_SIZE = 512
 
 
@@ -47,8 +49,9 @@ class ParquetPivotWriter:
     generators and converters use it to skip building `Pivot` objects).
     """
 
-    def __init__(self, path: str | os.PathLike[str], row_group_size: int = ROW_GROUP_SIZE,
-                 compression: str = "zstd") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], row_group_size: int = ROW_GROUP_SIZE, compression: str = "zstd"
+    ) -> None:
         if row_group_size < 1:
             raise ValueError(f"expected row_group_size >= 1, got {row_group_size}")
         self.path = Path(path)
@@ -69,8 +72,9 @@ class ParquetPivotWriter:
     def write_rows(self, ids: Iterable[str], domains: Iterable[str], payloads: Iterable[str]) -> None:
         """Append rows given as parallel columns (payloads are `Pivot.to_json()` as JSON text)."""
         self._flush()
-        table = pa.table([pa.array(ids, pa.string()), pa.array(domains, pa.string()),
-                          pa.array(payloads, pa.string())], schema=SCHEMA)
+        table = pa.table(
+            [pa.array(ids, pa.string()), pa.array(domains, pa.string()), pa.array(payloads, pa.string())], schema=SCHEMA
+        )
         self._writer.write_table(table, row_group_size=self.row_group_size)
         self.count += table.num_rows
 
@@ -80,9 +84,14 @@ class ParquetPivotWriter:
         rows = self._buffer
         self._buffer = []
         payloads = [json.dumps(p.to_json(), ensure_ascii=False) for p in rows]
-        table = pa.table([pa.array([p.id for p in rows], pa.string()),
-                          pa.array([p.domain for p in rows], pa.string()),
-                          pa.array(payloads, pa.string())], schema=SCHEMA)
+        table = pa.table(
+            [
+                pa.array([p.id for p in rows], pa.string()),
+                pa.array([p.domain for p in rows], pa.string()),
+                pa.array(payloads, pa.string()),
+            ],
+            schema=SCHEMA,
+        )
         self._writer.write_table(table, row_group_size=self.row_group_size)
         self.count += len(rows)
 
@@ -104,8 +113,7 @@ class ParquetPivotWriter:
             self._tmp.unlink(missing_ok=True)
 
 
-def write_parquet(pivots: Iterable[Pivot], path: str | os.PathLike[str],
-                  row_group_size: int = ROW_GROUP_SIZE) -> int:
+def write_parquet(pivots: Iterable[Pivot], path: str | os.PathLike[str], row_group_size: int = ROW_GROUP_SIZE) -> int:
     """Write pivots to a Parquet file; returns the count."""
     with ParquetPivotWriter(path, row_group_size) as writer:
         for p in pivots:

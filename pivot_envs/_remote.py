@@ -89,12 +89,15 @@ def request(client: httpx.Client, method: str, path: str, retry: RetryPolicy, **
                 return _check(response)
         if attempt + 1 < retry.max_attempts:
             time.sleep(retry.delay(attempt, response))
-    raise RemoteError(503 if response is not None else 0,
-                      f"{method} {path}: server still busy or unreachable after {retry.max_attempts} attempts")
+    raise RemoteError(
+        503 if response is not None else 0,
+        f"{method} {path}: server still busy or unreachable after {retry.max_attempts} attempts",
+    )
 
 
-async def arequest(client: httpx.AsyncClient, method: str, path: str, retry: RetryPolicy,
-                   **kwargs: Any) -> dict[str, Any]:
+async def arequest(
+    client: httpx.AsyncClient, method: str, path: str, retry: RetryPolicy, **kwargs: Any
+) -> dict[str, Any]:
     """`request` for asyncio clients (verify-batch and health: idempotent, so read errors retry too)."""
     response: httpx.Response | None = None
     for attempt in range(retry.max_attempts):
@@ -107,8 +110,10 @@ async def arequest(client: httpx.AsyncClient, method: str, path: str, retry: Ret
                 return _check(response)
         if attempt + 1 < retry.max_attempts:
             await asyncio.sleep(retry.delay(attempt, response))
-    raise RemoteError(503 if response is not None else 0,
-                      f"{method} {path}: server still busy or unreachable after {retry.max_attempts} attempts")
+    raise RemoteError(
+        503 if response is not None else 0,
+        f"{method} {path}: server still busy or unreachable after {retry.max_attempts} attempts",
+    )
 
 
 class RemoteEnv(gym.Env[dict, str]):
@@ -148,20 +153,35 @@ class RemoteEnv(gym.Env[dict, str]):
         super().reset(seed=seed)
         if seed is not None:
             self.action_space.seed(seed)
-        out = request(self._client, "POST", f"/sessions/{self.session_id}/reset", self.retry,
-                      json={"seed": seed, "options": options})
+        out = request(
+            self._client,
+            "POST",
+            f"/sessions/{self.session_id}/reset",
+            self.retry,
+            json={"seed": seed, "options": options},
+        )
         return out["observation"], out["info"]
 
     def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
         """Score one completion at the session's current pivot."""
-        out = request(self._client, "POST", f"/sessions/{self.session_id}/step", self.retry,
-                      json={"action": action if isinstance(action, str) else str(action)})
+        out = request(
+            self._client,
+            "POST",
+            f"/sessions/{self.session_id}/step",
+            self.retry,
+            json={"action": action if isinstance(action, str) else str(action)},
+        )
         return out["observation"], float(out["reward"]), out["terminated"], out["truncated"], out["info"]
 
     def verify_batch(self, pivot_id: str, completions: Sequence[str]) -> list[dict[str, Any]]:
         """Score a group of completions at one pivot (`ChainResult.to_json()` per completion)."""
-        out = request(self._client, "POST", "/verify-batch", self.retry,
-                      json={"pivot_id": pivot_id, "completions": list(completions)})
+        out = request(
+            self._client,
+            "POST",
+            "/verify-batch",
+            self.retry,
+            json={"pivot_id": pivot_id, "completions": list(completions)},
+        )
         return out["results"]
 
     def health(self) -> dict[str, Any]:
@@ -189,16 +209,22 @@ class AsyncVerifyClient:
         retry: how to wait out a busy server.
     """
 
-    def __init__(self, url: str, *, max_connections: int = 64, timeout: float = 120.0,
-                 retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, url: str, *, max_connections: int = 64, timeout: float = 120.0, retry: RetryPolicy | None = None
+    ) -> None:
         self.retry = retry or RetryPolicy()
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._client = httpx.AsyncClient(base_url=url.rstrip("/") + API, timeout=timeout, limits=limits)
 
     async def verify_batch(self, pivot_id: str, completions: Sequence[str]) -> list[dict[str, Any]]:
         """Score a group of completions at one pivot."""
-        out = await arequest(self._client, "POST", "/verify-batch", self.retry,
-                             json={"pivot_id": pivot_id, "completions": list(completions)})
+        out = await arequest(
+            self._client,
+            "POST",
+            "/verify-batch",
+            self.retry,
+            json={"pivot_id": pivot_id, "completions": list(completions)},
+        )
         return out["results"]
 
     async def health(self) -> dict[str, Any]:

@@ -109,9 +109,14 @@ class Admission:
     def stats(self) -> dict[str, int]:
         """Counters for /health."""
         running = int(self.limiter.borrowed_tokens)
-        return {"in_flight": running, "queued": max(0, self.pending - running), "served": self.served,
-                "rejected": self.rejected, "concurrency": self.config.concurrency,
-                "max_queue": self.config.max_queue}
+        return {
+            "in_flight": running,
+            "queued": max(0, self.pending - running),
+            "served": self.served,
+            "rejected": self.rejected,
+            "concurrency": self.config.concurrency,
+            "max_queue": self.config.max_queue,
+        }
 
 
 class FastJSON(JSONResponse):
@@ -193,8 +198,11 @@ def create_app(env: PivotEnv, env_id: str, config: ServerConfig | None = None, e
 
     @app.exception_handler(Busy)
     async def busy(_: Request, exc: Busy) -> JSONResponse:
-        return JSONResponse({"error": "server busy: queue full", "retry_after_s": round(exc.retry_after_s, 3)},
-                            status_code=503, headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))})
+        return JSONResponse(
+            {"error": "server busy: queue full", "retry_after_s": round(exc.retry_after_s, 3)},
+            status_code=503,
+            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))},
+        )
 
     @app.exception_handler(UnknownPivot)
     async def unknown_pivot(_: Request, exc: UnknownPivot) -> JSONResponse:
@@ -202,13 +210,27 @@ def create_app(env: PivotEnv, env_id: str, config: ServerConfig | None = None, e
 
     @app.get(f"{API}/health")
     async def health() -> FastJSON:
-        return FastJSON({"status": "ok", "env_id": env_id, "domain": env.domain, "num_pivots": len(env.pivots),
-                "sessions": len(sessions), "chain": env.chain.names, **admission.stats()})
+        return FastJSON(
+            {
+                "status": "ok",
+                "env_id": env_id,
+                "domain": env.domain,
+                "num_pivots": len(env.pivots),
+                "sessions": len(sessions),
+                "chain": env.chain.names,
+                **admission.stats(),
+            }
+        )
 
     @app.post(f"{API}/sessions")
     async def new_session() -> dict[str, Any]:
-        return {"session_id": sessions.create(), "env_id": env_id, "domain": env.domain,
-                "num_pivots": len(env.pivots), "max_completion_chars": env.action_space.max_length}
+        return {
+            "session_id": sessions.create(),
+            "env_id": env_id,
+            "domain": env.domain,
+            "num_pivots": len(env.pivots),
+            "max_completion_chars": env.action_space.max_length,
+        }
 
     @app.delete(f"{API}/sessions/{{sid}}")
     async def drop_session(sid: str) -> dict[str, Any]:
@@ -226,8 +248,9 @@ def create_app(env: PivotEnv, env_id: str, config: ServerConfig | None = None, e
         if session.current is None:
             raise HTTPException(409, "call reset before step in this session")
         obs, reward, terminated, truncated, info = await admission.run(session.step, body.action)
-        return FastJSON({"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated,
-                         "info": info})
+        return FastJSON(
+            {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
+        )
 
     @app.post(f"{API}/verify-batch")
     async def verify_batch(body: VerifyBatchRequest) -> FastJSON:
@@ -248,8 +271,14 @@ def _remote_score(executor: Any, pivot: Any, completions: list[str]) -> list[Any
     return executor.verify([VerifyTask(pivot, tuple(completions))])[0]
 
 
-def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, config: ServerConfig | None = None,
-          executor: str = "in-process", **env_kwargs: Any) -> None:
+def serve(
+    env_id: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    config: ServerConfig | None = None,
+    executor: str = "in-process",
+    **env_kwargs: Any,
+) -> None:
     """Load `env_id` (with `env_kwargs`) and serve it with uvicorn until interrupted.
 
     `executor="ray"` scores verify-batch requests on Ray workers (the `scale` extra).

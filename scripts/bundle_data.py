@@ -17,6 +17,7 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "pivot_envs" / "data"
 
+
 def read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 

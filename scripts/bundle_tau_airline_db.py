@@ -49,19 +49,29 @@ def needed_keys(tables: dict, trajectories: list) -> dict[str, set[str]]:
             keep["flights"].update(f.get("flight_number", "") for f in args.get("flights", []) or [])
             if rc.call.name.startswith("search_"):
                 routes.add((args.get("origin", ""), args.get("destination", "")))
-    keep["reservations"] |= {r for u in keep["users"] if u in tables["users"]
-                             for r in tables["users"][u]["reservations"]}
-    keep["users"] |= {tables["reservations"][r]["user_id"] for r in keep["reservations"]
-                      if r in tables["reservations"]}
-    keep["flights"] |= {f["flight_number"] for r in keep["reservations"] if r in tables["reservations"]
-                        for f in tables["reservations"][r]["flights"]}
+    keep["reservations"] |= {
+        r for u in keep["users"] if u in tables["users"] for r in tables["users"][u]["reservations"]
+    }
+    keep["users"] |= {tables["reservations"][r]["user_id"] for r in keep["reservations"] if r in tables["reservations"]}
+    keep["flights"] |= {
+        f["flight_number"]
+        for r in keep["reservations"]
+        if r in tables["reservations"]
+        for f in tables["reservations"][r]["flights"]
+    }
     flights = tables["flights"].values()
     for origin, destination in routes:  # direct flights and both legs of every connection
-        keep["flights"] |= {f["flight_number"] for f in flights
-                            if (f["origin"], f["destination"]) == (origin, destination)}
-        keep["flights"] |= {leg["flight_number"] for first in flights if first["origin"] == origin
-                            for second in flights if second["origin"] == first["destination"]
-                            and second["destination"] == destination for leg in (first, second)}
+        keep["flights"] |= {
+            f["flight_number"] for f in flights if (f["origin"], f["destination"]) == (origin, destination)
+        }
+        keep["flights"] |= {
+            leg["flight_number"]
+            for first in flights
+            if first["origin"] == origin
+            for second in flights
+            if second["origin"] == first["destination"] and second["destination"] == destination
+            for leg in (first, second)
+        }
     return keep
 
 
@@ -71,11 +81,17 @@ def main() -> None:
     args = parser.parse_args()
     source = Path(args.shared) / "tool_use"
     tables = load_tables(str(source / "tau_bench_airline_db"))
-    lines = [line for line in (source / "tau_bench_airline_gpt4o.jsonl").read_text(encoding="utf-8").splitlines()
-             if json.loads(line)["id"] in EXEC_SAMPLE]
+    lines = [
+        line
+        for line in (source / "tau_bench_airline_gpt4o.jsonl").read_text(encoding="utf-8").splitlines()
+        if json.loads(line)["id"] in EXEC_SAMPLE
+    ]
     (DATA / EXEC_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    trajectories = [t for name in ("tool_use_tau_airline.jsonl", EXEC_FILE)
-                    for t in FORMATS["tau-bench"].read_trajectories(DATA / name, {})]
+    trajectories = [
+        t
+        for name in ("tool_use_tau_airline.jsonl", EXEC_FILE)
+        for t in FORMATS["tau-bench"].read_trajectories(DATA / name, {})
+    ]
     keep = needed_keys(tables, trajectories)
     subset = {t: {k: v for k, v in tables[t].items() if k in keep[t]} for t in TABLES}
     out = DATA / SUBSET_FILE

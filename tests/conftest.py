@@ -37,7 +37,6 @@ def shared_data() -> Path:
     return path
 
 
-
 @pytest.fixture(scope="session")
 def pip_install_plugins(tmp_path_factory):
     """Factory: build plugin distributions from source files and pip-install them, as a user would.
@@ -66,9 +65,23 @@ def pip_install_plugins(tmp_path_factory):
             for rel, text in {"pyproject.toml": pyproject, **files}.items():
                 (src / rel).parent.mkdir(parents=True, exist_ok=True)
                 (src / rel).write_text(text)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                        "--no-index", "--target", str(root / "site"), *(str(root / "src" / d) for d in packages)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-index",
+                "--target",
+                str(root / "site"),
+                *(str(root / "src" / d) for d in packages),
+            ],
+            check=True,
+            capture_output=True,
+        )
         return root / "site"
 
     return install

@@ -76,8 +76,17 @@ class DemoConfig:
 
     def reduced(self) -> DemoConfig:
         """The CI configuration: the small model, short prompts, fewer steps; the same stages."""
-        return replace(self, small_model=True, sft_steps=150, max_history_messages=2, max_prompt_tokens=96,
-                       steps=4, pivots_per_step=2, group_size=4, max_new_tokens=48)
+        return replace(
+            self,
+            small_model=True,
+            sft_steps=150,
+            max_history_messages=2,
+            max_prompt_tokens=96,
+            steps=4,
+            pivots_per_step=2,
+            group_size=4,
+            max_new_tokens=48,
+        )
 
 
 def trajectory_of(pivot: Pivot) -> str:
@@ -96,13 +105,17 @@ def split_pivots(pivots: Sequence[Pivot], every: int) -> tuple[list[Pivot], list
     return [p for p in pivots if trajectory_of(p) not in held], [p for p in pivots if trajectory_of(p) in held]
 
 
-def sample_and_score(model_dir: str | Path, pivots: Sequence[Pivot], n: int, cfg: DemoConfig,
-                     verifiers: Sequence[str] | None = None) -> tuple[torch.Tensor, torch.Tensor, str]:
+def sample_and_score(
+    model_dir: str | Path, pivots: Sequence[Pivot], n: int, cfg: DemoConfig, verifiers: Sequence[str] | None = None
+) -> tuple[torch.Tensor, torch.Tensor, str]:
     """Sample n completions per pivot and score them: `(rewards [P, n], accepted [P, n], policy id)`."""
     from trainers.backends._transformers import TransformersBackend, TransformersConfig
 
-    backend = TransformersBackend(TransformersConfig(model=str(model_dir), max_prompt_tokens=cfg.max_prompt_tokens,
-                                                     max_history_messages=cfg.max_history_messages))
+    backend = TransformersBackend(
+        TransformersConfig(
+            model=str(model_dir), max_prompt_tokens=cfg.max_prompt_tokens, max_history_messages=cfg.max_history_messages
+        )
+    )
     groups = backend.generate(list(pivots), n, SamplingParams(max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
     env = gym.make(ENV_ID, pivots=list(pivots), **({"verifiers": list(verifiers)} if verifiers else {})).unwrapped
     rewards, accepted = [], []
@@ -118,23 +131,46 @@ def profile(model_dir: str | Path, pivots: Sequence[Pivot], out: Path, cfg: Demo
     from trainers.backends._transformers import TransformersBackend, TransformersConfig
     from trainers.profiling._profiler import ProfileConfig, profile_pivots
 
-    backend = TransformersBackend(TransformersConfig(model=str(model_dir), max_prompt_tokens=cfg.max_prompt_tokens,
-                                                     max_history_messages=cfg.max_history_messages))
+    backend = TransformersBackend(
+        TransformersConfig(
+            model=str(model_dir), max_prompt_tokens=cfg.max_prompt_tokens, max_history_messages=cfg.max_history_messages
+        )
+    )
     out.unlink(missing_ok=True)  # the profiler resumes from an existing file: this run starts afresh
-    profile_pivots(gym.make(ENV_ID, pivots=list(pivots)), backend, out,
-                   ProfileConfig(k=cfg.k, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
+    profile_pivots(
+        gym.make(ENV_ID, pivots=list(pivots)),
+        backend,
+        out,
+        ProfileConfig(k=cfg.k, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed),
+    )
     return list(load_pivots(out))
 
 
-def run_grpo(name: str, model_dir: Path, pivot_file: Path, cfg: DemoConfig, verifiers: Sequence[str] | None,
-             log: Callable[..., None]) -> list[dict[str, float]]:
+def run_grpo(
+    name: str,
+    model_dir: Path,
+    pivot_file: Path,
+    cfg: DemoConfig,
+    verifiers: Sequence[str] | None,
+    log: Callable[..., None],
+) -> list[dict[str, float]]:
     """GRPO from the SFT model on one pivot file; returns the per-step metrics."""
     out = Path(cfg.out) / "runs" / name
-    grpo = GRPOConfig(model=str(model_dir), pivots=str(pivot_file), verifiers=tuple(verifiers) if verifiers else None,
-                      output_dir=str(out), steps=cfg.steps, pivots_per_step=cfg.pivots_per_step,
-                      group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
-                      learning_rate=cfg.learning_rate, beta=cfg.beta, seed=cfg.seed,
-                      max_prompt_tokens=cfg.max_prompt_tokens, max_history_messages=cfg.max_history_messages)
+    grpo = GRPOConfig(
+        model=str(model_dir),
+        pivots=str(pivot_file),
+        verifiers=tuple(verifiers) if verifiers else None,
+        output_dir=str(out),
+        steps=cfg.steps,
+        pivots_per_step=cfg.pivots_per_step,
+        group_size=cfg.group_size,
+        max_new_tokens=cfg.max_new_tokens,
+        learning_rate=cfg.learning_rate,
+        beta=cfg.beta,
+        seed=cfg.seed,
+        max_prompt_tokens=cfg.max_prompt_tokens,
+        max_history_messages=cfg.max_history_messages,
+    )
     if (out / "metrics.jsonl").exists():
         (out / "metrics.jsonl").unlink()  # a rerun starts a fresh log
     trainer = GRPOTrainer(grpo)
@@ -142,8 +178,10 @@ def run_grpo(name: str, model_dir: Path, pivot_file: Path, cfg: DemoConfig, veri
 
     def on_step(step: int, m: dict[str, float]) -> None:
         steps.append(m)
-        log(f"  {name} step {step}/{cfg.steps}: reward {m['rollout/reward_mean']:.3f} "
-            f"std {m['rollout/reward_std']:.3f} zero-var {m['rollout/zero_var_share']:.2f}")
+        log(
+            f"  {name} step {step}/{cfg.steps}: reward {m['rollout/reward_mean']:.3f} "
+            f"std {m['rollout/reward_std']:.3f} zero-var {m['rollout/zero_var_share']:.2f}"
+        )
 
     trainer.train(on_step)
     return steps
@@ -191,9 +229,17 @@ def run_demo(cfg: DemoConfig, log: Callable[..., None] = print) -> dict[str, Any
     key = {"sft_steps": cfg.sft_steps, "seed": cfg.seed, "small": cfg.small_model, "train": [p.id for p in train]}
     if not (marker.exists() and json.loads(marker.read_text()) == key):  # a rerun reuses the same SFT model
         build_tiny_model(root / "tiny", pivots=train, config=TEST_MODEL if cfg.small_model else None)
-        train_sft(root / "tiny", train, sft, SFTConfig(steps=cfg.sft_steps, seed=cfg.seed,
-                                                       max_history_messages=cfg.max_history_messages,
-                                                       max_prompt_tokens=cfg.max_prompt_tokens))
+        train_sft(
+            root / "tiny",
+            train,
+            sft,
+            SFTConfig(
+                steps=cfg.sft_steps,
+                seed=cfg.seed,
+                max_history_messages=cfg.max_history_messages,
+                max_prompt_tokens=cfg.max_prompt_tokens,
+            ),
+        )
         marker.write_text(json.dumps(key))
     log(f"SFT done ({time.perf_counter() - t0:.0f} s)")
 
@@ -211,20 +257,35 @@ def run_demo(cfg: DemoConfig, log: Callable[..., None] = print) -> dict[str, Any
         "strict": run_grpo("strict", sft, root / "d_cand.jsonl", cfg, STRICT_VERIFIERS, log),
     }
     prof = torch.tensor([list(p.profile.rewards) for p in d_cand])
-    rows = [{"method": "sft", "train_set": "-", "heldout_accept": _heldout(sft, heldout, cfg),
-             "zero_var_share": float(zero_variance_groups(prof).float().mean()),
-             "reward_std": float(prof.std(dim=1).mean())}]
+    rows = [
+        {
+            "method": "sft",
+            "train_set": "-",
+            "heldout_accept": _heldout(sft, heldout, cfg),
+            "zero_var_share": float(zero_variance_groups(prof).float().mean()),
+            "reward_std": float(prof.std(dim=1).mean()),
+        }
+    ]
     for name, train_set in (("pivotrl", "D_adv"), ("no_filter", "D_cand"), ("strict", "D_cand")):
         steps = runs[name]
-        rows.append({"method": name, "train_set": train_set,
-                     "heldout_accept": _heldout(root / "runs" / name / "final", heldout, cfg),
-                     "zero_var_share": _mean([m["rollout/zero_var_share"] for m in steps]),
-                     "reward_std": _mean([m["rollout/reward_std"] for m in steps])})
+        rows.append(
+            {
+                "method": name,
+                "train_set": train_set,
+                "heldout_accept": _heldout(root / "runs" / name / "final", heldout, cfg),
+                "zero_var_share": _mean([m["rollout/zero_var_share"] for m in steps]),
+                "reward_std": _mean([m["rollout/reward_std"] for m in steps]),
+            }
+        )
     plot = plot_reward_std(runs, root / "reward_std.png")
     log(f"done in {time.perf_counter() - t0:.0f} s")
-    result = {"rows": rows, "plot": str(plot), "config": asdict(cfg),
-              "sizes": {"train": len(train), "heldout": len(heldout), "d_cand": len(d_cand), "d_adv": len(d_adv)},
-              "seconds": time.perf_counter() - t0}
+    result = {
+        "rows": rows,
+        "plot": str(plot),
+        "config": asdict(cfg),
+        "sizes": {"train": len(train), "heldout": len(heldout), "d_cand": len(d_cand), "d_adv": len(d_adv)},
+        "seconds": time.perf_counter() - t0,
+    }
     (root / "results.json").write_text(json.dumps(result, indent=2))
     return result
 

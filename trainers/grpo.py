@@ -103,11 +103,14 @@ class GRPOConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"GRPOConfig.{name}: expected >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
-            raise ValueError(f"GRPOConfig.group_size: expected >= 2 (advantages compare within a group), "
-                             f"got {self.group_size}")
+            raise ValueError(
+                f"GRPOConfig.group_size: expected >= 2 (advantages compare within a group), got {self.group_size}"
+            )
         if self.grad_accum > self.batch_size:
-            raise ValueError(f"GRPOConfig.grad_accum: expected <= pivots_per_step * group_size = {self.batch_size}, "
-                             f"got {self.grad_accum}")
+            raise ValueError(
+                f"GRPOConfig.grad_accum: expected <= pivots_per_step * group_size = {self.batch_size}, "
+                f"got {self.grad_accum}"
+            )
         if self.bf16 and not self.device.startswith("cuda"):
             raise ValueError(f"GRPOConfig.bf16: needs a cuda device, got device={self.device!r}")
         if self.verifiers is not None:
@@ -154,8 +157,9 @@ class ScoredBatch:
         return sum(len(c) for c in self.completion_ids)
 
 
-def pad_batch(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad: int,
-              device: str) -> dict[str, torch.Tensor]:
+def pad_batch(
+    prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad: int, device: str
+) -> dict[str, torch.Tensor]:
     """Left-pad prompts and right-pad completions so every completion starts at the same column.
 
     Returns:
@@ -181,8 +185,12 @@ def pad_batch(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[i
 def completion_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probabilities and entropies of the completion tokens, `[B, Lc]` each."""
     lc = batch["completion_mask"].shape[1]
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                position_ids=batch["position_ids"], logits_to_keep=lc + 1)
+    out = model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"],
+        logits_to_keep=lc + 1,
+    )
     logits = out.logits[:, :-1].float()  # the logit at column t predicts the token at t + 1
     targets = batch["input_ids"][:, -lc:]
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -231,8 +239,13 @@ def make_backend(cfg: GRPOConfig, policy: Any, tokenizer: Any) -> Any:
     """The generation backend, colocated with the policy (shares its weights: no sync needed)."""
     from trainers.backends._transformers import TransformersBackend, TransformersConfig
 
-    tcfg = TransformersConfig(model=cfg.model, device=cfg.device, max_prompt_tokens=cfg.max_prompt_tokens,
-                              max_history_messages=cfg.max_history_messages, batch_size=cfg.pivots_per_step)
+    tcfg = TransformersConfig(
+        model=cfg.model,
+        device=cfg.device,
+        max_prompt_tokens=cfg.max_prompt_tokens,
+        max_history_messages=cfg.max_history_messages,
+        batch_size=cfg.pivots_per_step,
+    )
     return TransformersBackend(tcfg, model=policy, tokenizer=tokenizer)
 
 
@@ -347,8 +360,11 @@ class GRPOTrainer:
 
     def generate(self, pivots: Sequence[Pivot], seed: int, temperature: float | None = None) -> list[list[Generation]]:
         """G sampled completions per pivot from the current policy."""
-        params = SamplingParams(max_new_tokens=self.cfg.max_new_tokens, seed=seed,
-                                temperature=self.cfg.temperature if temperature is None else temperature)
+        params = SamplingParams(
+            max_new_tokens=self.cfg.max_new_tokens,
+            seed=seed,
+            temperature=self.cfg.temperature if temperature is None else temperature,
+        )
         self.policy.eval()
         with self.autocast():
             return self.backend.generate(list(pivots), self.cfg.group_size, params)
@@ -385,7 +401,7 @@ class GRPOTrainer:
 
         text = render_prompt(self.tokenizer, pivot, self.cfg.max_history_messages)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return ids[-self.cfg.max_prompt_tokens:] if self.cfg.max_prompt_tokens else ids
+        return ids[-self.cfg.max_prompt_tokens :] if self.cfg.max_prompt_tokens else ids
 
     def update(self, batch: ScoredBatch) -> dict[str, float]:
         """`epochs_per_batch` passes of `grad_accum` micro-batches; returns loss metrics."""
@@ -411,12 +427,24 @@ class GRPOTrainer:
                     logp, entropy = completion_logprobs(self.policy, micro)
                 old = logp.detach() if old_logp is None else old_logp[sel]
                 ref = None if ref_logp is None else ref_logp[sel]
-                terms: LossTerms = self.loss_fn(logp, old, ref, advantages[sel], micro["completion_mask"],
-                                                clip_low=cfg.clip_eps, clip_high=cfg.clip_eps, beta=cfg.beta)
+                terms: LossTerms = self.loss_fn(
+                    logp,
+                    old,
+                    ref,
+                    advantages[sel],
+                    micro["completion_mask"],
+                    clip_low=cfg.clip_eps,
+                    clip_high=cfg.clip_eps,
+                    beta=cfg.beta,
+                )
                 (terms.loss / len(chunks)).backward()
-                for k, v in (("loss/total", terms.loss), ("loss/policy", terms.policy), ("loss/kl", terms.kl),
-                             ("loss/clip_fraction", terms.clip_fraction),
-                             ("loss/entropy", masked_mean(entropy, micro["completion_mask"]))):
+                for k, v in (
+                    ("loss/total", terms.loss),
+                    ("loss/policy", terms.policy),
+                    ("loss/kl", terms.kl),
+                    ("loss/clip_fraction", terms.clip_fraction),
+                    ("loss/entropy", masked_mean(entropy, micro["completion_mask"])),
+                ):
                     sums[k] = sums.get(k, 0.0) + float(v.detach()) / (len(chunks) * cfg.epochs_per_batch)
             params = [p for p in self.policy.parameters() if p.requires_grad]
             sums["loss/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0)) / cfg.epochs_per_batch
@@ -460,8 +488,10 @@ class GRPOTrainer:
         pivots = list(self.eval_env.pivots)
         groups = self.generate(pivots, seed=self.cfg.seed + 7_777_777)
         batch = self.score(self.eval_env, pivots, groups)
-        return {"eval/accept": float(batch.accepted.mean()),
-                "eval/zero_var_share": float(zero_variance_groups(batch.rewards).float().mean())}
+        return {
+            "eval/accept": float(batch.accepted.mean()),
+            "eval/zero_var_share": float(zero_variance_groups(batch.rewards).float().mean()),
+        }
 
     def save_checkpoint(self) -> Path:
         """`checkpoint.pt`: trainable weights, optimizer state and the step count (resume with `resume()`)."""

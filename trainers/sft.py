@@ -100,7 +100,7 @@ def build_example(tokenizer: Any, pivot: Pivot, config: SFTConfig) -> Example:
     end = min(end, start + config.max_completion_tokens)
     prompt = enc["input_ids"][:start]
     if config.max_prompt_tokens is not None:
-        prompt = prompt[-config.max_prompt_tokens:]
+        prompt = prompt[-config.max_prompt_tokens :]
     target = enc["input_ids"][start:end]
     return Example(tuple(prompt + target), tuple([-100] * len(prompt) + target))
 
@@ -162,7 +162,7 @@ def train_sft(
         # ---- batch: walk a shuffled epoch, reshuffle when it runs out
         if len(order) < config.batch_size:
             order += rng.sample(range(len(examples)), len(examples))
-        batch, order = [examples[i] for i in order[: config.batch_size]], order[config.batch_size:]
+        batch, order = [examples[i] for i in order[: config.batch_size]], order[config.batch_size :]
         # ---- loss on expert-turn tokens, optimizer step
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, config)
@@ -173,18 +173,22 @@ def train_sft(
         opt.step()
         losses.append(float(loss.detach()))
         if log and (step + 1) % config.log_every == 0:
-            recent = losses[-config.log_every:]
+            recent = losses[-config.log_every :]
             log(step + 1, {"loss/train": sum(recent) / len(recent), "perf/lr": _lr_at(step, config)})
     return _save(model, tokenizer, Path(out), config, len(examples), losses, time.perf_counter() - started)
 
 
-def _save(model: Any, tokenizer: Any, out: Path, config: SFTConfig, examples: int, losses: list[float],
-          seconds: float) -> dict[str, Any]:
+def _save(
+    model: Any, tokenizer: Any, out: Path, config: SFTConfig, examples: int, losses: list[float], seconds: float
+) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    cuts = {"max_history_messages": config.max_history_messages, "max_prompt_tokens": config.max_prompt_tokens,
-            "max_new_tokens": config.max_completion_tokens}
+    cuts = {
+        "max_history_messages": config.max_history_messages,
+        "max_prompt_tokens": config.max_prompt_tokens,
+        "max_new_tokens": config.max_completion_tokens,
+    }
     (out / PROMPT_CUTS_FILE).write_text(json.dumps(cuts, indent=2))
     return {
         "output": str(out),

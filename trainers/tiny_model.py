@@ -35,12 +35,28 @@ CHAT_TEMPLATE = (
     "{%- if m.tool_calls %}"
     "{%- if m.content and m.content | trim %}{{ m.content | trim }}" + NL + "{% endif %}"
     "{%- for tc in m.tool_calls %}{%- set f = tc.function if tc.function is defined else tc %}"
-    "{%- if not loop.first %}" + NL + "{% endif %}<tool_call>" + NL
-    + "{{ {'name': f.name, 'arguments': f.arguments} | tojson }}" + NL + "</tool_call>{%- endfor %}"
-    "{%- else %}{{ m.content }}{%- endif %}<|im_end|>{% endgeneration %}" + NL
-    + "{%- elif m.role == 'tool' %}<|im_start|>user" + NL + "<tool_response>" + NL + "{{ m.content }}" + NL
-    + "</tool_response><|im_end|>" + NL
-    + "{%- else %}<|im_start|>{{ m.role }}" + NL + "{{ m.content }}<|im_end|>" + NL + "{%- endif %}"
+    "{%- if not loop.first %}"
+    + NL
+    + "{% endif %}<tool_call>"
+    + NL
+    + "{{ {'name': f.name, 'arguments': f.arguments} | tojson }}"
+    + NL
+    + "</tool_call>{%- endfor %}"
+    "{%- else %}{{ m.content }}{%- endif %}<|im_end|>{% endgeneration %}"
+    + NL
+    + "{%- elif m.role == 'tool' %}<|im_start|>user"
+    + NL
+    + "<tool_response>"
+    + NL
+    + "{{ m.content }}"
+    + NL
+    + "</tool_response><|im_end|>"
+    + NL
+    + "{%- else %}<|im_start|>{{ m.role }}"
+    + NL
+    + "{{ m.content }}<|im_end|>"
+    + NL
+    + "{%- endif %}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}<|im_start|>assistant" + NL + "{% endif %}"
 )
@@ -129,8 +145,9 @@ def _bootstrap_tokenizer() -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()), chat_template=CHAT_TEMPLATE)
 
 
-def build_tiny_model(out: str | Path, pivots: Sequence[Any] | None = None,
-                     config: TinyModelConfig | None = None) -> dict[str, Any]:
+def build_tiny_model(
+    out: str | Path, pivots: Sequence[Any] | None = None, config: TinyModelConfig | None = None
+) -> dict[str, Any]:
     """Write a tokenizer + random-init Qwen3-style causal LM to `out` (loadable with from_pretrained).
 
     Args:
@@ -214,16 +231,21 @@ class TinyPolicy:
         """A `TransformersConfig` that prompts this policy as it was trained."""
         from trainers.backends._transformers import TransformersConfig
 
-        fields = {"model": str(self.path), "max_history_messages": self.max_history_messages,
-                  "max_prompt_tokens": self.max_prompt_tokens, **overrides}
+        fields = {
+            "model": str(self.path),
+            "max_history_messages": self.max_history_messages,
+            "max_prompt_tokens": self.max_prompt_tokens,
+            **overrides,
+        }
         return TransformersConfig(**fields)
 
 
 # Sized for tests on 2 shared CPU cores: ~170k parameters, short prompts. The SFT steps and the
 # policy's temperature are chosen so that K=4 samples give all-0, all-1 and mixed tool-use pivots:
 # fewer steps leave almost every pivot all-0, more (or a lower temperature) leave few mixed ones.
-TEST_MODEL = TinyModelConfig(vocab_size=1024, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
-                             intermediate_size=192, max_positions=512)
+TEST_MODEL = TinyModelConfig(
+    vocab_size=1024, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=192, max_positions=512
+)
 TEST_SFT_STEPS = 250
 
 
@@ -238,15 +260,22 @@ def build_test_policy(folder: str | Path, steps: int = TEST_SFT_STEPS) -> TinyPo
     from trainers.sft import SFTConfig, train_sft
 
     folder = Path(folder)
-    policy = TinyPolicy(folder / "sft", max_history_messages=2, max_prompt_tokens=96, max_new_tokens=64,
-                        temperature=0.85)
+    policy = TinyPolicy(
+        folder / "sft", max_history_messages=2, max_prompt_tokens=96, max_new_tokens=64, temperature=0.85
+    )
     marker = folder / "pivot_tiny_sft.json"
     if marker.exists():
         return policy
     build_tiny_model(folder / "base", config=TEST_MODEL)
     pivots = gym.make("pivot/tool-use-v0").unwrapped.pivots
-    config = SFTConfig(steps=steps, batch_size=8, lr=4e-3, max_history_messages=policy.max_history_messages,
-                       max_prompt_tokens=policy.max_prompt_tokens, max_completion_tokens=policy.max_new_tokens)
+    config = SFTConfig(
+        steps=steps,
+        batch_size=8,
+        lr=4e-3,
+        max_history_messages=policy.max_history_messages,
+        max_prompt_tokens=policy.max_prompt_tokens,
+        max_completion_tokens=policy.max_new_tokens,
+    )
     summary = train_sft(folder / "base", pivots, policy.path, config)
     marker.write_text(json.dumps(summary, indent=2))
     return policy

@@ -72,8 +72,14 @@ def _render(calls: Sequence[ToolCall], pivot: Pivot) -> str:
 
 
 def _terminus(commands: list[dict[str, Any]]) -> str:
-    return json.dumps({"analysis": "Looking at the current state.", "plan": "Proceed with the next step.",
-                       "commands": commands, "task_complete": False})
+    return json.dumps(
+        {
+            "analysis": "Looking at the current state.",
+            "plan": "Proceed with the next step.",
+            "commands": commands,
+            "task_complete": False,
+        }
+    )
 
 
 def _fence(command: str) -> str:
@@ -182,23 +188,49 @@ def _long_output(pivot: Pivot, style: str) -> str | None:
 
 AUDIT_CASES: tuple[AuditCase, ...] = (
     AuditCase("empty", "the empty completion", _empty),
-    AuditCase("text_for_tool", "polite prose where the expert acts (tool call, command or Terminus turn)",
-              _text_for_tool, why="left out at text turns, where prose is the expected kind"),
-    AuditCase("tool_empty_args", "the expert's tool(s) with `{}` arguments; an empty bash block",
-              _tool_empty_args, why="left out where the expert's own calls take no arguments, and at "
-              "Terminus and text turns"),
-    AuditCase("tool_junk_args", "the expert's tool(s) with type-valid junk arguments; a junk command",
-              _tool_junk_args, why="left out at text turns and where the expert's own calls take no arguments"),
-    AuditCase("many_calls", "the expert's calls plus other tools' calls (or the call repeated); extra bash blocks",
-              _many_calls, why="left out at Terminus turns (a turn may batch keystrokes) and text turns"),
-    AuditCase("copy_last_user", "a verbatim copy of the last user message", _copy_last_user,
-              why="left out where the history has no user text"),
-    AuditCase("echo_history", "every history message's text, concatenated", _echo_history,
-              why="left out where the history has no text"),
-    AuditCase("terminus_no_commands", "a well-formed Terminus JSON turn with `commands: []`",
-              _terminus_no_commands, why="left out where the expert's own Terminus turn sends no keystrokes"),
-    AuditCase("long_output", f"{LONG_OUTPUT_CHARS:,} characters of tool names and user words, repeated",
-              _long_output),
+    AuditCase(
+        "text_for_tool",
+        "polite prose where the expert acts (tool call, command or Terminus turn)",
+        _text_for_tool,
+        why="left out at text turns, where prose is the expected kind",
+    ),
+    AuditCase(
+        "tool_empty_args",
+        "the expert's tool(s) with `{}` arguments; an empty bash block",
+        _tool_empty_args,
+        why="left out where the expert's own calls take no arguments, and at Terminus and text turns",
+    ),
+    AuditCase(
+        "tool_junk_args",
+        "the expert's tool(s) with type-valid junk arguments; a junk command",
+        _tool_junk_args,
+        why="left out at text turns and where the expert's own calls take no arguments",
+    ),
+    AuditCase(
+        "many_calls",
+        "the expert's calls plus other tools' calls (or the call repeated); extra bash blocks",
+        _many_calls,
+        why="left out at Terminus turns (a turn may batch keystrokes) and text turns",
+    ),
+    AuditCase(
+        "copy_last_user",
+        "a verbatim copy of the last user message",
+        _copy_last_user,
+        why="left out where the history has no user text",
+    ),
+    AuditCase(
+        "echo_history",
+        "every history message's text, concatenated",
+        _echo_history,
+        why="left out where the history has no text",
+    ),
+    AuditCase(
+        "terminus_no_commands",
+        "a well-formed Terminus JSON turn with `commands: []`",
+        _terminus_no_commands,
+        why="left out where the expert's own Terminus turn sends no keystrokes",
+    ),
+    AuditCase("long_output", f"{LONG_OUTPUT_CHARS:,} characters of tool names and user words, repeated", _long_output),
 )
 
 
@@ -213,8 +245,9 @@ def adversarial_completions(pivot: Pivot, cases: Sequence[AuditCase] = AUDIT_CAS
     return out
 
 
-def _resolve(target: Any, pivots: Iterable[Pivot] | None,
-             parser: str | Callable[[str], Message] | None) -> tuple[VerifierChain, list[Pivot], Callable]:
+def _resolve(
+    target: Any, pivots: Iterable[Pivot] | None, parser: str | Callable[[str], Message] | None
+) -> tuple[VerifierChain, list[Pivot], Callable]:
     """Chain, pivots and parser from an env, a chain, verifier name(s) or a verifier object."""
     env = getattr(target, "unwrapped", target)
     if hasattr(env, "chain") and hasattr(env, "pivots"):
@@ -230,8 +263,9 @@ def _resolve(target: Any, pivots: Iterable[Pivot] | None,
         elif callable(getattr(target, "verify", None)):
             chain = VerifierChain([(type(target).__name__, target)])
         else:
-            raise TypeError(f"audit: expected an env, a VerifierChain, verifier name(s) or a verifier, "
-                            f"got {type(target).__name__}")
+            raise TypeError(
+                f"audit: expected an env, a VerifierChain, verifier name(s) or a verifier, got {type(target).__name__}"
+            )
     chosen = list(pivots) if pivots is not None else default_pivots
     if not chosen:
         raise ValueError("audit: expected at least one pivot, got none")
@@ -242,8 +276,14 @@ def _resolve(target: Any, pivots: Iterable[Pivot] | None,
     return chain, chosen, parse
 
 
-def audit(target: Any, pivots: Iterable[Pivot] | None = None, *, parser: str | Callable | None = None,
-          cases: Sequence[AuditCase] = AUDIT_CASES, per_verifier: bool = True) -> list[dict[str, Any]]:
+def audit(
+    target: Any,
+    pivots: Iterable[Pivot] | None = None,
+    *,
+    parser: str | Callable | None = None,
+    cases: Sequence[AuditCase] = AUDIT_CASES,
+    per_verifier: bool = True,
+) -> list[dict[str, Any]]:
     """Score every adversarial case at every pivot; count acceptances per chain and per verifier.
 
     Args:
@@ -271,8 +311,11 @@ def audit(target: Any, pivots: Iterable[Pivot] | None = None, *, parser: str | C
             c = env.chain_for(p)
             groups.setdefault(id(c), (c, []))[1].append(p)
         if len(groups) > 1:
-            return [row for c, ps in groups.values() for row in
-                    audit(c, ps, parser=parser or env.parse, cases=cases, per_verifier=per_verifier)]
+            return [
+                row
+                for c, ps in groups.values()
+                for row in audit(c, ps, parser=parser or env.parse, cases=cases, per_verifier=per_verifier)
+            ]
     chain, chosen, parse = _resolve(target, pivots, parser)
     chain_name = ">".join(chain.names)
     expected = {c.name: c.expected for c in cases}
@@ -299,8 +342,9 @@ def _exempt(verifier: Any, case: str) -> str | None:
     return exempt.get(case) if isinstance(exempt, Mapping) else None
 
 
-def _rows(chain: VerifierChain, chain_name: str, counts: Mapping[tuple[str, str], list[int]],
-          expected: Mapping[str, int]) -> list[dict[str, Any]]:
+def _rows(
+    chain: VerifierChain, chain_name: str, counts: Mapping[tuple[str, str], list[int]], expected: Mapping[str, int]
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     steps = dict(chain.steps)
     roles = {n: verifier_meta(v)["role"] for n, v in chain.steps}
@@ -310,14 +354,26 @@ def _rows(chain: VerifierChain, chain_name: str, counts: Mapping[tuple[str, str]
             # A chain is exempt only when every acceptor in it declares the case accepted by design.
             whys = [_exempt(steps[n], case) for n in acceptors]
             exempt = bool(acceptors) and all(whys)
-            row = {"chain": chain_name, "case": case, "accepted": accepted, "total": total, "role": "chain",
-                   "expected": None if exempt else expected[case]}
+            row = {
+                "chain": chain_name,
+                "case": case,
+                "accepted": accepted,
+                "total": total,
+                "role": "chain",
+                "expected": None if exempt else expected[case],
+            }
             if exempt:
                 row["why"] = whys[0]
         else:
             why = _exempt(steps[who], case)
-            row = {"verifier": who, "case": case, "accepted": accepted, "total": total, "role": roles[who],
-                   "expected": None if roles[who] == "gate" or why else expected[case]}
+            row = {
+                "verifier": who,
+                "case": case,
+                "accepted": accepted,
+                "total": total,
+                "role": roles[who],
+                "expected": None if roles[who] == "gate" or why else expected[case],
+            }
             if why:
                 row["why"] = why
         rows.append(row)

@@ -60,8 +60,13 @@ def result_from_json(payload: dict[str, Any]) -> ChainResult:
     verdicts = {}
     for name, v in payload["verdicts"].items():
         verdicts[name] = Verdict(
-            reward=v["reward"], accepted=v["accepted"], reason=v.get("reason", ""), details=v.get("details") or None,
-            error=v.get("error"), applicable=v.get("applicable", True), verifier=v.get("verifier", name),
+            reward=v["reward"],
+            accepted=v["accepted"],
+            reason=v.get("reason", ""),
+            details=v.get("details") or None,
+            error=v.get("error"),
+            applicable=v.get("applicable", True),
+            verifier=v.get("verifier", name),
         )
     return ChainResult(payload["reward"], payload["accepted"], payload["decided_by"], verdicts, payload.get("error"))
 

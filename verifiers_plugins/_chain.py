@@ -100,9 +100,9 @@ def _verify_each(name: str, verifier: Any, pivot: Pivot, actions: Sequence[Messa
         elif isinstance(value, BaseException):
             raise value  # KeyboardInterrupt, SystemExit, CancelledError: not the verifier's fault
         elif not isinstance(value, Verdict):
-            out.append(replace(
-                Verdict.failed(f"verifier returned {type(value).__name__}, expected Verdict"), verifier=name
-            ))
+            out.append(
+                replace(Verdict.failed(f"verifier returned {type(value).__name__}, expected Verdict"), verifier=name)
+            )
         else:
             out.append(replace(value, verifier=name))
     return out

@@ -67,8 +67,13 @@ class Problem:
 
     def to_json(self) -> dict[str, str]:
         """JSON-ready dict."""
-        return {"severity": self.severity, "plugin": self.plugin, "distribution": self.distribution,
-                "hook": self.hook, "message": self.message}
+        return {
+            "severity": self.severity,
+            "plugin": self.plugin,
+            "distribution": self.distribution,
+            "hook": self.hook,
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True)
@@ -100,9 +105,16 @@ class CheckReport:
         return {
             "ok": self.ok,
             "hook_api_version": hookspecs.HOOK_API_VERSION,
-            "plugins": [{"plugin": c.name, "distribution": c.distribution, "version": c.version,
-                         "builtin": c.builtin, "registered": {k: list(v) for k, v in c.registered.items()}}
-                        for c in self.plugins],
+            "plugins": [
+                {
+                    "plugin": c.name,
+                    "distribution": c.distribution,
+                    "version": c.version,
+                    "builtin": c.builtin,
+                    "registered": {k: list(v) for k, v in c.registered.items()},
+                }
+                for c in self.plugins
+            ],
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -134,17 +146,26 @@ def check_plugins(
     for (kind, name), who in owners.items():
         if len(who) > 1:
             both = " and ".join(f"plugin {c.name!r} (distribution {c.distribution} {c.version})" for c in who)
-            problems.append(Problem("error", who[-1].name, who[-1].distribution, f"register_{kind}",
-                                    f"{kind[:-1]} name {name!r} is registered by {both}; uninstall one, or "
-                                    f"leave one out with PIVOT_PLUGINS"))
+            problems.append(
+                Problem(
+                    "error",
+                    who[-1].name,
+                    who[-1].distribution,
+                    f"register_{kind}",
+                    f"{kind[:-1]} name {name!r} is registered by {both}; uninstall one, or "
+                    f"leave one out with PIVOT_PLUGINS",
+                )
+            )
     return CheckReport(tuple(checked), tuple(problems))
 
 
 def _candidates(
     load_entrypoints: bool, extra: Sequence[tuple[object, str, str]], problems: list[Problem]
 ) -> list[Candidate]:
-    out = [Candidate(m, "pivot-gym", distribution_version("pivot-gym"), importlib.import_module(m), builtin=True)
-           for m in DEFAULT_PLUGINS]
+    out = [
+        Candidate(m, "pivot-gym", distribution_version("pivot-gym"), importlib.import_module(m), builtin=True)
+        for m in DEFAULT_PLUGINS
+    ]
     if load_entrypoints:
         try:
             found = entry_point_plugins(allowed_plugins())
@@ -155,8 +176,15 @@ def _candidates(
             try:
                 plugin = ep.entry_point.load()
             except Exception as e:
-                problems.append(Problem("error", ep.name, ep.distribution, "",
-                                        f"import of {ep.entry_point.value!r} failed: {type(e).__name__}: {e}"))
+                problems.append(
+                    Problem(
+                        "error",
+                        ep.name,
+                        ep.distribution,
+                        "",
+                        f"import of {ep.entry_point.value!r} failed: {type(e).__name__}: {e}",
+                    )
+                )
                 plugin = None
             out.append(Candidate(ep.name, ep.distribution, ep.version, plugin))
     out.extend(Candidate(name, dist, "", plugin) for plugin, name, dist in extra)
@@ -173,22 +201,34 @@ def _register_alone(cand: Candidate, specs: ModuleType, problems: list[Problem])
             pm.register(cand.plugin, name=cand.name)
         except pluggy.PluginValidationError as e:
             match = re.search(r"hook '(\w+)'", str(e))
-            problems.append(Problem("error", cand.name, cand.distribution, match.group(1) if match else "",
-                                    " ".join(str(e).split())))
+            problems.append(
+                Problem(
+                    "error", cand.name, cand.distribution, match.group(1) if match else "", " ".join(str(e).split())
+                )
+            )
             return None
     for w in caught:
         hook = next((h for h in hook_names(specs) if h in str(w.message)), "")
-        problems.append(Problem("warning", cand.name, cand.distribution, hook,
-                                f"deprecated: {w.message} ({w.filename}:{w.lineno})"))
+        problems.append(
+            Problem("warning", cand.name, cand.distribution, hook, f"deprecated: {w.message} ({w.filename}:{w.lineno})")
+        )
     for hook in unknown_hooks(pm, cand.plugin):
-        problems.append(Problem("error", cand.name, cand.distribution, hook,
-                                f"unknown hook {hook!r}: no such hookspec (known: {hook_names(specs)})."
-                                f"{did_you_mean(hook, hook_names(specs))}"))
+        problems.append(
+            Problem(
+                "error",
+                cand.name,
+                cand.distribution,
+                hook,
+                f"unknown hook {hook!r}: no such hookspec (known: {hook_names(specs)})."
+                f"{did_you_mean(hook, hook_names(specs))}",
+            )
+        )
     return pm
 
 
-def _collect_one(pm: pluggy.PluginManager, cand: Candidate, kind: str,
-                 problems: list[Problem]) -> list[tuple[str, Any]]:
+def _collect_one(
+    pm: pluggy.PluginManager, cand: Candidate, kind: str, problems: list[Problem]
+) -> list[tuple[str, Any]]:
     """Call one hook of a lone plugin, recording valid registrations and reporting bad ones."""
     got: list[tuple[str, Any]] = []
     hook = f"register_{kind}"
@@ -200,8 +240,15 @@ def _collect_one(pm: pluggy.PluginManager, cand: Candidate, kind: str,
             problems.append(Problem("error", cand.name, cand.distribution, hook, str(e)))
             return
         if any(n == name for n, _ in got):
-            problems.append(Problem("error", cand.name, cand.distribution, hook,
-                                    f"{kind[:-1]} name {name!r} is registered twice by the same plugin"))
+            problems.append(
+                Problem(
+                    "error",
+                    cand.name,
+                    cand.distribution,
+                    hook,
+                    f"{kind[:-1]} name {name!r} is registered twice by the same plugin",
+                )
+            )
             return
         got.append((name, obj))
 
@@ -211,8 +258,9 @@ def _collect_one(pm: pluggy.PluginManager, cand: Candidate, kind: str,
     try:
         caller(register=register)
     except Exception as e:
-        problems.append(Problem("error", cand.name, cand.distribution, hook,
-                                f"the hook raised {type(e).__name__}: {e}"))
+        problems.append(
+            Problem("error", cand.name, cand.distribution, hook, f"the hook raised {type(e).__name__}: {e}")
+        )
     return got
 
 
@@ -225,8 +273,13 @@ def _check_factory(cand: Candidate, name: str, factory: Any) -> list[Problem]:
     try:
         verifier = factory()
     except Exception as e:
-        return [problem(f"factory() with no config raised {type(e).__name__}: {e}; give every option a "
-                        f"default so `gym.make(id, verifiers=[{name!r}])` works", "warning")]
+        return [
+            problem(
+                f"factory() with no config raised {type(e).__name__}: {e}; give every option a "
+                f"default so `gym.make(id, verifiers=[{name!r}])` works",
+                "warning",
+            )
+        ]
     out = []
     if not callable(getattr(verifier, "verify", None)):
         out.append(problem(f"factory() returned {type(verifier).__name__}, which has no callable verify()"))

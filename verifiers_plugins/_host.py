@@ -302,9 +302,7 @@ class PluginHost:
         """The registered object, or UnknownVerifier with a did-you-mean."""
         reg = self.registry(kind)
         if name not in reg:
-            raise UnknownVerifier(
-                f"no {kind[:-1]} named {name!r}; registered: {sorted(reg)}.{did_you_mean(name, reg)}"
-            )
+            raise UnknownVerifier(f"no {kind[:-1]} named {name!r}; registered: {sorted(reg)}.{did_you_mean(name, reg)}")
         return reg[name].obj
 
     def distributions(self) -> dict[str, tuple[str, str]]:

@@ -16,7 +16,7 @@ from verifiers_plugins.hookspecs import HOOK_API_VERSION
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
-_PYPROJECT = '''\
+_PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
@@ -40,7 +40,7 @@ where = ["src"]
 [tool.pytest.ini_options]
 testpaths = ["tests"]
 addopts = "-ra --import-mode=importlib"
-'''
+"""
 
 _INIT = '''\
 """$dist: the `$name` verifier for pivot-gym."""
@@ -183,7 +183,7 @@ def test_audit_kit_accepts_no_adversarial_case():
     assert rows and not audit_failures(rows), audit_failures(rows)
 '''
 
-_README = '''\
+_README = """\
 # $dist
 
 A [pivot-gym](https://github.com/) verifier plugin that registers `$name`.
@@ -205,7 +205,7 @@ Edit `src/$package/plugin.py`: `$cls.verify(pivot, action)` returns a `Verdict`
 Set `cost` ("cheap" | "sandbox" | "judge") and `role` ("gate" | "acceptor"): the chain runs gates
 first, then cheaper verifiers first. Bump `version` when the semantics change.
 See pivot-gym's docs/plugins.md for the full guide.
-'''
+"""
 
 FILES: dict[str, str] = {
     "pyproject.toml": _PYPROJECT,

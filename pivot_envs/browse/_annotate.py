@@ -29,7 +29,7 @@ def _call(message: Message) -> tuple[str, dict[str, Any]] | None:
 
 def _next_open(messages: tuple[Message, ...], start: int, backend: SearchBackend) -> str | None:
     """Doc id of the first later `open` call that resolves, before any other search."""
-    for m in messages[start + 1:]:
+    for m in messages[start + 1 :]:
         call = _call(m) if m.role == "assistant" else None
         if call is None:
             continue
@@ -43,9 +43,13 @@ def _next_open(messages: tuple[Message, ...], start: int, backend: SearchBackend
 
 def _turn_facts(i: int, traj: Trajectory, session: BrowseSession, gold_answer: Any) -> dict[str, Any]:
     name, args = _call(traj.messages[i]) or ("", {})
-    facts: dict[str, Any] = {"tool": name, "opened_doc_ids": list(session.opened),
-                             "open_doc_id": session.open_doc.doc_id if session.open_doc else None,
-                             "target_doc_id": None, "replayable": False}
+    facts: dict[str, Any] = {
+        "tool": name,
+        "opened_doc_ids": list(session.opened),
+        "open_doc_id": session.open_doc.doc_id if session.open_doc else None,
+        "target_doc_id": None,
+        "replayable": False,
+    }
     if name == "search":
         hits = session.backend.search(str(args.get("query", "")), call_k(args))
         target = _next_open(traj.messages, i, session.backend)
@@ -73,8 +77,11 @@ def annotate(trajectory: Trajectory, backend: SearchBackend, corpus: str) -> Tra
     """
     session = BrowseSession(backend)
     gold = trajectory.context.get("gold_answer")
-    turns = {str(i): _turn_facts(i, trajectory, session, gold)
-             for i, m in enumerate(trajectory.messages) if m.role == "assistant"}
+    turns = {
+        str(i): _turn_facts(i, trajectory, session, gold)
+        for i, m in enumerate(trajectory.messages)
+        if m.role == "assistant"
+    }
     context = {**trajectory.context, "corpus": corpus, "corpus_sha256": backend.digest, "turns": turns}
     return dataclasses.replace(trajectory, context=context)
 
@@ -92,4 +99,3 @@ def browse_pivots(trajectory: Trajectory, successful_only: bool = False) -> Iter
     """Candidate pivots of a browse trajectory, each carrying its own turn facts."""
     for pivot in extract_pivots(trajectory, successful_only=successful_only):
         yield lift_turn(pivot)
-

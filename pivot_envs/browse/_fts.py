@@ -74,8 +74,10 @@ def _require_fts5(con: sqlite3.Connection) -> None:
         con.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
         con.execute("DROP TABLE temp.fts5_probe")
     except sqlite3.OperationalError as e:
-        raise PivotGymError(f"expected an SQLite with the FTS5 extension (Python's sqlite3 links SQLite "
-                            f"{sqlite3.sqlite_version}), got: {e}") from e
+        raise PivotGymError(
+            f"expected an SQLite with the FTS5 extension (Python's sqlite3 links SQLite "
+            f"{sqlite3.sqlite_version}), got: {e}"
+        ) from e
 
 
 def build_index(corpus: Path, out: Path, digest: str) -> int:
@@ -103,8 +105,10 @@ def build_index(corpus: Path, out: Path, digest: str) -> int:
         )
         con.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?)", rows)
         con.execute("INSERT INTO docs_fts(rowid, title, text) SELECT pos, title, text FROM docs")
-        con.executemany("INSERT INTO meta VALUES (?, ?)", [("schema", SCHEMA_VERSION), ("corpus_sha256", digest),
-                                                           ("corpus", str(corpus))])
+        con.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [("schema", SCHEMA_VERSION), ("corpus_sha256", digest), ("corpus", str(corpus))],
+        )
         con.commit()
         n = con.execute("SELECT count(*) FROM docs").fetchone()[0]
     except BaseException:
@@ -188,8 +192,11 @@ class FtsBackend:
         if not positions:
             return {}
         marks = ",".join("?" * len(positions))
-        rows = self._all(f"SELECT rowid, snippet(docs_fts, 1, '', '', '…', 24) FROM docs_fts "
-                         f"WHERE docs_fts MATCH ? AND rowid IN ({marks})", (expr, *positions))
+        rows = self._all(
+            f"SELECT rowid, snippet(docs_fts, 1, '', '', '…', 24) FROM docs_fts "
+            f"WHERE docs_fts MATCH ? AND rowid IN ({marks})",
+            (expr, *positions),
+        )
         return dict(rows)
 
     def _doc(self, row: tuple | None) -> Document | None:

@@ -101,8 +101,9 @@ def read_fireact_trajectories(path: Path, options: Mapping[str, Any]) -> Iterato
         yield _wrap(path, lineno, lambda rec=rec, n=lineno: fireact.from_fireact(rec, default_id=f"{path.stem}/{n}"))
 
 
-def pivot_reader(trajectories: Callable[[Path, Mapping[str, Any]], Iterator[Trajectory]]
-                 ) -> Callable[[Path, Mapping[str, Any]], Iterator[Pivot]]:
+def pivot_reader(
+    trajectories: Callable[[Path, Mapping[str, Any]], Iterator[Trajectory]],
+) -> Callable[[Path, Mapping[str, Any]], Iterator[Pivot]]:
     """A pivot reader over a trajectory reader (each pivot carries its turn's replay facts)."""
 
     def read(path: Path, options: Mapping[str, Any]) -> Iterator[Pivot]:

@@ -104,12 +104,19 @@ def oracle_trajectory(question: Mapping[str, Any], backend: SearchBackend, corpu
         script.visit(doc, "Now I need the next document.")
     script.act("I have the facts I need.", "answer", {"answer": question["answer"]})
     traj = Trajectory(
-        id=f"browse-oracle/{qid}", domain="browse",
+        id=f"browse-oracle/{qid}",
+        domain="browse",
         messages=(Message("system", SYSTEM_PROMPT), Message("user", question["question"]), *script.messages),
-        tools=BROWSE_TOOLS, reward=1.0,
-        context={"source_format": "oracle", "question_id": qid, "question": question["question"],
-                 "gold_answer": question["answer"], "gold_doc_ids": [d.doc_id for d in docs],
-                 "question_type": question.get("type")},
+        tools=BROWSE_TOOLS,
+        reward=1.0,
+        context={
+            "source_format": "oracle",
+            "question_id": qid,
+            "question": question["question"],
+            "gold_answer": question["answer"],
+            "gold_doc_ids": [d.doc_id for d in docs],
+            "question_type": question.get("type"),
+        },
         source="hotpotqa-oracle",
     )
     return annotate(traj, backend, corpus)

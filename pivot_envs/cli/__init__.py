@@ -25,8 +25,13 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_envs.cli._profile",
 )
 
-app = typer.Typer(name="pivot", help="PivotRL-style agentic post-training as Gymnasium environments.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    name="pivot",
+    help="PivotRL-style agentic post-training as Gymnasium environments.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)

@@ -36,12 +36,23 @@ def audit(
         rows = run_audit(e, pivots)
     failures = audit_failures(rows)
     if as_json:
-        emit_json({"env": env, "pivots": len(pivots or e.unwrapped.pivots), "cases": rows,
-                   "failures": len(failures)})
+        emit_json({"env": env, "pivots": len(pivots or e.unwrapped.pivots), "cases": rows, "failures": len(failures)})
     else:
-        print_table(f"audit of {env}", ["chain / verifier", "role", "case", "accepted", "total", "expected"],
-                    [(r.get("chain") or r.get("verifier"), r["role"], r["case"], r["accepted"], r["total"],
-                      "-" if r["expected"] is None else r["expected"]) for r in rows])
+        print_table(
+            f"audit of {env}",
+            ["chain / verifier", "role", "case", "accepted", "total", "expected"],
+            [
+                (
+                    r.get("chain") or r.get("verifier"),
+                    r["role"],
+                    r["case"],
+                    r["accepted"],
+                    r["total"],
+                    "-" if r["expected"] is None else r["expected"],
+                )
+                for r in rows
+            ],
+        )
         console.print(f"{len(failures)} row(s) above their expected count")
     if strict and failures:
         raise typer.Exit(1)

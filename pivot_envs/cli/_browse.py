@@ -28,9 +28,14 @@ def _open_timed(corpus: Path | None) -> tuple[Any, dict[str, Any]]:
     start = time.perf_counter()
     backend = FtsBackend(corpus)
     seconds = time.perf_counter() - start
-    return backend, {"corpus": str(backend.corpus), "documents": len(backend), "index": str(backend.index),
-                     "index_bytes": backend.index.stat().st_size, "built": backend.built,
-                     "open_seconds": round(seconds, 4)}
+    return backend, {
+        "corpus": str(backend.corpus),
+        "documents": len(backend),
+        "index": str(backend.index),
+        "index_bytes": backend.index.stat().st_size,
+        "built": backend.built,
+        "open_seconds": round(seconds, 4),
+    }
 
 
 def synthesize_browse(
@@ -83,5 +88,8 @@ def search(
     if as_json:
         emit_json({"query": query, "hits": [h.__dict__ for h in hits]})
     else:
-        print_table(f"search: {query}", ["rank", "title", "doc_id", "score", "snippet"],
-                    [(i, h.title, h.doc_id, f"{h.score:.2f}", h.snippet[:80]) for i, h in enumerate(hits, start=1)])
+        print_table(
+            f"search: {query}",
+            ["rank", "title", "doc_id", "score", "snippet"],
+            [(i, h.title, h.doc_id, f"{h.score:.2f}", h.snippet[:80]) for i, h in enumerate(hits, start=1)],
+        )

@@ -41,8 +41,9 @@ def user_errors() -> Iterator[None]:
         fail(str(e) if not isinstance(e, KeyError) else str(e.args[0] if e.args else e))
 
 
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                fmt: Callable[[Any], str] = str) -> None:
+def print_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: Callable[[Any], str] = str
+) -> None:
     """A rich table on stdout."""
     table = Table(title=title)
     for c in columns:

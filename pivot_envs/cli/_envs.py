@@ -28,14 +28,24 @@ def envs(as_json: bool = JSON_OPTION) -> None:
         for env_id in pivot_envs.ENV_IDS:
             env = gym.make(env_id)
             u = env.unwrapped
-            rows.append({"id": env_id, "pivots": len(u.pivots), "chain": u.chain.names,
-                         "parser": u.parser_name, "deterministic": u.chain.deterministic})
+            rows.append(
+                {
+                    "id": env_id,
+                    "pivots": len(u.pivots),
+                    "chain": u.chain.names,
+                    "parser": u.parser_name,
+                    "deterministic": u.chain.deterministic,
+                }
+            )
             env.close()
     if as_json:
         emit_json({"envs": rows})
         return
-    print_table("pivot envs", ["id", "pivots", "default chain", "parser"],
-                [(r["id"], r["pivots"], " -> ".join(r["chain"]), r["parser"]) for r in rows])
+    print_table(
+        "pivot envs",
+        ["id", "pivots", "default chain", "parser"],
+        [(r["id"], r["pivots"], " -> ".join(r["chain"]), r["parser"]) for r in rows],
+    )
 
 
 def verify(
@@ -57,14 +67,23 @@ def verify(
         e = gym.make(env, **kwargs)
         e.reset(options={"pivot_id": pivot})
         _, reward, _, _, info = e.step(text)
-    payload = {"pivot_id": pivot, "reward": reward, "accepted": info["accepted"],
-               "decided_by": info["decided_by"], "error": info["error"], "verdicts": info["verdicts"]}
+    payload = {
+        "pivot_id": pivot,
+        "reward": reward,
+        "accepted": info["accepted"],
+        "decided_by": info["decided_by"],
+        "error": info["error"],
+        "verdicts": info["verdicts"],
+    }
     if as_json:
         emit_json(payload)
         return
     console.print(f"reward [bold]{reward}[/] (decided by {info['decided_by'] or '-'})")
-    print_table("verdicts", ["verifier", "accepted", "reward", "reason", "error"],
-                [(n, v["accepted"], v["reward"], v["reason"], v["error"] or "") for n, v in info["verdicts"].items()])
+    print_table(
+        "verdicts",
+        ["verifier", "accepted", "reward", "reason", "error"],
+        [(n, v["accepted"], v["reward"], v["reason"], v["error"] or "") for n, v in info["verdicts"].items()],
+    )
 
 
 def _read(path: str) -> str:

@@ -84,8 +84,10 @@ def sft(
     if as_json:
         emit_json(summary)
     else:
-        console.print(f"trained {summary['steps']} steps on {summary['examples']} pivots in {summary['seconds']} s; "
-                      f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}; saved to {out}")
+        console.print(
+            f"trained {summary['steps']} steps on {summary['examples']} pivots in {summary['seconds']} s; "
+            f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}; saved to {out}"
+        )
 
 
 def guard(

@@ -50,8 +50,13 @@ def _list(as_json: bool) -> None:
         rows = []
         for kind in ("verifiers", "parsers", "sandboxes", "tool_worlds"):
             for name, reg in sorted(host.registry(kind).items()):
-                row = {"kind": kind[:-1], "name": name, "plugin": reg.plugin, "distribution": reg.distribution,
-                       "version": reg.version}
+                row = {
+                    "kind": kind[:-1],
+                    "name": name,
+                    "plugin": reg.plugin,
+                    "distribution": reg.distribution,
+                    "version": reg.version,
+                }
                 if kind == "verifiers":
                     row.update({k: v for k, v in verifier_meta(reg.obj).items() if k != "version"})
                     row["verifier_version"] = verifier_meta(reg.obj)["version"]
@@ -61,9 +66,11 @@ def _list(as_json: bool) -> None:
     if as_json:
         emit_json({"hook_api_version": HOOK_API_VERSION, "plugins": rows, "distributions": dists})
         return
-    print_table("pivot plugins", ["kind", "name", "distribution", "version", "plugin", "cost"],
-                [(r["kind"], r["name"], r["distribution"], r["version"], r["plugin"], r.get("cost", ""))
-                 for r in rows])
+    print_table(
+        "pivot plugins",
+        ["kind", "name", "distribution", "version", "plugin", "cost"],
+        [(r["kind"], r["name"], r["distribution"], r["version"], r["plugin"], r.get("cost", "")) for r in rows],
+    )
 
 
 def _check(as_json: bool) -> None:
@@ -75,11 +82,17 @@ def _check(as_json: bool) -> None:
         emit_json(report.to_json())
     else:
         third = [c for c in report.plugins if not c.builtin]
-        console.print(f"checked {len(report.plugins)} plugins ({len(third)} third-party) against hook API "
-                      f"v{report.to_json()['hook_api_version']}", highlight=False)
+        console.print(
+            f"checked {len(report.plugins)} plugins ({len(third)} third-party) against hook API "
+            f"v{report.to_json()['hook_api_version']}",
+            highlight=False,
+        )
         if report.problems:
-            print_table("problems", ["severity", "plugin", "distribution", "hook", "message"],
-                        [(p.severity, p.plugin, p.distribution, p.hook, p.message) for p in report.problems])
+            print_table(
+                "problems",
+                ["severity", "plugin", "distribution", "hook", "message"],
+                [(p.severity, p.plugin, p.distribution, p.hook, p.message) for p in report.problems],
+            )
         else:
             console.print("no problems found", highlight=False)
     if not report.ok:

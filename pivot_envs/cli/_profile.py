@@ -35,15 +35,20 @@ def profile(
     limit: int | None = typer.Option(None, "--limit", help="Profile only the first N pivots."),
     seed: int = typer.Option(0, "--seed", help="Base sampling seed."),
     chunk_size: int = typer.Option(8, "--chunk-size", help="Pivots per generation call and per flush."),
-    max_history: int = typer.Option(-1, "--max-history",
-                                    help="History messages read (-1: as `pivot sft` trained it, else all)."),
-    max_prompt_tokens: int = typer.Option(-1, "--max-prompt-tokens",
-                                          help="Prompt tokens kept (-1: as `pivot sft` trained it, else all)."),
+    max_history: int = typer.Option(
+        -1, "--max-history", help="History messages read (-1: as `pivot sft` trained it, else all)."
+    ),
+    max_prompt_tokens: int = typer.Option(
+        -1, "--max-prompt-tokens", help="Prompt tokens kept (-1: as `pivot sft` trained it, else all)."
+    ),
     device: str = typer.Option("cpu", "--device", help="Device for --model."),
     cache: Path | None = CACHE_OPTION,
     no_cache: bool = typer.Option(False, "--no-cache", help="Verify every sample afresh."),
-    executor: str = typer.Option("in-process", "--executor", help="Where groups are verified: in-process, "
-                                 "or ray (workers routed by sandbox state; the scale extra)."),
+    executor: str = typer.Option(
+        "in-process",
+        "--executor",
+        help="Where groups are verified: in-process, or ray (workers routed by sandbox state; the scale extra).",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Sample K completions per pivot from a frozen policy, verify them, write each pivot with its Profile."""
@@ -68,16 +73,29 @@ def profile(
         reward_cache = None if no_cache else RewardCache(cache)
         kwargs = {"dataset": str(dataset)} if dataset else {}
         env = gym.make(env_id, reward_cache=reward_cache, **kwargs)
-        config = ProfileConfig(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                               chunk_size=chunk_size, limit=limit)
-        columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), "eta", TimeRemainingColumn())
+        config = ProfileConfig(
+            k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, chunk_size=chunk_size, limit=limit
+        )
+        columns = (
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            "eta",
+            TimeRemainingColumn(),
+        )
         pool = _executor(executor, env_id, kwargs, reward_cache)
         try:
             with Progress(*columns, console=console, disable=as_json, transient=False) as bar:
                 task = bar.add_task("profiling", total=None)
-                summary = profile_pivots(env, backend, out, config, executor=pool,
-                                         on_progress=lambda done, total: bar.update(task, completed=done, total=total))
+                summary = profile_pivots(
+                    env,
+                    backend,
+                    out,
+                    config,
+                    executor=pool,
+                    on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+                )
             if pool is not None:  # the workers' caches answered, not this process's
                 stats = pool.stats()
                 summary.cache_hits += sum(s["cache_hits"] for s in stats)
@@ -90,11 +108,15 @@ def profile(
         return
     console.print(f"{summary.profiled} pivots profiled now, {summary.resumed} resumed, into {out}")
     if summary.guard_issues:
-        console.print(f"[yellow]warning:[/] {len(summary.guard_issues)} pivots do not render as a prefix of "
-                      f"history + expert action under the policy's template: {summary.guard_issues[:5]}")
-    console.print(f"all-0 {summary.all_zero}  all-1 {summary.all_one}  mixed {summary.mixed}  "
-                  f"mean reward {summary.mean_reward:.3f}  "
-                  f"cache hits {summary.cache_hits} misses {summary.cache_misses}")
+        console.print(
+            f"[yellow]warning:[/] {len(summary.guard_issues)} pivots do not render as a prefix of "
+            f"history + expert action under the policy's template: {summary.guard_issues[:5]}"
+        )
+    console.print(
+        f"all-0 {summary.all_zero}  all-1 {summary.all_one}  mixed {summary.mixed}  "
+        f"mean reward {summary.mean_reward:.3f}  "
+        f"cache hits {summary.cache_hits} misses {summary.cache_misses}"
+    )
 
 
 def _executor(name: str, env_id: str, kwargs: dict, reward_cache: Any) -> Any:
@@ -109,8 +131,9 @@ def _executor(name: str, env_id: str, kwargs: dict, reward_cache: Any) -> Any:
     return make_executor(name, EnvSpec(env_id, spec_kwargs))
 
 
-def _backend(model: Path | None, openai_url: str | None, openai_model: str, device: str,
-             max_history: int, max_prompt_tokens: int):
+def _backend(
+    model: Path | None, openai_url: str | None, openai_model: str, device: str, max_history: int, max_prompt_tokens: int
+):
     if model is not None:
         from trainers.backends import TransformersBackend, TransformersConfig
         from trainers.sft import prompt_cuts
@@ -118,8 +141,9 @@ def _backend(model: Path | None, openai_url: str | None, openai_model: str, devi
         trained = prompt_cuts(model)  # by default, sample with the cuts `pivot sft` trained with
         history = trained.get("max_history_messages") if max_history < 0 else max_history
         tokens = trained.get("max_prompt_tokens") if max_prompt_tokens < 0 else max_prompt_tokens
-        return TransformersBackend(TransformersConfig(str(model), device=device, max_history_messages=history,
-                                                      max_prompt_tokens=tokens))
+        return TransformersBackend(
+            TransformersConfig(str(model), device=device, max_history_messages=history, max_prompt_tokens=tokens)
+        )
     from trainers.backends import OpenAIBackend, OpenAIConfig
 
     return OpenAIBackend(OpenAIConfig(openai_url or "", model=openai_model))
@@ -143,9 +167,23 @@ def report(
         emit_json({"input": str(src), "plot": str(plot) if plot else None, "domains": rows})
         return
     pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
-    print_table(f"profiles in {src}", ["domain", "pivots", "profiled", "zero var", "all-0", "all-1", "mixed", "mean"],
-                [[r["domain"], r["pivots"], r["profiled"], pct(r["zero_variance"]), pct(r["all_zero"]),
-                  pct(r["all_one"]), r["mixed"], f"{r['mean_reward']:.3f}"] for r in rows])
+    print_table(
+        f"profiles in {src}",
+        ["domain", "pivots", "profiled", "zero var", "all-0", "all-1", "mixed", "mean"],
+        [
+            [
+                r["domain"],
+                r["pivots"],
+                r["profiled"],
+                pct(r["zero_variance"]),
+                pct(r["all_zero"]),
+                pct(r["all_one"]),
+                r["mixed"],
+                f"{r['mean_reward']:.3f}",
+            ]
+            for r in rows
+        ],
+    )
     if plot is not None:
         console.print(f"histograms written to {plot}")
 
@@ -162,8 +200,10 @@ def cache_stats(cache: Path | None = CACHE_OPTION, as_json: bool = JSON_OPTION) 
         return
     console.print(stats)
     if stats["nondeterministic_entries"]:
-        console.print(f"note: {stats['nondeterministic_entries']} entries come from nondeterministic verifiers "
-                      "(an LLM judge); a cached judge verdict is one sample of that judge")
+        console.print(
+            f"note: {stats['nondeterministic_entries']} entries come from nondeterministic verifiers "
+            "(an LLM judge); a cached judge verdict is one sample of that judge"
+        )
 
 
 def cache_clear(cache: Path | None = CACHE_OPTION, as_json: bool = JSON_OPTION) -> None:

@@ -67,10 +67,13 @@ def info(as_json: bool = JSON_OPTION) -> None:
     layers = os.path.join(daemon.get("DockerRootDir", "/var/lib/docker"), "overlay2")
     readable = daemon.get("Driver") == "overlay2" and os.access(layers, os.R_OK | os.X_OK)
     summary = {
-        "daemon": daemon.get("ServerVersion"), "storage_driver": daemon.get("Driver"),
-        "transport": backend.transport, "runner_note": backend.runner_note,
+        "daemon": daemon.get("ServerVersion"),
+        "storage_driver": daemon.get("Driver"),
+        "transport": backend.transport,
+        "runner_note": backend.runner_note,
         "change_sets": "overlay upper folder" if readable else "docker diff (same-size edits can be missed)",
-        "cpus": daemon.get("NCPU"), "parallelism": backend.parallelism,
+        "cpus": daemon.get("NCPU"),
+        "parallelism": backend.parallelism,
     }
     if as_json:
         emit_json(summary)
@@ -109,5 +112,6 @@ def terminal_bench(
         return
     rows = [(r["task_id"], r["status"], r.get("reason", "")[:70]) for r in report["tasks"]]
     print_table("terminal-bench synthesis", ["task", "status", "reason"], rows)
-    console.print(f"{report['succeeded']} of {report['total']} tasks synthesized; {report['pivots']} pivots "
-                  f"written to {out}")
+    console.print(
+        f"{report['succeeded']} of {report['total']} tasks synthesized; {report['pivots']} pivots written to {out}"
+    )

@@ -23,8 +23,11 @@ def serve(
     concurrency: int = typer.Option(8, "--concurrency", help="Requests verified at once (worker threads)."),
     max_queue: int = typer.Option(256, "--max-queue", help="Requests allowed to wait; more get 503 + Retry-After."),
     max_sessions: int = typer.Option(4096, "--max-sessions", help="Live reset/step sessions kept (LRU)."),
-    executor: str = typer.Option("in-process", "--executor",
-                                 help="Where verify-batch runs: in-process, or ray (workers routed by sandbox state)."),
+    executor: str = typer.Option(
+        "in-process",
+        "--executor",
+        help="Where verify-batch runs: in-process, or ray (workers routed by sandbox state).",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve reset / step / verify-batch / health for one env (FastAPI + uvicorn)."""
@@ -36,8 +39,9 @@ def serve(
         config = ServerConfig(concurrency=concurrency, max_queue=max_queue, max_sessions=max_sessions)
         url = f"http://{host}:{port}/v1"
         if as_json:  # one line a supervisor can parse before the server blocks
-            emit_json({"env": env, "url": url, "concurrency": concurrency, "max_queue": max_queue,
-                       "executor": executor})
+            emit_json(
+                {"env": env, "url": url, "concurrency": concurrency, "max_queue": max_queue, "executor": executor}
+            )
         else:
             err_console.print(f"serving {env} on {url} (concurrency {concurrency}, queue {max_queue})")
         run_server(env, host=host, port=port, config=config, executor=executor, **kwargs)

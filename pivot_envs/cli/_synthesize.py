@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import typer
 
-synthesize_app = typer.Typer(name="synthesize", no_args_is_help=True,
-                             help="Build expert trajectories (oracle experts) for a domain.")
+synthesize_app = typer.Typer(
+    name="synthesize", no_args_is_help=True, help="Build expert trajectories (oracle experts) for a domain."
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,8 +8,7 @@ import typer
 
 from pivot_envs.cli._common import JSON_OPTION, console, emit_json, fail, print_table, user_errors
 
-tools_app = typer.Typer(help="Tool worlds: executable tool environments behind tool-use pivots.",
-                        no_args_is_help=True)
+tools_app = typer.Typer(help="Tool worlds: executable tool environments behind tool-use pivots.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -23,13 +22,16 @@ def list_worlds(as_json: bool = JSON_OPTION) -> None:
     from verifiers_plugins import get_host
 
     with user_errors():
-        rows = [{"name": n, "plugin": r.plugin, "distribution": r.distribution}
-                for n, r in sorted(get_host().registry("tool_worlds").items())]
+        rows = [
+            {"name": n, "plugin": r.plugin, "distribution": r.distribution}
+            for n, r in sorted(get_host().registry("tool_worlds").items())
+        ]
     if as_json:
         emit_json({"worlds": rows})
         return
-    print_table("tool worlds", ["name", "distribution", "plugin"], [(r["name"], r["distribution"], r["plugin"])
-                                                                   for r in rows])
+    print_table(
+        "tool worlds", ["name", "distribution", "plugin"], [(r["name"], r["distribution"], r["plugin"]) for r in rows]
+    )
 
 
 @tools_app.command("replay")
@@ -58,5 +60,6 @@ def replay(
         return
     console.print(f"{world} ({payload['db']}): {report.matched}/{report.calls} recorded outputs reproduced")
     for m in report.mismatches[:20]:
-        console.print(f"  {m.trajectory} turn {m.turn} {m.tool}: recorded {m.recorded[:80]!r}, "
-                      f"replayed {m.replayed[:80]!r}")
+        console.print(
+            f"  {m.trajectory} turn {m.turn} {m.tool}: recorded {m.recorded[:80]!r}, replayed {m.replayed[:80]!r}"
+        )

@@ -29,8 +29,9 @@ def train(
     steps: int = typer.Option(20, "--steps", help="Optimizer steps."),
     out: str = typer.Option("runs/grpo", "--out", help="Output folder (metrics.jsonl, checkpoint, final/)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt when present."),
-    overrides: list[str] = typer.Option([], "--set", "-s",
-                                        help="Any other GRPOConfig field as key=value (repeatable)."),
+    overrides: list[str] = typer.Option(
+        [], "--set", "-s", help="Any other GRPOConfig field as key=value (repeatable)."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train a policy with GRPO on pivots (see docs/training.md for every --set field)."""
@@ -39,18 +40,34 @@ def train(
     from trainers.grpo import GRPOTrainer
 
     with user_errors():
-        cfg = config_from_overrides({"model": model, "pivots": pivots, "eval_pivots": eval_pivots, "env_id": env,
-                                     "steps": steps, "output_dir": out}, overrides)
+        cfg = config_from_overrides(
+            {
+                "model": model,
+                "pivots": pivots,
+                "eval_pivots": eval_pivots,
+                "env_id": env,
+                "steps": steps,
+                "output_dir": out,
+            },
+            overrides,
+        )
         trainer = GRPOTrainer(cfg)
         start = trainer.resume() if resume else 0
-    columns = (TextColumn("[bold]grpo"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TextColumn("{task.fields[info]}"), TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]grpo"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, disable=as_json) as progress:
         task = progress.add_task("grpo", total=cfg.steps, completed=start, info="")
 
         def on_step(step: int, m: dict[str, float]) -> None:
-            info = f"reward {m['rollout/reward_mean']:.3f} zero-var {m['rollout/zero_var_share']:.2f} " \
-                   f"kl {m['loss/kl']:.4f}"
+            info = (
+                f"reward {m['rollout/reward_mean']:.3f} zero-var {m['rollout/zero_var_share']:.2f} "
+                f"kl {m['loss/kl']:.4f}"
+            )
             progress.update(task, completed=step, info=info)
 
         final = trainer.train(on_step)
@@ -60,8 +77,12 @@ def train(
     if as_json:
         emit_json(summary)
     else:
-        print_table("final metrics", ["metric", "value"], sorted(final.items()),
-                    fmt=lambda x: f"{x:.4f}" if isinstance(x, float) else str(x))
+        print_table(
+            "final metrics",
+            ["metric", "value"],
+            sorted(final.items()),
+            fmt=lambda x: f"{x:.4f}" if isinstance(x, float) else str(x),
+        )
 
 
 def config_from_overrides(base: dict[str, Any], overrides: Sequence[str]) -> Any:
@@ -106,10 +127,12 @@ def demo_pivotrl(
         cfg = DemoConfig(out=str(out), steps=steps).reduced() if quick else DemoConfig(out=str(out), steps=steps)
         result = run_demo(cfg, log=console.print)
     rows = result["rows"]
-    print_table("PivotRL demo (held-out acceptance measured with the functional verifier chain)",
-                ["method", "train set", "heldout_accept", "zero_var_share", "reward_std"],
-                [[r["method"], r["train_set"], r["heldout_accept"], r["zero_var_share"], r["reward_std"]]
-                 for r in rows], fmt=lambda x: f"{x:.3f}" if isinstance(x, float) else str(x))
+    print_table(
+        "PivotRL demo (held-out acceptance measured with the functional verifier chain)",
+        ["method", "train set", "heldout_accept", "zero_var_share", "reward_std"],
+        [[r["method"], r["train_set"], r["heldout_accept"], r["zero_var_share"], r["reward_std"]] for r in rows],
+        fmt=lambda x: f"{x:.3f}" if isinstance(x, float) else str(x),
+    )
     console.print(f"plot: {result['plot']}")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -54,15 +54,25 @@ def from_fireact(record: Mapping[str, Any], *, default_id: str = "") -> Trajecto
             last_call = None
         else:
             messages.append(Message("user" if role == "tool" else role, content))
-    answers = [json.loads(m.tool_calls[0].arguments)["answer"] for m in messages if m.tool_calls
-               and m.tool_calls[0].name == "answer"]
+    answers = [
+        json.loads(m.tool_calls[0].arguments)["answer"]
+        for m in messages
+        if m.tool_calls and m.tool_calls[0].name == "answer"
+    ]
     success = record.get("success")
-    context = {"source_format": "fireact", "question": record.get("question"), "replayable": False,
-               "agent_model": record.get("agent_model")}
+    context = {
+        "source_format": "fireact",
+        "question": record.get("question"),
+        "replayable": False,
+        "agent_model": record.get("agent_model"),
+    }
     if answers and success:
         context["gold_answer"] = answers[-1]  # FireAct kept only episodes graded correct
     return Trajectory(
-        id=traj_id, domain="browse", messages=tuple(messages), tools=BROWSE_TOOLS,
+        id=traj_id,
+        domain="browse",
+        messages=tuple(messages),
+        tools=BROWSE_TOOLS,
         reward=None if success is None else float(bool(success)),
         context={k: v for k, v in context.items() if v is not None},
         source=str(record.get("source") or ""),
@@ -83,10 +93,14 @@ def to_fireact(trajectory: Trajectory) -> dict[str, Any]:
         else:
             messages.append({"role": m.role, "content": m.text})
     ctx = trajectory.context
-    out = {"id": trajectory.id, "source": trajectory.source, "question": ctx.get("question"),
-           "agent_model": ctx.get("agent_model"),
-           "messages_original": [dict(m, role="user") if m["role"] == "tool" else m for m in messages],
-           "messages": messages}
+    out = {
+        "id": trajectory.id,
+        "source": trajectory.source,
+        "question": ctx.get("question"),
+        "agent_model": ctx.get("agent_model"),
+        "messages_original": [dict(m, role="user") if m["role"] == "tool" else m for m in messages],
+        "messages": messages,
+    }
     if trajectory.reward is not None:
         out["success"] = trajectory.reward >= 1.0
     return out

@@ -20,8 +20,16 @@ from pivot_envs._model import Message, Trajectory
 from pivot_envs.convert._messages import convert_messages
 from pivot_envs.errors import InvalidTrajectory
 
-_CONTEXT_KEYS = ("benchmark", "instance_id", "repo", "agent", "agent_model", "exit_status", "submission_patch",
-                 "action_format")
+_CONTEXT_KEYS = (
+    "benchmark",
+    "instance_id",
+    "repo",
+    "agent",
+    "agent_model",
+    "exit_status",
+    "submission_patch",
+    "action_format",
+)
 
 FORMAT_ERROR = "Please always provide EXACTLY ONE action"  # mini-swe-agent's format_error_template
 EXPECTED = "a mini-swe-agent record (trajectory_format 'mini-swe-agent-*' or agent 'mini-swe-agent ...')"
@@ -30,7 +38,8 @@ EXPECTED = "a mini-swe-agent record (trajectory_format 'mini-swe-agent-*' or age
 def detect(record: Mapping[str, Any]) -> bool:
     """True for a mini-swe-agent record (converted or original)."""
     return str(record.get("trajectory_format", "")).startswith("mini-swe-agent") or str(
-        record.get("agent", "")).startswith("mini-swe-agent")
+        record.get("agent", "")
+    ).startswith("mini-swe-agent")
 
 
 def rejected_by_harness(trajectory: Trajectory, index: int, message: Message) -> bool:
@@ -71,14 +80,19 @@ def from_mini_swe_agent(record: Mapping[str, Any], *, default_id: str = "") -> T
     resolved = record.get("resolved")
     if resolved is None and isinstance(record.get("eval_report"), Mapping):
         resolved = record["eval_report"].get("resolved")
-    traj_id = record.get("id") or (f"mini-swe-agent/{record['instance_id']}" if record.get("instance_id")
-                                   else default_id)
+    traj_id = record.get("id") or (
+        f"mini-swe-agent/{record['instance_id']}" if record.get("instance_id") else default_id
+    )
     if not traj_id:
         raise InvalidTrajectory("mini-swe-agent record: missing field 'id' (and no default id given)")
-    return Trajectory(id=str(traj_id), domain="swe", messages=tuple(messages),
-                      reward=None if resolved is None else float(bool(resolved)),
-                      context={k: v for k, v in context.items() if v is not None},
-                      source=str(record.get("source") or ""))
+    return Trajectory(
+        id=str(traj_id),
+        domain="swe",
+        messages=tuple(messages),
+        reward=None if resolved is None else float(bool(resolved)),
+        context={k: v for k, v in context.items() if v is not None},
+        source=str(record.get("source") or ""),
+    )
 
 
 def to_mini_swe_agent(trajectory: Trajectory) -> dict[str, Any]:
@@ -90,5 +104,10 @@ def to_mini_swe_agent(trajectory: Trajectory) -> dict[str, Any]:
         if m.extra.get("reasoning"):
             row["reasoning"] = m.extra["reasoning"]
         messages.append(row)
-    return {"id": trajectory.id, "source": trajectory.source, **ctx,
-            "resolved": None if trajectory.reward is None else trajectory.reward >= 1.0, "messages": messages}
+    return {
+        "id": trajectory.id,
+        "source": trajectory.source,
+        **ctx,
+        "resolved": None if trajectory.reward is None else trajectory.reward >= 1.0,
+        "messages": messages,
+    }

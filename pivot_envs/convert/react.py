@@ -82,7 +82,10 @@ def from_react(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory
         "mode": record.get("mode"),
     }
     return Trajectory(
-        id=traj_id, domain="browse", messages=tuple(messages), tools=BROWSE_TOOLS,
+        id=traj_id,
+        domain="browse",
+        messages=tuple(messages),
+        tools=BROWSE_TOOLS,
         reward=None if success is None else float(bool(success)),
         context={k: v for k, v in context.items() if v not in (None, "")},
         source=str(record.get("source") or ""),
@@ -102,8 +105,12 @@ def to_react(trajectory: Trajectory) -> dict[str, Any]:
         elif steps and "observation" not in steps[-1]:
             steps[-1]["observation"] = m.text
     ctx = trajectory.context
-    out: dict[str, Any] = {"id": trajectory.id, "source": trajectory.source, "question": trajectory.messages[0].text,
-                           "steps": steps}
+    out: dict[str, Any] = {
+        "id": trajectory.id,
+        "source": trajectory.source,
+        "question": trajectory.messages[0].text,
+        "steps": steps,
+    }
     for key in ("question_id", "gold_answer", "gold_doc_ids", "status", "mode"):
         if key in ctx:
             out[key] = ctx[key]
@@ -149,7 +156,13 @@ def from_react_prompt(name: str, text: str) -> list[Trajectory]:
     for i, ep in enumerate(episodes):
         finish = [parse_action(s.get("action", "")) for s in ep["steps"]]
         gold = next((a[1] for a in finish if a and a[0] == "finish"), None)
-        rec = {"id": f"react-prompt/{name}/{i}", "question": ep["question"], "steps": ep["steps"],
-               "gold_answer": gold, "success": True, "source": f"ysymyth/ReAct:prompts/prompts_naive.json#{name}"}
+        rec = {
+            "id": f"react-prompt/{name}/{i}",
+            "question": ep["question"],
+            "steps": ep["steps"],
+            "gold_answer": gold,
+            "success": True,
+            "source": f"ysymyth/ReAct:prompts/prompts_naive.json#{name}",
+        }
         out.append(from_react(rec))
     return out

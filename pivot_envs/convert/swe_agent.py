@@ -30,9 +30,13 @@ def detect(record: Mapping[str, Any]) -> bool:
     """True for a SWE-agent record: converted JSONL, `.traj` or demonstration YAML."""
     if str(record.get("id", "")).startswith("swe-agent/") or "trajectory_steps" in record:
         return True
-    return isinstance(record.get("history"), list) and ("replay_config" in record or "info" in record
-                                                        or "trajectory" in record or "environment" in record
-                                                        or set(record) == {"history"})
+    return isinstance(record.get("history"), list) and (
+        "replay_config" in record
+        or "info" in record
+        or "trajectory" in record
+        or "environment" in record
+        or set(record) == {"history"}
+    )
 
 
 def literal(value: Any, field: str) -> Any:
@@ -88,16 +92,23 @@ def from_swe_agent(record: Mapping[str, Any], *, default_id: str = "") -> Trajec
         raise InvalidTrajectory("swe-agent record: missing field 'messages' (or 'history')")
     messages = convert_messages(raw, _message)
     info = record.get("info") if isinstance(record.get("info"), Mapping) else {}
-    context = {"agent": "swe-agent", "kind": record.get("kind"),
-               "exit_status": record.get("exit_status", info.get("exit_status")),
-               "submission_patch": record.get("submission_patch", info.get("submission")),
-               "action_format": "tool_call" if any(m.tool_calls for m in messages) else "swe_agent_text"}
+    context = {
+        "agent": "swe-agent",
+        "kind": record.get("kind"),
+        "exit_status": record.get("exit_status", info.get("exit_status")),
+        "submission_patch": record.get("submission_patch", info.get("submission")),
+        "action_format": "tool_call" if any(m.tool_calls for m in messages) else "swe_agent_text",
+    }
     traj_id = record.get("id") or default_id
     if not traj_id:
         raise InvalidTrajectory("swe-agent record: missing field 'id' (and no default id given)")
-    return Trajectory(id=str(traj_id), domain="swe", messages=tuple(messages),
-                      context={k: v for k, v in context.items() if v is not None},
-                      source=str(record.get("source") or ""))
+    return Trajectory(
+        id=str(traj_id),
+        domain="swe",
+        messages=tuple(messages),
+        context={k: v for k, v in context.items() if v is not None},
+        source=str(record.get("source") or ""),
+    )
 
 
 def to_swe_agent(trajectory: Trajectory) -> dict[str, Any]:
@@ -115,7 +126,12 @@ def to_swe_agent(trajectory: Trajectory) -> dict[str, Any]:
         row.update(extra)
         messages.append(row)
     ctx = trajectory.context
-    return {"id": trajectory.id, "source": trajectory.source, "kind": ctx.get("kind"),
-            "exit_status": ctx.get("exit_status"), "submission_patch": ctx.get("submission_patch"),
-            "messages": messages, "trajectory_steps": []}
-
+    return {
+        "id": trajectory.id,
+        "source": trajectory.source,
+        "kind": ctx.get("kind"),
+        "exit_status": ctx.get("exit_status"),
+        "submission_patch": ctx.get("submission_patch"),
+        "messages": messages,
+        "trajectory_steps": [],
+    }

@@ -18,8 +18,8 @@ from pivot_envs.errors import InvalidTrajectory
 
 def detect(record: Mapping[str, Any]) -> bool:
     """True for an EnIGMA/SWE-agent trajectory record (messages plus `steps` and `exit_status`)."""
-    return isinstance(record.get("messages"), list) and isinstance(record.get("steps"), list) and (
-        "exit_status" in record
+    return (
+        isinstance(record.get("messages"), list) and isinstance(record.get("steps"), list) and ("exit_status" in record)
     )
 
 
@@ -49,9 +49,14 @@ def from_enigma(record: Mapping[str, Any], *, default_id: str = "") -> Trajector
     for key in ("ctf_category", "submission"):
         if record.get(key) is not None:
             context[key] = record[key]
-    return Trajectory(id=traj_id, domain="terminal", messages=tuple(messages),
-                      reward=1.0 if status == "submitted" else 0.0, context=context,
-                      source=str(record.get("source", "")))
+    return Trajectory(
+        id=traj_id,
+        domain="terminal",
+        messages=tuple(messages),
+        reward=1.0 if status == "submitted" else 0.0,
+        context=context,
+        source=str(record.get("source", "")),
+    )
 
 
 def to_enigma(trajectory: Trajectory) -> dict[str, Any]:
@@ -63,14 +68,24 @@ def to_enigma(trajectory: Trajectory) -> dict[str, Any]:
         if m.role == "assistant" and "original_content" in m.extra:
             blocks = bash_blocks(m.content)
             thought = m.text.split("```bash", 1)[0].rstrip("\n")
-            messages.append({"role": "assistant", "content": m.extra["original_content"],
-                             "thought": thought + "\n" if thought else "",
-                             "action": (blocks[-1] if blocks else "") + "\n"})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": m.extra["original_content"],
+                    "thought": thought + "\n" if thought else "",
+                    "action": (blocks[-1] if blocks else "") + "\n",
+                }
+            )
         else:
             messages.append({"role": m.role, "content": m.content})
     ctx = dict(trajectory.context)
-    out = {"id": trajectory.id, "source": trajectory.source, "exit_status": ctx.get("exit_status"),
-           "messages": messages, "steps": []}
+    out = {
+        "id": trajectory.id,
+        "source": trajectory.source,
+        "exit_status": ctx.get("exit_status"),
+        "messages": messages,
+        "steps": [],
+    }
     for key in ("ctf_category", "submission"):
         if key in ctx:
             out[key] = ctx[key]

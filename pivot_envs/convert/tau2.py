@@ -45,12 +45,21 @@ def results_records(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
     for sim in data["simulations"]:
         rec = dict(sim)
-        rec.update({"benchmark": "tau2-bench", "domain": env.get("domain_name"), "policy": env.get("policy"),
-                    "task": tasks.get(sim.get("task_id")), "agent_model": agent, "user_model": user})
+        rec.update(
+            {
+                "benchmark": "tau2-bench",
+                "domain": env.get("domain_name"),
+                "policy": env.get("policy"),
+                "task": tasks.get(sim.get("task_id")),
+                "agent_model": agent,
+                "user_model": user,
+            }
+        )
         rec["simulation_id"] = sim.get("id")
         rec["id"] = f"tau2_bench/{env.get('domain_name')}/{agent}/{sim.get('task_id')}/trial{sim.get('trial', 0)}"
         out.append(rec)
     return out
+
 
 EXPECTED = "a tau2 simulation record (benchmark 'tau2-bench', or task_id + termination_reason + messages)"
 
@@ -78,8 +87,14 @@ def _message(m: Mapping[str, Any], hidden: list[dict[str, Any]]) -> Message:
     return Message(role, m.get("content"), tool_calls=calls, extra=extra)
 
 
-_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
-               (dict, "object"))
+_JSON_TYPES = (
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
 
 
 def _json_type(value: Any) -> str | None:
@@ -104,16 +119,28 @@ def infer_tools(records: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], .
                 if _json_type(value):
                     types.add("number" if _json_type(value) == "integer" else _json_type(value))
         required = sorted(k for k in props if all(k in a for a in calls))
-        params = {"type": "object", "properties": {k: ({"type": sorted(t)[0]} if len(t) == 1 else {})
-                                                   for k, t in sorted(props.items())}, "required": required}
-        tools.append({"type": "function", "x-inferred": True, "function": {
-            "name": name, "description": "Inferred from the recorded agent calls (tau2 recorded no schema).",
-            "parameters": params}})
+        params = {
+            "type": "object",
+            "properties": {k: ({"type": sorted(t)[0]} if len(t) == 1 else {}) for k, t in sorted(props.items())},
+            "required": required,
+        }
+        tools.append(
+            {
+                "type": "function",
+                "x-inferred": True,
+                "function": {
+                    "name": name,
+                    "description": "Inferred from the recorded agent calls (tau2 recorded no schema).",
+                    "parameters": params,
+                },
+            }
+        )
     return tuple(tools)
 
 
-def from_tau2(record: Mapping[str, Any], *, default_id: str = "",
-              tools: tuple[Mapping[str, Any], ...] = ()) -> Trajectory:
+def from_tau2(
+    record: Mapping[str, Any], *, default_id: str = "", tools: tuple[Mapping[str, Any], ...] = ()
+) -> Trajectory:
     """One tau2 simulation record -> Trajectory (domain tool-use; reward, task and policy kept)."""
     if not detect(record):
         raise InvalidTrajectory(f"expected {EXPECTED}, got keys {sorted(record)[:8]}")
@@ -137,19 +164,32 @@ def from_tau2(record: Mapping[str, Any], *, default_id: str = "",
             raise InvalidTrajectory(f"messages[{i}]: {e}") from e
         hidden = []
     reward = record.get("reward", (record.get("reward_info") or {}).get("reward"))
-    context = {k: record.get(k) for k in ("benchmark", "task_id", "trial", "termination_reason", "agent_model",
-                                         "user_model", "simulation_id") if record.get(k) is not None}
-    context.update({"tau_domain": record.get("domain") or "telecom", "task": record.get("task"),
-                    "policy_is_system": bool(record.get("policy"))})
+    context = {
+        k: record.get(k)
+        for k in ("benchmark", "task_id", "trial", "termination_reason", "agent_model", "user_model", "simulation_id")
+        if record.get(k) is not None
+    }
+    context.update(
+        {
+            "tau_domain": record.get("domain") or "telecom",
+            "task": record.get("task"),
+            "policy_is_system": bool(record.get("policy")),
+        }
+    )
     if hidden:
         context["tau2_hidden_after"] = hidden
     traj_id = record.get("id") or default_id
     if not traj_id:
         raise InvalidTrajectory("tau2 record: missing field 'id' (and no default id given)")
-    return Trajectory(id=str(traj_id), domain="tool-use", messages=tuple(messages),
-                      tools=tuple(record.get("tools") or tools),
-                      reward=float(reward) if isinstance(reward, (int, float)) else None,
-                      context=context, source=str(record.get("source") or ""))
+    return Trajectory(
+        id=str(traj_id),
+        domain="tool-use",
+        messages=tuple(messages),
+        tools=tuple(record.get("tools") or tools),
+        reward=float(reward) if isinstance(reward, (int, float)) else None,
+        context=context,
+        source=str(record.get("source") or ""),
+    )
 
 
 def _raw_message(m: Message) -> list[dict[str, Any]]:
@@ -159,8 +199,9 @@ def _raw_message(m: Message) -> list[dict[str, Any]]:
     if m.role == "tool":
         row["id"] = m.tool_call_id
     else:
-        row["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.parsed_arguments()}
-                             for c in m.tool_calls] or None
+        row["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.parsed_arguments()} for c in m.tool_calls
+        ] or None
         if m.tool_calls:
             for call, raw in zip(row["tool_calls"], m.tool_calls, strict=True):
                 call["requestor"] = "assistant"
@@ -183,7 +224,14 @@ def to_tau2(trajectory: Trajectory) -> dict[str, Any]:
         raw.extend(_raw_message(m))
     raw.extend(dict(h) for h in ctx.pop("tau2_hidden_after", ()))
     domain = ctx.pop("tau_domain", "telecom")
-    return {"id": trajectory.id, "source": trajectory.source, "benchmark": ctx.pop("benchmark", "tau2-bench"),
-            "domain": domain, **ctx, "reward": trajectory.reward, "policy": policy,
-            "tools": [dict(t) for t in trajectory.tools], "messages": raw}
-
+    return {
+        "id": trajectory.id,
+        "source": trajectory.source,
+        "benchmark": ctx.pop("benchmark", "tau2-bench"),
+        "domain": domain,
+        **ctx,
+        "reward": trajectory.reward,
+        "policy": policy,
+        "tools": [dict(t) for t in trajectory.tools],
+        "messages": raw,
+    }

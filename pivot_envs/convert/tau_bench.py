@@ -31,8 +31,11 @@ _DISPLAY_TURN = re.compile(r"^(system|user|assistant|tool): ", re.MULTILINE)
 
 def detect(record: Mapping[str, Any]) -> bool:
     """True for a tau-bench record (converted, original, or few-shot display text)."""
-    return (record.get("benchmark") == "tau-bench" or ("traj" in record and "task_id" in record)
-            or isinstance(record.get("messages_display"), str))
+    return (
+        record.get("benchmark") == "tau-bench"
+        or ("traj" in record and "task_id" in record)
+        or isinstance(record.get("messages_display"), str)
+    )
 
 
 def _tools_file(path: Path) -> tuple[dict[str, Any], ...]:
@@ -42,8 +45,9 @@ def _tools_file(path: Path) -> tuple[dict[str, Any], ...]:
         raise InvalidTrajectory(f"tools_file {str(path)!r}: cannot read: {e.strerror or e}") from e
 
 
-def load_tools(record: Mapping[str, Any], data_path: str | Path | None, domain: str = "airline"
-               ) -> tuple[dict[str, Any], ...]:
+def load_tools(
+    record: Mapping[str, Any], data_path: str | Path | None, domain: str = "airline"
+) -> tuple[dict[str, Any], ...]:
     """The record's tool schemas: inline `tools`, `tools_file`, a sibling schema file, or the bundled ones."""
     if record.get("tools"):
         return tuple(record["tools"])
@@ -53,7 +57,7 @@ def load_tools(record: Mapping[str, Any], data_path: str | Path | None, domain: 
     if "traj" not in record:
         return ()  # converted records without tools_file (few-shot text) have no schemas
     name = f"tau_bench_{domain}_tools.json"
-    for candidate in ([folder / name, folder.parent / name] if folder is not None else []):
+    for candidate in [folder / name, folder.parent / name] if folder is not None else []:
         if candidate.is_file():
             return _tools_file(candidate)
     bundled = Path(str(resources.files("pivot_envs") / "data" / name))
@@ -68,7 +72,7 @@ def parse_display(text: str) -> list[dict[str, Any]]:
     out = []
     for k, m in enumerate(starts):
         end = starts[k + 1].start() if k + 1 < len(starts) else len(text)
-        content = text[m.end():end].rstrip("\n")
+        content = text[m.end() : end].rstrip("\n")
         if m.group(1) == "assistant" and content == "None":
             out.append({"role": "assistant", "content": None, "tool_call_redacted": True})
         else:
@@ -87,8 +91,10 @@ def from_tau_bench(
 ) -> Trajectory:
     """One tau-bench record -> Trajectory (domain tool-use; reward, task and policy kept)."""
     if not detect(record):
-        raise InvalidTrajectory("expected a tau-bench record (benchmark 'tau-bench', traj + task_id, or "
-                                f"messages_display), got keys {sorted(record)[:8]}")
+        raise InvalidTrajectory(
+            "expected a tau-bench record (benchmark 'tau-bench', traj + task_id, or "
+            f"messages_display), got keys {sorted(record)[:8]}"
+        )
     raw = record.get("messages", record.get("traj"))
     if isinstance(record.get("messages_display"), str):
         raw = parse_display(record["messages_display"])
@@ -98,7 +104,9 @@ def from_tau_bench(
     tau_domain = record.get("domain") or ("retail" if "messages_display" in record else "airline")
     traj_id = record.get("id") or (
         f"tau_bench/{tau_domain}/task{record.get('task_id')}/trial{record.get('trial', 0)}"
-        if "task_id" in record else default_id)
+        if "task_id" in record
+        else default_id
+    )
     if not traj_id:
         raise InvalidTrajectory("tau-bench record: missing field 'id' (and no default id given)")
     messages = []
@@ -108,18 +116,25 @@ def from_tau_bench(
         except (InvalidTrajectory, AttributeError) as e:
             raise InvalidTrajectory(f"messages[{i}]: {e}") from e
     reward = record.get("reward")
-    context: dict[str, Any] = {"benchmark": "tau-bench", "tau_domain": tau_domain,
-                               "task_id": record.get("task_id"), "trial": record.get("trial")}
+    context: dict[str, Any] = {
+        "benchmark": "tau-bench",
+        "tau_domain": tau_domain,
+        "task_id": record.get("task_id"),
+        "trial": record.get("trial"),
+    }
     task = record.get("task") or info.get("task")
     if task:
         context["task"] = task
     if tau_domain == "airline":
         context["world"] = "tau-airline"
     return Trajectory(
-        id=str(traj_id), domain="tool-use", messages=tuple(messages),
+        id=str(traj_id),
+        domain="tool-use",
+        messages=tuple(messages),
         tools=load_tools(record, data_path, tau_domain),
         reward=float(reward) if isinstance(reward, (int, float)) else None,
-        context=context, source=str(record.get("source") or info.get("source") or ""),
+        context=context,
+        source=str(record.get("source") or info.get("source") or ""),
     )
 
 

@@ -22,7 +22,12 @@ class BrowseEnv(PivotEnv):
 
     domain: ClassVar[str] = "browse"
     default_verifiers: ClassVar[tuple[str, ...]] = (
-        "turn_kind", "json_schema", "browse_tool", "retrieval_match", "answer_match")
+        "turn_kind",
+        "json_schema",
+        "browse_tool",
+        "retrieval_match",
+        "answer_match",
+    )
     bundled_files: ClassVar[tuple[str, ...]] = ("browse_oracle.jsonl", "browse_react.jsonl")
 
     def build_chain(

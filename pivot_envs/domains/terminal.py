@@ -19,6 +19,10 @@ class TerminalEnv(PivotEnv):
 
     domain: ClassVar[str] = "terminal"
     default_verifiers: ClassVar[tuple[str, ...]] = (
-        "turn_kind", "json_schema", "tool_args", "string_similarity", "docker_shell",
+        "turn_kind",
+        "json_schema",
+        "tool_args",
+        "string_similarity",
+        "docker_shell",
     )
     bundled_files: ClassVar[tuple[str, ...]] = ("terminal_nemo.jsonl",)

@@ -61,10 +61,17 @@ def _assistant_turns(path: Path) -> int:
     n = 0
     for chat in _raw_chats(path):
         for i, m in enumerate(chat):
-            rejected = i + 1 < len(chat) and chat[i + 1]["role"] == "user" and str(
-                chat[i + 1].get("content")).startswith("Please always provide EXACTLY ONE action")
-            acts = (m.get("content") or "").strip() or m.get("tool_calls") or m.get("tool_calls_raw") or (
-                m.get("action") or "").strip()
+            rejected = (
+                i + 1 < len(chat)
+                and chat[i + 1]["role"] == "user"
+                and str(chat[i + 1].get("content")).startswith("Please always provide EXACTLY ONE action")
+            )
+            acts = (
+                (m.get("content") or "").strip()
+                or m.get("tool_calls")
+                or m.get("tool_calls_raw")
+                or (m.get("action") or "").strip()
+            )
             n += m["role"] == "assistant" and bool(acts) and not rejected
     return n
 
@@ -75,9 +82,15 @@ def converted(shared_data) -> dict[str, list]:
 
 
 def test_every_trajectory_file_is_listed(shared_data):
-    found = {str(p.relative_to(shared_data)) for d in ("tool_use", "swe") for p in (shared_data / d).rglob("*")
-             if p.is_file() and p.name not in COMPANIONS and "tau_bench_airline_db" not in p.parts
-             and not p.name.endswith(".report.json")}
+    found = {
+        str(p.relative_to(shared_data))
+        for d in ("tool_use", "swe")
+        for p in (shared_data / d).rglob("*")
+        if p.is_file()
+        and p.name not in COMPANIONS
+        and "tau_bench_airline_db" not in p.parts
+        and not p.name.endswith(".report.json")
+    }
     assert found == set(FILES)
 
 
@@ -145,15 +158,21 @@ def test_tau_bench_original_release_keeps_reward_task_policy_and_tools(converted
     assert "book_reservation" in p.tool_names and len(p.tools) == 14
 
 
-@pytest.mark.parametrize("rel, fr, to", [
-    ("tool_use/tau_bench_airline_gpt4o.jsonl", tau_bench.from_tau_bench, tau_bench.to_tau_bench),
-    ("tool_use/raw/MockRetailDomainEnv-few_shot.jsonl", tau_bench.from_tau_bench, tau_bench.to_tau_bench),
-    ("tool_use/raw/tau2_telecom_gpt-4o_simulation.json", tau2.from_tau2, tau2.to_tau2),
-    ("swe/raw/astropy__astropy-14598.traj.json", mini_swe_agent.from_mini_swe_agent,
-     mini_swe_agent.to_mini_swe_agent),
-    ("swe/swe_agent_demos.jsonl", swe_agent.from_swe_agent, swe_agent.to_swe_agent),
-    ("swe/raw/swe_agent_str_replace_anthropic_demo.yaml", swe_agent.from_swe_agent, swe_agent.to_swe_agent),
-])
+@pytest.mark.parametrize(
+    "rel, fr, to",
+    [
+        ("tool_use/tau_bench_airline_gpt4o.jsonl", tau_bench.from_tau_bench, tau_bench.to_tau_bench),
+        ("tool_use/raw/MockRetailDomainEnv-few_shot.jsonl", tau_bench.from_tau_bench, tau_bench.to_tau_bench),
+        ("tool_use/raw/tau2_telecom_gpt-4o_simulation.json", tau2.from_tau2, tau2.to_tau2),
+        (
+            "swe/raw/astropy__astropy-14598.traj.json",
+            mini_swe_agent.from_mini_swe_agent,
+            mini_swe_agent.to_mini_swe_agent,
+        ),
+        ("swe/swe_agent_demos.jsonl", swe_agent.from_swe_agent, swe_agent.to_swe_agent),
+        ("swe/raw/swe_agent_str_replace_anthropic_demo.yaml", swe_agent.from_swe_agent, swe_agent.to_swe_agent),
+    ],
+)
 def test_converters_round_trip(shared_data, rel, fr, to):
     for _, rec in list(_records(shared_data / rel))[:3]:
         kwargs = {"default_id": "x"}
@@ -164,12 +183,25 @@ def test_converters_round_trip(shared_data, rel, fr, to):
 
 
 def test_swe_agent_python_repr_is_read_without_eval():
-    rec = {"id": "swe-agent/x", "trajectory_steps": [], "messages": [
-        {"role": "assistant", "content": "go", "tool_calls_raw": "__import__('os').system('touch /tmp/pwned')"}]}
+    rec = {
+        "id": "swe-agent/x",
+        "trajectory_steps": [],
+        "messages": [
+            {"role": "assistant", "content": "go", "tool_calls_raw": "__import__('os').system('touch /tmp/pwned')"}
+        ],
+    }
     with pytest.raises(InvalidTrajectory, match="not a Python literal"):
         swe_agent.from_swe_agent(rec)
-    ok = dict(rec, messages=[{"role": "assistant", "content": "go", "tool_calls_raw":
-                              "[{'function': {'arguments': '{\"path\": \"a.py\"}', 'name': 'open'}, 'id': 'c1'}]"}])
+    ok = dict(
+        rec,
+        messages=[
+            {
+                "role": "assistant",
+                "content": "go",
+                "tool_calls_raw": "[{'function': {'arguments': '{\"path\": \"a.py\"}', 'name': 'open'}, 'id': 'c1'}]",
+            }
+        ],
+    )
     assert swe_agent.from_swe_agent(ok).messages[0].tool_calls[0].parsed_arguments() == {"path": "a.py"}
 
 
@@ -183,13 +215,16 @@ def test_corrupt_line_names_file_and_line(tmp_path, shared_data):
         load_pivots(bad, format="tau2")
 
 
-@pytest.mark.parametrize("fmt, rel", [
-    ("tau-bench", "tool_use/raw/gpt-4o-airline.sample8.json"),
-    ("tau2", "tool_use/tau2_telecom_gpt4o.jsonl"),
-    ("nemo-gym", "nemo_gym_pivot_rows/swe_pivot.example.jsonl"),
-    ("mini-swe-agent", "swe/raw/astropy__astropy-13579.traj.json"),
-    ("swe-agent", "swe/swe_agent_demos.jsonl"),
-])
+@pytest.mark.parametrize(
+    "fmt, rel",
+    [
+        ("tau-bench", "tool_use/raw/gpt-4o-airline.sample8.json"),
+        ("tau2", "tool_use/tau2_telecom_gpt4o.jsonl"),
+        ("nemo-gym", "nemo_gym_pivot_rows/swe_pivot.example.jsonl"),
+        ("mini-swe-agent", "swe/raw/astropy__astropy-13579.traj.json"),
+        ("swe-agent", "swe/swe_agent_demos.jsonl"),
+    ],
+)
 def test_cli_convert_from_each_format(shared_data, tmp_path, fmt, rel):
     from pivot_envs.cli import app
 
@@ -204,9 +239,18 @@ def test_audit_accepts_no_attack_on_real_pivots(converted):
     tool = [p for rel, ps in converted.items() if rel.startswith("tool_use") for p in ps][::61]
     swe = [p for rel, ps in converted.items() if rel.startswith("swe") for p in ps][::29]
     counts = Counter()
-    for pivots, chains in ((tool, [list(ToolUseEnv.default_verifiers), ["exact_match"]]),
-                           (swe, [list(SweEnv.default_verifiers), ["turn_kind", "json_schema", "tool_name"],
-                                  ["turn_kind", "swe_target_continuous"], ["exact_match"]])):
+    for pivots, chains in (
+        (tool, [list(ToolUseEnv.default_verifiers), ["exact_match"]]),
+        (
+            swe,
+            [
+                list(SweEnv.default_verifiers),
+                ["turn_kind", "json_schema", "tool_name"],
+                ["turn_kind", "swe_target_continuous"],
+                ["exact_match"],
+            ],
+        ),
+    ):
         for names in chains:
             rows = audit(names, pivots)
             assert audit_failures(rows) == [], (names, audit_failures(rows))
@@ -264,8 +308,11 @@ def test_real_bash_commands_with_split_flags_keep_category_and_target(converted)
         if not m:
             continue
         split = " ".join("-" + c for c in reversed(m.group(2)))
-        text = p.expert.text[:m.start()] + f"Same command, flags spelled apart.\n```bash\n{m.group(1)} {split} " + \
-            p.expert.text[m.end():]
+        text = (
+            p.expert.text[: m.start()]
+            + f"Same command, flags spelled apart.\n```bash\n{m.group(1)} {split} "
+            + p.expert.text[m.end() :]
+        )
         checked += 1
         if not chain(p, Message("assistant", text)).accepted:
             failed.append(p.id)
@@ -293,8 +340,10 @@ def test_swe_env_on_real_demo_selects_verifiers_by_name(shared_data):
         return env.step(completion)[1]
 
     same = '<tool_call>{"name": "bash", "arguments": {"command": "cat src/testpkg/missing_colon.py"}}</tool_call>'
-    other = ('<tool_call>{"name": "str_replace_editor", "arguments": {"command": "view", '
-             '"path": "/swe-agent-test-repo/pyproject.toml"}}</tool_call>')
+    other = (
+        '<tool_call>{"name": "str_replace_editor", "arguments": {"command": "view", '
+        '"path": "/swe-agent-test-repo/pyproject.toml"}}</tool_call>'
+    )
     default = gym.make("pivot/swe-v0", dataset=data)
     assert default.unwrapped.chain.names[-1] == "swe_target"
     assert reward(default, same) == 1.0 and reward(default, other) == 0.0

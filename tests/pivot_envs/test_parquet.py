@@ -18,8 +18,14 @@ from pivot_envs._parquet import ParquetPivots, ParquetPivotWriter
 from pivot_envs._pivotseq import PivotSequence
 from pivot_envs.cli import app
 
-BUNDLED = ["tool_use_nemo.jsonl", "tool_use_tau_airline.jsonl", "swe_nemo.jsonl", "terminal_nemo.jsonl",
-           "browse_react.jsonl", "swe_mini_swe_agent.jsonl"]
+BUNDLED = [
+    "tool_use_nemo.jsonl",
+    "tool_use_tau_airline.jsonl",
+    "swe_nemo.jsonl",
+    "terminal_nemo.jsonl",
+    "browse_react.jsonl",
+    "swe_mini_swe_agent.jsonl",
+]
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +75,19 @@ def test_convert_to_parquet_then_env_holds_a_lazy_sequence(tmp_path):
 
 def _tiny_pivot_json() -> str:
     template = Pivot(
-        id="@ID@", domain="tool-use",
+        id="@ID@",
+        domain="tool-use",
         history=(Message("system", "You are an airline agent."), Message("user", "Cancel @ID@.")),
         expert=Message("assistant", None, (ToolCall("cancel_reservation", '{"reservation_id": "@ID@"}', "c0"),)),
-        tools=({"type": "function", "function": {"name": "cancel_reservation", "parameters": {
-            "type": "object", "properties": {"reservation_id": {"type": "string"}}}}},),
+        tools=(
+            {
+                "type": "function",
+                "function": {
+                    "name": "cancel_reservation",
+                    "parameters": {"type": "object", "properties": {"reservation_id": {"type": "string"}}},
+                },
+            },
+        ),
     )
     return json.dumps(template.to_json())
 

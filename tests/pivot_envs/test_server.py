@@ -51,8 +51,21 @@ def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout: float 
 def server_url():
     """`pivot serve` in a subprocess, small queue so backpressure really happens."""
     port = free_port()
-    cmd = [sys.executable, "-m", "pivot_envs", "serve", "--env", ENV_ID, "--port", str(port), "--json",
-           "--concurrency", "4", "--max-queue", "32"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pivot_envs",
+        "serve",
+        "--env",
+        ENV_ID,
+        "--port",
+        str(port),
+        "--json",
+        "--concurrency",
+        "4",
+        "--max-queue",
+        "32",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     url = f"http://127.0.0.1:{port}"
     try:
@@ -109,8 +122,9 @@ def _cases(env) -> list[tuple[str, list[str]]]:
 def test_thousand_concurrent_verify_requests(server_url):
     env = gym.make(ENV_ID)
     cases = _cases(env)
-    expected = {i: normalized([r.to_json() for r in env.unwrapped.score(pid, comps)])
-                for i, (pid, comps) in enumerate(cases)}
+    expected = {
+        i: normalized([r.to_json() for r in env.unwrapped.score(pid, comps)]) for i, (pid, comps) in enumerate(cases)
+    }
     n = 1000
     assignment = [k % len(cases) for k in range(n)]
 
@@ -119,7 +133,8 @@ def test_thousand_concurrent_verify_requests(server_url):
         async with AsyncVerifyClient(server_url, max_connections=100) as client:
             before = await client.health()
             answers = await asyncio.wait_for(
-                asyncio.gather(*(client.verify_batch(*cases[i]) for i in assignment)), timeout=240)
+                asyncio.gather(*(client.verify_batch(*cases[i]) for i in assignment)), timeout=240
+            )
             after = await client.health()
         return before, answers, after
 
@@ -178,8 +193,10 @@ def test_full_queue_answers_503_with_retry_after_and_clients_retry(blocking_serv
     url, env = blocking_server
     pivot_id = env.pivots[0].id
     body = {"pivot_id": pivot_id, "completions": ["x"]}
-    with httpx.Client(base_url=f"{url}/v1", timeout=30) as raw, \
-            __import__("concurrent.futures").futures.ThreadPoolExecutor(2) as pool:
+    with (
+        httpx.Client(base_url=f"{url}/v1", timeout=30) as raw,
+        __import__("concurrent.futures").futures.ThreadPoolExecutor(2) as pool,
+    ):
         running = pool.submit(raw.post, "/verify-batch", json=body)
         assert Blocker.started.acquire(timeout=10)  # one request holds the only worker
         while raw.get("/health").json()["in_flight"] != 1:

@@ -26,8 +26,9 @@ def test_split_keeps_trajectories_whole():
 def test_demo_quick_writes_the_table(tmp_path):
     # --quick: the CI configuration (4 GRPO steps per method, P=2, G=4, 48-token completions)
     out = tmp_path / "results.json"
-    result = CliRunner().invoke(app, ["demo", "pivotrl", "--quick", "--out", str(tmp_path / "demo"),
-                                      "--json", str(out)])
+    result = CliRunner().invoke(
+        app, ["demo", "pivotrl", "--quick", "--out", str(tmp_path / "demo"), "--json", str(out)]
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())["rows"]
     assert [r["method"] for r in rows] == ["sft", "pivotrl", "no_filter", "strict"]

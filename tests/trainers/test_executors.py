@@ -56,17 +56,21 @@ def test_importing_executors_leaves_ray_out():
     assert out.stdout.strip() == "False"
 
 
-
-
 @pytest.mark.slow
 def test_ray_executor_equals_in_process_on_bundled_pivots(ray_cluster):
     for env_id in ENV_IDS:
         tasks = tasks_for(env_id)
         # Sandbox pivots route by state: give pairs of terminal pivots a shared sandbox context.
         if env_id == "pivot/terminal-v0":
-            tasks = tasks + [dataclasses.replace(t, pivot=dataclasses.replace(
-                t.pivot, id=t.pivot.id + "/sb", context={**t.pivot.context, "sandbox": {"image": f"img{k % 2}"}}))
-                for k, t in enumerate(tasks[:4])]
+            tasks = tasks + [
+                dataclasses.replace(
+                    t,
+                    pivot=dataclasses.replace(
+                        t.pivot, id=t.pivot.id + "/sb", context={**t.pivot.context, "sandbox": {"image": f"img{k % 2}"}}
+                    ),
+                )
+                for k, t in enumerate(tasks[:4])
+            ]
         expected = InProcessExecutor(EnvSpec(env_id)).verify(tasks)
         executor = make_executor("ray", EnvSpec(env_id), num_workers=2, chunk_size=3)
         try:
@@ -90,11 +94,33 @@ def test_pivot_profile_executor_ray_equals_in_process(ray_cluster, tiny_policy, 
 
     def args(out, cache, *extra):
         # K=2 on 4 pivots, chunks of 2: groups spread over both workers, small enough for 2 shared cores.
-        return ["profile", "--env", "pivot/tool-use-v0", "--model", str(tiny_policy.path), "--k", "2",
-                "--limit", "4", "--chunk-size", "2", "--out", str(out), "--cache", str(cache),
-                "--max-history", str(tiny_policy.max_history_messages),
-                "--max-prompt-tokens", str(tiny_policy.max_prompt_tokens),
-                "--max-new-tokens", str(tiny_policy.max_new_tokens), "--seed", "3", "--json", *extra]
+        return [
+            "profile",
+            "--env",
+            "pivot/tool-use-v0",
+            "--model",
+            str(tiny_policy.path),
+            "--k",
+            "2",
+            "--limit",
+            "4",
+            "--chunk-size",
+            "2",
+            "--out",
+            str(out),
+            "--cache",
+            str(cache),
+            "--max-history",
+            str(tiny_policy.max_history_messages),
+            "--max-prompt-tokens",
+            str(tiny_policy.max_prompt_tokens),
+            "--max-new-tokens",
+            str(tiny_policy.max_new_tokens),
+            "--seed",
+            "3",
+            "--json",
+            *extra,
+        ]
 
     runner = CliRunner()
     local = runner.invoke(app, args(tmp_path / "local.jsonl", tmp_path / "local.sqlite"))
@@ -127,8 +153,11 @@ def test_http_server_scores_through_ray_workers(ray_cluster):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(env, "pivot/swe-v0", executor=executor), host="127.0.0.1",
-                                           port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(env, "pivot/swe-v0", executor=executor), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -52,8 +52,20 @@ def test_pivot_train_cli_two_steps_changes_parameters(tiny_policy, tmp_path):
     get_host().register_plugin(ParityPlugin(), name="parity-test")
     out = tmp_path / "run"
     sets = [f"{k}={v}" for k, v in SMALL.items()] + ["beta=0.04", "verifiers=parity"]
-    result = CliRunner().invoke(app, ["train", "--model", str(tiny_policy.path), "--steps", "2", "--out", str(out),
-                                      "--json", *sum((["--set", s] for s in sets), [])])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--model",
+            str(tiny_policy.path),
+            "--steps",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+            *sum((["--set", s] for s in sets), []),
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["steps"] == 2
@@ -76,8 +88,17 @@ def test_pivot_train_cli_two_steps_changes_parameters(tiny_policy, tmp_path):
 def test_checkpoint_resume_and_lora(tiny_policy, tmp_path):
     # eval_every=1 writes a checkpoint after every step; eval_pivots reuses the bundled data file
     # epochs_per_batch=2 and grad_accum=2 take the old-log-prob and micro-batch paths
-    cfg = GRPOConfig(model=str(tiny_policy.path), steps=1, output_dir=str(tmp_path / "r"), eval_every=1,
-                     lora_rank=4, beta=0.1, epochs_per_batch=2, grad_accum=2, **SMALL)
+    cfg = GRPOConfig(
+        model=str(tiny_policy.path),
+        steps=1,
+        output_dir=str(tmp_path / "r"),
+        eval_every=1,
+        lora_rank=4,
+        beta=0.1,
+        epochs_per_batch=2,
+        grad_accum=2,
+        **SMALL,
+    )
     first = GRPOTrainer(cfg)
     lora_before = {k: v.clone() for k, v in first.policy.named_parameters() if v.requires_grad}
     first.train()

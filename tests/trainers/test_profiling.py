@@ -20,10 +20,30 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _profile_args(policy, out, cache, *extra):
     # The prompt cuts and completion budget the tiny policy was trained with.
-    return ["profile", "--env", "pivot/tool-use-v0", "--model", str(policy.path), "--k", "4", "--out", str(out),
-            "--max-history", str(policy.max_history_messages), "--max-prompt-tokens", str(policy.max_prompt_tokens),
-            "--max-new-tokens", str(policy.max_new_tokens), "--temperature", str(policy.temperature),
-            "--seed", "0", "--cache", str(cache), *extra]
+    return [
+        "profile",
+        "--env",
+        "pivot/tool-use-v0",
+        "--model",
+        str(policy.path),
+        "--k",
+        "4",
+        "--out",
+        str(out),
+        "--max-history",
+        str(policy.max_history_messages),
+        "--max-prompt-tokens",
+        str(policy.max_prompt_tokens),
+        "--max-new-tokens",
+        str(policy.max_new_tokens),
+        "--temperature",
+        str(policy.temperature),
+        "--seed",
+        "0",
+        "--cache",
+        str(cache),
+        *extra,
+    ]
 
 
 @pytest.mark.slow
@@ -46,8 +66,9 @@ def test_profile_gives_mixed_outcomes_select_keeps_the_mixed_and_rerun_hits_the_
     # select keeps exactly the mixed pivots under lambda (lam=1 keeps every mixed one).
     mixed = {p.id for p in profiled if classify(p.profile) == "mixed"}
     for lam in (1.0, 0.5):
-        res = runner.invoke(app, ["select", "--lam", str(lam), str(tmp_path / "p1.jsonl"),
-                                  str(tmp_path / "adv.jsonl"), "--json"])
+        res = runner.invoke(
+            app, ["select", "--lam", str(lam), str(tmp_path / "p1.jsonl"), str(tmp_path / "adv.jsonl"), "--json"]
+        )
         assert res.exit_code == 0, res.output
         lines = (tmp_path / "adv.jsonl").read_text().splitlines()  # may be empty: load_pivots refuses that
         kept = {json.loads(line)["id"] for line in lines}
@@ -73,8 +94,13 @@ def test_profiling_resumes_after_a_kill_and_writes_every_pivot_once(tiny_policy,
     out, cache = tmp_path / "p.jsonl", tmp_path / "c.sqlite"
     args = _profile_args(tiny_policy, out, cache, "--limit", "8", "--chunk-size", "1", "--json")
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-m", "pivot_envs", *args], env=env, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pivot_envs", *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 600
     while not (out.exists() and out.read_bytes().count(b"\n") >= 2):
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
@@ -89,8 +115,9 @@ def test_profiling_resumes_after_a_kill_and_writes_every_pivot_once(tiny_policy,
         f.write('{"id": "torn')  # what a write cut by the kill looks like
     backend = TransformersBackend(tiny_policy.backend_config())
     e = gym.make("pivot/tool-use-v0", reward_cache=RewardCache(cache))
-    config = ProfileConfig(k=4, max_new_tokens=tiny_policy.max_new_tokens, temperature=tiny_policy.temperature,
-                           chunk_size=1, limit=8)
+    config = ProfileConfig(
+        k=4, max_new_tokens=tiny_policy.max_new_tokens, temperature=tiny_policy.temperature, chunk_size=1, limit=8
+    )
     summary = profile_pivots(e, backend, out, config)
     assert summary.resumed == at_kill and summary.profiled == 8 - at_kill
     ids = [p.id for p in load_pivots(out)]
@@ -109,6 +136,16 @@ def test_resuming_with_another_policy_or_k_is_refused(tiny_policy, tmp_path):
 
 
 def test_profile_cli_names_a_missing_model_folder(tmp_path):
-    res = CliRunner().invoke(app, ["profile", "--env", "pivot/tool-use-v0", "--model", str(tmp_path / "nope"),
-                                   "--out", str(tmp_path / "p.jsonl")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "profile",
+            "--env",
+            "pivot/tool-use-v0",
+            "--model",
+            str(tmp_path / "nope"),
+            "--out",
+            str(tmp_path / "p.jsonl"),
+        ],
+    )
     assert res.exit_code == 1 and "config.json" in res.output

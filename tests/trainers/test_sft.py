@@ -15,15 +15,45 @@ from trainers.tiny_model import TEST_MODEL
 def test_cli_builds_a_tiny_model_and_sft_changes_it(tmp_path):
     runner = CliRunner()
     # A 1-layer, 32-wide model: the smoke test checks plumbing, not learning.
-    res = runner.invoke(app, ["model", "tiny", "--out", str(tmp_path / "base"), "--hidden-size", "32",
-                              "--layers", "1", "--vocab-size", "400", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "model",
+            "tiny",
+            "--out",
+            str(tmp_path / "base"),
+            "--hidden-size",
+            "32",
+            "--layers",
+            "1",
+            "--vocab-size",
+            "400",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     built = json.loads(res.stdout)
     assert 0 < built["parameters"] < 200_000 and built["vocab_size"] >= 400
     pivots = bundled_paths(["tool_use_nemo.jsonl"])[0]
-    res = runner.invoke(app, ["sft", "--model", str(tmp_path / "base"), "--pivots", str(pivots), "--out",
-                              str(tmp_path / "sft"), "--steps", "2", "--batch-size", "2", "--max-prompt-tokens", "64",
-                              "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "sft",
+            "--model",
+            str(tmp_path / "base"),
+            "--pivots",
+            str(pivots),
+            "--out",
+            str(tmp_path / "sft"),
+            "--steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--max-prompt-tokens",
+            "64",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["steps"] == 2 and summary["examples"] > 0
@@ -31,8 +61,7 @@ def test_cli_builds_a_tiny_model_and_sft_changes_it(tmp_path):
     from trainers.sft import prompt_cuts
 
     # `pivot profile --model` samples with the cuts the model was trained with.
-    assert prompt_cuts(tmp_path / "sft") == {"max_history_messages": 4, "max_prompt_tokens": 64,
-                                             "max_new_tokens": 128}
+    assert prompt_cuts(tmp_path / "sft") == {"max_history_messages": 4, "max_prompt_tokens": 64, "max_new_tokens": 128}
     assert prompt_cuts(tmp_path / "base") == {}
     from transformers import AutoModelForCausalLM
 

@@ -27,7 +27,7 @@ def test_template_renders_expert_turn_exactly_as_the_env_completion(tokenizer):
             template_messages([*chat["messages"], expert_message(p)]), tools=chat["tools"] or None, tokenize=False
         )
         assert full.startswith(prompt), p.id
-        assert full[len(prompt):] == render_completion(p.expert, p.domain) + "<|im_end|>\n", p.id
+        assert full[len(prompt) :] == render_completion(p.expert, p.domain) + "<|im_end|>\n", p.id
 
 
 def test_tool_calls_render_in_hermes_form_and_parse_back():

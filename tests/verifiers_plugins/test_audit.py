@@ -12,17 +12,28 @@ import pivot_envs
 from pivot_envs import Message, Pivot, ToolCall
 from verifiers_plugins import AUDIT_CASES, Verdict, adversarial_completions, audit, audit_failures, get_host, hookimpl
 
-TOOLS = ({"type": "function", "function": {"name": "get_user", "parameters": {
-    "type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}}},
-         {"type": "function", "function": {"name": "list_airports", "parameters": {"type": "object",
-                                                                                   "properties": {}}}})
+TOOLS = (
+    {
+        "type": "function",
+        "function": {
+            "name": "get_user",
+            "parameters": {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]},
+        },
+    },
+    {"type": "function", "function": {"name": "list_airports", "parameters": {"type": "object", "properties": {}}}},
+)
 
 
 def _pivots() -> list[Pivot]:
     hist = (Message("system", "policy"), Message("user", "I am mia_li_3668, please look me up."))
     return [
-        Pivot("t#2", "tool-use", hist,
-              Message("assistant", tool_calls=(ToolCall("get_user", '{"user_id": "mia_li_3668"}'),)), TOOLS),
+        Pivot(
+            "t#2",
+            "tool-use",
+            hist,
+            Message("assistant", tool_calls=(ToolCall("get_user", '{"user_id": "mia_li_3668"}'),)),
+            TOOLS,
+        ),
         Pivot("t#3", "tool-use", hist, Message("assistant", "Could you share your reservation id?"), TOOLS),
         Pivot("s#2", "swe", hist, Message("assistant", "THOUGHT: look.\n\n```bash\ngrep -rn foo .\n```")),
     ]
@@ -41,11 +52,17 @@ def test_default_chain_of_every_domain_accepts_no_attack(env_id):
 
 def test_cases_apply_by_action_style():
     tool, text, bash = _pivots()
-    assert set(adversarial_completions(text)) == {"empty", "copy_last_user", "echo_history",
-                                                  "terminus_no_commands", "long_output"}
+    assert set(adversarial_completions(text)) == {
+        "empty",
+        "copy_last_user",
+        "echo_history",
+        "terminus_no_commands",
+        "long_output",
+    }
     assert "many_calls" in adversarial_completions(tool) and "many_calls" in adversarial_completions(bash)
-    no_args = Pivot("n#2", "tool-use", tool.history,
-                    Message("assistant", tool_calls=(ToolCall("list_airports", "{}"),)), TOOLS)
+    no_args = Pivot(
+        "n#2", "tool-use", tool.history, Message("assistant", tool_calls=(ToolCall("list_airports", "{}"),)), TOOLS
+    )
     assert "tool_empty_args" not in adversarial_completions(no_args)  # `{}` is the right answer there
     junk = json.loads(adversarial_completions(tool)["tool_junk_args"].split("<tool_call>")[1].split("</tool_call>")[0])
     assert junk["name"] == "get_user" and junk["arguments"]["user_id"] != "mia_li_3668"
@@ -57,8 +74,9 @@ def test_audit_catches_a_permissive_verifier():
 
         def verify(self, pivot, action):
             names = [c.name for c in pivot.expert.tool_calls]
-            return Verdict.accept("name") if names[:1] == [c.name for c in action.tool_calls][:1] else \
-                Verdict.reject("no")
+            return (
+                Verdict.accept("name") if names[:1] == [c.name for c in action.tool_calls][:1] else Verdict.reject("no")
+            )
 
     class Plugin:
         @hookimpl
@@ -69,8 +87,9 @@ def test_audit_catches_a_permissive_verifier():
     rows = audit(["turn_kind", "name_only"], _pivots()[:1])
     bad = {(r.get("chain") or r.get("verifier"), r["case"]) for r in audit_failures(rows)}
     assert ("turn_kind>name_only", "tool_junk_args") in bad and ("name_only", "tool_empty_args") in bad
-    assert audit(["turn_kind", "tool_args"], _pivots()) and not audit_failures(audit(["turn_kind", "tool_args"],
-                                                                                   _pivots()))
+    assert audit(["turn_kind", "tool_args"], _pivots()) and not audit_failures(
+        audit(["turn_kind", "tool_args"], _pivots())
+    )
 
 
 def test_cli_audit_json():

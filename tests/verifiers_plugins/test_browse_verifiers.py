@@ -58,14 +58,19 @@ def test_browse_tool_gate_kinds_and_call_count():
 def test_retrieval_match_accepts_wanted_documents_only():
     verifier = get_verifier("retrieval_match")
     target, gold, other = DOCS[0], DOCS[1], DOCS[-1]
-    p = pivot(call("open", title=target.title), target_doc_id=target.doc_id, gold_doc_ids=[gold.doc_id],
-              opened_doc_ids=[])
+    p = pivot(
+        call("open", title=target.title), target_doc_id=target.doc_id, gold_doc_ids=[gold.doc_id], opened_doc_ids=[]
+    )
     assert verifier.verify(p, call("open", title=target.doc_id)).accepted
     assert verifier.verify(p, call("open", title=gold.title)).accepted  # an unopened gold document
     assert verifier.verify(p, call("search", query=target.title)).accepted
     assert not verifier.verify(p, call("open", title=other.title)).accepted
-    opened = pivot(call("open", title=target.title), target_doc_id=target.doc_id, gold_doc_ids=[gold.doc_id],
-                   opened_doc_ids=[gold.doc_id])
+    opened = pivot(
+        call("open", title=target.title),
+        target_doc_id=target.doc_id,
+        gold_doc_ids=[gold.doc_id],
+        opened_doc_ids=[gold.doc_id],
+    )
     assert not verifier.verify(opened, call("open", title=gold.title)).accepted  # already opened
     assert not verifier.verify(p, call("open", title="")).accepted
     assert not verifier.verify(p, Message("assistant", None, (ToolCall("open", "not json"),))).accepted

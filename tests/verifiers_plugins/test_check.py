@@ -10,7 +10,7 @@ import pytest
 
 from verifiers_plugins import PluginError, Verdict, check_plugins, get_host, get_verifiers, hookimpl, hookspecs
 
-TYPO = '''
+TYPO = """
 from verifiers_plugins import Verdict, hookimpl
 
 
@@ -22,9 +22,9 @@ class Fine:
 @hookimpl
 def register_verifier(register):  # misspelled: the spec is register_verifiers
     register("typo_verifier", Fine)
-'''
+"""
 
-CLASH = '''
+CLASH = """
 from verifiers_plugins import Verdict, hookimpl
 
 
@@ -36,26 +36,28 @@ class Yes:
 @hookimpl
 def register_verifiers(register):
     register("clash_name", Yes)
-'''
+"""
 
-SIGNATURE = '''
+SIGNATURE = """
 from verifiers_plugins import hookimpl
 
 
 @hookimpl
 def register_verifiers(register, config):  # `config` is no argument of the spec
     pass
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def site(pip_install_plugins):
-    return pip_install_plugins({
-        "pivot-typo": ("0.1", {"pivot_typo.py": TYPO}, {"typo": "pivot_typo"}),
-        "pivot-clash-one": ("1.0", {"pivot_clash_one.py": CLASH}, {"clash_one": "pivot_clash_one"}),
-        "pivot-clash-two": ("3.1", {"pivot_clash_two.py": CLASH}, {"clash_two": "pivot_clash_two"}),
-        "pivot-badsig": ("0.2", {"pivot_badsig.py": SIGNATURE}, {"badsig": "pivot_badsig"}),
-    })
+    return pip_install_plugins(
+        {
+            "pivot-typo": ("0.1", {"pivot_typo.py": TYPO}, {"typo": "pivot_typo"}),
+            "pivot-clash-one": ("1.0", {"pivot_clash_one.py": CLASH}, {"clash_one": "pivot_clash_one"}),
+            "pivot-clash-two": ("3.1", {"pivot_clash_two.py": CLASH}, {"clash_two": "pivot_clash_two"}),
+            "pivot-badsig": ("0.2", {"pivot_badsig.py": SIGNATURE}, {"badsig": "pivot_badsig"}),
+        }
+    )
 
 
 @pytest.fixture
@@ -77,8 +79,13 @@ def check_cli(allow: str) -> tuple[int, dict]:
     import os
 
     env = {**os.environ, "PIVOT_PLUGINS": allow}
-    out = subprocess.run([sys.executable, "-m", "pivot_envs", "plugins", "--check", "--json"],
-                         capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "pivot_envs", "plugins", "--check", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     return out.returncode, json.loads(out.stdout)
 
 
@@ -119,8 +126,11 @@ def test_check_names_plugin_and_hook_of_a_signature_error_and_reports_everything
 @with_installed
 def test_host_refuses_the_misspelled_hook_with_a_clear_error(monkeypatch):
     monkeypatch.setenv("PIVOT_PLUGINS", "pivot-typo")
-    with pytest.raises(PluginError, match=r"'typo' \(distribution pivot-typo\).*register_verifier.*--check|"
-                                          r"'typo' \(distribution pivot-typo\).*unknown hook"):
+    with pytest.raises(
+        PluginError,
+        match=r"'typo' \(distribution pivot-typo\).*register_verifier.*--check|"
+        r"'typo' \(distribution pivot-typo\).*unknown hook",
+    ):
         get_verifiers()
 
 
@@ -171,15 +181,21 @@ def test_deprecated_hook_is_a_warning_through_warn_on_impl():
     # A spec module as it would look after renaming a hook: the old name warns on impl.
     specs = types.ModuleType("future_specs")
     spec = pluggy.HookspecMarker(hookspecs.PROJECT)
-    for name in ("register_verifiers", "register_parsers", "register_sandboxes", "register_tool_worlds",
-                 "register_categories"):
+    for name in (
+        "register_verifiers",
+        "register_parsers",
+        "register_sandboxes",
+        "register_tool_worlds",
+        "register_categories",
+    ):
         setattr(specs, name, spec(getattr(hookspecs, name)))
 
     def register_checkers(register):
         """Old name of register_verifiers."""
 
-    specs.register_checkers = spec(warn_on_impl=DeprecationWarning("register_checkers is deprecated since hook "
-                                                                   "API 2: use register_verifiers"))(register_checkers)
+    specs.register_checkers = spec(
+        warn_on_impl=DeprecationWarning("register_checkers is deprecated since hook API 2: use register_verifiers")
+    )(register_checkers)
 
     class Old:
         @hookimpl

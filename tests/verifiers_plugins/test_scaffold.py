@@ -12,8 +12,9 @@ from verifiers_plugins._scaffold import scaffold_names
 
 
 def pivot_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pivot_envs", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "pivot_envs", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 @pytest.mark.slow
@@ -23,19 +24,45 @@ def test_scaffold_round_trip(tmp_path, monkeypatch, use_plugin_site):
     created = json.loads(out.stdout)
     root = tmp_path / "pivot-verifier-api-call-check"
     assert created["path"] == str(root)
-    assert {"pyproject.toml", "README.md", "src/pivot_verifier_api_call_check/plugin.py",
-            "tests/test_api_call_check.py", "tests/conftest.py"} <= set(created["files"])
+    assert {
+        "pyproject.toml",
+        "README.md",
+        "src/pivot_verifier_api_call_check/plugin.py",
+        "tests/test_api_call_check.py",
+        "tests/conftest.py",
+    } <= set(created["files"])
 
     # pip install, as a user would (into a private target: the shared venv is left alone).
     site = tmp_path / "site-packages"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(site), str(root)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(site),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+    )
     use_plugin_site(site)
 
     # Its own tests, unchanged, against the installed copy (they include the audit kit).
     env = {**os.environ, "PIVOT_PLUGINS": ""}  # its conftest sets its own allow-list
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "4 passed" in run.stdout
 
@@ -56,5 +83,10 @@ def test_scaffold_refuses_to_overwrite_and_rejects_bad_names(tmp_path):
 
 
 def test_scaffold_names():
-    assert scaffold_names("api-call") == {"name": "api_call", "dist": "pivot-verifier-api-call",
-                                          "package": "pivot_verifier_api_call", "cls": "ApiCall", "api": "1"}
+    assert scaffold_names("api-call") == {
+        "name": "api_call",
+        "dist": "pivot-verifier-api-call",
+        "package": "pivot_verifier_api_call",
+        "cls": "ApiCall",
+        "api": "1",
+    }

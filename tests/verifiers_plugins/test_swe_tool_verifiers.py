@@ -29,37 +29,88 @@ def _calls(*calls: ToolCall) -> Message:
     return Message("assistant", None, tuple(calls))
 
 
-@pytest.mark.parametrize("cmd, category", [
-    ("grep -rn foo .", "search"), ("cd /testbed && find . -name '*.py' | head", "search"), ("ls -la src", "search"),
-    ("cat pkg/a.py", "read"), ("sed -n '10,20p' pkg/a.py", "read"), ("nl -ba pkg/a.py | sed -n 5,9p", "read"),
-    ("head -n 40 setup.py", "read"), ("git diff", "read"),
-    ("sed -i 's/x/y/' pkg/a.py", "edit"), ("cat <<'EOF' > pkg/a.py\ndef f():\n    pass\nEOF", "edit"),
-    ("cat > t.py <<EOF\nprint(1)\nEOF", "edit"), ("echo 'x = 1' >> pkg/a.py", "edit"),
-    ("git checkout pkg/a.py", "edit"),
-    ("python reproduce.py", "run"), ("python -m pytest tests/ -q", "run"), ("pytest -x tests/test_a.py", "run"),
-    ("bin/test sympy/core", "run"), ("echo c | pytest --pdb t.py", "run"), ("# note\npython t.py", "run"),
-    ("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached", "finish"),
-    ("submit", "finish"), ("frobnicate --now", "other"),
-])
+@pytest.mark.parametrize(
+    "cmd, category",
+    [
+        ("grep -rn foo .", "search"),
+        ("cd /testbed && find . -name '*.py' | head", "search"),
+        ("ls -la src", "search"),
+        ("cat pkg/a.py", "read"),
+        ("sed -n '10,20p' pkg/a.py", "read"),
+        ("nl -ba pkg/a.py | sed -n 5,9p", "read"),
+        ("head -n 40 setup.py", "read"),
+        ("git diff", "read"),
+        ("sed -i 's/x/y/' pkg/a.py", "edit"),
+        ("cat <<'EOF' > pkg/a.py\ndef f():\n    pass\nEOF", "edit"),
+        ("cat > t.py <<EOF\nprint(1)\nEOF", "edit"),
+        ("echo 'x = 1' >> pkg/a.py", "edit"),
+        ("git checkout pkg/a.py", "edit"),
+        ("python reproduce.py", "run"),
+        ("python -m pytest tests/ -q", "run"),
+        ("pytest -x tests/test_a.py", "run"),
+        ("bin/test sympy/core", "run"),
+        ("echo c | pytest --pdb t.py", "run"),
+        ("# note\npython t.py", "run"),
+        ("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached", "finish"),
+        ("submit", "finish"),
+        ("frobnicate --now", "other"),
+    ],
+)
 def test_command_categories(cmd, category):
     assert command_category(cmd) == category
 
 
-@pytest.mark.parametrize("expert, same, other", [
-    (_bash("grep -rn foo ."), _bash("grep -n -r foo ."), _bash("cat pkg/a.py")),
-    (_bash("sed -n '10,20p' pkg/a.py"), _bash("sed -n 15,30p /testbed/pkg/a.py"), _bash("sed -n 100,120p pkg/a.py")),
-    (_bash("cat pkg/a.py"), _bash("nl -ba ./pkg/a.py"), _bash("cat pkg/b.py")),
-    (_bash("python -m pytest tests/test_a.py -q"), _bash("pytest tests/test_a.py"), _bash("pytest tests/test_b.py")),
-    (_calls(_call("str_replace_editor", command="view", path="/testbed/pkg/a.py", view_range=[40, 80])),
-     _calls(_call("str_replace_editor", command="view", path="pkg/a.py", view_range=[60, 120])),
-     _calls(_call("str_replace_editor", command="view", path="pkg/a.py", view_range=[200, 240]))),
-    (_calls(_call("str_replace_editor", command="str_replace", path="pkg/a.py",
-                  old_str="def total(xs):\n    return 0", new_str="def total(xs):\n    return sum(xs)")),
-     _calls(_call("str_replace_editor", command="str_replace", path="/testbed/pkg/a.py",
-                  old_str="def total(xs):\n    return 0\n", new_str="def total(xs):\n    return sum(xs or [])")),
-     _calls(_call("str_replace_editor", command="str_replace", path="pkg/a.py",
-                  old_str="def mean(xs):\n    return 0", new_str="def mean(xs):\n    return 1"))),
-])
+@pytest.mark.parametrize(
+    "expert, same, other",
+    [
+        (_bash("grep -rn foo ."), _bash("grep -n -r foo ."), _bash("cat pkg/a.py")),
+        (
+            _bash("sed -n '10,20p' pkg/a.py"),
+            _bash("sed -n 15,30p /testbed/pkg/a.py"),
+            _bash("sed -n 100,120p pkg/a.py"),
+        ),
+        (_bash("cat pkg/a.py"), _bash("nl -ba ./pkg/a.py"), _bash("cat pkg/b.py")),
+        (
+            _bash("python -m pytest tests/test_a.py -q"),
+            _bash("pytest tests/test_a.py"),
+            _bash("pytest tests/test_b.py"),
+        ),
+        (
+            _calls(_call("str_replace_editor", command="view", path="/testbed/pkg/a.py", view_range=[40, 80])),
+            _calls(_call("str_replace_editor", command="view", path="pkg/a.py", view_range=[60, 120])),
+            _calls(_call("str_replace_editor", command="view", path="pkg/a.py", view_range=[200, 240])),
+        ),
+        (
+            _calls(
+                _call(
+                    "str_replace_editor",
+                    command="str_replace",
+                    path="pkg/a.py",
+                    old_str="def total(xs):\n    return 0",
+                    new_str="def total(xs):\n    return sum(xs)",
+                )
+            ),
+            _calls(
+                _call(
+                    "str_replace_editor",
+                    command="str_replace",
+                    path="/testbed/pkg/a.py",
+                    old_str="def total(xs):\n    return 0\n",
+                    new_str="def total(xs):\n    return sum(xs or [])",
+                )
+            ),
+            _calls(
+                _call(
+                    "str_replace_editor",
+                    command="str_replace",
+                    path="pkg/a.py",
+                    old_str="def mean(xs):\n    return 0",
+                    new_str="def mean(xs):\n    return 1",
+                )
+            ),
+        ),
+    ],
+)
 def test_swe_target_equivalents_and_misses(expert, same, other):
     pivot = _swe(expert)
     target, category = get_verifier("swe_target"), get_verifier("tool_name")
@@ -98,8 +149,10 @@ def test_register_categories_extends_the_table_through_the_host():
             register("ruff", "run")
 
     pivot = _swe(_bash("ruff check ."))
-    assert not get_verifier("tool_name").verify(pivot, _bash("ruff check src")).applicable or \
-        not get_verifier("tool_name").verify(pivot, _bash("python -m flake8")).accepted
+    assert (
+        not get_verifier("tool_name").verify(pivot, _bash("ruff check src")).applicable
+        or not get_verifier("tool_name").verify(pivot, _bash("python -m flake8")).accepted
+    )
     get_host().register_plugin(Plugin(), name="ruff-category")
     assert get_verifier("tool_name").verify(pivot, _bash("python -m flake8")).accepted  # both "run" now
 
@@ -112,30 +165,69 @@ def test_register_categories_extends_the_table_through_the_host():
         get_host().register_plugin(Clash(), name="grep-clash")
 
 
-TOOLS = ({"type": "function", "function": {"name": "update", "parameters": {"type": "object", "properties": {
-    "reservation_id": {"type": "string"}, "cabin": {"type": "string", "enum": ["economy", "business"]},
-    "amount": {"type": "number"}, "reason": {"type": "string"}, "ids": {"type": "array"},
-    "notify": {"type": "boolean", "default": False}}, "required": ["reservation_id"]}}},)
-EXPERT_ARGS = {"reservation_id": "HAT123", "cabin": "economy", "amount": 12.5,
-               "reason": "customer asked to move to an earlier flight", "ids": ["a", "b"]}
+TOOLS = (
+    {
+        "type": "function",
+        "function": {
+            "name": "update",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "reservation_id": {"type": "string"},
+                    "cabin": {"type": "string", "enum": ["economy", "business"]},
+                    "amount": {"type": "number"},
+                    "reason": {"type": "string"},
+                    "ids": {"type": "array"},
+                    "notify": {"type": "boolean", "default": False},
+                },
+                "required": ["reservation_id"],
+            },
+        },
+    },
+)
+EXPERT_ARGS = {
+    "reservation_id": "HAT123",
+    "cabin": "economy",
+    "amount": 12.5,
+    "reason": "customer asked to move to an earlier flight",
+    "ids": ["a", "b"],
+}
 
 
 def _tool_pivot(**args) -> Pivot:
     return Pivot("t#2", "tool-use", HIST, _calls(_call("update", **args)), TOOLS)
 
 
-@pytest.mark.parametrize("args, accepted", [
-    ('{"ids": ["b", "a"], "amount": 12.50, "reason": "customer asked to move to an earlier flight", '
-     '"cabin": "economy", "reservation_id": "HAT123"}', True),
-    ('{"reservation_id": "HAT123", "cabin": "economy", "amount": 1.25e1, "notify": false, '
-     '"reason": "Customer asked to move to an earlier flight.", "ids": ["a", "b"]}', True),
-    ('{"reservation_id": "HAT124", "cabin": "economy", "amount": 12.5, '
-     '"reason": "customer asked to move to an earlier flight", "ids": ["a", "b"]}', False),
-    ('{"reservation_id": "HAT123", "cabin": "business", "amount": 12.5, '
-     '"reason": "customer asked to move to an earlier flight", "ids": ["a", "b"]}', False),
-    ('{"reservation_id": "HAT123", "cabin": "economy", "amount": 12.5, '
-     '"reason": "customer asked to move to flight HAT999", "ids": ["a", "b"]}', False),
-])
+@pytest.mark.parametrize(
+    "args, accepted",
+    [
+        (
+            '{"ids": ["b", "a"], "amount": 12.50, "reason": "customer asked to move to an earlier flight", '
+            '"cabin": "economy", "reservation_id": "HAT123"}',
+            True,
+        ),
+        (
+            '{"reservation_id": "HAT123", "cabin": "economy", "amount": 1.25e1, "notify": false, '
+            '"reason": "Customer asked to move to an earlier flight.", "ids": ["a", "b"]}',
+            True,
+        ),
+        (
+            '{"reservation_id": "HAT124", "cabin": "economy", "amount": 12.5, '
+            '"reason": "customer asked to move to an earlier flight", "ids": ["a", "b"]}',
+            False,
+        ),
+        (
+            '{"reservation_id": "HAT123", "cabin": "business", "amount": 12.5, '
+            '"reason": "customer asked to move to an earlier flight", "ids": ["a", "b"]}',
+            False,
+        ),
+        (
+            '{"reservation_id": "HAT123", "cabin": "economy", "amount": 12.5, '
+            '"reason": "customer asked to move to flight HAT999", "ids": ["a", "b"]}',
+            False,
+        ),
+    ],
+)
 def test_tool_args_equivalents_and_wrong_values(args, accepted):
     verdict = get_verifier("tool_args").verify(_tool_pivot(**EXPERT_ARGS), _calls(ToolCall("update", args)))
     assert verdict.accepted is accepted, verdict.reason
@@ -144,10 +236,12 @@ def test_tool_args_equivalents_and_wrong_values(args, accepted):
 def test_tool_args_free_text_ids_and_expressions_are_exact():
     pivot = _tool_pivot(reservation_id="HAT123", reason="move flight HAT170 to HAT171 on 2024-05-20")
     v = get_verifier("tool_args")
-    assert v.verify(pivot, _calls(_call("update", reservation_id="HAT123",
-                                        reason="Move flight HAT170 to HAT171 on 2024-05-20."))).accepted
-    assert not v.verify(pivot, _calls(_call("update", reservation_id="HAT123",
-                                            reason="move flight HAT170 to HAT172 on 2024-05-20"))).accepted
+    assert v.verify(
+        pivot, _calls(_call("update", reservation_id="HAT123", reason="Move flight HAT170 to HAT171 on 2024-05-20."))
+    ).accepted
+    assert not v.verify(
+        pivot, _calls(_call("update", reservation_id="HAT123", reason="move flight HAT170 to HAT172 on 2024-05-20"))
+    ).accepted
     calc = Pivot("c#2", "tool-use", HIST, _calls(_call("calculate", expression="1200 + 300")))
     assert not v.verify(calc, _calls(_call("calculate", expression="1200 + 800"))).accepted
 
@@ -170,11 +264,15 @@ MALFORMED = [
     '<tool_call>{"name": "str_replace_editor", "arguments": [1, 2]}</tool_call>',
     '<tool_call>{"name": "str_replace_editor", "arguments": "not json"}</tool_call>',
     '<tool_call>{"name": "update", "arguments": {"reservation_id": null, "amount": 1e308, "ids": {"a": 1}}}'
-    '</tool_call>',
+    "</tool_call>",
     '<tool_call>{"name": "execute_bash", "arguments": {"command": ["ls", "-la"]}}</tool_call>',
     '<tool_call>{"name": "bash", "arguments": {"command": 42}}</tool_call>',
-    "```bash\ngrep \"unterminated\n```", "```bash\n\n```", "```\n```", "```bash\ncat <<'EOF' > \nEOF\n```",
-    "{" * 500, "```" * 99,
+    '```bash\ngrep "unterminated\n```',
+    "```bash\n\n```",
+    "```\n```",
+    "```bash\ncat <<'EOF' > \nEOF\n```",
+    "{" * 500,
+    "```" * 99,
 ]
 # Odd but plausible reads (a bad sed script, a negative head count): no error; acceptance may vary.
 ODD = ["```bash\nsed -n 'x,yp' a.py\n```", "\x00\x01 ünïcödé ```bash\nhead -n -5 f\n```"]
@@ -185,8 +283,11 @@ def test_malformed_completions_score_zero_with_a_reason_and_never_error(name):
     from verifiers_plugins import get_parser, safe_verify
 
     parse = get_parser("hermes")
-    pivots = [_swe(_bash("sed -n '10,20p' pkg/a.py")), _tool_pivot(**EXPERT_ARGS),
-              _swe(_calls(_call("str_replace_editor", command="view", path="pkg/a.py", view_range=[1, -1])))]
+    pivots = [
+        _swe(_bash("sed -n '10,20p' pkg/a.py")),
+        _tool_pivot(**EXPERT_ARGS),
+        _swe(_calls(_call("str_replace_editor", command="view", path="pkg/a.py", view_range=[1, -1]))),
+    ]
     verifier = get_verifier(name)
     for pivot in pivots:
         for text in MALFORMED + ODD:

@@ -54,12 +54,14 @@ def register_verifiers(register):
 @pytest.fixture(scope="module")
 def site(pip_install_plugins):
     """All of this module's packages, installed once; each test's allow-list picks what loads."""
-    return pip_install_plugins({
-        "pivot-shouty": ("1.2.3", {"pivot_shouty.py": SHOUTY}, {"shouty": "pivot_shouty"}),
-        "pivot-dup-a": ("1.0", {"pivot_dup_a.py": dup_plugin("same_name")}, {"dup_a": "pivot_dup_a"}),
-        "pivot-dup-b": ("2.0", {"pivot_dup_b.py": dup_plugin("same_name")}, {"dup_b": "pivot_dup_b"}),
-        "pivot-dup-c": ("1.0", {"pivot_dup_c.py": dup_plugin("tool_args")}, {"dup_c": "pivot_dup_c"}),
-    })
+    return pip_install_plugins(
+        {
+            "pivot-shouty": ("1.2.3", {"pivot_shouty.py": SHOUTY}, {"shouty": "pivot_shouty"}),
+            "pivot-dup-a": ("1.0", {"pivot_dup_a.py": dup_plugin("same_name")}, {"dup_a": "pivot_dup_a"}),
+            "pivot-dup-b": ("2.0", {"pivot_dup_b.py": dup_plugin("same_name")}, {"dup_b": "pivot_dup_b"}),
+            "pivot-dup-c": ("1.0", {"pivot_dup_c.py": dup_plugin("tool_args")}, {"dup_c": "pivot_dup_c"}),
+        }
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -30,9 +30,13 @@ def verifier():
 
 
 def _with(pivot: Pivot, *calls: tuple[str, dict | str]) -> Message:
-    return Message("assistant", tool_calls=tuple(
-        ToolCall(name, args if isinstance(args, str) else json.dumps(args), f"c{i}") for i, (name, args) in
-        enumerate(calls)))
+    return Message(
+        "assistant",
+        tool_calls=tuple(
+            ToolCall(name, args if isinstance(args, str) else json.dumps(args), f"c{i}")
+            for i, (name, args) in enumerate(calls)
+        ),
+    )
 
 
 def _expert(pivot: Pivot) -> tuple[str, dict]:
@@ -55,8 +59,7 @@ def test_every_airline_expert_call_scores_one(airline_pivots, verifier):
     verdicts = [verifier.verify(p, p.expert) for p in airline_pivots]
     rejected = [(p.id, v.reason) for p, v in zip(airline_pivots, verdicts, strict=True) if not v.accepted]
     assert rejected == []
-    assert all(v.details["world"] == "tau-airline" and "history_diverged_at_calls" not in v.details
-               for v in verdicts)
+    assert all(v.details["world"] == "tau-airline" and "history_diverged_at_calls" not in v.details for v in verdicts)
 
 
 def test_argument_order_and_equivalent_arithmetic_score_one(airline_pivots, verifier):
@@ -135,11 +138,13 @@ def test_details_name_the_changed_record(airline_pivots, verifier):
 def test_parallel_calls_compare_as_a_set_and_notes_by_similarity(airline_pivots, verifier):
     base = next(p for p, _ in _successful(airline_pivots, verifier, "get_reservation_details"))
     reservation = _expert(base)[1]["reservation_id"]
-    both = _with(base, ("get_reservation_details", {"reservation_id": reservation}),
-                 ("calculate", {"expression": "2 + 2"}))
+    both = _with(
+        base, ("get_reservation_details", {"reservation_id": reservation}), ("calculate", {"expression": "2 + 2"})
+    )
     pivot = replace(base, expert=both)
-    swapped = _with(pivot, ("calculate", {"expression": "4"}),
-                    ("get_reservation_details", {"reservation_id": reservation}))
+    swapped = _with(
+        pivot, ("calculate", {"expression": "4"}), ("get_reservation_details", {"reservation_id": reservation})
+    )
     assert verifier.verify(pivot, swapped).accepted
     assert not verifier.verify(pivot, _with(pivot, ("calculate", {"expression": "4"}))).accepted
     thought, _ = next(_successful(airline_pivots, verifier, "think"))
@@ -176,8 +181,12 @@ def test_world_chain_accepts_no_audit_attack():
 
 
 def test_pivots_without_a_world_are_not_applicable(verifier):
-    pivot = Pivot("x#1", "tool-use", (Message("user", "hi"),),
-                  Message("assistant", tool_calls=(ToolCall("calculate", '{"expression": "1"}'),)))
+    pivot = Pivot(
+        "x#1",
+        "tool-use",
+        (Message("user", "hi"),),
+        Message("assistant", tool_calls=(ToolCall("calculate", '{"expression": "1"}'),)),
+    )
     assert not verifier.verify(pivot, pivot.expert).applicable
     text = replace(pivot, context={"world": "tau-airline"}, expert=Message("assistant", "Hello"))
     assert not verifier.verify(text, text.expert).applicable
@@ -206,8 +215,12 @@ def test_tool_use_env_picks_the_world_chain_per_pivot():
 
 def test_a_failed_expert_call_needs_the_same_arguments(airline_pivots, verifier):
     cache = verifier.cache("tau-airline")
-    failed = next(p for p in airline_pivots if p.expert.tool_calls[0].name == "book_reservation" and execute_turn(
-        cache.world, cache.state_at(p.history).state, p.expert.tool_calls).outcomes[0].error)
+    failed = next(
+        p
+        for p in airline_pivots
+        if p.expert.tool_calls[0].name == "book_reservation"
+        and execute_turn(cache.world, cache.state_at(p.history).state, p.expert.tool_calls).outcomes[0].error
+    )
     name, args = _expert(failed)
     # The tool never checks the destination, so this fails with the very same error text.
     elsewhere = verifier.verify(failed, _with(failed, (name, {**args, "destination": "LAX"})))
@@ -232,8 +245,13 @@ def test_a_plugin_world_is_executed_through_the_hook():
     from verifiers_plugins import get_host, hookimpl
     from verifiers_plugins.worlds import Tool, ToolFailure, ToolWorld
 
-    schema = {"type": "function", "function": {"name": "cancel_order", "parameters": {
-        "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}}
+    schema = {
+        "type": "function",
+        "function": {
+            "name": "cancel_order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+        },
+    }
 
     def cancel_order(state, order_id):
         if state.get("orders", order_id) is None:
@@ -244,13 +262,25 @@ def test_a_plugin_world_is_executed_through_the_hook():
     class Shop:
         @hookimpl
         def register_tool_worlds(self, register):
-            register("shop", lambda: ToolWorld("shop", [Tool(schema, cancel_order, read_only=False)],
-                                               {"orders": {"o1": {"status": "open"}, "o2": {"status": "open"}}}))
+            register(
+                "shop",
+                lambda: ToolWorld(
+                    "shop",
+                    [Tool(schema, cancel_order, read_only=False)],
+                    {"orders": {"o1": {"status": "open"}, "o2": {"status": "open"}}},
+                ),
+            )
 
     get_host().register_plugin(Shop(), name="shop-world-test")
     call = (ToolCall("cancel_order", '{"order_id": "o1"}'),)
-    pivot = Pivot("shop#1", "tool-use", (Message("user", "cancel o1"),), Message("assistant", tool_calls=call),
-                  (schema,), context={"world": "shop"})
+    pivot = Pivot(
+        "shop#1",
+        "tool-use",
+        (Message("user", "cancel o1"),),
+        Message("assistant", tool_calls=call),
+        (schema,),
+        context={"world": "shop"},
+    )
     chain = VerifierChain.from_names(WORLD_CHAIN)
     assert chain(pivot, pivot.expert).accepted
     other = chain(pivot, _with(pivot, ("cancel_order", {"order_id": "o2"})))
@@ -265,14 +295,14 @@ def test_trainer_adapters_score_an_embedded_world_pivot_with_the_world_chain():
 
     pivot = next(p for p in load_pivots(_bundled("tool_use_tau_airline_exec.jsonl")) if p.expert.tool_calls)
     scorer = PivotScorer("pivot/tool-use-v0")  # the bundled env; the pivot travels as JSON (verl/TRL rows)
-    results = scorer.score([render_completion(pivot.expert, pivot.domain), "Sure."],
-                           pivot=json.dumps(pivot.to_json()))
+    results = scorer.score([render_completion(pivot.expert, pivot.domain), "Sure."], pivot=json.dumps(pivot.to_json()))
     assert [r.accepted for r in results] == [True, False] and results[0].decided_by == "tool_exec"
 
 
 def test_auditing_an_env_attacks_world_pivots_through_the_world_chain():
-    env = gym.make("pivot/tool-use-v0", dataset=[_bundled("tool_use_tau_airline_exec.jsonl"),
-                                                 _bundled("tool_use_nemo.jsonl")])
+    env = gym.make(
+        "pivot/tool-use-v0", dataset=[_bundled("tool_use_tau_airline_exec.jsonl"), _bundled("tool_use_nemo.jsonl")]
+    )
     rows = audit(env)
     chains = {r["chain"] for r in rows if "chain" in r}
     assert "turn_kind>tool_exec>string_similarity" in chains and len(chains) == 2

@@ -118,8 +118,9 @@ def test_copy_on_write_forks_share_records_until_edited():
     c = a.fork()
     assert c.get("users", "u1") is a.get("users", "u1")  # shared until c edits it
     c.edit("users", "u1")["tags"].append("b")
-    assert a.get("users", "u1")["tags"] == ["a"] and c.changes_since(a) == {"users/u1": {"amount": 3,
-                                                                                          "tags": ["a", "b"]}}
+    assert a.get("users", "u1")["tags"] == ["a"] and c.changes_since(a) == {
+        "users/u1": {"amount": 3, "tags": ["a", "b"]}
+    }
 
 
 def test_bad_calls_become_error_outputs_and_change_nothing():
@@ -134,10 +135,24 @@ def test_bad_calls_become_error_outputs_and_change_nothing():
         ("get_user_details", "{}"): "Error: get_user_details() invalid argument: 'user_id' is a required",
         ("get_user_details", '{"user_id": "x", "extra": 1}'): "Error: get_user_details() got unexpected",
         ("cancel_reservation", '{"reservation_id": "NOPE00"}'): "Error: reservation not found",
-        ("book_reservation", json.dumps({
-            "user_id": "nobody", "origin": "JFK", "destination": "SEA", "flight_type": "one_way",
-            "cabin": "economy", "flights": [], "passengers": [], "payment_methods": [], "total_baggages": 0,
-            "nonfree_baggages": 0, "insurance": "no"})): "Error: user not found",
+        (
+            "book_reservation",
+            json.dumps(
+                {
+                    "user_id": "nobody",
+                    "origin": "JFK",
+                    "destination": "SEA",
+                    "flight_type": "one_way",
+                    "cabin": "economy",
+                    "flights": [],
+                    "passengers": [],
+                    "payment_methods": [],
+                    "total_baggages": 0,
+                    "nonfree_baggages": 0,
+                    "insurance": "no",
+                }
+            ),
+        ): "Error: user not found",
     }
     for (name, arguments), prefix in cases.items():
         outcome, after = world.step(state, name, arguments)

@@ -91,7 +91,11 @@ class PivotScorer:
         return self._envs[key]
 
     def score(
-        self, completions: Sequence[str], *, pivot_id: str | None = None, pivot: Pivot | Mapping | str | None = None,
+        self,
+        completions: Sequence[str],
+        *,
+        pivot_id: str | None = None,
+        pivot: Pivot | Mapping | str | None = None,
         env_id: str | None = None,
     ) -> list[ChainResult]:
         """Score a group of completions at one pivot, given by id (the env's data) or by value.

@@ -59,7 +59,7 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     rewards, errors = [], 0
     for query, prompt, label in zip(queries, prompts, labels, strict=True):
         ref = json.loads(label)
-        response = query[len(prompt):] if query.startswith(prompt) else query
+        response = query[len(prompt) :] if query.startswith(prompt) else query
         (result,) = _scorer().score([response], pivot=ref["pivot_json"], env_id=ref["env_id"])
         rewards.append(result.reward)
         errors += result.error is not None

@@ -33,13 +33,16 @@ def _scorer() -> PivotScorer:
 
 def skyrl_rows(pivots: Sequence[Pivot], env_id: str = DEFAULT_ENV) -> list[dict[str, Any]]:
     """SkyRL dataset rows: `data_source`, `prompt`, `env_class`, `reward_spec`, `extra_info`."""
-    return [{
-        "data_source": env_id,
-        "prompt": prompt_messages(p),
-        "env_class": "pivot",
-        "reward_spec": {"method": "rule", "ground_truth": expert_text(p)},
-        "extra_info": pivot_ref(env_id, p),
-    } for p in pivots]
+    return [
+        {
+            "data_source": env_id,
+            "prompt": prompt_messages(p),
+            "env_class": "pivot",
+            "reward_spec": {"method": "rule", "ground_truth": expert_text(p)},
+            "extra_info": pivot_ref(env_id, p),
+        }
+        for p in pivots
+    ]
 
 
 class PivotTextEnv(_Base):  # type: ignore[misc,valid-type]
@@ -69,8 +72,12 @@ class PivotTextEnv(_Base):  # type: ignore[misc,valid-type]
     def step(self, action: str) -> dict[str, Any]:
         """Score `action` at the pivot; the episode always ends here."""
         self.turns += 1
-        (result,) = _scorer().score([action], pivot_id=self.info.get("pivot_id"),
-                                    pivot=self.info.get("pivot_json"), env_id=self.info.get("env_id"))
+        (result,) = _scorer().score(
+            [action],
+            pivot_id=self.info.get("pivot_id"),
+            pivot=self.info.get("pivot_json"),
+            env_id=self.info.get("env_id"),
+        )
         return {
             "observations": [],
             "reward": result.reward,

@@ -31,18 +31,21 @@ def verl_rows(pivots: Sequence[Pivot], env_id: str = DEFAULT_ENV, split: str = "
     rows = []
     for i, p in enumerate(pivots):
         ref = pivot_ref(env_id, p)
-        rows.append({
-            "data_source": env_id,
-            "prompt": flat_prompt_messages(p),
-            "ability": p.domain,
-            "reward_model": {"style": "rule", "ground_truth": expert_text(p)},
-            "extra_info": {"split": split, "index": i, "pivot_id": p.id, "pivot_json": ref["pivot_json"]},
-        })
+        rows.append(
+            {
+                "data_source": env_id,
+                "prompt": flat_prompt_messages(p),
+                "ability": p.domain,
+                "reward_model": {"style": "rule", "ground_truth": expert_text(p)},
+                "extra_info": {"split": split, "index": i, "pivot_id": p.id, "pivot_json": ref["pivot_json"]},
+            }
+        )
     return rows
 
 
-def write_verl_parquet(pivots: Sequence[Pivot], path: str | Path, env_id: str = DEFAULT_ENV,
-                       split: str = "train") -> int:
+def write_verl_parquet(
+    pivots: Sequence[Pivot], path: str | Path, env_id: str = DEFAULT_ENV, split: str = "train"
+) -> int:
     """Write `verl_rows` as a Parquet file (pyarrow); returns the row count."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -52,8 +55,9 @@ def write_verl_parquet(pivots: Sequence[Pivot], path: str | Path, env_id: str = 
     return len(rows)
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
-                  **kwargs: Any) -> dict[str, Any]:
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, **kwargs: Any
+) -> dict[str, Any]:
     """Score `solution_str` at the pivot named in `extra_info`.
 
     Args:
@@ -68,8 +72,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
     """
     info = extra_info or {}
     if not info.get("pivot_json") and not info.get("pivot_id"):
-        raise ValueError("compute_score: expected extra_info with 'pivot_json' or 'pivot_id', got "
-                         f"{sorted(info)}")
-    (result,) = _scorer().score([solution_str], pivot_id=info.get("pivot_id"), pivot=info.get("pivot_json"),
-                                env_id=data_source)
+        raise ValueError(f"compute_score: expected extra_info with 'pivot_json' or 'pivot_id', got {sorted(info)}")
+    (result,) = _scorer().score(
+        [solution_str], pivot_id=info.get("pivot_id"), pivot=info.get("pivot_json"), env_id=data_source
+    )
     return {"score": result.reward, "accepted": result.accepted, "verifier_error": result.error is not None}

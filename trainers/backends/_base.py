@@ -157,7 +157,7 @@ def truncate_history(messages: Sequence[Mapping[str, Any]], max_messages: int | 
     if max_messages is None or len(messages) <= max_messages:
         return messages
     head = [messages[0]] if messages and messages[0].get("role") == "system" else []
-    tail = messages[len(head):][-max_messages:] if max_messages > 0 else []
+    tail = messages[len(head) :][-max_messages:] if max_messages > 0 else []
     while tail and tail[0].get("role") == "tool":
         tail = tail[1:]
     return head + tail

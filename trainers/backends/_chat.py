@@ -95,8 +95,8 @@ def rendering_guard(
                 GuardIssue(
                     pivot.id,
                     f"prompt is not a prefix of prompt + expert action (first difference at char {at})",
-                    prompt_tail=prompt[max(0, at - 80):at + 80],
-                    full_at_offset=full[max(0, at - 80):at + 80],
+                    prompt_tail=prompt[max(0, at - 80) : at + 80],
+                    full_at_offset=full[max(0, at - 80) : at + 80],
                 )
             )
     return issues

@@ -117,8 +117,9 @@ class OpenAIBackend:
         limits = httpx.Limits(max_connections=self.config.max_concurrency)
         gate = asyncio.Semaphore(self.config.max_concurrency)
         headers = {"Authorization": f"Bearer {self._key}"}
-        async with httpx.AsyncClient(base_url=self.config.base_url.rstrip("/"), headers=headers, limits=limits,
-                                     timeout=self.config.timeout_s) as client:
+        async with httpx.AsyncClient(
+            base_url=self.config.base_url.rstrip("/"), headers=headers, limits=limits, timeout=self.config.timeout_s
+        ) as client:
 
             async def one(i: int, prompt: Prompt) -> list[Generation]:
                 async with gate:

@@ -46,12 +46,16 @@ def build_app(backend: GenerationBackend, model_name: str = "default") -> Any:
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         choices = []
         for i, g in enumerate(gens):
-            choice: dict[str, Any] = {"index": i, "message": {"role": "assistant", "content": g.text},
-                                      "finish_reason": g.finish_reason}
+            choice: dict[str, Any] = {
+                "index": i,
+                "message": {"role": "assistant", "content": g.text},
+                "finish_reason": g.finish_reason,
+            }
             if body.get("logprobs"):
                 tokens = [f"token_id:{t}" if as_ids else str(t) for t in g.token_ids]
-                choice["logprobs"] = {"content": [{"token": t, "logprob": lp} for t, lp in
-                                                  zip(tokens, g.logprobs, strict=False)]}
+                choice["logprobs"] = {
+                    "content": [{"token": t, "logprob": lp} for t, lp in zip(tokens, g.logprobs, strict=False)]
+                }
             choices.append(choice)
         completion_tokens = sum(len(g.token_ids) for g in gens)
         prompt_tokens = gens[0].prompt_tokens if gens else 0
@@ -61,8 +65,11 @@ def build_app(backend: GenerationBackend, model_name: str = "default") -> Any:
             "created": int(time.time()),
             "model": model_name,
             "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
 
     return app

@@ -79,7 +79,7 @@ class TransformersBackend:
         text = render_prompt(self.tokenizer, prompt, self.config.max_history_messages)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if self.config.max_prompt_tokens is not None and len(ids) > self.config.max_prompt_tokens:
-            ids = ids[-self.config.max_prompt_tokens:]  # keep the recent turns and the generation prompt
+            ids = ids[-self.config.max_prompt_tokens :]  # keep the recent turns and the generation prompt
         return ids
 
     def generate(self, prompts: Sequence[Prompt], n: int, params: SamplingParams) -> list[list[Generation]]:
@@ -93,7 +93,7 @@ class TransformersBackend:
         encoded = [self.encode(p) for p in prompts]
         out: list[list[Generation]] = []
         for start in range(0, len(encoded), self.config.batch_size):
-            out.extend(self._generate_batch(encoded[start:start + self.config.batch_size], n, params))
+            out.extend(self._generate_batch(encoded[start : start + self.config.batch_size], n, params))
         return out
 
     def _generate_batch(self, batch: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:

@@ -47,20 +47,32 @@ class VLLMBackend:
         from vllm import LLM  # the gpu extra; imported only here
 
         self.config = config
-        self.llm = LLM(model=config.model, dtype=config.dtype, gpu_memory_utilization=config.gpu_memory_utilization,
-                       tensor_parallel_size=config.tensor_parallel_size, max_model_len=config.max_model_len)
+        self.llm = LLM(
+            model=config.model,
+            dtype=config.dtype,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            tensor_parallel_size=config.tensor_parallel_size,
+            max_model_len=config.max_model_len,
+        )
         self.policy_id = f"vllm:{config.model}"
 
     def generate(self, prompts: Sequence[Prompt], n: int, params: SamplingParams) -> list[list[Generation]]:
         """Sample `n` completions per prompt (see `GenerationBackend.generate`)."""
         from vllm import SamplingParams as VSamplingParams
 
-        sp = VSamplingParams(n=n, temperature=params.temperature, top_p=params.top_p,
-                             max_tokens=params.max_new_tokens, seed=params.seed, stop=list(params.stop) or None,
-                             logprobs=0)  # 0: the sampled token's own log-prob only
+        sp = VSamplingParams(
+            n=n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            seed=params.seed,
+            stop=list(params.stop) or None,
+            logprobs=0,
+        )  # 0: the sampled token's own log-prob only
         chats = [as_chat(p) for p in prompts]
-        conversations = [template_messages(truncate_history(c["messages"], self.config.max_history_messages))
-                         for c in chats]
+        conversations = [
+            template_messages(truncate_history(c["messages"], self.config.max_history_messages)) for c in chats
+        ]
         tools = chats[0]["tools"] if chats and all(c["tools"] == chats[0]["tools"] for c in chats) else None
         outputs = self.llm.chat(conversations, sp, tools=tools or None, use_tqdm=False)
         return [[self._one(o, len(out.prompt_token_ids or ())) for o in out.outputs] for out in outputs]

@@ -15,5 +15,14 @@ from trainers.executors._base import (
     worker_for,
 )
 
-__all__ = ["EXECUTOR_NAMES", "EnvSpec", "Executor", "InProcessExecutor", "VerifyTask", "make_executor",
-           "route_key", "score_group", "worker_for"]
+__all__ = [
+    "EXECUTOR_NAMES",
+    "EnvSpec",
+    "Executor",
+    "InProcessExecutor",
+    "VerifyTask",
+    "make_executor",
+    "route_key",
+    "score_group",
+    "worker_for",
+]

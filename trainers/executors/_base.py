@@ -146,5 +146,14 @@ def make_executor(name: str, spec: EnvSpec, **options: Any) -> Executor:
 
 EXECUTOR_NAMES = ("in-process", "ray")
 
-__all__ = ["EXECUTOR_NAMES", "EnvSpec", "Executor", "InProcessExecutor", "VerifyTask", "make_executor",
-           "route_key", "score_group", "worker_for"]
+__all__ = [
+    "EXECUTOR_NAMES",
+    "EnvSpec",
+    "Executor",
+    "InProcessExecutor",
+    "VerifyTask",
+    "make_executor",
+    "route_key",
+    "score_group",
+    "worker_for",
+]

@@ -46,10 +46,14 @@ class VerifierWorker:
     def stats(self) -> dict[str, Any]:
         """Process id, tasks scored, route keys seen (tests check routing with them), reward-cache counters."""
         cache = getattr(self.env, "reward_cache", None)
-        return {"pid": os.getpid(), "tasks": self.tasks, "keys": sorted(self.keys),
-                "cache_hits": cache.hits if cache is not None else 0,
-                "cache_misses": cache.misses if cache is not None else 0,
-                "verifiers": verifier_counters(self.env)}
+        return {
+            "pid": os.getpid(),
+            "tasks": self.tasks,
+            "keys": sorted(self.keys),
+            "cache_hits": cache.hits if cache is not None else 0,
+            "cache_misses": cache.misses if cache is not None else 0,
+            "verifiers": verifier_counters(self.env),
+        }
 
 
 def verifier_counters(env: Any) -> dict[str, dict[str, int]]:
@@ -84,8 +88,15 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, spec: EnvSpec, *, num_workers: int | None = None, address: str | None = None,
-                 chunk_size: int = 16, worker_cpus: float = 1.0) -> None:
+    def __init__(
+        self,
+        spec: EnvSpec,
+        *,
+        num_workers: int | None = None,
+        address: str | None = None,
+        chunk_size: int = 16,
+        worker_cpus: float = 1.0,
+    ) -> None:
         if chunk_size < 1:
             raise ValueError(f"RayExecutor: expected chunk_size >= 1, got {chunk_size}")
         self._owns_ray = not ray.is_initialized()
@@ -110,7 +121,7 @@ class RayExecutor:
         for w, indexes in by_worker.items():
             self.routed[w] += len(indexes)
             for s in range(0, len(indexes), self.chunk_size):
-                chunk = indexes[s:s + self.chunk_size]
+                chunk = indexes[s : s + self.chunk_size]
                 pending[self.workers[w].verify.remote([tasks[i] for i in chunk])] = chunk
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)

@@ -113,7 +113,7 @@ def completed_ids(out: Path) -> list[str]:
 
 
 def classify(profile: Profile) -> str:
-    """"all_zero", "all_one" or "mixed" (what selection keeps is a subset of mixed)."""
+    """ "all_zero", "all_one" or "mixed" (what selection keeps is a subset of mixed)."""
     if profile.variance > 0:
         return "mixed"
     return "all_one" if profile.mean >= 1.0 else "all_zero"
@@ -156,15 +156,21 @@ def profile_pivots(
     todo = [p for p in pivots if p.id not in done]
     cache = getattr(env, "reward_cache", None)
     hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
-    summary = ProfileSummary(str(out), pivots=len(pivots), resumed=len(pivots) - len(todo),
-                             policy_id=backend.policy_id, verifier_hash=env.chain.config_hash(),
-                             nondeterministic=not env.chain.deterministic, config=asdict(config))
+    summary = ProfileSummary(
+        str(out),
+        pivots=len(pivots),
+        resumed=len(pivots) - len(todo),
+        policy_id=backend.policy_id,
+        verifier_hash=env.chain.config_hash(),
+        nondeterministic=not env.chain.deterministic,
+        config=asdict(config),
+    )
     summary.guard_issues = _guard(backend, todo)
     if on_progress:
         on_progress(summary.resumed, len(pivots))
     with out.open("a", encoding="utf-8") as f:
         for start in range(0, len(todo), config.chunk_size):
-            _run_chunk(env, backend, executor, todo[start:start + config.chunk_size], config, summary, f)
+            _run_chunk(env, backend, executor, todo[start : start + config.chunk_size], config, summary, f)
             if on_progress:
                 on_progress(summary.resumed + summary.profiled, len(pivots))
     if cache is not None:
@@ -181,12 +187,20 @@ def _check_resumable(out: Path, policy_id: str, verifier_hash: str, k: int) -> N
     want = {"policy_id": policy_id, "verifier_hash": verifier_hash, "k": k}
     got = {key: prof.get(key) for key in want}
     if got != want:
-        raise ValueError(f"{out}: cannot resume: expected profiles with {want}, the file holds {got}; "
-                         "write to a new --out file")
+        raise ValueError(
+            f"{out}: cannot resume: expected profiles with {want}, the file holds {got}; write to a new --out file"
+        )
 
 
-def _run_chunk(env: Any, backend: GenerationBackend, executor: Any, chunk: Sequence[Pivot], config: ProfileConfig,
-               summary: ProfileSummary, f: Any) -> None:
+def _run_chunk(
+    env: Any,
+    backend: GenerationBackend,
+    executor: Any,
+    chunk: Sequence[Pivot],
+    config: ProfileConfig,
+    summary: ProfileSummary,
+    f: Any,
+) -> None:
     """Generate, verify and append one chunk of pivots, then fsync."""
     t0 = time.perf_counter()
     groups = backend.generate(chunk, config.k, config.sampling(chunk[0].id))

@@ -24,16 +24,18 @@ def domain_rows(pivots: Iterable[Pivot]) -> list[dict[str, Any]]:
         profiled = [p.profile for p in ps if p.profile is not None and p.profile.k]
         kinds = [classify(pr) for pr in profiled]
         n = len(profiled)
-        rows.append({
-            "domain": domain,
-            "pivots": len(ps),
-            "profiled": n,
-            "zero_variance": (kinds.count("all_zero") + kinds.count("all_one")) / n if n else 0.0,
-            "all_zero": kinds.count("all_zero") / n if n else 0.0,
-            "all_one": kinds.count("all_one") / n if n else 0.0,
-            "mixed": kinds.count("mixed"),
-            "mean_reward": sum(pr.mean for pr in profiled) / n if n else 0.0,
-        })
+        rows.append(
+            {
+                "domain": domain,
+                "pivots": len(ps),
+                "profiled": n,
+                "zero_variance": (kinds.count("all_zero") + kinds.count("all_one")) / n if n else 0.0,
+                "all_zero": kinds.count("all_zero") / n if n else 0.0,
+                "all_one": kinds.count("all_one") / n if n else 0.0,
+                "mixed": kinds.count("mixed"),
+                "mean_reward": sum(pr.mean for pr in profiled) / n if n else 0.0,
+            }
+        )
     return rows
 
 

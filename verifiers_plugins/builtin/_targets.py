@@ -47,7 +47,7 @@ def normalize_path(path: str) -> str:
     p = path.strip().strip("'\"")
     for root in _ROOTS:
         if p.startswith(root):
-            p = p[len(root):]
+            p = p[len(root) :]
     while p.startswith("./"):
         p = p[2:]
     return p.rstrip("/") or "."
@@ -80,8 +80,11 @@ def _words(segment: str) -> list[str]:
 
 
 def _is_path(word: str) -> bool:
-    return bool(_PATHISH.match(word)) and not word.startswith("-") and (
-        "/" in word or bool(_EXT.search(word)) or word in (".", ".."))
+    return (
+        bool(_PATHISH.match(word))
+        and not word.startswith("-")
+        and ("/" in word or bool(_EXT.search(word)) or word in (".", ".."))
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -105,7 +108,8 @@ def command_target(command: str) -> Target:
             positional = positional[1:]
         if verb == "head":
             n = next((w for w in words if w.isdigit()), None) or next(
-                (w[2:] for w in words if re.fullmatch(r"-n?\d+", w)), None)
+                (w[2:] for w in words if re.fullmatch(r"-n?\d+", w)), None
+            )
             lines = (1, int(n.lstrip("n"))) if n and n.lstrip("n").isdigit() else lines
         paths.extend(p.split("::", 1)[0] for p in positional if _is_path(p.split("::", 1)[0]))
     for m in re.finditer(r">>?\s*['\"]?([\w.\-/~]+)", line):  # redirect / heredoc write targets
@@ -137,8 +141,9 @@ def call_target(call: ToolCall) -> Target:
     old = symbols_in(args.get("old_str") if isinstance(args.get("old_str"), str) else None)
     symbols = old or frozenset().union(*(symbols_in(t) for t in texts if isinstance(t, str)))
     anchor = next((args[k] for k in ("old_str", "search") if isinstance(args.get(k), str)), "")
-    written = next((args[k] for k in ("new_str", "text", "file_text", "content", "replace")
-                    if isinstance(args.get(k), str)), "")
+    written = next(
+        (args[k] for k in ("new_str", "text", "file_text", "content", "replace") if isinstance(args.get(k), str)), ""
+    )
     return Target(paths, lines, symbols, " ".join(anchor.split())[:600], " ".join(written.split())[:600])
 
 

@@ -43,8 +43,11 @@ class AnswerMatch:
         expert = _answer_arg(pivot.expert)
         if expert is None:
             return Verdict.skip("expert turn is not an answer call")
-        golds = [g for g in [pivot.context.get("gold_answer"), *(pivot.context.get("gold_answers") or ())]
-                 if isinstance(g, str) and g.strip()]
+        golds = [
+            g
+            for g in [pivot.context.get("gold_answer"), *(pivot.context.get("gold_answers") or ())]
+            if isinstance(g, str) and g.strip()
+        ]
         reference = "gold" if golds else "expert"
         golds = golds or [expert]
         got = _answer_arg(action)

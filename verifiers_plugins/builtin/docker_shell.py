@@ -72,8 +72,9 @@ class DockerShell:
     _cache_lock = threading.RLock()
     stats: Counter[str] = Counter()
 
-    def __init__(self, backend: str = "docker", expert_gap: float = 1.05, stderr: str = "exact",
-                 **backend_config: Any) -> None:
+    def __init__(
+        self, backend: str = "docker", expert_gap: float = 1.05, stderr: str = "exact", **backend_config: Any
+    ) -> None:
         if stderr not in STDERR_MODES:
             raise ValueError(f"docker_shell stderr: expected one of {STDERR_MODES}, got {stderr!r}")
         self.backend_name = backend
@@ -141,8 +142,16 @@ class DockerShell:
         self._count("expert_runs")
         return effect
 
-    def _settle_expert(self, backend: Any, spec: SandboxSpec, history: list[str], expert: list[str],
-                       first: Effect, first_ended: float, key: tuple[Any, ...]) -> tuple[Effect, Unstable]:
+    def _settle_expert(
+        self,
+        backend: Any,
+        spec: SandboxSpec,
+        history: list[str],
+        expert: list[str],
+        first: Effect,
+        first_ended: float,
+        key: tuple[Any, ...],
+    ) -> tuple[Effect, Unstable]:
         """Run the expert a second time, `expert_gap` after the first ended, and cache what is unstable."""
         time.sleep(max(0.0, self.expert_gap - (time.monotonic() - first_ended)))  # its clock readings are all newer
         second = self._run_expert(backend, spec, history, expert)
@@ -173,8 +182,12 @@ class DockerShell:
         expert, unstable = reference
         comparison = compare_effects(expert, effect, unstable, workdir, self.stderr)
         details = comparison.details(unstable)
-        details["candidate"] = {"exit_code": effect.exit_code, "killed": effect.killed,
-                                "changed": sorted(effect.files)[:10], "cwd": effect.cwd}
+        details["candidate"] = {
+            "exit_code": effect.exit_code,
+            "killed": effect.killed,
+            "changed": sorted(effect.files)[:10],
+            "cwd": effect.cwd,
+        }
         if comparison.equal and not comparison.outside_workdir:
             return Verdict.accept("effect matches the expert's", **details)
         return Verdict.reject(reason_for(comparison, effect), **details)

@@ -70,8 +70,9 @@ class ExactMatch:
             return Verdict.reject(f"expected {want[0]}, got {got[0]}")
         if Counter(want[1]) == Counter(got[1]):
             return Verdict.accept("the demonstrated action")
-        return Verdict.reject(f"differs from the demonstrated {want[0]}", expected=list(want[1])[:3],
-                              got=list(got[1])[:3])
+        return Verdict.reject(
+            f"differs from the demonstrated {want[0]}", expected=list(want[1])[:3], got=list(got[1])[:3]
+        )
 
 
 @hookimpl

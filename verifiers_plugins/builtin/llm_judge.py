@@ -69,8 +69,11 @@ def parse_answer(text: str) -> tuple[str, str]:
 def judge_document(pivot: Pivot, first: str, second: str) -> str:
     """The user message: state and both actions as one JSON document (all strings escaped)."""
     history = [chat_message(m) for m in pivot.history[-HISTORY_MESSAGES:]]
-    doc = {"state": {"messages": history, "tools": [dict(t) for t in pivot.tools]},
-           "action_A": first, "action_B": second}
+    doc = {
+        "state": {"messages": history, "tools": [dict(t) for t in pivot.tools]},
+        "action_A": first,
+        "action_B": second,
+    }
     return json.dumps(doc, ensure_ascii=False)
 
 
@@ -94,13 +97,24 @@ class LLMJudge:
     deterministic = False
     version = "1"
 
-    def __init__(self, url: str | None = None, model: str = "judge", prompt_file: str | None = None,
-                 api_key: str | None = None, request_timeout: float = 30.0, retries: int = 2,
-                 max_concurrency: int = 8, timeout: float = 120.0, max_tokens: int = 256) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        model: str = "judge",
+        prompt_file: str | None = None,
+        api_key: str | None = None,
+        request_timeout: float = 30.0,
+        retries: int = 2,
+        max_concurrency: int = 8,
+        timeout: float = 120.0,
+        max_tokens: int = 256,
+    ) -> None:
         if retries < 0 or max_concurrency < 1 or request_timeout <= 0 or timeout <= 0:
-            raise ValueError(f"llm_judge: expected retries >= 0, max_concurrency >= 1 and positive timeouts, got "
-                             f"retries={retries}, max_concurrency={max_concurrency}, "
-                             f"request_timeout={request_timeout}, timeout={timeout}")
+            raise ValueError(
+                f"llm_judge: expected retries >= 0, max_concurrency >= 1 and positive timeouts, got "
+                f"retries={retries}, max_concurrency={max_concurrency}, "
+                f"request_timeout={request_timeout}, timeout={timeout}"
+            )
         self.url = (url or os.environ.get("PIVOT_JUDGE_URL") or "").rstrip("/")
         self.model = model
         self.prompt = Path(prompt_file).read_text(encoding="utf-8") if prompt_file else DEFAULT_PROMPT
@@ -116,9 +130,11 @@ class LLMJudge:
         expert, candidate = render_completion(pivot.expert, pivot.domain), render_completion(action, pivot.domain)
         if not candidate.strip():
             return Verdict.reject("empty completion")
-        answers = await asyncio.gather(self._ask(judge_document(pivot, expert, candidate)),
-                                       self._ask(judge_document(pivot, candidate, expert)),
-                                       return_exceptions=True)
+        answers = await asyncio.gather(
+            self._ask(judge_document(pivot, expert, candidate)),
+            self._ask(judge_document(pivot, candidate, expert)),
+            return_exceptions=True,
+        )
         problems = [a for a in answers if isinstance(a, BaseException)]
         if problems:
             return Verdict.failed(f"llm_judge: {type(problems[0]).__name__}: {problems[0]}")
@@ -140,14 +156,19 @@ class LLMJudge:
     async def _ask(self, document: str) -> tuple[str, str]:
         import httpx
 
-        body = {"model": self.model, "temperature": 0.0, "max_tokens": self.max_tokens,
-                "messages": [{"role": "system", "content": self.prompt}, {"role": "user", "content": document}]}
+        body = {
+            "model": self.model,
+            "temperature": 0.0,
+            "max_tokens": self.max_tokens,
+            "messages": [{"role": "system", "content": self.prompt}, {"role": "user", "content": document}],
+        }
         last = ""
         async with self._gate(), httpx.AsyncClient(timeout=self.request_timeout) as client:
             for attempt in range(self.retries + 1):
                 try:
-                    r = await client.post(f"{self.url}/chat/completions", json=body,
-                                          headers={"Authorization": f"Bearer {self.api_key}"})
+                    r = await client.post(
+                        f"{self.url}/chat/completions", json=body, headers={"Authorization": f"Bearer {self.api_key}"}
+                    )
                     if r.status_code < 400:
                         content = r.json()["choices"][0]["message"]["content"] or ""
                         return parse_answer(content)

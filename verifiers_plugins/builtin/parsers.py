@@ -70,8 +70,11 @@ def parse_openai(text: str) -> Message:
         calls = [_as_call(c) for c in items]
         if all(c is not None for c in calls):
             content = obj.get("content") if isinstance(obj, dict) else None
-            return Message(role="assistant", content=content if isinstance(content, str) else None,
-                           tool_calls=tuple(c for c in calls if c is not None))
+            return Message(
+                role="assistant",
+                content=content if isinstance(content, str) else None,
+                tool_calls=tuple(c for c in calls if c is not None),
+            )
     if isinstance(obj, dict) and isinstance(obj.get("content"), str) and obj.get("role") == "assistant":
         return Message(role="assistant", content=obj["content"])
     return parse_text(text)

@@ -57,8 +57,9 @@ class RetrievalMatch:
     deterministic = True
     version = "1"
 
-    def __init__(self, corpus: str | None = None, k: int = DEFAULT_K, keyword_threshold: float = 0.8,
-                 text_threshold: float = 0.8) -> None:
+    def __init__(
+        self, corpus: str | None = None, k: int = DEFAULT_K, keyword_threshold: float = 0.8, text_threshold: float = 0.8
+    ) -> None:
         if k < 1:
             raise ValueError(f"retrieval_match: expected k >= 1, got {k!r}")
         self.corpus, self.k = corpus, k

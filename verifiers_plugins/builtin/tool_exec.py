@@ -40,8 +40,12 @@ class ToolExec:
     deterministic = True
     version = "1"
 
-    def __init__(self, world_config: Mapping[str, Mapping[str, Any]] | None = None, note_threshold: float = 0.6,
-                 max_cached_states: int = 4096) -> None:
+    def __init__(
+        self,
+        world_config: Mapping[str, Mapping[str, Any]] | None = None,
+        note_threshold: float = 0.6,
+        max_cached_states: int = 4096,
+    ) -> None:
         if not 0.0 <= note_threshold <= 1.0:
             raise ValueError(f"tool_exec: expected note_threshold in [0, 1], got {note_threshold!r}")
         self.world_config = {k: dict(v) for k, v in (world_config or {}).items()}
@@ -102,16 +106,21 @@ class ToolExec:
                 self._experts.popitem(last=False)
         return effect
 
-    def _judge(self, world: ToolWorld, at: PivotState, expert: Effect, action: Message,
-               context: Mapping[str, Any]) -> Verdict:
+    def _judge(
+        self, world: ToolWorld, at: PivotState, expert: Effect, action: Message, context: Mapping[str, Any]
+    ) -> Verdict:
         if not action.tool_calls:
             return Verdict.reject("expected a tool call, got none", **context)
         got = execute_turn(world, at.state, action.tool_calls)
         problem = compare_effects(world, expert, got, self.note_threshold)
         outputs = [o.output[:200] for o in got.outcomes]
         if problem is None:
-            return Verdict.accept(f"{len(got.outcomes)} call(s) with the expert's effect",
-                                  changes=sorted(got.changes), outputs=outputs, **context)
+            return Verdict.accept(
+                f"{len(got.outcomes)} call(s) with the expert's effect",
+                changes=sorted(got.changes),
+                outputs=outputs,
+                **context,
+            )
         reason = problem.pop("reason")
         return Verdict.reject(reason, outputs=outputs, **problem, **context)
 

@@ -32,8 +32,9 @@ def _same_other_call(pivot: Pivot, action: Message) -> bool:
     want, got = pivot.expert.tool_calls, action.tool_calls
     if not want and not got:
         a, b = message_commands(pivot.expert), message_commands(action)
-        return len(a) == len(b) and all(command_verb(x) and command_verb(x) == command_verb(y)
-                                        for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(
+            command_verb(x) and command_verb(x) == command_verb(y) for x, y in zip(a, b, strict=True)
+        )
     if not want or len(want) != len(got):
         return False
     for w, g in zip(want, got, strict=True):
@@ -72,8 +73,10 @@ class ToolName:
     version = "2"
     # Category-only by design (the paper's verifier): the right tool with type-valid junk arguments
     # is in the right category. `swe_target` is the verifier that checks what an action aims at.
-    audit_exempt = {"tool_junk_args": "category-only verifier (the paper's): arguments are not compared; "
-                                      "use swe_target to check targets"}
+    audit_exempt = {
+        "tool_junk_args": "category-only verifier (the paper's): arguments are not compared; "
+        "use swe_target to check targets"
+    }
 
     def __init__(self, by_category: bool = True) -> None:
         self.by_category = by_category
@@ -91,9 +94,12 @@ class ToolName:
         if missing:
             return Verdict.reject(missing)
         got = action_categories(action, self.table)
-        details = {"expected_category": want[0], "got_category": got[0] if got else "none",
-                   "expected_tool": [c.name for c in pivot.expert.tool_calls][:1],
-                   "got_tool": [c.name for c in action.tool_calls][:1]}
+        details = {
+            "expected_category": want[0],
+            "got_category": got[0] if got else "none",
+            "expected_tool": [c.name for c in pivot.expert.tool_calls][:1],
+            "got_tool": [c.name for c in action.tool_calls][:1],
+        }
         if not got:
             return Verdict.reject("the completion takes no action", **details)
         if terminus:  # a Terminus turn batches keystrokes: compare the first command's category
@@ -102,8 +108,11 @@ class ToolName:
             return Verdict.reject(f"expected {len(want)} action(s), got {len(got)}", **details)
         if not self.by_category:
             names = sorted(c.name for c in action.tool_calls) == sorted(c.name for c in pivot.expert.tool_calls)
-            return Verdict.accept("same tool names", **details) if names and action.tool_calls else \
-                Verdict.reject("tool names differ", **details)
+            return (
+                Verdict.accept("same tool names", **details)
+                if names and action.tool_calls
+                else Verdict.reject("tool names differ", **details)
+            )
         if "other" in want or "other" in got:
             if want == got and _same_other_call(pivot, action):
                 return Verdict.accept(f"same uncategorised tool {details['got_tool']}", **details)

@@ -107,8 +107,16 @@ def labels(kind: str, backend: str = "") -> dict[str, str]:
     return {LABEL: kind, f"{LABEL}.owner": OWNER, f"{LABEL}.backend": backend}
 
 
-def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: Limits, kind: str,
-           backend: str = "", runner: Path | None = None, holder: Box | None = None) -> Box:
+def create(
+    client: docker.DockerClient,
+    image: str,
+    spec: SandboxSpec,
+    limits: Limits,
+    kind: str,
+    backend: str = "",
+    runner: Path | None = None,
+    holder: Box | None = None,
+) -> Box:
     """Create and start an idle, isolated container; commands are sent to its runner or exec'd into it.
 
     Only the container that replays set-up and history (`kind="replay"`) keeps Docker's default
@@ -129,15 +137,27 @@ def create(client: docker.DockerClient, image: str, spec: SandboxSpec, limits: L
     api = client.api
     # the low-level calls: `containers.run` adds an inspect round trip (and a pull on a missing image)
     host_config = api.create_host_config(
-        network_mode=f"container:{holder.id}" if holder else "none", **extra, security_opt=["no-new-privileges"],
+        network_mode=f"container:{holder.id}" if holder else "none",
+        **extra,
+        security_opt=["no-new-privileges"],
         pids_limit=limits.pids,
-        mem_limit=mem, memswap_limit=mem, nano_cpus=int(limits.cpus * 1e9),
-        ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)], init=True, shm_size="8m",
+        mem_limit=mem,
+        memswap_limit=mem,
+        nano_cpus=int(limits.cpus * 1e9),
+        ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)],
+        init=True,
+        shm_size="8m",
     )
     container_id = api.create_container(
-        image, [rn.MOUNT_POINT] if runner else IDLE, detach=True, labels=labels(kind, backend),
-        host_config=host_config, environment={"HOME": spec.workdir, **spec.env}, working_dir="/",
-        stdin_open=bool(runner), user="0" if runner else None,
+        image,
+        [rn.MOUNT_POINT] if runner else IDLE,
+        detach=True,
+        labels=labels(kind, backend),
+        host_config=host_config,
+        environment={"HOME": spec.workdir, **spec.env},
+        working_dir="/",
+        stdin_open=bool(runner),
+        user="0" if runner else None,
         # one name for every sandbox (`hostname`, prompts); a joined container has its holder's
         hostname=None if holder else HOSTNAME,
     )["Id"]
@@ -174,8 +194,17 @@ def settle(box: Box) -> bool:
         return False
 
 
-def run(box: Box, argv: Sequence[str], *, user: str, timeout: float, output_cap: int, marked: bool = False,
-        keep: bool = False, clean_ipc: bool = False) -> RawRun:
+def run(
+    box: Box,
+    argv: Sequence[str],
+    *,
+    user: str,
+    timeout: float,
+    output_cap: int,
+    marked: bool = False,
+    keep: bool = False,
+    clean_ipc: bool = False,
+) -> RawRun:
     """Run `argv` as `user`, stopped when it runs past `timeout` or prints more than `output_cap` bytes.
 
     `keep` leaves the command's background processes running (replay, and every command of an
@@ -186,8 +215,9 @@ def run(box: Box, argv: Sequence[str], *, user: str, timeout: float, output_cap:
     if box.channel is None or ids is None:
         return _exec(box.container, argv, user=user, timeout=timeout, output_cap=output_cap, marked=marked)
     try:
-        reply = box.channel.call(argv, uid=ids[0], gid=ids[1], timeout=timeout, output_cap=output_cap,
-                                 clean_ipc=clean_ipc, keep=keep)
+        reply = box.channel.call(
+            argv, uid=ids[0], gid=ids[1], timeout=timeout, output_cap=output_cap, clean_ipc=clean_ipc, keep=keep
+        )
     except rn.RunnerLost as e:
         # the runner died (the OOM killer, a root action that killed everything) or hung: the
         # container is in no known state; it is killed, and never reused
@@ -195,8 +225,9 @@ def run(box: Box, argv: Sequence[str], *, user: str, timeout: float, output_cap:
         why = "oom" if _oom_killed(box.container) else ("timeout" if e.timed_out else "runner lost")
         return RawRun(None, b"", b"", why)
     code = reply.exit_code if reply.exit_code is not None else 128 + reply.signal
-    raw = RawRun(None if reply.killed else code, reply.stdout, reply.stderr, reply.killed,
-                 oom=reply.oom, left=reply.left)
+    raw = RawRun(
+        None if reply.killed else code, reply.stdout, reply.stderr, reply.killed, oom=reply.oom, left=reply.left
+    )
     return _marked(raw, marked)
 
 
@@ -206,14 +237,13 @@ def _marked(raw: RawRun, marked: bool) -> RawRun:
         return raw
     cut = raw.stderr.rfind(END_MARK)
     if cut >= 0:
-        code, _, cwd = raw.stderr[cut + len(END_MARK):].decode(errors="replace").partition(" ")
+        code, _, cwd = raw.stderr[cut + len(END_MARK) :].decode(errors="replace").partition(" ")
         if code.strip().lstrip("-").isdigit():
             return replace(raw, exit_code=int(code), stderr=raw.stderr[:cut], cwd=cwd.strip())
     return raw
 
 
-def _exec(container: Any, argv: Sequence[str], *, user: str, timeout: float, output_cap: int,
-          marked: bool) -> RawRun:
+def _exec(container: Any, argv: Sequence[str], *, user: str, timeout: float, output_cap: int, marked: bool) -> RawRun:
     """Run `argv` through `docker exec`.
 
     The SDK's exec has no timeout, so the stream is read in a thread and the container is killed
@@ -267,16 +297,34 @@ def _kill(container: Any) -> None:
         pass
 
 
-def shell_run(box: Box, spec: SandboxSpec, limits: Limits, command: str, *, src: str, dst: str,
-              quiet: bool = False, timeout: float | None = None, keep: bool = True) -> RawRun:
+def shell_run(
+    box: Box,
+    spec: SandboxSpec,
+    limits: Limits,
+    command: str,
+    *,
+    src: str,
+    dst: str,
+    quiet: bool = False,
+    timeout: float | None = None,
+    keep: bool = True,
+) -> RawRun:
     """Run one shell command through `WRAPPER` (state read from `src`, written to `dst`).
 
     A command that starts from the saved state (`src != dst`) begins a verification run: it also
     clears what an earlier action of a reused container may have left in System V IPC.
     """
     argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else ""]
-    return run(box, argv, user=spec.user, timeout=timeout or limits.action_timeout, output_cap=limits.output_cap,
-               marked=True, keep=keep, clean_ipc=src != dst)
+    return run(
+        box,
+        argv,
+        user=spec.user,
+        timeout=timeout or limits.action_timeout,
+        output_cap=limits.output_cap,
+        marked=True,
+        keep=keep,
+        clean_ipc=src != dst,
+    )
 
 
 def changed_paths(box: Box) -> tuple[list[tuple[str, int]], bool]:
@@ -303,8 +351,7 @@ def changed_paths(box: Box) -> tuple[list[tuple[str, int]], bool]:
     return out, state_changed
 
 
-def file_changes(box: Box, spec: SandboxSpec, limits: Limits,
-                 cwd: str = "") -> tuple[dict[str, str], str, bool]:
+def file_changes(box: Box, spec: SandboxSpec, limits: Limits, cwd: str = "") -> tuple[dict[str, str], str, bool]:
     """The change set, the working directory, and whether the saved shell state changed.
 
     The change set maps path -> content descriptor ("deleted" for removed paths).
@@ -318,8 +365,13 @@ def file_changes(box: Box, spec: SandboxSpec, limits: Limits,
         return files, cwd, state_changed
     for i in range(0, max(len(present), 1), 200):
         chunk = present[i : i + 200]
-        res = run(box, [spec.shell, "-c", HASHER, "hash", str(limits.hash_cap), *chunk],
-                  user=spec.user, timeout=30, output_cap=4 * 1024 * 1024)
+        res = run(
+            box,
+            [spec.shell, "-c", HASHER, "hash", str(limits.hash_cap), *chunk],
+            user=spec.user,
+            timeout=30,
+            output_cap=4 * 1024 * 1024,
+        )
         for line in res.stdout.decode(errors="replace").splitlines():
             desc, _, path = line.partition("\t")
             if desc == "cwd":
@@ -374,11 +426,18 @@ def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[st
     return _effect(limits, raw.exit_code, out, err, files, cwd, None), clean
 
 
-def _effect(limits: Limits, code: int | None, out: bytes, err: bytes, files: dict[str, str], cwd: str,
-            killed: str | None) -> Effect:
+def _effect(
+    limits: Limits, code: int | None, out: bytes, err: bytes, files: dict[str, str], cwd: str, killed: str | None
+) -> Effect:
     cap = limits.compare_chars
-    return Effect(code, normalize_output(out.decode(errors="replace"), cap),
-                  normalize_output(err.decode(errors="replace"), cap), files, cwd, killed)
+    return Effect(
+        code,
+        normalize_output(out.decode(errors="replace"), cap),
+        normalize_output(err.decode(errors="replace"), cap),
+        files,
+        cwd,
+        killed,
+    )
 
 
 def procs_file(container: Any) -> str | None:

@@ -80,7 +80,7 @@ def upper_changes(layers: Layers) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     root = layers.upper
     for folder, dirs, files in os.walk(root):
-        rel_folder = folder[len(root):] or "/"
+        rel_folder = folder[len(root) :] or "/"
         for name in sorted(dirs) + sorted(files):
             path = os.path.join(rel_folder, name)
             try:
@@ -99,10 +99,15 @@ def upper_changes(layers: Layers) -> list[tuple[str, int]]:
                         present = set(os.listdir(os.path.join(folder, name)))
                     except OSError:
                         present = set()
-                    out += [(os.path.join(path, gone), DELETED)
-                            for gone in sorted(_lower_children(layers, path) - present)]
-                if (below is not None and stat.S_ISDIR(below.st_mode) and not opaque
-                        and (below.st_mode, below.st_uid, below.st_gid) == (st.st_mode, st.st_uid, st.st_gid)):
+                    out += [
+                        (os.path.join(path, gone), DELETED) for gone in sorted(_lower_children(layers, path) - present)
+                    ]
+                if (
+                    below is not None
+                    and stat.S_ISDIR(below.st_mode)
+                    and not opaque
+                    and (below.st_mode, below.st_uid, below.st_gid) == (st.st_mode, st.st_uid, st.st_gid)
+                ):
                     continue
             out.append((path, ADDED_OR_CHANGED))
     return out

@@ -56,9 +56,19 @@ class DockerBackend:
 
     name = "docker"
 
-    def __init__(self, limits: Limits | None = None, *, snapshots: bool = True, pool_size: int | None = None,
-                 max_snapshots: int = 32, parallelism: int | None = None, base_url: str | None = None,
-                 runner: bool = True, max_pooled: int | None = None, **limit_overrides: Any) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        snapshots: bool = True,
+        pool_size: int | None = None,
+        max_snapshots: int = 32,
+        parallelism: int | None = None,
+        base_url: str | None = None,
+        runner: bool = True,
+        max_pooled: int | None = None,
+        **limit_overrides: Any,
+    ) -> None:
         self.limits = replace(limits or Limits(), **limit_overrides)
         self.parallelism = max(1, parallelism or 2 * (os.cpu_count() or 1))
         self.pool_size = self.parallelism if pool_size is None else max(0, pool_size)
@@ -156,19 +166,35 @@ class DockerBackend:
         ensure_image(self.client, spec.image)
         box = self._create(spec.image, spec, "replay")
         try:
-            init = (f"mkdir -p {ct.STATE} {ct.RUN_STATE} {spec.workdir} && chmod 1777 {ct.RUN_STATE}"
-                    f" && printf '%s' {spec.workdir} > {ct.STATE}/cwd && : > {ct.STATE}/env")
+            init = (
+                f"mkdir -p {ct.STATE} {ct.RUN_STATE} {spec.workdir} && chmod 1777 {ct.RUN_STATE}"
+                f" && printf '%s' {spec.workdir} > {ct.STATE}/cwd && : > {ct.STATE}/env"
+            )
             owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {ct.STATE} {spec.workdir}"]
             steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
             for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
-                raw = ct.run(box, [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"], user="0",
-                             timeout=self.limits.replay_timeout, output_cap=self.limits.output_cap, keep=True)
+                raw = ct.run(
+                    box,
+                    [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"],
+                    user="0",
+                    timeout=self.limits.replay_timeout,
+                    output_cap=self.limits.output_cap,
+                    keep=True,
+                )
                 if raw.exit_code != 0:
                     tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
                     raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
             for command in history:
-                raw = ct.shell_run(box, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
-                                   timeout=self.limits.replay_timeout)
+                raw = ct.shell_run(
+                    box,
+                    spec,
+                    self.limits,
+                    command,
+                    src=ct.STATE,
+                    dst=ct.STATE,
+                    quiet=True,
+                    timeout=self.limits.replay_timeout,
+                )
                 if raw.killed:
                     raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
             self._count("replayed_commands", len(history))
@@ -355,8 +381,9 @@ class DockerBackend:
         finally:
             self._release(key, box, clean)
 
-    def run_group(self, spec: SandboxSpec, history: Sequence[str],
-                  actions: Sequence[Sequence[str]]) -> list[Effect | SandboxError]:
+    def run_group(
+        self, spec: SandboxSpec, history: Sequence[str], actions: Sequence[Sequence[str]]
+    ) -> list[Effect | SandboxError]:
         """Effects of several actions at one state, in parallel (bounded by `parallelism`).
 
         A failure that concerns one action only is returned in its place; the daemon being
@@ -380,8 +407,9 @@ class DockerBackend:
         self._background(self._refill, key, image, spec, target)
         return effects
 
-    def transcript(self, spec: SandboxSpec, commands: Sequence[str],
-                   timeout: float | None = None) -> list[tuple[ct.RawRun, str]]:
+    def transcript(
+        self, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None
+    ) -> list[tuple[ct.RawRun, str]]:
         """Run commands one by one in one container, as a terminal session: (run, cwd after it) per command.
 
         Output goes to a file first and is read back afterwards, so a command that leaves a
@@ -392,8 +420,16 @@ class DockerBackend:
         steps: list[tuple[ct.RawRun, str]] = []
         try:
             for command in commands:
-                raw = ct.shell_run(box, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
-                                   timeout=timeout or self.limits.replay_timeout)
+                raw = ct.shell_run(
+                    box,
+                    spec,
+                    self.limits,
+                    command,
+                    src=ct.STATE,
+                    dst=ct.STATE,
+                    quiet=True,
+                    timeout=timeout or self.limits.replay_timeout,
+                )
                 if raw.killed:
                     steps.append((raw, ""))
                     break

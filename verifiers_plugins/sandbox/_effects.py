@@ -121,8 +121,11 @@ class Comparison:
 
     def details(self, unstable: Unstable) -> dict[str, Any]:
         """Verdict details: matched parts, differences, unstable parts."""
-        out: dict[str, Any] = {"matched": list(self.matched), "differed": dict(self.differed),
-                               "unstable": unstable.describe()[:20]}
+        out: dict[str, Any] = {
+            "matched": list(self.matched),
+            "differed": dict(self.differed),
+            "unstable": unstable.describe()[:20],
+        }
         if self.outside_workdir:
             out["outside_workdir"] = list(self.outside_workdir[:20])
         return out
@@ -179,8 +182,9 @@ def _compare_stderr(want: str, got: str, unstable: Unstable, mode: str) -> str |
     return _compare_stream("stderr", want, got, unstable)
 
 
-def compare_effects(expert: Effect, candidate: Effect, unstable: Unstable, workdir: str,
-                    stderr: str = "exact") -> Comparison:
+def compare_effects(
+    expert: Effect, candidate: Effect, unstable: Unstable, workdir: str, stderr: str = "exact"
+) -> Comparison:
     """Compare the candidate's effect with the expert's, part by part, skipping unstable parts.
 
     `stderr` is one of `STDERR_MODES`.
@@ -191,12 +195,14 @@ def compare_effects(expert: Effect, candidate: Effect, unstable: Unstable, workd
     matched: list[str] = []
     checks = {
         "killed": None if expert.killed == candidate.killed else f"expected {expert.killed}, got {candidate.killed}",
-        "exit_status": None if "exit_status" in unstable.parts or expert.exit_code == candidate.exit_code
+        "exit_status": None
+        if "exit_status" in unstable.parts or expert.exit_code == candidate.exit_code
         else f"expected {expert.exit_code}, got {candidate.exit_code}",
         "stdout": _compare_stream("stdout", expert.stdout, candidate.stdout, unstable),
         "stderr": _compare_stderr(expert.stderr, candidate.stderr, unstable, stderr),
         "files": _compare_files(expert.files, candidate.files, unstable),
-        "cwd": None if "cwd" in unstable.parts or expert.cwd == candidate.cwd
+        "cwd": None
+        if "cwd" in unstable.parts or expert.cwd == candidate.cwd
         else f"expected {expert.cwd!r}, got {candidate.cwd!r}",
     }
     for part in PARTS:
@@ -204,8 +210,13 @@ def compare_effects(expert: Effect, candidate: Effect, unstable: Unstable, workd
             matched.append(part)
         else:
             differed[part] = checks[part]
-    outside = tuple(sorted(p for p in candidate.files if p not in expert.files and not unstable.covers(p)
-                           and _outside(p, workdir) and candidate.files[p] != "dir"))
+    outside = tuple(
+        sorted(
+            p
+            for p in candidate.files
+            if p not in expert.files and not unstable.covers(p) and _outside(p, workdir) and candidate.files[p] != "dir"
+        )
+    )
     return Comparison(tuple(matched), differed, outside)
 
 

@@ -117,8 +117,14 @@ def build_debian_image(client: Any, tag: str = DEBIAN_TAG, force: bool = False, 
         raise SandboxError("debootstrap needs root: run `pivot sandbox build-image` as root")
     with tempfile.TemporaryDirectory(prefix="pivot-rootfs-") as tmp:
         root = Path(tmp) / "rootfs"
-        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}", suite, str(root),
-               apt_mirror(suite)]
+        cmd = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(DEBIAN_PACKAGES)}",
+            suite,
+            str(root),
+            apt_mirror(suite),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SandboxError(f"debootstrap failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")

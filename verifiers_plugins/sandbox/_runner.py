@@ -69,8 +69,9 @@ def build_runner() -> Path | str:
                 partial = target.with_suffix(f".{os.getpid()}.tmp")
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    proc = subprocess.run([compiler, "-O2", "-static", "-o", str(partial), str(SOURCE)],
-                                          capture_output=True, text=True)
+                    proc = subprocess.run(
+                        [compiler, "-O2", "-static", "-o", str(partial), str(SOURCE)], capture_output=True, text=True
+                    )
                     if proc.returncode != 0:
                         result = f"the sandbox runner did not compile ({compiler}): {proc.stderr.strip()[-300:]}"
                     else:
@@ -131,8 +132,17 @@ class Channel:
         self._pending = bytearray()
         self._diagnostics = bytearray()  # the runner's own stderr
 
-    def call(self, argv: Sequence[str], *, uid: int, gid: int, timeout: float, output_cap: int,
-             clean_ipc: bool = False, keep: bool = False) -> Reply:
+    def call(
+        self,
+        argv: Sequence[str],
+        *,
+        uid: int,
+        gid: int,
+        timeout: float,
+        output_cap: int,
+        clean_ipc: bool = False,
+        keep: bool = False,
+    ) -> Reply:
         """Run `argv` as uid/gid; raises `RunnerLost` when the runner does not answer in time."""
         flags = (FLAG_CLEAN_IPC if clean_ipc else 0) | (FLAG_KEEP if keep else 0)
         parts = [f"RUN {max(1, int(timeout * 1000))} {output_cap} {uid} {gid} {flags} {len(argv)}\n".encode()]
@@ -154,8 +164,15 @@ class Channel:
             raise RunnerLost(f"the runner did not answer within {timeout + GRACE:.0f} s{self._tail()}", True) from e
         except OSError as e:
             raise RunnerLost(f"the runner's channel broke: {e or type(e).__name__}{self._tail()}") from e
-        return Reply(None if code < 0 else code, sig, KILLED.get(killed, "killed"), oom > 0,
-                     None if left < 0 else left, body[:n_out], body[n_out:])
+        return Reply(
+            None if code < 0 else code,
+            sig,
+            KILLED.get(killed, "killed"),
+            oom > 0,
+            None if left < 0 else left,
+            body[:n_out],
+            body[n_out:],
+        )
 
     def _fill(self) -> None:
         """Read one frame of the multiplexed attach stream: an 8-byte header (stream, size), then the data.

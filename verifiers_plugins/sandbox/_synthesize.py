@@ -29,7 +29,7 @@ NETWORK = re.compile(
 PROMPT = (
     "You are an AI assistant tasked with solving command-line tasks in a Linux environment. You will be given a "
     "task description and the output from previously executed commands. Format your response as JSON with the "
-    "fields \"analysis\", \"plan\", \"commands\" (a list of {\"keystrokes\", \"duration\"}) and \"task_complete\"."
+    'fields "analysis", "plan", "commands" (a list of {"keystrokes", "duration"}) and "task_complete".'
 )
 OUTPUT_CHARS = 4000
 
@@ -40,24 +40,41 @@ def _screen(cwd: str, command: str, output: str) -> str:
 
 
 def _turn(analysis: str, plan: str, commands: Sequence[str], complete: bool) -> Message:
-    body = {"analysis": analysis, "plan": plan, "task_complete": complete,
-            "commands": [{"keystrokes": c + "\n", "duration": 1.0} for c in commands]}
+    body = {
+        "analysis": analysis,
+        "plan": plan,
+        "task_complete": complete,
+        "commands": [{"keystrokes": c + "\n", "duration": 1.0} for c in commands],
+    }
     return Message("assistant", json.dumps(body, ensure_ascii=False), extra={"synthesized": True})
 
 
 def terminus_messages(instruction: str, workdir: str, steps: Sequence[tuple[str, int, str, str]]) -> list[Message]:
     """The Terminus chat of a session: steps are (command, exit code, output, cwd after)."""
-    messages = [Message("user", f"{PROMPT}\n\nTask Description:\n{instruction}\n\nCurrent terminal state:\n"
-                                f"agent@sandbox:{workdir}$ ")]
+    messages = [
+        Message(
+            "user",
+            f"{PROMPT}\n\nTask Description:\n{instruction}\n\nCurrent terminal state:\nagent@sandbox:{workdir}$ ",
+        )
+    ]
     cwd = workdir
     for i, (command, _code, output, after) in enumerate(steps):
-        analysis = ("The terminal is ready and nothing has run yet." if i == 0
-                    else f"The previous command finished with exit status {steps[i - 1][1]}.")
+        analysis = (
+            "The terminal is ready and nothing has run yet."
+            if i == 0
+            else f"The previous command finished with exit status {steps[i - 1][1]}."
+        )
         messages.append(_turn(analysis, f"Step {i + 1} of the solution: run `{command[:200]}`.", [command], False))
         messages.append(Message("user", "New Terminal Output:\n\n" + _screen(cwd, command, output)))
         cwd = after or cwd
-    messages.append(_turn(f"The last command finished with exit status {steps[-1][1]}; the task is done.",
-                          "No further commands are needed.", [], True))
+    messages.append(
+        _turn(
+            f"The last command finished with exit status {steps[-1][1]}; the task is done.",
+            "No further commands are needed.",
+            [],
+            True,
+        )
+    )
     return messages
 
 
@@ -92,22 +109,37 @@ def synthesize_task(record: Mapping[str, Any], spec: SandboxSpec, backend: Any) 
             return None, f"command {i + 1} exited {raw.exit_code} (task files missing?): {tail}"
         steps.append((commands[i], raw.exit_code, output, cwd))
     task_id = str(record.get("task_id") or record.get("id"))
-    context = {"format": "terminus", "task_id": task_id, "synthesized": True,
-               "sandbox": {"image": spec.image, "setup": list(spec.setup), "workdir": spec.workdir,
-                           "shell": spec.shell, "user": spec.user}}
+    context = {
+        "format": "terminus",
+        "task_id": task_id,
+        "synthesized": True,
+        "sandbox": {
+            "image": spec.image,
+            "setup": list(spec.setup),
+            "workdir": spec.workdir,
+            "shell": spec.shell,
+            "user": spec.user,
+        },
+    }
     if record.get("canary_guid"):
         context["canary_guid"] = record["canary_guid"]  # contamination marker: tests and demos only
-    traj = Trajectory(id=f"synth/{record.get('id') or task_id}", domain="terminal",
-                      messages=tuple(terminus_messages(record.get("instruction", ""), spec.workdir, steps)),
-                      reward=1.0, context=context, source=str(record.get("source", "")))
+    traj = Trajectory(
+        id=f"synth/{record.get('id') or task_id}",
+        domain="terminal",
+        messages=tuple(terminus_messages(record.get("instruction", ""), spec.workdir, steps)),
+        reward=1.0,
+        context=context,
+        source=str(record.get("source", "")),
+    )
     return traj, ""
 
 
 def task_spec(record: Mapping[str, Any], image: str) -> SandboxSpec:
     """The sandbox of a task: the base image, the record's own `setup` (if any), /app as working directory."""
     shell = "/bin/sh" if "busybox" in image else "/bin/bash"
-    return SandboxSpec(image=image, setup=tuple(record.get("setup") or ()), workdir=record.get("workdir", "/app"),
-                       shell=shell)
+    return SandboxSpec(
+        image=image, setup=tuple(record.get("setup") or ()), workdir=record.get("workdir", "/app"), shell=shell
+    )
 
 
 def synthesize(records: Sequence[Mapping[str, Any]], image: str, backend: Any = None) -> Iterator[dict[str, Any]]:
@@ -133,5 +165,11 @@ def synthesize_file(src: Path, out: Path, *, image: str, limit: int | None = Non
     write_pivots(pivots, out)
     tasks = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
     ok = sum(r["status"] == "ok" for r in rows)
-    return {"input": str(src), "output": str(out), "total": len(rows), "succeeded": ok, "pivots": len(pivots),
-            "tasks": tasks}
+    return {
+        "input": str(src),
+        "output": str(out),
+        "total": len(rows),
+        "succeeded": ok,
+        "pivots": len(pivots),
+        "tasks": tasks,
+    }

@@ -86,8 +86,10 @@ def compare_outcomes(world: ToolWorld, want: Outcome, got: Outcome, note_thresho
     if want.name != got.name:
         return f"expected a call to {want.name!r}, got {got.name!r}"
     if not same_output(want.output, got.output):
-        return f"{got.name}: output differs at {_output_diff(want, got)}: expected {want.output[:120]!r}, " \
-               f"got {got.output[:120]!r}"
+        return (
+            f"{got.name}: output differs at {_output_diff(want, got)}: expected {want.output[:120]!r}, "
+            f"got {got.output[:120]!r}"
+        )
     tool = world.tools.get(want.name)
     empty = tool is not None and tool.read_only and not tool.note_args and _is_empty(want.output)
     if (empty or want.error) and _canon(want.arguments) != _canon(got.arguments):
@@ -124,14 +126,16 @@ def compare_effects(world: ToolWorld, want: Effect, got: Effect, note_threshold:
     # Dict equality ignores key order and is much cheaper than dumping both sides to canonical JSON
     # (it equates true with 1, but each changed record also appears verbatim in the output text).
     if want.changes != got.changes:
-        return {"reason": f"state changes differ: {_changes_diff(want.changes, got.changes)}",
-                "expected_changes": sorted(want.changes), "got_changes": sorted(got.changes)}
+        return {
+            "reason": f"state changes differ: {_changes_diff(want.changes, got.changes)}",
+            "expected_changes": sorted(want.changes),
+            "got_changes": sorted(got.changes),
+        }
     return None
 
 
 def _changes_diff(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
     parts = [f"{k} not changed" for k in sorted(set(want) - set(got))]
     parts += [f"{k} changed unexpectedly" for k in sorted(set(got) - set(want))]
-    parts += [f"{k} differs at {json_diff(want[k], got[k])}" for k in sorted(set(want) & set(got))
-              if want[k] != got[k]]
+    parts += [f"{k} differs at {json_diff(want[k], got[k])}" for k in sorted(set(want) & set(got)) if want[k] != got[k]]
     return "; ".join(parts[:5])

@@ -32,7 +32,7 @@ def recorded_calls(messages: Sequence[Message]) -> list[RecordedCall]:
         if msg.role != "assistant" or not msg.tool_calls:
             continue
         results: list[Message] = []
-        for later in messages[i + 1:]:
+        for later in messages[i + 1 :]:
             if later.role != "tool":
                 break
             results.append(later)
@@ -59,8 +59,14 @@ class Mismatch:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (outputs cut to 300 characters)."""
-        return {"trajectory": self.trajectory, "turn": self.turn, "tool": self.tool, "arguments": self.arguments,
-                "recorded": self.recorded[:300], "replayed": self.replayed[:300]}
+        return {
+            "trajectory": self.trajectory,
+            "turn": self.turn,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "recorded": self.recorded[:300],
+            "replayed": self.replayed[:300],
+        }
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,12 @@ class ReplayReport:
 
     def to_json(self) -> dict[str, Any]:
         """`{"calls", "matched", "unrecorded", "mismatches": [...]}`."""
-        return {"calls": self.calls, "matched": self.matched, "unrecorded": self.unrecorded,
-                "mismatches": [m.to_json() for m in self.mismatches]}
+        return {
+            "calls": self.calls,
+            "matched": self.matched,
+            "unrecorded": self.unrecorded,
+            "mismatches": [m.to_json() for m in self.mismatches],
+        }
 
 
 def outputs_match(recorded: str, replayed: str) -> bool:
@@ -83,8 +93,9 @@ def outputs_match(recorded: str, replayed: str) -> bool:
     return same_output(recorded, replayed)
 
 
-def replay_messages(world: ToolWorld, messages: Sequence[Message], trajectory_id: str = "",
-                    state: WorldState | None = None) -> tuple[ReplayReport, WorldState]:
+def replay_messages(
+    world: ToolWorld, messages: Sequence[Message], trajectory_id: str = "", state: WorldState | None = None
+) -> tuple[ReplayReport, WorldState]:
     """Execute every recorded call in order on `state` (a fresh initial state when None)."""
     state = world.initial_state() if state is None else state
     calls = matched = unrecorded = 0
@@ -97,8 +108,9 @@ def replay_messages(world: ToolWorld, messages: Sequence[Message], trajectory_id
         elif outputs_match(rc.recorded, outcome.output):
             matched += 1
         else:
-            mismatches.append(Mismatch(trajectory_id, rc.turn, rc.call.name, rc.call.arguments, rc.recorded,
-                                       outcome.output))
+            mismatches.append(
+                Mismatch(trajectory_id, rc.turn, rc.call.name, rc.call.arguments, rc.recorded, outcome.output)
+            )
     return ReplayReport(calls, matched, unrecorded, tuple(mismatches)), state
 
 

@@ -58,8 +58,9 @@ def locate_db(db_path: str | os.PathLike[str] | None = None) -> tuple[Path, str]
         path = Path(explicit)
         if not path.exists():
             source = "db_path" if db_path is not None else DB_ENV_VAR
-            raise WorldDataError(f"{WORLD_NAME}: expected the airline database at {str(path)!r} ({source}), "
-                                 "found nothing there")
+            raise WorldDataError(
+                f"{WORLD_NAME}: expected the airline database at {str(path)!r} ({source}), found nothing there"
+            )
         return path, "subset" if path.name == SUBSET_FILE else "full"
     shared = _shared_db()
     if shared is not None:
@@ -101,6 +102,7 @@ def tau_airline(db_path: str | os.PathLike[str] | None = None) -> ToolWorld:
     world_tools = []
     for schema in airline_schemas():
         name = schema["function"]["name"]
-        world_tools.append(Tool(schema, impls[name], read_only=name in tools.READ_ONLY,
-                                note_args=tools.NOTE_ARGS.get(name, ())))
+        world_tools.append(
+            Tool(schema, impls[name], read_only=name in tools.READ_ONLY, note_args=tools.NOTE_ARGS.get(name, ()))
+        )
     return ToolWorld(WORLD_NAME, world_tools, load_tables(str(path)), description=f"{kind}:{path}")

@@ -34,10 +34,26 @@ from verifiers_plugins.worlds._state import WorldState
 from verifiers_plugins.worlds._world import ToolFailure
 
 AIRPORTS = {
-    "SFO": "San Francisco", "JFK": "New York", "LAX": "Los Angeles", "ORD": "Chicago", "DFW": "Dallas",
-    "DEN": "Denver", "SEA": "Seattle", "ATL": "Atlanta", "MIA": "Miami", "BOS": "Boston", "PHX": "Phoenix",
-    "IAH": "Houston", "LAS": "Las Vegas", "MCO": "Orlando", "EWR": "Newark", "CLT": "Charlotte",
-    "MSP": "Minneapolis", "DTW": "Detroit", "PHL": "Philadelphia", "LGA": "LaGuardia",
+    "SFO": "San Francisco",
+    "JFK": "New York",
+    "LAX": "Los Angeles",
+    "ORD": "Chicago",
+    "DFW": "Dallas",
+    "DEN": "Denver",
+    "SEA": "Seattle",
+    "ATL": "Atlanta",
+    "MIA": "Miami",
+    "BOS": "Boston",
+    "PHX": "Phoenix",
+    "IAH": "Houston",
+    "LAS": "Las Vegas",
+    "MCO": "Orlando",
+    "EWR": "Newark",
+    "CLT": "Charlotte",
+    "MSP": "Minneapolis",
+    "DTW": "Detroit",
+    "PHL": "Philadelphia",
+    "LGA": "LaGuardia",
 }
 NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
 NEW_CERTIFICATE_IDS = ("certificate_3221322", "certificate_9510531", "certificate_6355286")
@@ -131,8 +147,12 @@ def search_onestop_flight(state: WorldState, origin: str, destination: str, date
 
 
 _OPS: dict[type, Callable[..., Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.USub: operator.neg, ast.UAdd: operator.pos,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
 }
 
 
@@ -192,13 +212,26 @@ def _priced_segment(state: WorldState, segment: dict[str, Any], cabin: str, pass
         raise ToolFailure(f"flight {number} not available on date {day}")
     if on_day["available_seats"][cabin] < passengers:
         raise ToolFailure(f"not enough seats on flight {number}")
-    return {**segment, "price": on_day["prices"][cabin], "origin": flight["origin"],
-            "destination": flight["destination"]}
+    return {
+        **segment,
+        "price": on_day["prices"][cabin],
+        "origin": flight["origin"],
+        "destination": flight["destination"],
+    }
 
 
 def book_reservation(
-    state: WorldState, user_id: str, origin: str, destination: str, flight_type: str, cabin: str,
-    flights: list, passengers: list, payment_methods: list, total_baggages: int, nonfree_baggages: int,
+    state: WorldState,
+    user_id: str,
+    origin: str,
+    destination: str,
+    flight_type: str,
+    cabin: str,
+    flights: list,
+    passengers: list,
+    payment_methods: list,
+    total_baggages: int,
+    nonfree_baggages: int,
     insurance: str,
 ) -> str:
     """Price the flights, check and charge the payments, and store a new reservation."""
@@ -230,10 +263,19 @@ def book_reservation(
         elif method["source"] == "certificate":
             del user["payment_methods"][payment["payment_id"]]
     reservation = {
-        "reservation_id": reservation_id, "user_id": user_id, "origin": origin, "destination": destination,
-        "flight_type": flight_type, "cabin": cabin, "flights": segments, "passengers": passengers,
-        "payment_history": payment_methods, "created_at": BOOKING_TIME, "total_baggages": total_baggages,
-        "nonfree_baggages": nonfree_baggages, "insurance": insurance,
+        "reservation_id": reservation_id,
+        "user_id": user_id,
+        "origin": origin,
+        "destination": destination,
+        "flight_type": flight_type,
+        "cabin": cabin,
+        "flights": segments,
+        "passengers": passengers,
+        "payment_history": payment_methods,
+        "created_at": BOOKING_TIME,
+        "total_baggages": total_baggages,
+        "nonfree_baggages": nonfree_baggages,
+        "insurance": insurance,
     }
     state.put("reservations", reservation_id, reservation)
     user["reservations"].append(reservation_id)
@@ -261,8 +303,13 @@ def update_reservation_flights(
     n = len(current["passengers"])
     segments = []
     for segment in flights:
-        kept = [f for f in current["flights"] if f["flight_number"] == segment["flight_number"]
-                and f["date"] == segment["date"] and cabin == current["cabin"]]
+        kept = [
+            f
+            for f in current["flights"]
+            if f["flight_number"] == segment["flight_number"]
+            and f["date"] == segment["date"]
+            and cabin == current["cabin"]
+        ]
         if kept:
             k = kept[0]
             segments.append({**segment, "price": k["price"], "origin": k["origin"], "destination": k["destination"]})
@@ -325,15 +372,21 @@ def send_certificate(state: WorldState, user_id: str, amount: float) -> str:
 
 
 READ_ONLY = {
-    "get_user_details": get_user_details, "get_reservation_details": get_reservation_details,
-    "list_all_airports": list_all_airports, "search_direct_flight": search_direct_flight,
-    "search_onestop_flight": search_onestop_flight, "calculate": calculate, "think": think,
+    "get_user_details": get_user_details,
+    "get_reservation_details": get_reservation_details,
+    "list_all_airports": list_all_airports,
+    "search_direct_flight": search_direct_flight,
+    "search_onestop_flight": search_onestop_flight,
+    "calculate": calculate,
+    "think": think,
     "transfer_to_human_agents": transfer_to_human_agents,
 }
 WRITES = {
-    "book_reservation": book_reservation, "update_reservation_flights": update_reservation_flights,
+    "book_reservation": book_reservation,
+    "update_reservation_flights": update_reservation_flights,
     "update_reservation_baggages": update_reservation_baggages,
-    "update_reservation_passengers": update_reservation_passengers, "cancel_reservation": cancel_reservation,
+    "update_reservation_passengers": update_reservation_passengers,
+    "cancel_reservation": cancel_reservation,
     "send_certificate": send_certificate,
 }
 NOTE_ARGS = {"think": ("thought",), "transfer_to_human_agents": ("summary",)}

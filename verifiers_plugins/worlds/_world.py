@@ -81,8 +81,14 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {"name": self.name, "arguments": dict(self.arguments), "output": self.output, "error": self.error,
-                "changes": dict(self.changes), "notes": dict(self.notes)}
+        return {
+            "name": self.name,
+            "arguments": dict(self.arguments),
+            "output": self.output,
+            "error": self.error,
+            "changes": dict(self.changes),
+            "notes": dict(self.notes),
+        }
 
 
 def same_output(a: str, b: str) -> bool:
@@ -111,15 +117,14 @@ class ToolWorld:
         description: one line saying where the state came from (shown in verdict details).
     """
 
-    def __init__(self, name: str, tools: Sequence[Tool], tables: Mapping[str, Mapping[str, Any]],
-                 description: str = "") -> None:
+    def __init__(
+        self, name: str, tools: Sequence[Tool], tables: Mapping[str, Mapping[str, Any]], description: str = ""
+    ) -> None:
         self.name = name
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         self.tables = tables
         self.description = description
-        self._validators = {
-            t.name: jsonschema.validators.validator_for(t.parameters)(t.parameters) for t in tools
-        }
+        self._validators = {t.name: jsonschema.validators.validator_for(t.parameters)(t.parameters) for t in tools}
         self._fast = {t.name: _compile(t.parameters) for t in tools}
 
     def schemas(self) -> list[dict[str, Any]]:

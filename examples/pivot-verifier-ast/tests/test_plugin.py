@@ -32,8 +32,14 @@ def step(env, pivot, completion):
 
 
 def terminus(*keystrokes):
-    return json.dumps({"analysis": "Check the module.", "plan": "Run Python.",
-                       "commands": [{"keystrokes": k, "duration": 1.0} for k in keystrokes], "task_complete": False})
+    return json.dumps(
+        {
+            "analysis": "Check the module.",
+            "plan": "Run Python.",
+            "commands": [{"keystrokes": k, "duration": 1.0} for k in keystrokes],
+            "task_complete": False,
+        }
+    )
 
 
 def python_pivots(env):
@@ -91,14 +97,28 @@ def test_editor_edits_and_file_writes():
 
     def call(**changes):
         new = {**args, **changes}
-        return render_completion(Message(role="assistant", tool_calls=(
-            ToolCall(name="str_replace_editor", arguments=json.dumps(new), id="c1"),)), "swe")
+        return render_completion(
+            Message(
+                role="assistant", tool_calls=(ToolCall(name="str_replace_editor", arguments=json.dumps(new), id="c1"),)
+            ),
+            "swe",
+        )
 
     assert step(env, edit, call())[0] == 1.0
-    assert step(env, edit, call(new_str="    result = 0\n    for v in values:   # accumulate\n"
-                                        "        result += (v)\n    return result"))[0] == 1.0
-    assert step(env, edit, call(new_str="    result = 0\n    for v in values:\n        result -= v\n"
-                                        "    return result"))[0] == 0.0
+    assert (
+        step(
+            env,
+            edit,
+            call(
+                new_str="    result = 0\n    for v in values:   # accumulate\n        result += (v)\n    return result"
+            ),
+        )[0]
+        == 1.0
+    )
+    assert (
+        step(env, edit, call(new_str="    result = 0\n    for v in values:\n        result -= v\n    return result"))[0]
+        == 0.0
+    )
     assert step(env, edit, call(old_str="    return None"))[0] == 0.0  # another anchor: the edit may not apply
     assert step(env, edit, call(path="/workspace/proj/bar.py"))[0] == 0.0
 

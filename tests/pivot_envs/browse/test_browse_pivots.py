@@ -61,8 +61,11 @@ def paraphrases(pivot: Pivot, backend) -> list[Message]:
         hits = find_sentences(doc, args["keyword"])
         if not hits:  # the live page had the keyword, the 2017 paragraph does not: reword the keyword only
             return [call("find", keyword=f" {args['keyword'].upper()} ")]
-        other = [w for w in re.findall(r"[^\W\d_]{5,}", hits[0])
-                 if w.casefold() not in args["keyword"].casefold() and find_sentences(doc, w)[0] == hits[0]]
+        other = [
+            w
+            for w in re.findall(r"[^\W\d_]{5,}", hits[0])
+            if w.casefold() not in args["keyword"].casefold() and find_sentences(doc, w)[0] == hits[0]
+        ]
         return [call("find", keyword=other[0])] if other else [call("find", keyword=args["keyword"].lower())]
     return [call("answer", answer=f"The {ctx['gold_answer']}.")]
 
@@ -74,12 +77,16 @@ def check_pivot(chain: VerifierChain, pivot: Pivot, backend) -> None:
         assert result.reward == 1.0, (pivot.id, para.tool_calls[0], result.to_json())
     name = pivot.expert.tool_calls[0].name
     other = unrelated_doc(pivot, backend)
-    wrong = {"search": [call("search", query=other.title)], "open": [call("open", title=other.title)],
-             "find": [call("find", keyword=other.title)],
-             "answer": [call("answer", answer="Krakatoa"), call("answer", answer=other.title)]}[name]
+    wrong = {
+        "search": [call("search", query=other.title)],
+        "open": [call("open", title=other.title)],
+        "find": [call("find", keyword=other.title)],
+        "answer": [call("answer", answer="Krakatoa"), call("answer", answer=other.title)],
+    }[name]
     for bad in wrong:
         if name == "answer" and normalize_answer(bad.tool_calls[0].arguments) in normalize_answer(
-                pivot.context["gold_answer"]):
+            pivot.context["gold_answer"]
+        ):
             continue  # never the case for these fixed answers; guards the assertion's meaning
         result = chain(pivot, bad)
         assert result.reward == 0.0, (pivot.id, bad.tool_calls[0], result.to_json())
@@ -107,9 +114,12 @@ def test_search_for_an_unopened_gold_document_is_accepted_and_an_opened_one_is_n
     chain = VerifierChain.from_names(CHAIN, {"retrieval_match": {"corpus": str(corpus)}})
     backend = open_backend(corpus)
     first_search = next(p for p in oracle_pivots if p.context["turn_index"] == 2)
-    pivot = next(p for p in oracle_pivots if p.context["question_id"] == first_search.context["question_id"]
-                 and p.context["turn_index"] == 8)  # the second search: first gold already opened
-    opened, = pivot.context["opened_doc_ids"]
+    pivot = next(
+        p
+        for p in oracle_pivots
+        if p.context["question_id"] == first_search.context["question_id"] and p.context["turn_index"] == 8
+    )  # the second search: first gold already opened
+    (opened,) = pivot.context["opened_doc_ids"]
     assert chain(pivot, call("search", query=backend.get(opened).title)).reward == 0.0
     second = pivot.context["target_doc_id"]
     assert chain(first_search, call("search", query=backend.get(second).title)).reward == 1.0
@@ -122,8 +132,10 @@ def test_env_runs_on_synthesized_file_with_corpus(tmp_path, shared_data, corpus)
 
     out = tmp_path / "oracle.jsonl"
     questions = shared_data / "browse" / "questions.jsonl"
-    result = CliRunner().invoke(app, ["synthesize", "browse", "--questions", str(questions),
-                                      "--corpus", str(corpus), "--out", str(out), "--json"])
+    result = CliRunner().invoke(
+        app,
+        ["synthesize", "browse", "--questions", str(questions), "--corpus", str(corpus), "--out", str(out), "--json"],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["trajectories"] == 92 and summary["pivots"] == 552 and summary["documents"] == 1068
@@ -133,8 +145,14 @@ def test_env_runs_on_synthesized_file_with_corpus(tmp_path, shared_data, corpus)
     env.reset(options={"pivot_id": pivot.id})
     _, reward, terminated, _, info = env.step(render_completion(pivot.expert, "browse"))
     assert reward == 1.0 and terminated and info["decided_by"] == "retrieval_match"
-    group = env.unwrapped.score(pivot.id, [render_completion(pivot.expert, "browse"), "no idea",
-                                           render_completion(call("search", query="Krakatoa volcano"), "browse")])
+    group = env.unwrapped.score(
+        pivot.id,
+        [
+            render_completion(pivot.expert, "browse"),
+            "no idea",
+            render_completion(call("search", query="Krakatoa volcano"), "browse"),
+        ],
+    )
     assert [r.reward for r in group] == [1.0, 0.0, 0.0]
 
 
@@ -166,7 +184,6 @@ def test_fireact_pivots_are_not_replayable_and_compared_as_text(shared_data):
     answer = next(p for p in pivots if p.expert.tool_calls and p.expert.tool_calls[0].name == "answer")
     assert chain(answer, answer.expert).reward == 1.0
     assert chain(answer, call("answer", answer="Krakatoa")).reward == 0.0
-
 
 
 def test_bundled_oracle_observations_are_what_the_engine_returns():

@@ -25,8 +25,9 @@ def test_react_round_trip_keeps_every_step(shared_data):
         traj = from_react(rec)
         back = to_react(traj)
         assert from_react(back) == traj
-        assert [{k: s.get(k) for k in STEP_KEYS} for s in back["steps"]] == \
-               [{k: s.get(k) for k in STEP_KEYS} for s in rec["steps"]]
+        assert [{k: s.get(k) for k in STEP_KEYS} for s in back["steps"]] == [
+            {k: s.get(k) for k in STEP_KEYS} for s in rec["steps"]
+        ]
 
 
 def test_react_actions_map_to_browse_tools():
@@ -34,10 +35,19 @@ def test_react_actions_map_to_browse_tools():
     assert parse_action("Lookup[named after]") == ("lookup", "named after")
     assert parse_action("Finish[yes]") == ("finish", "yes")
     assert parse_action("Think about it") is None
-    traj = from_react({"id": "t", "question": "Q?", "success": True, "gold_answer": "A",
-                       "steps": [{"thought": "T1", "action": "Search[X]", "observation": "O1"},
-                                 {"thought": "T2", "action": "Lookup[k]", "observation": "O2"},
-                                 {"thought": "T3", "action": "Finish[A]", "observation": "done"}]})
+    traj = from_react(
+        {
+            "id": "t",
+            "question": "Q?",
+            "success": True,
+            "gold_answer": "A",
+            "steps": [
+                {"thought": "T1", "action": "Search[X]", "observation": "O1"},
+                {"thought": "T2", "action": "Lookup[k]", "observation": "O2"},
+                {"thought": "T3", "action": "Finish[A]", "observation": "done"},
+            ],
+        }
+    )
     calls = [(m.tool_calls[0].name, json.loads(m.tool_calls[0].arguments)) for m in traj.messages if m.tool_calls]
     assert calls == [("open", {"title": "X"}), ("find", {"keyword": "k"}), ("answer", {"answer": "A"})]
     assert [m.tool_call_id for m in traj.messages if m.role == "tool"] == ["call_1", "call_2", "call_3"]
@@ -81,8 +91,7 @@ def test_react_prompts_convert_with_answers_as_gold(shared_data):
 def test_cli_convert_from_react(tmp_path, shared_data):
     out = tmp_path / "react_pivots.jsonl"
     src = shared_data / "browse" / "react_wikipedia_trajectories.jsonl"
-    result = CliRunner().invoke(app, ["convert", "--from", "react", str(src), str(out), "--successful-only",
-                                      "--json"])
+    result = CliRunner().invoke(app, ["convert", "--from", "react", str(src), str(out), "--successful-only", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["pivots"] == len(load_pivots(out)) > 80
 
@@ -118,7 +127,18 @@ def test_synthesize_names_the_question_line_whose_gold_document_is_missing(tmp_p
     rec = json.loads((bundled_corpus().parent / "browse_questions.jsonl").open().readline())
     rec["gold_doc_ids"] = ["dmissing00000"]
     questions.write_text("\n" + json.dumps(rec) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["synthesize", "browse", "--questions", str(questions), "--corpus",
-                                      str(bundled_corpus()), "--out", str(tmp_path / "o.jsonl")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "synthesize",
+            "browse",
+            "--questions",
+            str(questions),
+            "--corpus",
+            str(bundled_corpus()),
+            "--out",
+            str(tmp_path / "o.jsonl"),
+        ],
+    )
     assert result.exit_code == 1
     assert "q.jsonl:2" in result.stderr and "dmissing00000" in result.stderr

@@ -53,8 +53,16 @@ def test_index_is_cached_beside_the_corpus_and_rebuilt_when_it_changes(corpus_co
     assert first.built and first.index == corpus_copy.with_name("corpus.jsonl.fts5.sqlite")
     assert not FtsBackend(corpus_copy).built  # same content: the cached index is reused
     with corpus_copy.open("a", encoding="utf-8") as f:
-        f.write(json.dumps({"doc_id": "dnew", "title": "Zanzibar Quokka Festival",
-                            "text": "The Zanzibar Quokka Festival is an invented event."}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "doc_id": "dnew",
+                    "title": "Zanzibar Quokka Festival",
+                    "text": "The Zanzibar Quokka Festival is an invented event.",
+                }
+            )
+            + "\n"
+        )
     changed = FtsBackend(corpus_copy)
     assert changed.built and len(changed) == len(first) + 1
     assert changed.search("quokka festival", 1)[0].doc_id == "dnew"

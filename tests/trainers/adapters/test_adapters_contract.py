@@ -30,9 +30,15 @@ def test_trl_reward_func_groups_by_pivot(pivots):
     completions = [expert_text(good), "garbage", expert_text(other), "<tool_call>{not json</tool_call>"]
     # conversational completions: TRL hands a list of messages per completion
     conv = [[{"role": "assistant", "content": c}] for c in completions]
-    rewards = fn(prompts=[prompt_messages(good)] * 2 + [prompt_messages(other)] * 2, completions=conv,
-                 completion_ids=[[1]] * 4, pivot_id=[good.id, good.id, other.id, other.id],
-                 trainer_state=None, log_extra=lambda *a: None, log_metric=lambda k, v: logged.__setitem__(k, v))
+    rewards = fn(
+        prompts=[prompt_messages(good)] * 2 + [prompt_messages(other)] * 2,
+        completions=conv,
+        completion_ids=[[1]] * 4,
+        pivot_id=[good.id, good.id, other.id, other.id],
+        trainer_state=None,
+        log_extra=lambda *a: None,
+        log_metric=lambda k, v: logged.__setitem__(k, v),
+    )
     assert rewards[0] == 1.0 and rewards[2] == 1.0
     assert rewards[1] == 0.0 and rewards[3] == 0.0
     assert any(k.startswith("pivot/accept/") for k in logged)
@@ -116,6 +122,7 @@ def test_nemo_gym_verify_payload_on_real_rollouts(shared_data, tmp_path):
         item = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
     assert nemo_rl.verify_payload({**row, "response": {"output": [item]}})["reward"] == 1.0
     # rows round-trip through the foundation's writer
-    pivots = load_pivots(shared_data / "nemo_gym_pivot_rows" /
-                         "single_step_tool_use_with_argument_comparison.example.jsonl")
+    pivots = load_pivots(
+        shared_data / "nemo_gym_pivot_rows" / "single_step_tool_use_with_argument_comparison.example.jsonl"
+    )
     assert nemo_rl.write_nemo_gym_rows(pivots, tmp_path / "rows.jsonl") == len(pivots)

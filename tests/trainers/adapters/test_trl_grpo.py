@@ -33,8 +33,13 @@ def test_two_trl_grpo_steps_with_pivot_reward(tiny_policy, tmp_path):
         save_strategy="no",
         bf16=False,
     )
-    trainer = GRPOTrainer(model=str(tiny_policy.path), reward_funcs=pivot_reward_func("pivot/tool-use-v0"), args=args,
-                          train_dataset=pivots_to_dataset(pivots), processing_class=tokenizer)
+    trainer = GRPOTrainer(
+        model=str(tiny_policy.path),
+        reward_funcs=pivot_reward_func("pivot/tool-use-v0"),
+        args=args,
+        train_dataset=pivots_to_dataset(pivots),
+        processing_class=tokenizer,
+    )
     trainer.train()
     logs = [x for x in trainer.state.log_history if "rewards/pivot_reward/mean" in x]
     assert len(logs) == 2

@@ -5,9 +5,13 @@ from trainers.backends._base import template_messages, truncate_history
 
 
 def test_truncate_history_keeps_system_and_never_starts_on_a_tool_result():
-    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-            {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
-            {"role": "tool", "content": "r"}, {"role": "user", "content": "u2"}]
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "content": "r"},
+        {"role": "user", "content": "u2"},
+    ]
     assert truncate_history(msgs, None) == msgs
     assert [m["role"] for m in truncate_history(msgs, 2)] == ["system", "user"]  # the tool result is dropped
     assert [m["role"] for m in truncate_history(msgs, 3)] == ["system", "assistant", "tool", "user"]
@@ -15,9 +19,19 @@ def test_truncate_history_keeps_system_and_never_starts_on_a_tool_result():
 
 
 def test_template_messages_decode_arguments_and_fill_content():
-    [m] = template_messages([{"role": "assistant", "content": None, "extra": {"x": 1},
-                              "tool_calls": [{"id": "1", "function": {"name": "f", "arguments": '{"a": 1}'}},
-                                             {"function": {"name": "g", "arguments": "not json"}}]}])
+    [m] = template_messages(
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "extra": {"x": 1},
+                "tool_calls": [
+                    {"id": "1", "function": {"name": "f", "arguments": '{"a": 1}'}},
+                    {"function": {"name": "g", "arguments": "not json"}},
+                ],
+            }
+        ]
+    )
     assert m["content"] == "" and "extra" not in m
     assert [c["function"]["arguments"] for c in m["tool_calls"]] == [{"a": 1}, "not json"]
 

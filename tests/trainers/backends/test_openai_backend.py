@@ -50,15 +50,29 @@ def test_retries_then_fails_with_a_clear_error():
         calls.clear()
         with pytest.raises(BackendError, match="503"):
             OpenAIBackend(OpenAIConfig(server.url, retries=1, backoff_s=0.01)).generate(
-                [{"messages": [{"role": "user", "content": "x"}]}], 1, SamplingParams())
+                [{"messages": [{"role": "user", "content": "x"}]}], 1, SamplingParams()
+            )
 
 
 def test_tool_calls_in_the_reply_become_hermes_text():
     from trainers.backends._openai import choice_to_generation
 
-    g = choice_to_generation({"message": {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-        "finish_reason": "tool_calls"})
+    g = choice_to_generation(
+        {
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            "finish_reason": "tool_calls",
+        }
+    )
     assert g.text == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
@@ -70,9 +84,28 @@ def test_pivot_profile_through_an_openai_compatible_server(served, tmp_path):
     from pivot_envs.cli import app
 
     _, server = served
-    res = CliRunner().invoke(app, ["profile", "--env", "pivot/tool-use-v0", "--openai-url", server.url,
-                                   "--openai-model", "tiny", "--k", "2", "--limit", "3", "--max-new-tokens", "16",
-                                   "--out", str(tmp_path / "p.jsonl"), "--no-cache", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "profile",
+            "--env",
+            "pivot/tool-use-v0",
+            "--openai-url",
+            server.url,
+            "--openai-model",
+            "tiny",
+            "--k",
+            "2",
+            "--limit",
+            "3",
+            "--max-new-tokens",
+            "16",
+            "--out",
+            str(tmp_path / "p.jsonl"),
+            "--no-cache",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["profiled"] == 3 and summary["policy_id"] == f"openai:{server.url}#tiny"

@@ -36,7 +36,8 @@ def test_same_seed_same_samples_and_chats_work_like_pivots(backend, pivots):
     obs, _ = env.reset(options={"pivot_id": pivots[0].id})
     assert backend.encode(obs) == backend.encode(pivots[0])  # the observation renders like the pivot
     assert [g.token_ids for g in backend.generate([obs], 2, params)[0]] == [
-        g.token_ids for g in backend.generate([pivots[0]], 2, params)[0]]
+        g.token_ids for g in backend.generate([pivots[0]], 2, params)[0]
+    ]
 
 
 def test_greedy_decoding_reproduces_the_expert_on_a_memorised_tool_call(backend):

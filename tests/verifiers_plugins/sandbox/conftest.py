@@ -12,11 +12,21 @@ DEMO_TASKS = [
     {
         "task_id": "demo-notes",
         "instruction": "In /app/project, copy the TODO lines of notes.txt into todo.txt and mark the draft final.",
-        "setup": ["mkdir -p project && printf 'alpha TODO one\\nbeta draft\\ngamma TODO two\\ndelta\\n' "
-                  "> project/notes.txt && printf 'x\\n' > project/keep.txt"],
+        "setup": [
+            "mkdir -p project && printf 'alpha TODO one\\nbeta draft\\ngamma TODO two\\ndelta\\n' "
+            "> project/notes.txt && printf 'x\\n' > project/keep.txt"
+        ],
         "solution_commands": [
-            "cd project", "ls -la", "cat notes.txt", "grep TODO notes.txt", "grep TODO notes.txt > todo.txt",
-            "wc -l todo.txt", "sed -i 's/draft/final/' notes.txt", "cat notes.txt", "ls", "date > stamp.txt",
+            "cd project",
+            "ls -la",
+            "cat notes.txt",
+            "grep TODO notes.txt",
+            "grep TODO notes.txt > todo.txt",
+            "wc -l todo.txt",
+            "sed -i 's/draft/final/' notes.txt",
+            "cat notes.txt",
+            "ls",
+            "date > stamp.txt",
             "od -An -N8 -tx1 /dev/urandom > token.txt",
         ],
     },

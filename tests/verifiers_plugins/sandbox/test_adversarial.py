@@ -35,8 +35,10 @@ SENTINEL = Path("/tmp/pivot-gym-sentinel")
 
 
 def terminus(command: str) -> Message:
-    return Message("assistant", json.dumps({"analysis": "a", "plan": "p",
-                                            "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}))
+    return Message(
+        "assistant",
+        json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}),
+    )
 
 
 def test_adversarial_suite(demo_pivots, docker_client):
@@ -104,8 +106,13 @@ def test_killed_verifier_leaves_nothing_after_gc(demo_pivots, docker_client, tmp
         child.send_signal(signal.SIGKILL)
         child.wait()
     assert docker_client.containers.list(all=True, filters=owner_filter), "SIGKILL left nothing to collect?"
-    out = subprocess.run([sys.executable, "-m", "pivot_envs", "sandbox", "gc", "--json"], env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "pivot_envs", "sandbox", "gc", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert set(json.loads(out.stdout)) == {"containers", "images"}  # (the CLI's own start-up sweep may do the work)
     assert docker_client.containers.list(all=True, filters=owner_filter) == []
     assert docker_client.images.list(filters=owner_filter) == []

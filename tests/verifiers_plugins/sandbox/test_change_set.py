@@ -24,11 +24,16 @@ def test_every_same_size_edit_is_seen(busybox):
         for i in range(4):  # a new snapshot each time, so each edit lands right after one
             spec = SandboxSpec(busybox, setup=(f": state {i}", SETUP))
             edit, restore, nothing = backend.run_group(
-                spec, [], [["sed -i 's/alpha/ALPHA/' notes.txt"], ["mv notes.bak notes.txt"], ["cat notes.txt"]])
-            seen.append((edit.files.get("/app/notes.txt", "").startswith("sha256:"),
-                         restore.files.get("/app/notes.bak") == "deleted"
-                         and restore.files.get("/app/notes.txt", "").startswith("sha256:"),
-                         nothing.files == {}))
+                spec, [], [["sed -i 's/alpha/ALPHA/' notes.txt"], ["mv notes.bak notes.txt"], ["cat notes.txt"]]
+            )
+            seen.append(
+                (
+                    edit.files.get("/app/notes.txt", "").startswith("sha256:"),
+                    restore.files.get("/app/notes.bak") == "deleted"
+                    and restore.files.get("/app/notes.txt", "").startswith("sha256:"),
+                    nothing.files == {},
+                )
+            )
     finally:
         backend.close()
     assert seen == [(True, True, True)] * 4

@@ -35,15 +35,19 @@ def debian_pivots(docker_client):
 
 
 def terminus(command: str) -> Message:
-    return Message("assistant", json.dumps({"analysis": "a", "plan": "p",
-                                            "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}))
+    return Message(
+        "assistant",
+        json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}),
+    )
 
 
 def test_python_edit_equals_sed_edit(debian_pivots):
     pivot = debian_pivots["sed -i 's/draft/final/' notes.txt"]
     assert pivot.context["sandbox"]["shell"] == "/bin/bash"
-    good = ("python3 -c \"import re,pathlib; p=pathlib.Path('notes.txt'); "
-            "p.write_text('\\n'.join(re.sub('draft','final',l,count=1) for l in p.read_text().split('\\n')))\"")
+    good = (
+        "python3 -c \"import re,pathlib; p=pathlib.Path('notes.txt'); "
+        "p.write_text('\\n'.join(re.sub('draft','final',l,count=1) for l in p.read_text().split('\\n')))\""
+    )
     wrong = "python3 -c \"import pathlib; p=pathlib.Path('notes.txt'); p.write_text(p.read_text().upper())\""
     verdicts = get_verifier("docker_shell").verify_batch(pivot, [terminus(good), terminus(wrong)])
     assert verdicts[0].accepted, verdicts[0].details
@@ -66,8 +70,9 @@ def test_system_v_ipc_does_not_reach_the_next_candidate(debian_pivots):
     # one worker, a pool of one: each action runs in the container the one before left (it writes no file)
     backend = DockerBackend(pool_size=1, parallelism=1)
     try:
-        before, made, after = backend.run_group(spec, history, [[probe], ["ipcmk -M 4096 && ipcmk -S 2 && ipcmk -Q"],
-                                                                 [probe]])
+        before, made, after = backend.run_group(
+            spec, history, [[probe], ["ipcmk -M 4096 && ipcmk -S 2 && ipcmk -Q"], [probe]]
+        )
         assert backend.stats["containers_reused"] >= 2
     finally:
         backend.close()

@@ -76,8 +76,12 @@ def test_plausible_wrong_commands_score_zero(demo_pivots):
 def test_nondeterministic_expert_parts_are_excluded(demo_pivots):
     for expert, same_cmd, other_cmd, path in (
         ("date > stamp.txt", "date >stamp.txt", "date > other.txt", "stamp.txt"),
-        ("od -An -N8 -tx1 /dev/urandom > token.txt", "od -N8 -An -tx1 /dev/urandom > token.txt",
-         "od -An -N8 -tx1 /dev/urandom > other.txt", "token.txt"),
+        (
+            "od -An -N8 -tx1 /dev/urandom > token.txt",
+            "od -N8 -An -tx1 /dev/urandom > token.txt",
+            "od -An -N8 -tx1 /dev/urandom > other.txt",
+            "token.txt",
+        ),
     ):
         (same, other) = score(demo_pivots[expert], same_cmd, other_cmd)
         assert same.accepted, same.details
@@ -110,8 +114,10 @@ def test_chain_scores_group_and_decides_by_effect(demo_pivots):
     chain = VerifierChain.from_names(["turn_kind", "json_schema", "string_similarity", "docker_shell"])
     assert chain.names[-1] == "docker_shell"
     pivot = demo_pivots["grep TODO notes.txt > todo.txt"]
-    results = chain.verify_batch(pivot, [terminus("cat notes.txt | grep TODO > todo.txt"),
-                                         terminus("rm notes.txt"), Message("assistant", "not json")])
+    results = chain.verify_batch(
+        pivot,
+        [terminus("cat notes.txt | grep TODO > todo.txt"), terminus("rm notes.txt"), Message("assistant", "not json")],
+    )
     assert [r.reward for r in results] == [1.0, 0.0, 0.0]
     assert results[0].decided_by == "docker_shell"
     assert results[2].decided_by == "json_schema"

@@ -90,8 +90,10 @@ def test_apt_mirror_is_read_from_the_machine():
 
 
 def test_loading_the_terminal_chain_imports_no_docker():
-    code = ("import sys, gymnasium as gym, pivot_envs; env = gym.make('pivot/terminal-v0'); env.reset(seed=0); "
-            "env.step('{}'); print('docker' in sys.modules, 'docker_shell' in env.unwrapped.chain.names)")
+    code = (
+        "import sys, gymnasium as gym, pivot_envs; env = gym.make('pivot/terminal-v0'); env.reset(seed=0); "
+        "env.step('{}'); print('docker' in sys.modules, 'docker_shell' in env.unwrapped.chain.names)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]

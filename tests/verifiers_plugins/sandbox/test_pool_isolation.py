@@ -13,7 +13,7 @@ from verifiers_plugins.sandbox import SandboxSpec
 
 pytestmark = pytest.mark.docker
 
-PROBE = "echo \"poison=$POISON\"; ls -A /dev/shm /.pivot-run; cat /.pivot-run/leak 2>&1; pwd"
+PROBE = 'echo "poison=$POISON"; ls -A /dev/shm /.pivot-run; cat /.pivot-run/leak 2>&1; pwd'
 POISONS = [
     "echo 'export POISON=1' >> /.pivot/env",  # the saved shell state every action starts from
     "echo / > /.pivot/cwd",

@@ -19,8 +19,6 @@ def terminus(command: str) -> str:
     return json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": command + "\n", "duration": 0.1}]})
 
 
-
-
 def test_groups_of_one_state_hit_one_worker_and_one_snapshot(ray_cluster, demo_pivots):
     pivots = [demo_pivots[c] for c in ("cat notes.txt", "grep TODO notes.txt", "wc -l todo.txt", "ls")]
     keys = {route_key(p) for p in pivots}

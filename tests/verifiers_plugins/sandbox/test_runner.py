@@ -11,14 +11,24 @@ pytestmark = pytest.mark.docker
 
 # read-only and writing actions, exit codes, stderr, cd, exported variables, several commands per action
 ACTIONS = [
-    ["ls -la"], ["cat notes.txt | grep TODO"], ["grep nothing notes.txt"], ["ls missing"], ["cd /tmp && pwd"],
-    ["echo done > done.txt"], ["export X=1", "echo $X; exit 3"], ["sed -i 's/alpha/ALPHA/' notes.txt", "cat notes.txt"],
-    ["mkdir -p sub/deeper && touch sub/deeper/f", "cd sub"], ["rm keep.txt"], ["echo err >&2; false"],
+    ["ls -la"],
+    ["cat notes.txt | grep TODO"],
+    ["grep nothing notes.txt"],
+    ["ls missing"],
+    ["cd /tmp && pwd"],
+    ["echo done > done.txt"],
+    ["export X=1", "echo $X; exit 3"],
+    ["sed -i 's/alpha/ALPHA/' notes.txt", "cat notes.txt"],
+    ["mkdir -p sub/deeper && touch sub/deeper/f", "cd sub"],
+    ["rm keep.txt"],
+    ["echo err >&2; false"],
     ["echo caf\u00e9 \U0001f600"],
 ]
-TAMPER = ("for p in $(pidof .pivot-runner); do echo target; kill -9 $p; cat /proc/$p/fd/1 </dev/null;"
-          " echo forged > /proc/$p/fd/0; cat /proc/$p/mem; done 2>&1; kill -9 -1; echo after")
-PROBE = "ls -la; echo \"X=$X\"; pwd"
+TAMPER = (
+    "for p in $(pidof .pivot-runner); do echo target; kill -9 $p; cat /proc/$p/fd/1 </dev/null;"
+    " echo forged > /proc/$p/fd/0; cat /proc/$p/mem; done 2>&1; kill -9 -1; echo after"
+)
+PROBE = 'ls -la; echo "X=$X"; pwd'
 
 
 @pytest.fixture
@@ -96,11 +106,17 @@ def test_background_processes_do_not_outlive_the_action(state):
     backend = DockerBackend(pool_size=1, parallelism=1)
     try:
         # a background loop that would keep writing into the next candidate's working directory
-        spawn, probe = backend.run_group(spec, history, [
-            ["(while true; do echo x >> /app/project/late.txt 2>/dev/null; sleep 0.05; done) >/dev/null 2>&1 &"
-             " echo started"],
-            ["sleep 0.3; ls"],
-        ])
+        spawn, probe = backend.run_group(
+            spec,
+            history,
+            [
+                [
+                    "(while true; do echo x >> /app/project/late.txt 2>/dev/null; sleep 0.05; done) >/dev/null 2>&1 &"
+                    " echo started"
+                ],
+                ["sleep 0.3; ls"],
+            ],
+        )
     finally:
         backend.close()
     assert spawn.stdout == "started" and spawn.killed is None
@@ -143,8 +159,13 @@ def test_sandbox_info_says_how_it_runs(busybox):
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    out = subprocess.run([sys.executable, "-m", "pivot_envs", "sandbox", "info", "--json"], env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "pivot_envs", "sandbox", "info", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     info = json.loads(out.stdout)
     assert info["transport"] == "runner" and info["runner_note"] is None
     assert info["storage_driver"] == "overlay2" and info["change_sets"] == "overlay upper folder"

@@ -15,8 +15,10 @@ pytestmark = pytest.mark.docker
 
 
 def terminus(command: str) -> Message:
-    return Message("assistant", json.dumps({"analysis": "a", "plan": "p",
-                                            "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}))
+    return Message(
+        "assistant",
+        json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}),
+    )
 
 
 def test_second_verification_does_not_replay(demo_pivots):

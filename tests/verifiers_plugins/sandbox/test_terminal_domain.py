@@ -21,8 +21,23 @@ def test_synthesize_cli_and_env(busybox, tmp_path):
     src = tmp_path / "tasks.jsonl"
     src.write_text("".join(json.dumps(t) + "\n" for t in DEMO_TASKS))
     out = tmp_path / "pivots.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "pivot_envs", "synthesize", "terminal-bench", str(src),
-                           "--out", str(out), "--image", busybox, "--json"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pivot_envs",
+            "synthesize",
+            "terminal-bench",
+            str(src),
+            "--out",
+            str(out),
+            "--image",
+            busybox,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["total"], report["succeeded"]) == (3, 1)
@@ -34,8 +49,9 @@ def test_synthesize_cli_and_env(busybox, tmp_path):
     env.reset(options={"pivot_id": grep.id})
     _, reward, terminated, _, info = env.step(grep.expert.text)
     assert reward == 1.0 and terminated
-    rewrite = json.dumps({"analysis": "x", "plan": "y",
-                          "commands": [{"keystrokes": "cat notes.txt | grep TODO > todo.txt\n"}]})
+    rewrite = json.dumps(
+        {"analysis": "x", "plan": "y", "commands": [{"keystrokes": "cat notes.txt | grep TODO > todo.txt\n"}]}
+    )
     _, reward, _, _, info = env.step(rewrite)
     assert reward == 1.0 and info["decided_by"] == "docker_shell", info
     wrong = json.dumps({"analysis": "x", "plan": "y", "commands": [{"keystrokes": "rm notes.txt\n"}]})

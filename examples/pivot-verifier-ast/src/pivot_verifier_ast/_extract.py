@@ -26,8 +26,17 @@ _PYTHON = re.compile(r"^(?:\S*/)?python(?:\d+(?:\.\d+)*)?$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n(.*?)\n[ \t]*\2[ \t]*(?=\n|$)", re.DOTALL)
 _CODE_KEYS = ("file_text", "new_str", "new_string", "content", "code", "new_content", "source")
 _PATH_KEYS = ("path", "file_path", "filename", "file")
-_PYTHON_TOOLS = frozenset({"python", "ipython", "execute_python", "run_python", "python_interpreter",
-                           "code_interpreter", "execute_ipython_cell"})
+_PYTHON_TOOLS = frozenset(
+    {
+        "python",
+        "ipython",
+        "execute_python",
+        "run_python",
+        "python_interpreter",
+        "code_interpreter",
+        "execute_ipython_cell",
+    }
+)
 _SHELL_KEYS = ("command", "cmd", "keystrokes", "script")
 PLACEHOLDER = "\x00python\x00"
 
@@ -93,8 +102,11 @@ def _shell_commands(content: str) -> list[str]:
     except (json.JSONDecodeError, RecursionError):
         obj = None
     if isinstance(obj, dict) and isinstance(obj.get("commands"), list):
-        return [c["keystrokes"] for c in obj["commands"]
-                if isinstance(c, dict) and isinstance(c.get("keystrokes"), str) and c["keystrokes"].strip()]
+        return [
+            c["keystrokes"]
+            for c in obj["commands"]
+            if isinstance(c, dict) and isinstance(c.get("keystrokes"), str) and c["keystrokes"].strip()
+        ]
     blocks, body, fence = [], [], None
     for line in content.splitlines():
         if fence is None and line.strip().startswith("```"):

@@ -51,8 +51,11 @@ class PythonAstEquivalent:
             problem = self._compare(w, g)
             if problem:
                 return Verdict.reject(f"piece {i + 1}: {problem}", piece=i + 1, kind=w.kind)
-        return Verdict.accept("same Python AST as the expert (formatting and local names ignored)",
-                              pieces=len(want), kinds=[p.kind for p in want])
+        return Verdict.accept(
+            "same Python AST as the expert (formatting and local names ignored)",
+            pieces=len(want),
+            kinds=[p.kind for p in want],
+        )
 
     def _compare(self, want: Piece, got: Piece) -> str:
         if want.kind != got.kind:
