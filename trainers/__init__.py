@@ -2,6 +2,12 @@
 
 Heavy dependencies (torch, transformers, vllm, trl) are imported only inside `trainers.backends`
 and `trainers.adapters` modules and the trainer modules that need them, never here.
+
+`render_prompt(tokenizer, prompt, max_history_messages)` is the prompt text every trainer here
+samples from and trains on (the backends then keep the last `max_prompt_tokens` tokens of it);
+adapters reuse it so that other trainers see the same prompts.
 """
 
-__all__: list[str] = []
+from trainers.backends._chat import render_prompt
+
+__all__: list[str] = ["render_prompt"]
