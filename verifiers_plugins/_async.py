@@ -1,4 +1,11 @@
-"""Coroutine verifiers: the host awaits them on one background event loop, with a per-call timeout.
+"""Every verifier call gets its timeout: sync calls on abandonable daemon threads, coroutines on one event loop.
+
+A synchronous `verify` that never returns (a plugin stuck in a socket read, an infinite loop) must
+not hang `step`: `call_bounded` runs it on one of a few daemon worker threads and waits at most the
+verifier's timeout; a call that misses it is abandoned (its thread exits when the call finally
+returns, and is never handed new work) and becomes `VerifierTimeout`. Python cannot kill a thread,
+so a verifier that spins forever keeps one daemon thread busy until the process ends; it never
+blocks another call or the interpreter's exit.
 
 pluggy has no async hooks, so a plugin registers an ordinary factory whose object has
 `async def verify(...)` (and optionally `async def verify_batch(...)`). The chain calls `verify`,
@@ -14,13 +21,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+import queue
 import threading
-from collections.abc import Awaitable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from verifiers_plugins.errors import VerifierTimeout
 
+T = TypeVar("T")
+
 DEFAULT_TIMEOUT_S = 30.0
+# Idle worker threads kept for sync verifier calls (more are started on demand and exit when idle).
+_MAX_IDLE_WORKERS = 16
 # Extra wall time the caller waits beyond the coroutine's own timeout before it concludes the
 # loop itself is blocked (the in-loop `wait_for` normally fires first and cancels cleanly).
 _LOOP_GRACE_S = 1.0
@@ -126,3 +138,64 @@ def await_all(values: Sequence[Any], timeout: float) -> list[Any]:
     for i, r in zip(pending, results, strict=True):
         out[i] = r
     return out
+
+
+class _Worker:
+    """One daemon thread that runs the calls put in its inbox, one at a time."""
+
+    def __init__(self) -> None:
+        self.inbox: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        threading.Thread(target=self._serve, name="pivot-verifier-call", daemon=True).start()
+
+    def _serve(self) -> None:
+        while (item := self.inbox.get()) is not None:
+            fn, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as e:  # handed to the caller, who decides what is fatal
+                future.set_exception(e)
+
+
+_IDLE: list[_Worker] = []
+_IDLE_LOCK = threading.Lock()
+
+
+def _take_worker() -> _Worker:
+    with _IDLE_LOCK:
+        if _IDLE:
+            return _IDLE.pop()
+    return _Worker()
+
+
+def _give_back(worker: _Worker) -> None:
+    with _IDLE_LOCK:
+        if len(_IDLE) < _MAX_IDLE_WORKERS:
+            _IDLE.append(worker)
+            return
+    worker.inbox.put(None)
+
+
+def call_bounded(fn: Callable[[], T], timeout: float) -> T:
+    """`fn()`'s result within `timeout` seconds; an awaitable result is then awaited with the same timeout.
+
+    Raises:
+        VerifierTimeout: `fn` (or the awaitable it returned) did not finish in time; the call is
+            abandoned on its daemon thread.
+    """
+    worker = _take_worker()
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    worker.inbox.put((fn, future))
+    try:
+        value = future.result(timeout)
+    except concurrent.futures.TimeoutError as e:
+        worker.inbox.put(None)  # the thread exits once the stuck call returns, if ever
+        raise VerifierTimeout(f"timed out after {timeout:g}s (a synchronous call that did not return)") from e
+    except BaseException:
+        _give_back(worker)
+        raise
+    _give_back(worker)
+    return await_result(value, timeout)

@@ -1,6 +1,7 @@
 """Coroutine verifiers: awaited by the host with a per-call timeout that yields an error verdict."""
 
 import asyncio
+import threading
 import time
 
 import gymnasium as gym
@@ -65,6 +66,8 @@ def async_plugin(fresh_host):
             register("blocks", BlocksTheLoop)
             register("echo_loop", EchoLoop)
             register("hanging_batch", HangingBatch)
+            register("sleeps_forever", SleepsForever)
+            register("sleeps_forever_in_batch", SleepsForeverInBatch)
 
     fresh_host.register_plugin(Plugin(), name="async-test", distribution="async-dist")
     yield
@@ -118,7 +121,8 @@ def test_async_verify_batch_that_hangs_gives_every_action_an_error_verdict():
     env = gym.make("pivot/terminal-v0", verifiers=["hanging_batch"])
     pivot_id = env.unwrapped.pivots[0].id
     results = env.unwrapped.score(pivot_id, ["a", "b"])
-    assert [r.error for r in results] == ["hanging_batch timed out after 0.2s"] * 2
+    # a group call may take the per-call timeout for each of its actions
+    assert [r.error for r in results] == ["hanging_batch timed out after 0.4s"] * 2
 
 
 def test_async_verifiers_are_flagged_in_pivot_plugins_listing():
@@ -126,3 +130,29 @@ def test_async_verifiers_are_flagged_in_pivot_plugins_listing():
     from verifiers_plugins._async import is_async_verifier
 
     assert is_async_verifier(rows["hangs"].obj) and not is_async_verifier(rows["tool_args"].obj)
+
+
+class SleepsForever:
+    """A synchronous plugin verifier that never returns (a socket read with no timeout)."""
+
+    timeout = 0.3
+
+    def verify(self, pivot, action):
+        threading.Event().wait()
+
+
+class SleepsForeverInBatch(SleepsForever):
+    def verify_batch(self, pivot, actions):
+        threading.Event().wait()
+
+
+@pytest.mark.parametrize("name", ["sleeps_forever", "sleeps_forever_in_batch"])
+def test_a_sync_verifier_that_never_returns_becomes_an_error_verdict_and_step_goes_on(name):
+    env = gym.make("pivot/terminal-v0", verifiers=[name])
+    env.reset(seed=0)
+    started = time.monotonic()
+    _, reward, terminated, _, info = env.step("ls")
+    assert time.monotonic() - started < 30  # not forever (the bound itself is 0.3 s)
+    assert reward == 0.0 and terminated and "timed out after 0.3s" in info["error"]
+    # the env goes on: the next step is answered too
+    assert env.step("ls")[4]["error"]

@@ -31,12 +31,53 @@ def test_gates_run_first_and_short_circuit():
     assert acceptor.calls == 0
 
 
-def test_cheapest_acceptor_first_and_first_accept_decides():
-    judge, cheap = Fixed(True, cost="judge"), Fixed(True, cost="cheap")
-    chain = VerifierChain([("judge", judge), ("cheap", cheap)])
-    assert chain.names == ["cheap", "judge"]
-    assert chain(PIVOT, Message("assistant", "x")).decided_by == "cheap"
-    assert judge.calls == 0
+class Skips:
+    cost = "sandbox"
+
+    def __init__(self):
+        self.calls = 0
+
+    def verify(self, pivot, action):
+        self.calls += 1
+        return Verdict.skip("no sandbox context")
+
+
+def test_cheapest_acceptor_runs_first_and_decides_among_equals():
+    first, second = Fixed(True), Fixed(True)
+    chain = VerifierChain([("first", first), ("second", second)])
+    assert chain(PIVOT, Message("assistant", "x")).decided_by == "first"
+    assert second.calls == 0
+
+
+def test_a_cheap_accept_never_stands_ahead_of_a_more_faithful_acceptor_that_applies():
+    # the destructive-suffix hack: string similarity accepts, the sandbox rejects, the sandbox decides
+    sandbox, cheap = Fixed(False, cost="sandbox"), Fixed(True, cost="cheap")
+    chain = VerifierChain([("sandbox", sandbox), ("cheap", cheap)])
+    assert chain.names == ["cheap", "sandbox"]
+    result = chain(PIVOT, Message("assistant", "hello there; rm -rf /app/*"))
+    assert (result.accepted, result.reward, result.decided_by) == (False, 0.0, "sandbox")
+    assert sandbox.calls == 1
+    batch = chain.verify_batch(PIVOT, [Message("assistant", "x"), Message("assistant", "y")])
+    assert [r.accepted for r in batch] == [False, False]
+
+
+def test_a_faithful_acceptor_that_errors_gives_an_error_not_the_cheap_accept():
+    result = VerifierChain([("cheap", Fixed(True)), ("sandbox", type("S", (Raises,), {"cost": "sandbox"})())])(
+        PIVOT, Message("assistant", "x")
+    )
+    assert not result.accepted and result.reward == 0.0 and "backend exploded" in result.error
+
+
+def test_the_cheap_accept_stands_when_no_more_faithful_acceptor_applies():
+    skips = Skips()
+    result = VerifierChain([("cheap", Fixed(True)), ("sandbox", skips)])(PIVOT, Message("assistant", "x"))
+    assert (result.accepted, result.decided_by) == (True, "cheap") and skips.calls == 1
+
+
+def test_the_expert_action_itself_is_accepted_without_the_faithful_verifier():
+    sandbox = Fixed(False, cost="sandbox")
+    result = VerifierChain([("cheap", Fixed(True)), ("sandbox", sandbox)])(PIVOT, Message("assistant", "Hello  there"))
+    assert (result.accepted, result.decided_by, sandbox.calls) == (True, "cheap", 0)
 
 
 def test_raising_verifier_becomes_error_verdict_not_silent_zero():

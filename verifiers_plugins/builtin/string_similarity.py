@@ -1,14 +1,22 @@
-"""`string_similarity` acceptor: normalised similarity of text turns, shell commands and Terminus keystrokes."""
+"""`string_similarity` acceptor: normalised similarity of text turns, shell commands and Terminus keystrokes.
+
+Shell actions are compared command by command, not as one string: a candidate is similar only when
+it runs as many simple commands (split at `;`, `&&`, `||`, `|`, `&` and newlines) as the expert,
+each with the same program and a similar command line. A whole-string ratio would accept
+`<expert>; rm -rf /app/*` (0.86 against the expert alone), and a pivot with no sandbox has nothing
+else to catch it.
+"""
 
 from __future__ import annotations
 
 import re
+import shlex
 import unicodedata
 from collections.abc import Callable
 
 from rapidfuzz import fuzz
 
-from pivot_envs._actions import action_text
+from pivot_envs._actions import action_text, shell_actions
 from pivot_envs._model import Message, Pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
@@ -42,6 +50,11 @@ class StringSimilarity:
         """Compare the comparable text of expert and candidate."""
         if pivot.expert.is_tool_call:
             return Verdict.skip("expert called a tool: compared by tool_args")
+        expert_commands = shell_actions(pivot.expert)
+        if expert_commands:
+            mismatch = command_mismatch(expert_commands, shell_actions(action) if not action.tool_calls else [])
+            if mismatch:
+                return Verdict.reject(mismatch)
         want, got = normalize_text(action_text(pivot.expert)), normalize_text(action_text(action))
         if not got:
             return Verdict.reject("empty completion")
@@ -52,6 +65,53 @@ class StringSimilarity:
         if score >= self.threshold:
             return Verdict.accept(f"similarity {score:.2f} >= {self.threshold}", **details)
         return Verdict.reject(f"similarity {score:.2f} < {self.threshold}", **details)
+
+
+_OPERATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "\n"})
+
+
+def simple_commands(actions: list[str]) -> list[list[str]] | None:
+    """The simple commands of shell actions as word lists, split at control operators; None if unparseable."""
+    out: list[list[str]] = []
+    for action in actions:
+        lexer = shlex.shlex(action.replace("\\\n", " "), posix=True, punctuation_chars=";&|")
+        lexer.whitespace = " \t\r"  # newlines separate commands
+        current: list[str] = []
+        try:
+            for token in _tokens(lexer):
+                if token in _OPERATORS:
+                    if current:
+                        out.append(current)
+                    current = []
+                else:
+                    current.append(token)
+        except ValueError:  # unbalanced quotes: not a command line shlex can read
+            return None
+        if current:
+            out.append(current)
+    return out
+
+
+def _tokens(lexer: shlex.shlex) -> list[str]:
+    tokens = []
+    while (token := lexer.get_token()) != lexer.eof:
+        tokens.append(token)
+    return tokens
+
+
+def command_mismatch(expert: list[str], candidate: list[str]) -> str | None:
+    """Why the candidate's commands cannot be a rewording of the expert's, or None when they may be."""
+    want, got = simple_commands(expert), simple_commands(candidate)
+    if want is None:
+        return None  # an expert line shlex cannot read: only the whole-string comparison is left
+    if got is None:
+        return "the candidate's command line cannot be parsed (unbalanced quotes)"
+    if len(want) != len(got):
+        return f"runs {len(got)} simple command(s) where the expert runs {len(want)}"
+    for w, g in zip(want, got, strict=True):
+        if w[:1] != g[:1]:
+            return f"runs {g[0] if g else '(nothing)'!r} where the expert runs {w[0] if w else '(nothing)'!r}"
+    return None
 
 
 @hookimpl
