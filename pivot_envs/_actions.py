@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from pivot_envs._model import Message
+from pivot_envs._safejson import decode_json
 
 # Terminus 2 turns carry analysis/plan/task_complete; Terminus 1 turns state_analysis/explanation/
 # is_task_complete. Both carry `commands`, which is what the sandbox runs.
@@ -38,13 +39,16 @@ _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 def parse_terminus(text: str | None) -> dict[str, Any] | None:
-    """The Terminus JSON object in `text` (tolerating text around it), None when there is none."""
+    """The Terminus JSON object in `text` (tolerating text around it), None when there is none.
+
+    JSON that decodes to an unsafe value (see `decode_json`) is no Terminus turn: it scores 0.
+    """
     if not text:
         return None
     for candidate in (text.strip(), *(m.group(0) for m in _JSON_OBJECT.finditer(text))):
         try:
-            obj = json.loads(candidate)
-        except (json.JSONDecodeError, RecursionError):
+            obj = decode_json(candidate)
+        except json.JSONDecodeError:
             continue
         if isinstance(obj, dict) and "commands" in obj:
             return obj

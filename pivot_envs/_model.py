@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pivot_envs._safejson import decode_json
 from pivot_envs.errors import InvalidTrajectory
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -62,9 +63,9 @@ class ToolCall:
         )
 
     def parsed_arguments(self) -> Any:
-        """The arguments decoded from JSON, or None when they are not valid JSON."""
+        """The arguments decoded from JSON, or None when they are not valid, safe JSON (see `decode_json`)."""
         try:
-            return json.loads(self.arguments) if self.arguments.strip() else {}
+            return decode_json(self.arguments) if self.arguments.strip() else {}
         except json.JSONDecodeError:
             return None
 

@@ -1,6 +1,9 @@
 """Completion parsers: OpenAI tool_calls JSON, Hermes/Qwen `<tool_call>` text, Terminus JSON, bare text.
 
 A parser never raises: text it cannot read becomes an assistant message with that text as content.
+JSON is decoded with `decode_json`, so a call whose JSON (or arguments string) holds an integer past
+Python's 4,300-digit limit, NaN/Infinity, a lone surrogate or deep nesting is not a call: the whole
+completion stays text (it scores 0 with the verifiers' reason) and `extra["parse_error"]` says why.
 """
 
 from __future__ import annotations
@@ -11,12 +14,19 @@ from collections.abc import Callable
 from typing import Any
 
 from pivot_envs._model import Message, ToolCall
+from pivot_envs._safejson import UnsafeJSON, decode_json
 from verifiers_plugins.hookspecs import hookimpl
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
 def _as_call(obj: Any) -> ToolCall | None:
+    """A ToolCall from a decoded call object; None when it is not one.
+
+    Raises:
+        UnsafeJSON: an arguments string decodes to an unsafe value (a plain syntax error is kept:
+            the verifiers reject it as invalid JSON, naming the call).
+    """
     if not isinstance(obj, dict):
         return None
     fn = obj.get("function", obj)
@@ -24,7 +34,9 @@ def _as_call(obj: Any) -> ToolCall | None:
     if not isinstance(name, str) or not name:
         return None
     args = fn.get("arguments", fn.get("parameters", {}))
-    if not isinstance(args, str):
+    if isinstance(args, str):
+        _check_arguments(args)
+    else:
         try:
             args = json.dumps(args, ensure_ascii=False)
         except (TypeError, ValueError):
@@ -32,9 +44,22 @@ def _as_call(obj: Any) -> ToolCall | None:
     return ToolCall(name=name, arguments=args, id=str(obj.get("id") or ""))
 
 
-def parse_text(text: str) -> Message:
-    """The completion as plain assistant content."""
-    return Message(role="assistant", content=text if isinstance(text, str) else str(text))
+def _check_arguments(args: str) -> None:
+    """Raise `UnsafeJSON` for an arguments string that decodes to an unsafe value."""
+    if not args.strip():
+        return
+    try:
+        decode_json(args)
+    except UnsafeJSON:
+        raise
+    except json.JSONDecodeError:
+        pass  # plain invalid JSON stays in the call: the verifiers reject it, naming the call
+
+
+def parse_text(text: str, parse_error: str | None = None) -> Message:
+    """The completion as plain assistant content (`parse_error` noted in `extra` when given)."""
+    extra = {"parse_error": parse_error} if parse_error else {}
+    return Message(role="assistant", content=text if isinstance(text, str) else str(text), extra=extra)
 
 
 def parse_hermes(text: str) -> Message:
@@ -44,8 +69,10 @@ def parse_hermes(text: str) -> Message:
     calls: list[ToolCall] = []
     for block in _TOOL_CALL.findall(text):
         try:
-            call = _as_call(json.loads(block))
-        except (json.JSONDecodeError, RecursionError):
+            call = _as_call(decode_json(block))
+        except UnsafeJSON as e:
+            return parse_text(text, f"<tool_call> block: {e.msg}")
+        except json.JSONDecodeError:
             call = None
         if call is None:
             # A malformed block is kept as text: the verifiers will reject it with a reason.
@@ -62,12 +89,14 @@ def parse_openai(text: str) -> Message:
     if not isinstance(text, str):
         return parse_text(text)
     try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        obj = decode_json(text)
+        items = obj if isinstance(obj, list) else obj.get("tool_calls") if isinstance(obj, dict) else None
+        calls = [_as_call(c) for c in items] if isinstance(items, list) else []
+    except UnsafeJSON as e:
+        return parse_text(text, f"JSON message: {e.msg}")
+    except json.JSONDecodeError:
         return parse_text(text)
-    items = obj if isinstance(obj, list) else obj.get("tool_calls") if isinstance(obj, dict) else None
-    if isinstance(items, list) and items:
-        calls = [_as_call(c) for c in items]
+    if calls:
         if all(c is not None for c in calls):
             content = obj.get("content") if isinstance(obj, dict) else None
             return Message(
@@ -83,7 +112,7 @@ def parse_openai(text: str) -> Message:
 def parse_auto(text: str) -> Message:
     """Hermes tags first, then an OpenAI JSON message, else bare text (Terminus JSON stays text)."""
     msg = parse_hermes(text)
-    if msg.tool_calls:
+    if msg.tool_calls or "parse_error" in msg.extra:
         return msg
     return parse_openai(text)
 
