@@ -117,11 +117,11 @@ def main() -> None:
         group = [expert if i % 2 == 0 else f"echo wrong {i}" for i in range(g)]
         times, rewards = {}, {}
         for kind, env in envs.items():
-            env.score(pivot.id, group[:2])  # warm: connections, the host's loop
+            env.score(pivot, group[:2])  # warm: connections, the host's loop
             best = float("inf")
             for _ in range(args.repeats):
                 t = time.perf_counter()
-                results = env.score(pivot.id, group)
+                results = env.score(pivot, group)
                 best = min(best, time.perf_counter() - t)
             times[kind], rewards[kind] = best, [r.reward for r in results]
         assert rewards["sync"] == rewards["async"], "the two ways must give the same verdicts"

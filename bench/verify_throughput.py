@@ -61,7 +61,7 @@ def run(seconds: float = 2.0) -> dict:
     verdicts_per_pass = sum(len(c) for *_, c in data)
 
     def chain_pass():
-        return [[r.accepted for r in env.score(pid, comps)] for env, pid, _, comps in data]
+        return [[r.accepted for r in env.score(env.pivot(pid), comps)] for env, pid, _, comps in data]
 
     def difflib_pass():
         return [

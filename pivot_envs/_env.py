@@ -19,8 +19,8 @@ from pivot_envs.errors import UnknownPivot, did_you_mean
 
 # Submodules, not the package: `import verifiers_plugins` first imports the audit kit, which
 # imports pivot_envs, which lands here while verifiers_plugins is still initialising.
-from verifiers_plugins._cache import RewardCache
-from verifiers_plugins._chain import ChainResult, VerifierChain
+from verifiers_plugins._cache import CachedChain, RewardCache
+from verifiers_plugins._chain import ChainResult, Scorer, VerifierChain
 from verifiers_plugins._host import get_parser
 
 PathLike = str | os.PathLike[str]
@@ -102,16 +102,17 @@ class PivotEnv(gym.Env[dict, str]):
         if not len(self.pivots):
             raise ValueError(f"{type(self).__name__}: the dataset holds no pivots")
         self._index = index_of(self.pivots)
-        self.chain = self.build_chain(verifiers, verifier_config)
-        self.world_chain: VerifierChain | None = None
+        self.reward_cache = reward_cache if isinstance(reward_cache, RewardCache | None) else RewardCache(reward_cache)
+        # The one scoring path: the chain, wrapped by the reward cache when there is one.
+        self.chain: Scorer = self._scorer(self.build_chain(verifiers, verifier_config))
+        self.world_chain: Scorer | None = None
         if verifiers is None and self.world_verifiers:
-            self.world_chain = self.build_chain(self.world_verifiers, verifier_config)
+            self.world_chain = self._scorer(self.build_chain(self.world_verifiers, verifier_config))
         self.parser_name = parser or DOMAIN_PARSERS.get(self.domain, "auto")
         self.parse = get_parser(self.parser_name)
         self.observation_space = ChatSpace()
         self.action_space = CompletionSpace(max_length=max_completion_chars)
         self.current: Pivot | None = None
-        self.reward_cache = reward_cache if isinstance(reward_cache, RewardCache | None) else RewardCache(reward_cache)
 
     # -- construction hooks (domains override) ----------------------------------------------
 
@@ -136,6 +137,9 @@ class PivotEnv(gym.Env[dict, str]):
     ) -> VerifierChain:
         """The verifier chain (domains may inject domain options into the config)."""
         return VerifierChain.from_names(list(verifiers or self.default_verifiers), config)
+
+    def _scorer(self, chain: VerifierChain) -> Scorer:
+        return chain if self.reward_cache is None else CachedChain(chain, self.reward_cache)
 
     # -- Gymnasium API ---------------------------------------------------------------------
 
@@ -168,10 +172,7 @@ class PivotEnv(gym.Env[dict, str]):
         if self.current is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         message = self.parse(action if isinstance(action, str) else str(action))
-        if self.reward_cache is not None:
-            result = self._scored(self.current, [action if isinstance(action, str) else str(action)])[0]
-        else:
-            result = self.chain_for(self.current)(self.current, message)
+        (result,) = self.chain_for(self.current).verify_batch(self.current, [message])
         return observation(self.current), result.reward, True, False, self._step_info(result, message)
 
     def render(self) -> str | None:
@@ -183,21 +184,23 @@ class PivotEnv(gym.Env[dict, str]):
 
     # -- batch scoring for GRPO groups -----------------------------------------------------
 
-    def score(self, pivot_id: str, completions: Sequence[str]) -> list[ChainResult]:
-        """Score a group of completions at one pivot (batched through each verifier)."""
-        return self._scored(self.pivot(pivot_id), completions)
+    def score(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
+        """Score a group of completions at one pivot: each parsed once, then the (caching) chain, batched.
+
+        This and `step` are the one way a completion becomes a reward. `pivot` need not be in this
+        env's dataset (executors and adapters pass the pivot they hold); `env.pivot(id)` finds one by id.
+        """
+        if not isinstance(pivot, Pivot):
+            raise TypeError(
+                f"score: expected a Pivot (env.pivot(pivot_id) finds one by id), got {type(pivot).__name__}"
+            )
+        return self.chain_for(pivot).verify_batch(pivot, [self.parse(c) for c in completions])
 
     def score_pivot(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
-        """`score` for a pivot given by value: it need not be in this env's dataset (executors use it)."""
-        return self._scored(pivot, completions)
+        """`score` under the name earlier callers use."""
+        return self.score(pivot, completions)
 
-    def _scored(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
-        chain = self.chain_for(pivot)
-        if self.reward_cache is not None:
-            return self.reward_cache.score(chain, pivot, completions, self.parse, self.parser_name)
-        return chain.verify_batch(pivot, [self.parse(c) for c in completions])
-
-    def chain_for(self, pivot: Pivot) -> VerifierChain:
+    def chain_for(self, pivot: Pivot) -> Scorer:
         """The chain that scores `pivot`: the world chain when it carries a tool world, else `self.chain`."""
         if self.world_chain is not None and pivot.context.get("world"):
             return self.world_chain

@@ -120,7 +120,7 @@ def sample_and_score(
     env = gym.make(ENV_ID, pivots=list(pivots), **({"verifiers": list(verifiers)} if verifiers else {})).unwrapped
     rewards, accepted = [], []
     for pivot, group in zip(pivots, groups, strict=True):
-        results = env.score(pivot.id, [g.text for g in group])
+        results = env.score(pivot, [g.text for g in group])
         rewards.append([r.reward for r in results])
         accepted.append([float(r.accepted) for r in results])
     return torch.tensor(rewards), torch.tensor(accepted), backend.policy_id

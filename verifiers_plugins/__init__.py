@@ -15,8 +15,8 @@ Third-party packages add verifiers with an entry point in the group `pivot` (gui
 import pivot_envs  # noqa: F401  isort: skip
 from verifiers_plugins._async import DEFAULT_TIMEOUT_S
 from verifiers_plugins._audit import AUDIT_CASES, AuditCase, adversarial_completions, audit, audit_failures
-from verifiers_plugins._cache import RewardCache, default_cache_path
-from verifiers_plugins._chain import ChainResult, VerifierChain, safe_verify, safe_verify_batch
+from verifiers_plugins._cache import CachedChain, RewardCache, default_cache_path
+from verifiers_plugins._chain import ChainResult, Scorer, VerifierChain, as_verdict, safe_verify, safe_verify_batch
 from verifiers_plugins._check import CheckReport, Problem, check_plugins
 from verifiers_plugins._host import (
     DEFAULT_PLUGINS,
@@ -33,7 +33,7 @@ from verifiers_plugins._host import (
     reset_host,
 )
 from verifiers_plugins._verdict import Verdict, Verifier, verifier_meta
-from verifiers_plugins.errors import DuplicateName, PluginError, UnknownVerifier, VerifierTimeout
+from verifiers_plugins.errors import DuplicateName, PluginError, RewardCacheError, UnknownVerifier, VerifierTimeout
 from verifiers_plugins.hookspecs import HOOK_API_VERSION, hookimpl, hookspec
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_PLUGINS",
     "DEFAULT_TIMEOUT_S",
     "HOOK_API_VERSION",
+    "CachedChain",
     "ChainResult",
     "CheckReport",
     "DuplicateName",
@@ -51,8 +52,11 @@ __all__ = [
     "Problem",
     "Registration",
     "RewardCache",
+    "RewardCacheError",
+    "Scorer",
     "UnknownVerifier",
     "adversarial_completions",
+    "as_verdict",
     "audit",
     "audit_failures",
     "Verdict",

@@ -1,9 +1,15 @@
 """A content-addressed reward cache: SQLite, stdlib only.
 
-Key: (pivot content hash, completion hash, chain hash). The completion hash covers the parser
-name and the raw completion text; the chain hash (`VerifierChain.config_hash`) covers each
-verifier's name, version and config, so bumping a verifier's `version` or changing its config
-never reads a stale verdict. The value is the whole `ChainResult` as JSON.
+`CachedChain` wraps a `VerifierChain` and has its interface: it is the one way a completion becomes
+a reward once a cache is configured. Key: (pivot content hash, action hash, chain hash). The action
+hash covers the parsed action (what every verifier sees); the chain hash
+(`VerifierChain.config_hash`) covers each verifier's name, version and config, so bumping a
+verifier's `version` or changing its config never reads a stale verdict. The value is the whole
+`ChainResult` as JSON, range-checked when read back.
+
+Errors are never cached (a dead Docker daemon must not stay a dead reward). A write that fails (a
+full disk) turns caching off with one warning and scoring goes on; an unreadable row is a miss; a
+file that is not a reward cache is a `RewardCacheError` naming it.
 
 Nondeterministic chains (an LLM judge) are cached too, because re-asking a judge for the same
 candidate is the expensive part of re-profiling; each such row is flagged, `stats()` counts them,
@@ -12,23 +18,25 @@ and `RewardCache(nondeterministic=False)` turns their caching off.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pivot_envs._paths import cache_dir
-from verifiers_plugins._chain import ChainResult
+from verifiers_plugins._chain import ChainResult, VerifierChain
 from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.errors import RewardCacheError
 
 if TYPE_CHECKING:
     from pivot_envs._model import Message, Pivot
-    from verifiers_plugins._chain import VerifierChain
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -50,25 +58,45 @@ def default_cache_path() -> Path:
     return cache_dir("rewards.sqlite")
 
 
-def completion_hash(parser: str, completion: str) -> str:
-    """SHA-256 of the parser name and the raw completion text."""
-    return hashlib.sha256(f"{parser}\x00{completion}".encode("utf-8", "surrogatepass")).hexdigest()
+def action_hash(action: Message) -> str:
+    """SHA-256 of the parsed action (its OpenAI chat JSON): what every verifier sees of a completion."""
+    blob = json.dumps(action.to_json(), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def result_from_json(payload: dict[str, Any]) -> ChainResult:
-    """Inverse of `ChainResult.to_json`."""
-    verdicts = {}
-    for name, v in payload["verdicts"].items():
-        verdicts[name] = Verdict(
-            reward=v["reward"],
-            accepted=v["accepted"],
-            reason=v.get("reason", ""),
-            details=v.get("details") or None,
-            error=v.get("error"),
-            applicable=v.get("applicable", True),
-            verifier=v.get("verifier", name),
+    """Inverse of `ChainResult.to_json`.
+
+    Raises:
+        ValueError: the payload is not a chain result (a missing key, a wrong type, a reward out of [0, 1]).
+    """
+    try:
+        verdicts = {}
+        for name, v in payload["verdicts"].items():
+            verdicts[name] = Verdict(
+                reward=v["reward"],
+                accepted=v["accepted"],
+                reason=v.get("reason", ""),
+                details=v.get("details") or None,
+                error=v.get("error"),
+                applicable=v.get("applicable", True),
+                verifier=v.get("verifier", name),
+            )
+        reward = payload["reward"]
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0:
+            raise ValueError(f"reward {reward!r} is not a number in [0, 1]")
+        if not isinstance(payload["accepted"], bool):
+            raise ValueError(f"accepted {payload['accepted']!r} is not a bool")
+        return ChainResult(
+            float(reward), payload["accepted"], str(payload["decided_by"]), verdicts, payload.get("error")
         )
-    return ChainResult(payload["reward"], payload["accepted"], payload["decided_by"], verdicts, payload.get("error"))
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"not a chain result: {type(e).__name__}: {e}") from e
+
+
+def cacheable(result: ChainResult) -> bool:
+    """Only decisions are cached: a result resting on an error (a dead daemon, a timeout) is asked again."""
+    return result.error is None and not any(v.error for v in result.verdicts.values())
 
 
 class RewardCache:
@@ -91,12 +119,21 @@ class RewardCache:
         self.nondeterministic = nondeterministic
         self.hits = 0
         self.misses = 0
+        self.writable = True
+        self._warned: set[str] = set()
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        if self.path != ":memory:":
-            self._db.execute("PRAGMA journal_mode=WAL")  # readers never block the one writer
-        self._db.executescript(SCHEMA)
-        self._db.commit()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")  # readers never block the one writer
+            self._db.executescript(SCHEMA)
+            self._db.commit()
+            self._db.execute("SELECT pivot_hash, completion_hash, chain_hash, result FROM verdicts LIMIT 1").fetchall()
+        except sqlite3.Error as e:
+            raise RewardCacheError(
+                f"reward cache {self.path}: not a readable reward cache ({e}); delete the file or pass another "
+                f"cache path (--cache / $PIVOT_CACHE)"
+            ) from e
 
     def close(self) -> None:
         """Close the database."""
@@ -109,34 +146,8 @@ class RewardCache:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def score(
-        self,
-        chain: VerifierChain,
-        pivot: Pivot,
-        completions: Sequence[str],
-        parse: Callable[[str], Message],
-        parser: str,
-    ) -> list[ChainResult]:
-        """Chain results for a group of completions: cached ones read back, the rest verified in one batch."""
-        chain_hash, pivot_hash = chain.config_hash(), pivot.content_hash()
-        keys = [completion_hash(parser, c) for c in completions]
-        found = self._get(pivot_hash, chain_hash, set(keys))
-        todo = [i for i, k in enumerate(keys) if k not in found]
-        fresh: dict[str, ChainResult] = {}
-        if todo:
-            unique = list(dict.fromkeys(keys[i] for i in todo))  # a repeated completion is verified once
-            first = {k: completions[keys.index(k)] for k in unique}
-            results = chain.verify_batch(pivot, [parse(first[k]) for k in unique])
-            fresh = dict(zip(unique, results, strict=True))
-            deterministic = chain.deterministic
-            if deterministic or self.nondeterministic:
-                self._put(pivot_hash, chain_hash, fresh, deterministic)
-        with self._lock:
-            self.hits += len(completions) - len(todo)
-            self.misses += len(todo)
-        return [found[k] if k in found else fresh[k] for k in keys]
-
-    def _get(self, pivot_hash: str, chain_hash: str, keys: set[str]) -> dict[str, ChainResult]:
+    def get(self, pivot_hash: str, chain_hash: str, keys: set[str]) -> dict[str, ChainResult]:
+        """The cached results among `keys` (action hashes); an unreadable row is a miss, with one warning."""
         if not keys:
             return {}
         marks = ",".join("?" * len(keys))
@@ -146,17 +157,48 @@ class RewardCache:
                 f"AND completion_hash IN ({marks})",
                 (pivot_hash, chain_hash, *keys),
             ).fetchall()
-        return {k: result_from_json(json.loads(r)) for k, r in rows}
+        out = {}
+        for key, blob in rows:
+            try:
+                result = result_from_json(json.loads(blob))
+            except ValueError as e:  # json.JSONDecodeError is a ValueError too
+                self._warn_once(
+                    "bad_row", f"reward cache {self.path}: ignoring an unreadable row ({e}); it is re-scored"
+                )
+                continue
+            if cacheable(result):  # an error verdict written by an older version is never served
+                out[key] = result
+        return out
 
-    def _put(self, pivot_hash: str, chain_hash: str, results: dict[str, ChainResult], deterministic: bool) -> None:
-        now = time.time()
+    def put(self, pivot_hash: str, chain_hash: str, results: dict[str, ChainResult], deterministic: bool) -> None:
+        """Store decisions (error results are skipped); a write that fails turns caching off with one warning."""
         rows = [
-            (pivot_hash, k, chain_hash, json.dumps(r.to_json(), default=str), int(deterministic), now)
+            (pivot_hash, k, chain_hash, json.dumps(r.to_json(), default=str), int(deterministic), time.time())
             for k, r in results.items()
+            if cacheable(r)
         ]
+        if not rows or not self.writable:
+            return
+        try:
+            with self._lock:
+                self._db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?)", rows)
+                self._db.commit()
+        except sqlite3.Error as e:  # a full disk, a read-only file: scoring goes on uncached
+            self.writable = False
+            with self._lock, contextlib.suppress(sqlite3.Error):
+                self._db.rollback()
+            self._warn_once("write", f"reward cache {self.path}: cannot write ({e}); going on without caching")
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+    def count(self, hits: int, misses: int) -> None:
+        """Add to the session's hit and miss counters."""
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?)", rows)
-            self._db.commit()
+            self.hits += hits
+            self.misses += misses
 
     def stats(self) -> dict[str, Any]:
         """Entries, how many come from nondeterministic chains, chains seen, file size, session hits/misses."""
@@ -187,3 +229,56 @@ class RewardCache:
             with self._lock:
                 self._db.execute("VACUUM")
         return n
+
+
+class CachedChain:
+    """A `VerifierChain` whose verdicts are read from and written to a `RewardCache`: the chain's own interface.
+
+    The key is (pivot content hash, hash of the parsed action, chain hash): the completion is parsed
+    once, by the caller, and the cache sees exactly what the verifiers see. Error results are never
+    stored. A repeated action in a group is verified once.
+    """
+
+    def __init__(self, chain: VerifierChain, cache: RewardCache) -> None:
+        self.chain = chain
+        self.cache = cache
+        self._chain_hash = chain.config_hash()
+
+    @property
+    def steps(self) -> list[tuple[str, Any]]:
+        """The wrapped chain's verifiers, in run order."""
+        return self.chain.steps
+
+    @property
+    def names(self) -> list[str]:
+        """Verifier names in run order."""
+        return self.chain.names
+
+    @property
+    def deterministic(self) -> bool:
+        """True when every verifier of the chain is deterministic."""
+        return self.chain.deterministic
+
+    def config_hash(self) -> str:
+        """The wrapped chain's hash (a cache does not change what a reward means)."""
+        return self._chain_hash
+
+    def __call__(self, pivot: Pivot, action: Message) -> ChainResult:
+        """Score one action."""
+        return self.verify_batch(pivot, [action])[0]
+
+    def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[ChainResult]:
+        """Cached results read back, the rest verified in one batch and stored."""
+        pivot_hash = pivot.content_hash()
+        keys = [action_hash(a) for a in actions]
+        found = self.cache.get(pivot_hash, self._chain_hash, set(keys))
+        unique = list(dict.fromkeys(k for k in keys if k not in found))
+        fresh: dict[str, ChainResult] = {}
+        if unique:
+            first = {k: actions[keys.index(k)] for k in unique}
+            fresh = dict(zip(unique, self.chain.verify_batch(pivot, [first[k] for k in unique]), strict=True))
+            deterministic = self.chain.deterministic
+            if deterministic or self.cache.nondeterministic:
+                self.cache.put(pivot_hash, self._chain_hash, fresh, deterministic)
+        self.cache.count(hits=sum(k in found for k in keys), misses=sum(k not in found for k in keys))
+        return [found[k] if k in found else fresh[k] for k in keys]

@@ -7,7 +7,7 @@ import json
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from verifiers_plugins._async import await_all, await_result, call_bounded, is_async_verifier, verify_timeout
 from verifiers_plugins._host import get_verifier
@@ -46,6 +46,38 @@ class ChainResult:
             "error": self.error,
             "verdicts": {k: v.to_json() for k, v in self.verdicts.items()},
         }
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """What turns parsed actions at a pivot into chain results: a `VerifierChain` or a `CachedChain`."""
+
+    @property
+    def steps(self) -> list[tuple[str, Any]]:
+        """The chain's (name, verifier) pairs in run order."""
+        ...
+
+    @property
+    def names(self) -> list[str]:
+        """Verifier names in run order."""
+        ...
+
+    @property
+    def deterministic(self) -> bool:
+        """True when every verifier is deterministic."""
+        ...
+
+    def config_hash(self) -> str:
+        """Hash of the chain's names, versions and config."""
+        ...
+
+    def __call__(self, pivot: Pivot, action: Message) -> ChainResult:
+        """Score one action."""
+        ...
+
+    def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[ChainResult]:
+        """Score a group of actions at one pivot."""
+        ...
 
 
 def as_verdict(name: str, value: object) -> Verdict:

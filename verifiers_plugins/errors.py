@@ -26,3 +26,7 @@ class WorldDataError(PluginError):
 
 class VerifierTimeout(PluginError, TimeoutError):
     """Raised by the host's async runner when a coroutine verifier misses its per-call timeout."""
+
+
+class RewardCacheError(PluginError):
+    """Raised when the reward cache file cannot be opened as one (corrupt, or not SQLite): the message names it."""

@@ -90,5 +90,5 @@ def test_score_batches_a_group():
     env = gym.make("pivot/terminal-v0")
     pivot = env.unwrapped.pivots[0]
     good = render_completion(pivot.expert, pivot.domain)
-    results = env.unwrapped.score(pivot.id, [good, "", "{}", good])
+    results = env.unwrapped.score(pivot, [good, "", "{}", good])
     assert [r.reward for r in results] == [1.0, 0.0, 0.0, 1.0]

@@ -123,7 +123,7 @@ def test_thousand_concurrent_verify_requests(server_url):
     env = gym.make(ENV_ID)
     cases = _cases(env)
     expected = {
-        i: normalized([r.to_json() for r in env.unwrapped.score(pid, comps)]) for i, (pid, comps) in enumerate(cases)
+        i: normalized([r.to_json() for r in env.unwrapped.score(env.unwrapped.pivot(pid), comps)]) for i, (pid, comps) in enumerate(cases)
     }
     n = 1000
     assignment = [k % len(cases) for k in range(n)]

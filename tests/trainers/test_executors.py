@@ -29,7 +29,7 @@ def test_in_process_executor_equals_env_score():
     env = gym.make("pivot/tool-use-v0").unwrapped
     tasks = tasks_for("pivot/tool-use-v0")
     results = InProcessExecutor(EnvSpec("pivot/tool-use-v0")).verify(tasks)
-    assert results == [env.score(t.pivot.id, t.completions) for t in tasks]
+    assert results == [env.score(t.pivot, t.completions) for t in tasks]
     assert any(r.accepted for rs in results for r in rs) and any(not r.accepted for rs in results for r in rs)
     with pytest.raises(ValueError, match="expected an executor in"):
         make_executor("dask", EnvSpec("pivot/tool-use-v0"))
@@ -171,7 +171,7 @@ def test_http_server_scores_through_ray_workers(ray_cluster):
         tasks = tasks_for("pivot/swe-v0")
         answers = [remote.verify_batch(t.pivot.id, list(t.completions)) for t in tasks]
         remote.close()
-        expected = [[r.to_json() for r in env.score(t.pivot.id, t.completions)] for t in tasks]
+        expected = [[r.to_json() for r in env.score(t.pivot, t.completions)] for t in tasks]
         assert answers == json.loads(json.dumps(expected))
         assert sum(s["tasks"] for s in executor.stats()) == len(tasks)
     finally:

@@ -156,8 +156,8 @@ def test_envs_use_the_reward_cache_when_pivot_cache_is_set(tmp_path, monkeypatch
     monkeypatch.setenv("PIVOT_CACHE", str(tmp_path / "rewards.sqlite"))
     env = make_env(GRPOConfig(model="m"), None).unwrapped
     pivot = env.pivots[0]
-    first = env.score(pivot.id, ["a", "b"])
-    again = env.score(pivot.id, ["a", "b"])
+    first = env.score(pivot, ["a", "b"])
+    again = env.score(pivot, ["a", "b"])
     assert [r.reward for r in first] == [r.reward for r in again]
     assert env.reward_cache.hits >= 2
 

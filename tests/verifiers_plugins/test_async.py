@@ -98,7 +98,7 @@ def test_a_coroutine_that_blocks_the_loop_times_out_and_the_next_call_gets_a_fre
 def test_group_scoring_runs_coroutines_concurrently_each_with_its_own_timeout():
     env = gym.make("pivot/terminal-v0", verifiers=["echo_loop"])
     pivot_id = env.unwrapped.pivots[0].id
-    results = env.unwrapped.score(pivot_id, ["yes", "no", "hang", "boom", "yes"])
+    results = env.unwrapped.score(env.unwrapped.pivot(pivot_id), ["yes", "no", "hang", "boom", "yes"])
     assert [r.reward for r in results] == [1.0, 0.0, 0.0, 0.0, 1.0]
     assert [r.error for r in results][:2] == [None, None]
     assert results[2].error == "echo_loop timed out after 0.5s"
@@ -120,7 +120,7 @@ def test_one_loop_serves_every_call_so_clients_bound_to_it_keep_working():
 def test_async_verify_batch_that_hangs_gives_every_action_an_error_verdict():
     env = gym.make("pivot/terminal-v0", verifiers=["hanging_batch"])
     pivot_id = env.unwrapped.pivots[0].id
-    results = env.unwrapped.score(pivot_id, ["a", "b"])
+    results = env.unwrapped.score(env.unwrapped.pivot(pivot_id), ["a", "b"])
     # a group call may take the per-call timeout for each of its actions
     assert [r.error for r in results] == ["hanging_batch timed out after 0.4s"] * 2
 

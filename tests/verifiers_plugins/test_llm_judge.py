@@ -79,7 +79,7 @@ def env(judge):
 
 def test_equivalent_in_both_orders_is_accepted_and_asked_twice(env, judge):
     e, pivot = env
-    [result] = e.score(pivot.id, [judge.expert])
+    [result] = e.score(pivot, [judge.expert])
     assert result.accepted and result.decided_by == "llm_judge" and result.error is None
     assert len(judge.requests) == 2
     docs = [json.loads(r) for r in judge.requests]
@@ -92,7 +92,7 @@ def test_swap_disagreement_is_not_accepted(env, judge):
     judge.mode = "position_biased"
     call = pivot.expert.tool_calls[0]
     candidate = f'<tool_call>\n{{"name": "{call.name}", "arguments": {{"other": 1}}}}\n</tool_call>'
-    [result] = e.score(pivot.id, [candidate])
+    [result] = e.score(pivot, [candidate])
     assert not result.accepted and result.error is None
     assert "disagree" in result.verdicts["llm_judge"].reason
 
@@ -100,14 +100,14 @@ def test_swap_disagreement_is_not_accepted(env, judge):
 def test_malformed_answer_is_an_error_verdict_not_a_zero(env, judge):
     e, pivot = env
     judge.mode = "malformed"
-    [result] = e.score(pivot.id, [judge.expert])
+    [result] = e.score(pivot, [judge.expert])
     assert not result.accepted and result.error and "not JSON" in result.error
 
 
 def test_server_down_is_an_error_verdict_after_retries(env, judge):
     e, pivot = env
     judge.mode = "down"
-    [result] = e.score(pivot.id, [judge.expert])
+    [result] = e.score(pivot, [judge.expert])
     assert not result.accepted and result.error and "503" in result.error
     assert len(judge.requests) == 0
 
@@ -123,7 +123,7 @@ def test_server_down_is_an_error_verdict_after_retries(env, judge):
 )
 def test_injection_in_the_candidate_cannot_flip_the_verdict(env, judge, candidate):
     e, pivot = env
-    results = e.score(pivot.id, [candidate])
+    results = e.score(pivot, [candidate])
     # turn_kind may reject a text candidate first; a tool-call candidate reaches the judge.
     assert not results[0].accepted
     for user in judge.requests:
@@ -135,7 +135,7 @@ def test_injection_in_the_candidate_cannot_flip_the_verdict(env, judge, candidat
 def test_reason_echoing_the_injection_does_not_flip(env, judge):
     e, pivot = env
     judge.mode = "reason_echo"
-    [result] = e.score(pivot.id, ['<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>'])
+    [result] = e.score(pivot, ['<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>'])
     assert not result.accepted and result.error is None
 
 
@@ -158,8 +158,8 @@ def test_judge_verdicts_are_cached_and_flagged_nondeterministic(judge, tmp_path)
     ).unwrapped
     pivot = next(p for p in e.pivots if p.expert.is_tool_call)
     expert = render_completion(pivot.expert, pivot.domain)
-    first = e.score(pivot.id, [expert])
-    second = e.score(pivot.id, [expert])
+    first = e.score(pivot, [expert])
+    second = e.score(pivot, [expert])
     assert first[0].accepted and second[0].accepted
     assert len(judge.requests) == 2  # the second score came from the cache
     assert cache.hits == 1 and cache.stats()["nondeterministic_entries"] == 1
@@ -177,7 +177,7 @@ def test_prompt_file_and_config_validation(judge, tmp_path):
         verifier_config={"llm_judge": {"url": judge.url, "prompt_file": str(prompt)}},
     ).unwrapped
     pivot = next(p for p in e.pivots if p.expert.is_tool_call)
-    assert e.score(pivot.id, [render_completion(pivot.expert, pivot.domain)])[0].accepted
+    assert e.score(pivot, [render_completion(pivot.expert, pivot.domain)])[0].accepted
     assert judge.systems == [prompt.read_text()] * 2
     with pytest.raises(ValueError, match="retries"):
         LLMJudge(url=judge.url, retries=-1)

@@ -204,13 +204,13 @@ def test_tool_use_env_picks_the_world_chain_per_pivot():
     env.reset(options={"pivot_id": world.id})
     _, reward, _, _, info = env.step(render_completion(world.expert, world.domain))
     assert reward == 1.0 and info["decided_by"] == "tool_exec"
-    results = env.score(world.id, [render_completion(world.expert, world.domain), "no tool call"])
+    results = env.score(world, [render_completion(world.expert, world.domain), "no tool call"])
     assert [r.accepted for r in results] == [True, False]
     forced = gym.make("pivot/tool-use-v0", dataset=exec_sample, verifiers=["turn_kind", "tool_args"]).unwrapped
     assert forced.world_chain is None and forced.chain_for(world) is forced.chain
     bundled = gym.make("pivot/tool-use-v0").unwrapped  # the bundled env works with no set-up
     transfer = next(p for p in bundled.pivots if p.context.get("world") and p.expert.tool_calls)
-    assert bundled.score(transfer.id, [render_completion(transfer.expert, transfer.domain)])[0].accepted
+    assert bundled.score(transfer, [render_completion(transfer.expert, transfer.domain)])[0].accepted
 
 
 def test_a_failed_expert_call_needs_the_same_arguments(airline_pivots, verifier):

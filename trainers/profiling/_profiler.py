@@ -228,7 +228,7 @@ def _guard(backend: GenerationBackend, pivots: Sequence[Pivot]) -> list[str]:
 
 def _verify(env: Any, executor: Any, chunk: Sequence[Pivot], texts: list[list[str]]) -> list[Any]:
     if executor is None:
-        return [env.score(p.id, t) for p, t in zip(chunk, texts, strict=True)]
+        return [env.score(p, t) for p, t in zip(chunk, texts, strict=True)]
     from trainers.executors import VerifyTask
 
     return executor.verify([VerifyTask(p, tuple(t)) for p, t in zip(chunk, texts, strict=True)])

@@ -146,7 +146,7 @@ def test_env_runs_on_synthesized_file_with_corpus(tmp_path, shared_data, corpus)
     _, reward, terminated, _, info = env.step(render_completion(pivot.expert, "browse"))
     assert reward == 1.0 and terminated and info["decided_by"] == "retrieval_match"
     group = env.unwrapped.score(
-        pivot.id,
+        pivot,
         [
             render_completion(pivot.expert, "browse"),
             "no idea",
@@ -162,7 +162,7 @@ def test_bundled_env_pivots_all_score_their_expert_and_the_audit_accepts_nothing
     sources = {p.context["source_format"] for p in pivots}
     assert sources == {"oracle", "react"} and all(p.context["replayable"] for p in pivots if p.expert.tool_calls)
     for p in pivots:
-        assert env.unwrapped.score(p.id, [render_completion(p.expert, "browse")])[0].reward == 1.0, p.id
+        assert env.unwrapped.score(p, [render_completion(p.expert, "browse")])[0].reward == 1.0, p.id
     rows = audit(env)
     assert rows and audit_failures(rows) == []
 

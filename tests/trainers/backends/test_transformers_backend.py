@@ -44,6 +44,6 @@ def test_greedy_decoding_reproduces_the_expert_on_a_memorised_tool_call(backend)
     env = gym.make("pivot/tool-use-v0").unwrapped
     calls = [p for p in env.pivots if p.expert.is_tool_call]
     groups = backend.generate(calls, 1, SamplingParams(max_new_tokens=48, temperature=0.0))
-    rewards = [env.score(p.id, [g[0].text])[0].reward for p, g in zip(calls, groups, strict=True)]
+    rewards = [env.score(p, [g[0].text])[0].reward for p, g in zip(calls, groups, strict=True)]
     # The SFT'd policy has learned at least some of its tool calls well enough to emit them greedily.
     assert sum(rewards) >= 1

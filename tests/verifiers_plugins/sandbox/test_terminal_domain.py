@@ -57,7 +57,7 @@ def test_synthesize_cli_and_env(busybox, tmp_path):
     wrong = json.dumps({"analysis": "x", "plan": "y", "commands": [{"keystrokes": "rm notes.txt\n"}]})
     _, reward, _, _, info = env.step(wrong)
     assert reward == 0.0 and info["verdicts"]["docker_shell"]["details"]["differed"]
-    results = env.unwrapped.score(grep.id, [rewrite, wrong, "{not json"])
+    results = env.unwrapped.score(grep, [rewrite, wrong, "{not json"])
     assert [r.reward for r in results] == [1.0, 0.0, 0.0]
 
 
