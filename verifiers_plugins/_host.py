@@ -42,8 +42,9 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.swe_target",
     "verifiers_plugins.builtin.docker_shell",
     "verifiers_plugins.builtin.llm_judge",
+    "verifiers_plugins.builtin.user_simulators",
 )
-KINDS = ("verifiers", "parsers", "sandboxes", "tool_worlds", "categories")
+KINDS = ("verifiers", "parsers", "sandboxes", "tool_worlds", "categories", "user_simulators")
 ALLOW_LIST_VAR = "PIVOT_PLUGINS"
 
 
@@ -363,3 +364,8 @@ def get_verifier(name: str, **config: Any) -> Any:
 def get_parser(name: str) -> Callable[[str], Any]:
     """The parser registered under `name`."""
     return get_host().get("parsers", name)
+
+
+def get_user_simulator(name: str, **config: Any) -> Any:
+    """Build the user simulator registered under `name` with its config (episode envs)."""
+    return get_host().get("user_simulators", name)(**config)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import pluggy
 
 PROJECT = "pivot"
-HOOK_API_VERSION = 1  # bumped when a hook gains an argument; never decreases
+HOOK_API_VERSION = 2  # bumped when a hook gains an argument; never decreases
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -89,4 +89,17 @@ def register_categories(register: Callable[..., None]) -> None:
 
     Args:
         register: `register(alias: str, category: str) -> None` (API 1).
+    """
+
+
+@hookspec
+def register_user_simulators(register: Callable[..., None]) -> None:
+    """Register user simulators for episode envs: `register(name, factory)`. Since hook API 2.
+
+    `factory(**config)` returns an object with `reply(conversation, *, task, recorded) -> UserReply`
+    (see `verifiers_plugins.builtin.user_simulators`); `config` holds the keyword arguments given
+    as `gym.make("pivot/tool-use-episode-v0", user_simulator=name, user_simulator_config={...})`.
+
+    Args:
+        register: `register(name: str, factory: Callable[..., simulator]) -> None` (API 2).
     """

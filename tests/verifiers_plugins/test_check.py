@@ -9,6 +9,7 @@ import pluggy
 import pytest
 
 from verifiers_plugins import PluginError, Verdict, check_plugins, get_host, get_verifiers, hookimpl, hookspecs
+from verifiers_plugins._host import hook_names
 
 TYPO = """
 from verifiers_plugins import Verdict, hookimpl
@@ -181,13 +182,7 @@ def test_deprecated_hook_is_a_warning_through_warn_on_impl():
     # A spec module as it would look after renaming a hook: the old name warns on impl.
     specs = types.ModuleType("future_specs")
     spec = pluggy.HookspecMarker(hookspecs.PROJECT)
-    for name in (
-        "register_verifiers",
-        "register_parsers",
-        "register_sandboxes",
-        "register_tool_worlds",
-        "register_categories",
-    ):
+    for name in hook_names():  # every current hook: the built-ins implement them all
         setattr(specs, name, spec(getattr(hookspecs, name)))
 
     def register_checkers(register):

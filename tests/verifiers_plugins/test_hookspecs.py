@@ -15,6 +15,7 @@ RELEASED = {
         "register_tool_worlds": ("register",),
         "register_categories": ("register",),
     },
+    2: {"register_user_simulators": ("register",)},
 }
 
 

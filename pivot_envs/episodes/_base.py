@@ -1,0 +1,292 @@
+"""`EpisodeEnv`: continue from a pivot for several turns in the live, restored state.
+
+A pivot env scores one completion and ends; an episode env starts at a pivot (the state before
+that assistant turn), executes each action in a live state (a tool world, a container), and ends
+with the task's own outcome. The first pivot of a trajectory is the task's initial state, so the
+same env runs end-to-end episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from pivot_envs._env import bundled_paths
+from pivot_envs._formats import detect_format, open_pivots
+from pivot_envs._model import Message, Pivot
+from pivot_envs._pivots import extract_pivots
+from pivot_envs._render import DOMAIN_PARSERS, chat_message
+from pivot_envs._spaces import ChatSpace, CompletionSpace
+from pivot_envs.errors import UnknownPivot, did_you_mean
+from verifiers_plugins._host import get_parser
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What executing one agent action produced (returned by `EpisodeEnv.act`).
+
+    Attributes:
+        messages: the observation's new messages (tool results, terminal output, the user's reply).
+        ended_by: why the episode ends here ("user_stop", "transfer", "task_complete", ...); None goes on.
+        error: set when the live state failed (not the agent): the episode is cut with an error outcome.
+    """
+
+    messages: tuple[Message, ...] = ()
+    ended_by: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """The task's outcome at the end of an episode (`info["outcome"]`).
+
+    Attributes:
+        reward: 1.0 when the task is done by its own rule, else 0.0.
+        ended_by: what ended the episode ("max_turns" for a truncation).
+        rule: the rule that decided ("tau-bench", "task_tests").
+        details: the rule's evidence (which checks passed).
+        error: set when the outcome could not be decided (reward is then 0 and means nothing).
+    """
+
+    reward: float
+    ended_by: str
+    rule: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict with `reward`, `ended_by`, `rule`, `details`, `error`."""
+        return {**dataclasses.asdict(self), "details": dict(self.details)}
+
+
+def load_episode_data(paths: Sequence[PathLike], domain: str) -> tuple[list[Pivot], dict[str, tuple[Message, ...]]]:
+    """Pivots of every file plus each trajectory's recorded messages.
+
+    Trajectory formats give the whole recorded conversation (its final user message included);
+    pivot files give, per trajectory, the longest pivot's history plus its expert turn.
+    """
+    pivots: list[Pivot] = []
+    recorded: dict[str, tuple[Message, ...]] = {}
+    for path in paths:
+        fmt = detect_format(path)
+        if fmt.read_trajectories is not None:
+            for traj in fmt.read_trajectories(Path(path), {"domain": domain}):
+                recorded[traj.id] = traj.messages
+                pivots.extend(extract_pivots(traj))
+            continue
+        for pivot in open_pivots(path, domain=domain):
+            pivots.append(pivot)
+            tid = str(pivot.context.get("trajectory_id") or pivot.id.rsplit("#", 1)[0])
+            messages = (*pivot.history, pivot.expert)
+            if len(messages) > len(recorded.get(tid, ())):
+                recorded[tid] = messages
+    return pivots, recorded
+
+
+class EpisodeEnv(gym.Env[dict, str]):
+    """A Gymnasium env whose episode continues a task from one pivot until the task ends.
+
+    Contract:
+        - Observation (`ChatSpace`): `{"pivot_id", "messages", "tools"}`; `messages` is the whole
+          conversation so far: the pivot's history, then each agent turn followed by what the live
+          state answered (tool results, terminal output, the user's next message).
+        - Action (`CompletionSpace`): one assistant completion as text, parsed by the domain's
+          parser. Unreadable text is a plain message like any other; `step` never raises on it.
+        - Reward: 0.0 on every step but the last; the last carries the task's outcome (1.0 = done
+          by the task's own rule), also in `info["outcome"]`.
+        - `terminated`: the agent or the user ended the task (the domain says how). `truncated`:
+          the turn budget ran out, or the live state failed (`info["outcome"]["error"]` set).
+          Stepping after either raises `ResetNeeded`.
+        - `reset(seed=..., options={"pivot_id": ID})` restores the state at that pivot; without
+          it, a pivot is drawn from `self.np_random`.
+        - `info` after reset: `pivot_id`, `domain`, `index`, `num_pivots`, `max_turns` (this
+          episode's budget) and the domain's restore details. After step: `pivot_id`, `turn`,
+          `action` (the parsed message), `new_messages`, and `outcome` on the last step.
+          Timings never appear in `info`.
+
+    Args:
+        dataset: files of trajectories or pivots (any format `load_pivots` reads); the domain's
+            bundled sample when None.
+        max_turns: agent turns per episode; None takes the task's own budget (`default_budget`).
+        parser: parser name; the domain's default when None.
+        max_completion_chars: the action space's maximum completion length.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+
+    # Every domain subclass sets these.
+    domain: ClassVar[str] = "tool-use"
+    bundled_files: ClassVar[tuple[str, ...]] = ()
+    rule: ClassVar[str] = ""  # the outcome rule's name, e.g. "tau-bench"
+
+    def __init__(
+        self,
+        dataset: PathLike | Sequence[PathLike] | None = None,
+        *,
+        max_turns: int | None = None,
+        parser: str | None = None,
+        max_completion_chars: int = 65536,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"expected render_mode in {self.metadata['render_modes']}, got {render_mode!r}")
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"{type(self).__name__}: expected max_turns >= 1 or None, got {max_turns}")
+        self.render_mode = render_mode
+        self.max_turns = max_turns
+        if dataset is None:
+            paths: list[PathLike] = list(bundled_paths(self.bundled_files))
+        else:
+            paths = [dataset] if isinstance(dataset, (str, os.PathLike)) else list(dataset)
+        pivots, self.recorded = load_episode_data(paths, self.domain)
+        self.pivots = [p for p in pivots if self.accepts(p)]
+        if not self.pivots:
+            raise ValueError(f"{type(self).__name__}: no pivot of {[str(p) for p in paths]} can start an episode")
+        self._index = {p.id: i for i, p in enumerate(self.pivots)}
+        self.parse = get_parser(parser or DOMAIN_PARSERS.get(self.domain, "auto"))
+        self.observation_space = ChatSpace()
+        self.action_space = CompletionSpace(max_length=max_completion_chars)
+        self.current: Pivot | None = None
+        self.conversation: list[Message] = []
+        self.turn = 0
+        self.budget = 0
+        self.ended = True
+
+    # -- domain hooks ------------------------------------------------------------------------
+
+    def accepts(self, pivot: Pivot) -> bool:
+        """True when an episode can start at `pivot` (domains raise on data that cannot)."""
+        return True
+
+    def default_budget(self, pivot: Pivot) -> int:
+        """Agent turns allowed from `pivot` when `max_turns` is None."""
+        raise NotImplementedError
+
+    def restore(self, pivot: Pivot) -> dict[str, Any]:
+        """Restore the live state at `pivot`; returns details for the reset `info`."""
+        raise NotImplementedError
+
+    def act(self, message: Message) -> StepResult:
+        """Execute one parsed agent message in the live state (never raises on the agent's text)."""
+        raise NotImplementedError
+
+    def outcome(self, ended_by: str) -> EpisodeOutcome:
+        """The task's outcome once the episode ended (`ended_by` is "max_turns" for a truncation)."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Give back what the episode held (a container); called at its end, on reset and close."""
+
+    # -- Gymnasium API -----------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        """Restore the state at a pivot (`options["pivot_id"]`, else drawn from `np_random`)."""
+        super().reset(seed=seed)
+        if seed is not None:
+            self.action_space.seed(seed)
+        self.release()
+        pivot_id = (options or {}).get("pivot_id")
+        index = self._lookup(str(pivot_id)) if pivot_id is not None else int(self.np_random.integers(len(self.pivots)))
+        self.current = self.pivots[index]
+        self.conversation = list(self.current.history)
+        self.turn = 0
+        self.budget = self.max_turns if self.max_turns is not None else max(1, self.default_budget(self.current))
+        self.ended = False
+        details = self.restore(self.current)
+        info = {
+            "pivot_id": self.current.id,
+            "domain": self.current.domain,
+            "index": index,
+            "num_pivots": len(self.pivots),
+            "max_turns": self.budget,
+            **details,
+        }
+        return self._observation(), info
+
+    def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
+        """Execute one agent turn; the last step's reward is the task's outcome."""
+        if self.current is None or self.ended:
+            raise gym.error.ResetNeeded("call reset() before step() (the episode has ended)")
+        text = action if isinstance(action, str) else str(action)
+        message = with_call_ids(self.parse(text), self.turn)
+        self.conversation.append(message)
+        self.turn += 1
+        result = self.act(message)
+        self.conversation.extend(result.messages)
+        info: dict[str, Any] = {
+            "pivot_id": self.current.id,
+            "turn": self.turn,
+            "action": message.to_json(),
+            "new_messages": [chat_message(m) for m in result.messages],
+        }
+        terminated = result.ended_by is not None and result.error is None
+        truncated = not terminated and (result.error is not None or self.turn >= self.budget)
+        reward = 0.0
+        if terminated or truncated:
+            self.ended = True
+            try:
+                if result.error is not None:
+                    outcome = EpisodeOutcome(0.0, "error", self.rule, error=result.error)
+                else:
+                    outcome = self.outcome(result.ended_by or "max_turns")
+            finally:
+                self.release()
+            info["outcome"] = outcome.to_json()
+            reward = outcome.reward
+        return self._observation(), reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        """ansi: the pivot id, the turn and the last message."""
+        if self.render_mode != "ansi" or self.current is None:
+            return None
+        last = self.conversation[-1].text[:500] if self.conversation else ""
+        return f"[{self.current.id} turn {self.turn}/{self.budget}] {last}"
+
+    def close(self) -> None:
+        """Release the live state."""
+        self.release()
+        super().close()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def pivot(self, pivot_id: str) -> Pivot:
+        """The pivot with that id."""
+        return self.pivots[self._lookup(pivot_id)]
+
+    def recorded_messages(self, pivot: Pivot) -> tuple[Message, ...]:
+        """The recorded conversation of the pivot's trajectory (empty when unknown)."""
+        tid = str(pivot.context.get("trajectory_id") or pivot.id.rsplit("#", 1)[0])
+        return self.recorded.get(tid, ())
+
+    def _lookup(self, pivot_id: str) -> int:
+        if pivot_id not in self._index:
+            raise UnknownPivot(
+                f"expected a pivot id of this env, got {pivot_id!r}.{did_you_mean(pivot_id, list(self._index))}"
+            )
+        return self._index[pivot_id]
+
+    def _observation(self) -> dict[str, Any]:
+        assert self.current is not None
+        return {
+            "pivot_id": self.current.id,
+            "messages": [chat_message(m) for m in self.conversation],
+            "tools": [dict(t) for t in self.current.tools],
+        }
+
+
+def with_call_ids(message: Message, turn: int) -> Message:
+    """The message with an id on every tool call (parsers leave them empty; results refer to them)."""
+    if all(c.id for c in message.tool_calls):
+        return message
+    calls = tuple(
+        c if c.id else dataclasses.replace(c, id=f"call_{turn}_{j}") for j, c in enumerate(message.tool_calls)
+    )
+    return dataclasses.replace(message, tool_calls=calls)
