@@ -133,7 +133,8 @@ class DockerBackend:
         _ = self.client  # connecting decides whether the runner is used
         for attempt in range(3):
             runner = self._runner
-            holder = self._holders.lend() if runner else None
+            # a replay with registry access uses the host network: no borrowed namespace
+            holder = self._holders.lend() if runner and not (kind == "replay" and spec.replay_access) else None
             try:
                 box = ct.create(self.client, image, spec, self.limits, kind, self.token, runner, holder)
             except docker.errors.APIError as e:
@@ -395,6 +396,10 @@ class DockerBackend:
                 return self.run(spec, history, commands)
             except docker.errors.APIError as e:
                 return SandboxError(f"docker: {e.explanation or e}")
+            except SandboxError:
+                raise  # the daemon or the state: the whole group's
+            except Exception as e:  # noqa: BLE001 - one candidate's failure is its own, never the group's
+                return SandboxError(f"{type(e).__name__}: {e}")
 
         if not self.snapshots:
             return list(self._workers.map(one, actions))
