@@ -19,6 +19,7 @@ import pivot_envs  # noqa: F401  (registers the pivot/* ids with gymnasium)
 from pivot_envs._env import PivotEnv
 from pivot_envs._model import Pivot
 from pivot_envs._render import observation, render_completion
+from pivot_envs.errors import UnknownPivot
 from verifiers_plugins import ChainResult
 
 DEFAULT_ENV = "pivot/tool-use-v0"
@@ -73,6 +74,9 @@ def expert_text(pivot: Pivot) -> str:
 class PivotScorer:
     """Scores completions at pivots with one env per env id, built lazily and reused.
 
+    Every score goes through the env's one scoring path (`env.score_pivot(pivot, completions)`:
+    parse once, then the env's caching verifier chain); an adapter never runs a chain itself.
+
     Args:
         env: an env id (`"pivot/tool-use-v0"`) or a built env; ids are made with `env_kwargs`.
         env_kwargs: keyword arguments for `gym.make` (dataset, verifiers, verifier_config, ...).
@@ -89,6 +93,29 @@ class PivotScorer:
         if key not in self._envs:
             self._envs[key] = gym.make(key, **self._env_kwargs).unwrapped
         return self._envs[key]
+
+    def pivot(
+        self, *, pivot_id: str | None = None, pivot: Pivot | Mapping | str | None = None, env_id: str | None = None
+    ) -> Pivot:
+        """The pivot a row names: its embedded value when given, else the env's pivot with that id.
+
+        Raises:
+            ValueError: neither is given, or the embedded value is not a pivot.
+            UnknownPivot: the id is not in the env's dataset; the message says how to fix it.
+        """
+        if pivot is not None:
+            return as_pivot(pivot)
+        if pivot_id is None:
+            raise ValueError("expected a pivot_id or a pivot, got neither")
+        env = self.env(env_id)
+        try:
+            return env.pivot(pivot_id)
+        except UnknownPivot as e:
+            raise UnknownPivot(
+                f"{e} The env {env_id or self._default!r} holds {len(env.pivots)} pivots of its own dataset: "
+                "pass the file the rows were exported from (`dataset=PATH`), or export the rows with the pivot "
+                "embedded (`pivot_json`)."
+            ) from None
 
     def score(
         self,
@@ -110,19 +137,34 @@ class PivotScorer:
             One `ChainResult` per completion.
 
         Raises:
-            ValueError: when neither `pivot_id` nor `pivot` is given.
+            ValueError: when neither `pivot_id` nor `pivot` is given, or `pivot` is not a pivot.
+            UnknownPivot: when `pivot_id` is not in the env's dataset.
         """
-        env = self.env(env_id)
-        if pivot is None:
-            if pivot_id is None:
-                raise ValueError("expected a pivot_id or a pivot, got neither")
-            return env.score(pivot_id, list(completions))
-        if isinstance(pivot, str):
-            pivot = json.loads(pivot)
-        if not isinstance(pivot, Pivot):
-            pivot = Pivot.from_json(pivot)
-        # chain_for: pivots that carry a tool world are judged by executing their calls
-        return env.chain_for(pivot).verify_batch(pivot, [env.parse(c) for c in completions])
+        target = self.pivot(pivot_id=pivot_id, pivot=pivot, env_id=env_id)
+        return self.env(env_id).score_pivot(target, list(completions))
+
+
+def as_pivot(value: Pivot | Mapping | str) -> Pivot:
+    """A pivot from its value in a row: a `Pivot`, its JSON dict, or that dict as a JSON string.
+
+    Raises:
+        ValueError: the value is not valid JSON or not a pivot's JSON.
+    """
+    if isinstance(value, Pivot):
+        return value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"expected the pivot as JSON, got unreadable text ({e})") from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected the pivot as a JSON object, got {type(value).__name__}")
+    return Pivot.from_json(value)
+
+
+def error_result(decided_by: str, error: str) -> ChainResult:
+    """An error verdict raised by an adapter itself (nothing was scored): reward 0, `error` set."""
+    return ChainResult(reward=0.0, accepted=False, decided_by=decided_by, verdicts={}, error=error)
 
 
 def pivot_ref(env_id: str, pivot: Pivot) -> dict[str, Any]:

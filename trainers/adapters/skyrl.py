@@ -1,25 +1,40 @@
-"""SkyRL: a `BaseTextEnv`-shaped env that scores one completion at a pivot, plus dataset rows.
+"""SkyRL: a `BaseTextEnv` that scores one completion at a pivot, plus dataset rows.
 
-SkyRL-Gym envs are built as `Env(env_config, extras)` from a dataset row's extras, expose
-`init(prompt) -> (prompt, metadata)`, `step(action) -> {observations, reward, done, metadata,
-postprocessed_action}` and `close()`. A pivot is a one-step problem, so `step` always returns
-`done=True` and no new observations. When `skyrl_gym` is installed the class subclasses its
-`BaseTextEnv`; register it with `skyrl_gym.envs.register(id="pivot", entry_point=...)`.
+SkyRL-Gym envs are built as `skyrl_gym.make(env_class, env_config=..., extras=row_extras)` from a
+dataset row, expose `init(prompt) -> (prompt, metadata)`, `step(action) -> {observations, reward,
+done, metadata, postprocessed_action}` and `close()`. A pivot is a one-step problem, so `step`
+always returns `done=True` and no new observations. `PivotTextEnv` subclasses skyrl-gym's real
+`BaseTextEnv` (skyrl-gym is needed: `pip install skyrl-gym`); `register()` adds it to skyrl-gym's
+registry as `ENV_CLASS` with the entry point `ENTRY_POINT`, and rows name it in `env_class`.
+SkyRL's `PromptDataset` reads the Parquet file `write_skyrl_parquet` writes.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pivot_envs._model import Pivot
-from trainers.adapters._common import DEFAULT_ENV, PivotScorer, expert_text, pivot_ref, prompt_messages
+from trainers.adapters._common import (
+    DEFAULT_ENV,
+    PivotScorer,
+    error_result,
+    expert_text,
+    flat_prompt_messages,
+    pivot_ref,
+    prompt_messages,
+)
 
-try:  # the real base class when SkyRL is installed; the same shape otherwise
-    from skyrl_gym.envs.base_text_env import BaseTextEnv as _Base
-except ImportError:  # SkyRL is GPU-heavy and not installed on CPU machines
-    _Base = object
+try:
+    import skyrl_gym
+    from skyrl_gym.envs.base_text_env import BaseTextEnv
+except ImportError as e:  # no silent stand-in: a PivotTextEnv that is not a BaseTextEnv would fail inside SkyRL
+    raise ImportError(f"trainers.adapters.skyrl needs skyrl-gym: pip install skyrl-gym ({e})") from e
+
+ENV_CLASS = "pivot"
+ENTRY_POINT = "trainers.adapters.skyrl:PivotTextEnv"
 
 _SCORER: PivotScorer | None = None
 
@@ -37,7 +52,7 @@ def skyrl_rows(pivots: Sequence[Pivot], env_id: str = DEFAULT_ENV) -> list[dict[
         {
             "data_source": env_id,
             "prompt": prompt_messages(p),
-            "env_class": "pivot",
+            "env_class": ENV_CLASS,
             "reward_spec": {"method": "rule", "ground_truth": expert_text(p)},
             "extra_info": pivot_ref(env_id, p),
         }
@@ -45,7 +60,29 @@ def skyrl_rows(pivots: Sequence[Pivot], env_id: str = DEFAULT_ENV) -> list[dict[
     ]
 
 
-class PivotTextEnv(_Base):  # type: ignore[misc,valid-type]
+def write_skyrl_parquet(pivots: Sequence[Pivot], path: str | Path, env_id: str = DEFAULT_ENV) -> int:
+    """Write `skyrl_rows` as Parquet (what SkyRL's `PromptDataset` reads); returns the row count.
+
+    Prompts are stored as `{role, content}` messages with tool calls rendered as text, because
+    Arrow needs one schema for every message; `extra_info` carries the whole pivot.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [
+        {**row, "prompt": flat_prompt_messages(p)} for row, p in zip(skyrl_rows(pivots, env_id), pivots, strict=True)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), str(path))
+    return len(rows)
+
+
+def register() -> None:
+    """Register `PivotTextEnv` in skyrl-gym's registry as `ENV_CLASS` (idempotent)."""
+    if ENV_CLASS not in skyrl_gym.registry:
+        skyrl_gym.register(id=ENV_CLASS, entry_point=ENTRY_POINT)
+
+
+class PivotTextEnv(BaseTextEnv):
     """One pivot, one completion, one verifier-chain reward.
 
     Args:
@@ -54,8 +91,7 @@ class PivotTextEnv(_Base):  # type: ignore[misc,valid-type]
     """
 
     def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None) -> None:
-        if _Base is not object:
-            super().__init__()
+        super().__init__()
         extras = extras or {}
         info = extras.get("extra_info", extras)
         if isinstance(info, str):
@@ -63,7 +99,6 @@ class PivotTextEnv(_Base):  # type: ignore[misc,valid-type]
         if not info.get("pivot_json") and not info.get("pivot_id"):
             raise ValueError(f"PivotTextEnv: expected extras with 'pivot_json' or 'pivot_id', got {sorted(info)}")
         self.info = info
-        self.turns, self.max_turns = 0, 1
 
     def init(self, prompt: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The prompt is the pivot's history, passed through unchanged."""
@@ -72,12 +107,12 @@ class PivotTextEnv(_Base):  # type: ignore[misc,valid-type]
     def step(self, action: str) -> dict[str, Any]:
         """Score `action` at the pivot; the episode always ends here."""
         self.turns += 1
-        (result,) = _scorer().score(
-            [action],
-            pivot_id=self.info.get("pivot_id"),
-            pivot=self.info.get("pivot_json"),
-            env_id=self.info.get("env_id"),
-        )
+        scorer, env_id = _scorer(), self.info.get("env_id")
+        try:
+            pivot = scorer.pivot(pivot_id=self.info.get("pivot_id"), pivot=self.info.get("pivot_json"), env_id=env_id)
+            (result,) = scorer.env(env_id).score_pivot(pivot, [action])
+        except Exception as e:  # a row without a readable pivot scores 0 with the reason; it never stops SkyRL
+            result = error_result("skyrl_row", f"extra_info names no pivot: {type(e).__name__}: {e}")
         return {
             "observations": [],
             "reward": result.reward,

@@ -9,12 +9,23 @@ verl calls `compute_score(data_source, solution_str, ground_truth, extra_info)` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pivot_envs._model import Pivot
-from trainers.adapters._common import DEFAULT_ENV, PivotScorer, expert_text, flat_prompt_messages, pivot_ref
+from trainers.adapters._common import (
+    DEFAULT_ENV,
+    PivotScorer,
+    error_result,
+    expert_text,
+    flat_prompt_messages,
+    pivot_ref,
+)
+from verifiers_plugins import ChainResult
+
+log = logging.getLogger(__name__)
 
 _SCORER: PivotScorer | None = None
 
@@ -68,12 +79,21 @@ def compute_score(
         kwargs: anything newer verl versions pass (ignored).
 
     Returns:
-        `{"score": reward, "accepted": bool, "verifier_error": bool}`; verl logs the extra keys.
+        `{"score": reward, "accepted": bool, "verifier_error": bool}`; verl logs the extra keys. A row
+        without a readable pivot, or a verifier that could not decide, scores 0 with
+        `verifier_error` True and a logged reason (verl has no "not applicable").
     """
-    info = extra_info or {}
-    if not info.get("pivot_json") and not info.get("pivot_id"):
-        raise ValueError(f"compute_score: expected extra_info with 'pivot_json' or 'pivot_id', got {sorted(info)}")
-    (result,) = _scorer().score(
-        [solution_str], pivot_id=info.get("pivot_id"), pivot=info.get("pivot_json"), env_id=data_source
-    )
+    result = score_row(solution_str, extra_info or {}, data_source)
+    if result.error:
+        log.warning("pivot reward error (scored 0): %s", result.error)
     return {"score": result.reward, "accepted": result.accepted, "verifier_error": result.error is not None}
+
+
+def score_row(solution_str: str, extra_info: Mapping[str, Any], env_id: str) -> ChainResult:
+    """The verdict on one response at the pivot its row's `extra_info` names; an error verdict when none."""
+    scorer = _scorer()
+    try:
+        pivot = scorer.pivot(pivot_id=extra_info.get("pivot_id"), pivot=extra_info.get("pivot_json"), env_id=env_id)
+    except Exception as e:  # a bad row scores 0 with the reason; it never stops verl's reward worker
+        return error_result("verl_row", f"extra_info names no pivot ({sorted(extra_info)}): {type(e).__name__}: {e}")
+    return scorer.env(env_id).score_pivot(pivot, [solution_str])[0]
