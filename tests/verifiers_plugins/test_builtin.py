@@ -62,6 +62,50 @@ def test_tool_args_is_type_and_value_aware(args, accepted):
     assert verdict.accepted is accepted, verdict.reason
 
 
+NUMBERS = {
+    "type": "object",
+    "properties": {
+        "amount": {"type": "number"},
+        "count": {"type": "integer"},
+        "flag": {"type": "boolean"},
+        "either": {"type": ["string", "number"]},
+    },
+}
+BARE = ({"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}},)
+
+
+@pytest.mark.parametrize(
+    "tools, expert, got, accepted",
+    [
+        # issue 19 item 16: numbers by value
+        (NUMBERS, {"amount": 50, "count": 3}, {"amount": 50.0, "count": 3.0}, True),
+        (NUMBERS, {"amount": 50.0}, {"amount": 5e1}, True),
+        (NUMBERS, {"amount": 0.3}, {"amount": 0.1 + 0.2}, True),
+        # near-misses stay misses: another amount, even a relatively close one
+        (NUMBERS, {"amount": 1000000}, {"amount": 1000001}, False),
+        (NUMBERS, {"amount": 1234567.5}, {"amount": 1234567.9}, False),
+        (NUMBERS, {"count": 3}, {"count": 3.5}, False),
+        # a string for a number only where the schema takes both types
+        (NUMBERS, {"amount": 50}, {"amount": "50"}, False),
+        (BARE, {"amount": 50}, {"amount": "50"}, False),
+        (BARE, {"amount": "50"}, {"amount": 50}, False),
+        (NUMBERS, {"either": 50}, {"either": "50"}, True),
+        (NUMBERS, {"either": 50}, {"either": "5_0"}, False),
+        (BARE, {"flag": True}, {"flag": "true"}, False),
+        (BARE, {"flag": True}, {"flag": 1}, False),
+        (BARE, {"n": 10**400}, {"n": 10**400 + 1}, False),
+    ],
+)
+def test_tool_args_compares_numbers_by_value_and_types_strictly(tools, expert, got, accepted):
+    if isinstance(tools, dict):
+        tools = ({"type": "function", "function": {"name": "pay", "parameters": tools}},)
+    pivot = Pivot(
+        "n#2", "tool-use", (Message("user", "pay"),), Message("assistant", None, (_call("pay", **expert),)), tools
+    )
+    verdict = get_verifier("tool_args").verify(pivot, Message("assistant", None, (_call("pay", **got),)))
+    assert verdict.accepted is accepted, verdict.reason
+
+
 def test_tool_args_matches_parallel_calls_as_multiset():
     expert = _tool_pivot(_call("lookup", city="Paris"), _call("lookup", city="Tokyo"))
     v = get_verifier("tool_args")

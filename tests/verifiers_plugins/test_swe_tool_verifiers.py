@@ -46,6 +46,9 @@ def _calls(*calls: ToolCall) -> Message:
         ("echo 'x = 1' >> pkg/a.py", "edit"),
         ("git checkout pkg/a.py", "edit"),
         ("python reproduce.py", "run"),
+        ("timeout 60 python reproduce.py", "run"),
+        ("nice -n 5 py.test tests/", "run"),
+        ("./tests/runtests.py model_forms", "run"),
         ("python -m pytest tests/ -q", "run"),
         ("pytest -x tests/test_a.py", "run"),
         ("bin/test sympy/core", "run"),
@@ -122,6 +125,43 @@ def test_swe_target_equivalents_and_misses(expert, same, other):
     halves = 0.5 * category.verify(pivot, other).accepted + 0.5 * graded.details["target_match"]
     assert not graded.accepted and graded.reward == halves < 1.0
     assert get_verifier("swe_target_continuous").verify(pivot, same).reward == 1.0
+
+
+@pytest.mark.parametrize(
+    "expert, same, other",
+    [
+        # issue 19 item 16: the same Django test run written three ways; another label is another run
+        ("python3 tests/runtests.py model_forms", "./tests/runtests.py model_forms", "./tests/runtests.py forms"),
+        (
+            "./tests/runtests.py i18n.patterns",
+            "cd tests && python3 runtests.py i18n.patterns -v 2",
+            "tests/runtests.py i18n",
+        ),
+        (
+            "cd /testbed && python -m pytest tests/test_a.py::test_b -q 2>&1 | tail -20",
+            "pytest /testbed/tests/test_a.py::test_b --tb=short",
+            "pytest tests/test_a.py::test_c",
+        ),
+        (
+            "pytest tests/test_a.py -k 'empty and not slow'",
+            "py.test -k 'empty and not slow' tests/test_a.py",
+            "pytest tests/test_a.py -k empty",
+        ),
+        ("timeout 60 python reproduce.py", "python3 reproduce.py", "python3 reproduce.py --fixed"),
+        (
+            'python -c "import pkg; print(pkg.total([1, 2]))"',
+            "python3 -c 'import pkg;print(pkg.total([1, 2]))'",
+            'python -c "print(1)"',
+        ),
+    ],
+)
+def test_equivalent_invocations_of_one_run_compare_equal(expert, same, other):
+    pivot = _swe(_bash(expert))
+    target = get_verifier("swe_target")
+    assert command_category(same) == command_category(expert) == "run"
+    assert target.verify(pivot, _bash(same)).accepted, target.verify(pivot, _bash(same)).reason
+    miss = target.verify(pivot, _bash(other))
+    assert not miss.accepted and "run" in miss.reason
 
 
 def test_swe_target_continuous_gives_half_for_each_part():

@@ -81,6 +81,40 @@ def test_argument_order_and_equivalent_arithmetic_score_one(airline_pivots, veri
     assert not verifier.verify(first, _with(first, ("calculate", {"expression": "152 + 104"}))).accepted
 
 
+def _as_floats(value):
+    """Every int of a JSON value written as a float (`250` -> `250.0`), bools left alone."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, list):
+        return [_as_floats(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_floats(v) for k, v in value.items()}
+    return value
+
+
+def test_amounts_written_as_floats_have_the_same_effect(airline_pivots, verifier):
+    # issue 19 item 16: `"amount": 250.0` for `250` books the same reservation; a different amount does not.
+    books = list(_successful(airline_pivots, verifier, "book_reservation"))
+    for pivot, _ in books:
+        name, args = _expert(pivot)
+        floats = {**args, "payment_methods": _as_floats(args["payment_methods"])}
+        verdict = verifier.verify(pivot, _with(pivot, (name, floats)))
+        assert verdict.accepted, (pivot.id, verdict.reason)
+        assert verifier.verify(pivot, _with(pivot, (name, _as_floats(args)))).accepted, pivot.id
+        first = args["payment_methods"][0]
+        more = {**args, "payment_methods": [{**first, "amount": first["amount"] + 1}, *args["payment_methods"][1:]]}
+        assert not verifier.verify(pivot, _with(pivot, (name, more))).accepted, pivot.id
+    certificates = list(_successful(airline_pivots, verifier, "send_certificate"))
+    assert certificates
+    for pivot, _ in certificates:
+        name, args = _expert(pivot)
+        amount = float(args["amount"])
+        assert verifier.verify(pivot, _with(pivot, (name, {**args, "amount": amount}))).accepted, pivot.id
+        assert not verifier.verify(pivot, _with(pivot, (name, {**args, "amount": amount + 0.5}))).accepted
+
+
 def test_a_date_format_the_tool_does_not_accept_scores_zero(airline_pivots, verifier):
     searches = list(_successful(airline_pivots, verifier, "search_direct_flight"))
     found = next(p for p, e in searches if e.outcomes[0].output != "[]")

@@ -96,6 +96,9 @@ TOOL_ALIASES: dict[str, str] = {
     "python": "run",
     "python3": "run",
     "pytest": "run",
+    "py.test": "run",
+    "nosetests": "run",
+    "unittest": "run",
     "tox": "run",
     "nox": "run",
     "make": "run",
@@ -157,7 +160,30 @@ GIT_SUBCOMMANDS = {
     "ls-files": "search",
 }
 _SUBMIT_MARK = "COMPLETE_TASK_AND_SUBMIT"
-_PREFIX_WORDS = ("sudo", "env", "time", "timeout", "nohup")
+_PREFIX_WORDS = ("sudo", "env", "time", "timeout", "nohup", "nice")
+_DURATION = re.compile(r"\d+(?:\.\d+)?[smhd]?")
+
+
+def strip_prefixes(words: list[str]) -> list[str]:
+    """The words after prefixes that run another command (`timeout 60`, `nice -n 5`, `env A=1`, `sudo`).
+
+    `timeout 60 pytest` runs pytest: the duration (and the prefix's options) are not the program.
+    """
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _PREFIX_WORDS:
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                # `nice -n 5`, `timeout -s KILL 60`: options that take a value consume it.
+                i += 2 if words[i] in ("-n", "-s", "-k", "--signal", "--kill-after", "-u") else 1
+            if word == "timeout" and i < len(words) and _DURATION.fullmatch(words[i]):
+                i += 1
+        elif re.fullmatch(r"\w+=\S*", word):
+            i += 1
+        else:
+            break
+    return words[i:]
 
 
 def category_table() -> dict[str, str]:
@@ -237,9 +263,7 @@ def command_category(command: str, table: Mapping[str, str] = TOOL_ALIASES) -> s
         return "edit"  # `echo x > file`: a redirect write
     segments = [s for s in re.split(r"\s*(?:&&|\|\||;|\|)\s*", first_line(text)) if s.strip()]
     for k, segment in enumerate(segments):
-        words = _words(segment)
-        while words and (words[0] in _PREFIX_WORDS or re.fullmatch(r"\w+=\S*", words[0])):
-            words = words[1:]
+        words = strip_prefixes(_words(segment))
         if not words or words[0] in ("cd", "pushd", "source", "export", "set"):
             continue  # set-up words: categorise what follows
         if words[0] in ("echo", "printf", "yes") and k + 1 < len(segments):
@@ -259,9 +283,7 @@ def first_line(command: str) -> str:
 def command_verb(command: str) -> str:
     """The program a command runs (after `cd`, env assignments and prefixes), "" when none."""
     for segment in re.split(r"\s*(?:&&|\|\||;|\|)\s*", first_line(command)):
-        words = _words(segment)
-        while words and (words[0] in _PREFIX_WORDS or re.fullmatch(r"\w+=\S*", words[0])):
-            words = words[1:]
+        words = strip_prefixes(_words(segment))
         if words and words[0] not in ("cd", "pushd", "source", "export", "set"):
             return words[0].rsplit("/", 1)[-1]
     return ""

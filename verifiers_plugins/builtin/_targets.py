@@ -6,11 +6,18 @@ commands (path-like words, `sed -n 'A,Bp'`, `head -n N`, heredoc and redirect ta
 paths match on equality or a suffix at a `/` boundary (`/testbed/pkg/a.py` == `pkg/a.py`), a
 search scope also matches a scope inside it, and a line range or symbol only constrains when both
 sides name one.
+
+A command that runs a program (`TestRun`) is compared by what it runs: the program (a script
+path resolved against any `cd`, or the runner module: `python3 -m pytest` is `pytest`) and the
+tests it selects (labels, node ids, `-k`/`-m` expressions), so `./tests/runtests.py X`,
+`python3 tests/runtests.py X` and `cd tests && ./runtests.py X` are one run and `... Y` another.
+Options that change only how results print (`-v`, `--verbosity 2`, `-q`, `--tb=short`) are ignored.
 """
 
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -19,7 +26,7 @@ from rapidfuzz import fuzz
 
 from pivot_envs._actions import SHELL_TOOLS
 from pivot_envs._model import Message, ToolCall
-from verifiers_plugins.builtin._categories import first_line, message_commands
+from verifiers_plugins.builtin._categories import first_line, message_commands, strip_prefixes
 
 _PATH_KEYS = ("path", "file_path", "file", "filename", "file_name", "dir", "directory", "target_file")
 _PATTERN_FIRST = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}  # their first positional is a pattern
@@ -31,6 +38,40 @@ _ROOTS = ("/testbed/", "/workspace/", "/repo/")
 ANCHOR_MIN_SIMILARITY = 60  # rapidfuzz partial_ratio (0-100) between the replaced passages
 
 
+_RUNNER_MODULES = {"pytest": "pytest", "py.test": "pytest", "unittest": "unittest", "nose": "nosetests"}
+# Options whose next word is their value; the selecting ones are part of what a run is.
+_VALUE_OPTIONS = frozenset(
+    "-k -m -n -p -c -o -W -r --tb --rootdir --maxfail --deselect --ignore --settings --parallel "
+    "--verbosity --durations --timeout --junitxml --log-level --cov --basetemp --pythonpath".split()
+)
+_SELECT_OPTIONS = frozenset({"-k", "-m", "--deselect", "--ignore"})
+CODE_MIN_SIMILARITY = 70  # rapidfuzz ratio (0-100) between two inline programs (`python -c`, heredoc)
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One program a command runs: what it is and what it selects.
+
+    Attributes:
+        program: a script path (relative to the repository root), `pytest`, `unittest`, `-m MODULE`,
+            or `python -c` / `python -` for inline code.
+        selection: the tests or arguments it is given (paths resolved, `-k=EXPR`), order ignored.
+        code: the inline program (`python -c CODE`, a heredoc on stdin), whitespace collapsed.
+    """
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    program: str
+    selection: frozenset[str] = frozenset()
+    code: str = ""
+
+    def same_as(self, other: TestRun) -> bool:
+        """The same run: program and selection equal; inline code similar enough."""
+        if self.program != other.program or self.selection != other.selection:
+            return False
+        return self.code == other.code or fuzz.ratio(self.code, other.code) >= CODE_MIN_SIMILARITY
+
+
 @dataclass(frozen=True)
 class Target:
     """The aim of one action (empty fields mean "not stated")."""
@@ -40,6 +81,7 @@ class Target:
     symbols: frozenset[str] = field(default_factory=frozenset)
     anchor: str = ""  # the text an edit replaces (old_str / search), when it names no symbol
     written: str = ""  # the text an edit writes (new_str / text / file_text)
+    runs: tuple[TestRun, ...] = ()  # the programs a command runs (empty: none recognised)
 
 
 def normalize_path(path: str) -> str:
@@ -51,6 +93,136 @@ def normalize_path(path: str) -> str:
     while p.startswith("./"):
         p = p[2:]
     return p.rstrip("/") or "."
+
+
+def _join(cwd: str, path: str) -> str:
+    """`path` as seen from the repository root when the command runs in `cwd`."""
+    p = path.strip().strip("'\"")
+    if p.startswith("/"):
+        return normalize_path(p + ("/" if p.rstrip("/") + "/" in _ROOTS else ""))
+    return normalize_path(posixpath.normpath(posixpath.join(cwd, p)))
+
+
+def _is_test_runner(program: str) -> bool:
+    """`pytest`, `unittest`, or a script named like a test runner (`tests/runtests.py`, `bin/test`)."""
+    return program in _RUNNER_MODULES.values() or "test" in program.rsplit("/", 1)[-1]
+
+
+def _run(program: str, args: list[str], cwd: str) -> TestRun:
+    """A run of `program`: a test runner's options that only change its report are left out, a script's are kept."""
+    if _is_test_runner(program):
+        return TestRun(program, _selection(args, cwd))
+    return TestRun(program, _selection(args, cwd) | {w for w in args if w.startswith("-") and ">" not in w})
+
+
+def _selection(args: list[str], cwd: str) -> frozenset[str]:
+    """What the arguments select: path-like words resolved against `cwd`, labels, `-k`/`-m` expressions."""
+    out: set[str] = set()
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if word in (">", ">>", "<", "1>", "2>", "2>>", "&>"):
+            i += 1  # `> out.txt`: the redirect and its file are not arguments
+            continue
+        if ">" in word or "<" in word:
+            continue  # `2>&1`, `>out.txt`
+        if word.startswith("-"):
+            name, eq, value = word.partition("=")
+            if not eq and name in _VALUE_OPTIONS and i < len(args):
+                value, i = args[i], i + 1
+            elif not eq and i < len(args) and args[i].isdigit():
+                i += 1  # `-v 2` (Django's runtests): a number after an option is its value
+            if name in _SELECT_OPTIONS:
+                out.add(f"{name}={' '.join(value.split())}")
+            continue
+        path, sep, rest = word.partition("::")
+        out.add(_join(cwd, path) + sep + rest if "/" in path or path.endswith(".py") or sep else word)
+    return frozenset(out)
+
+
+def _python_run(args: list[str], cwd: str, body: str) -> TestRun | None:
+    """The run of `python ARGS`: a module (`-m`), inline code (`-c`, stdin) or a script."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] not in ("-m", "-c", "-"):
+        i += 2 if args[i] in ("-W", "-X") else 1  # interpreter options
+    if i >= len(args) or args[i] == "-":
+        return TestRun("python -", code=" ".join(body.split()))
+    if args[i] == "-m" and i + 1 < len(args):
+        module = args[i + 1]
+        return _run(_RUNNER_MODULES.get(module, f"-m {module}"), args[i + 2 :], cwd)
+    if args[i] == "-c" and i + 1 < len(args):
+        return TestRun("python -c", code=" ".join(args[i + 1].split()))
+    if ">" in args[i] or "<" in args[i]:
+        return TestRun("python -", code=" ".join(body.split()))
+    return _run(_join(cwd, args[i]), args[i + 1 :], cwd)
+
+
+def shell_segments(line: str) -> list[str]:
+    """The simple commands of one line, split at `&&`, `||`, `;` and `|` outside quotes."""
+    out, start, quote, i = [], 0, "", 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"':
+                i += 1
+        elif c in "'\"":
+            quote = c
+        elif c == "\\":
+            i += 1
+        elif c in ";|" or line[i : i + 2] == "&&":  # a lone `&` (`2>&1`, background) does not split
+            out.append(line[start:i])
+            i += 2 if line[i + 1 : i + 2] == c and c in "|&" else 1
+            start = i
+            continue
+        i += 1
+    out.append(line[start:])
+    return [seg.strip() for seg in out if seg.strip()]
+
+
+def _heredoc_body(command: str) -> str:
+    """The lines after the first, without a closing heredoc word (`EOF`)."""
+    lines = command.split("\n")[1:]
+    if lines and re.fullmatch(r"\s*[A-Za-z_]+\s*", lines[-1]):
+        lines = lines[:-1]
+    return "\n".join(lines)
+
+
+def command_runs(command: str) -> tuple[TestRun, ...]:
+    """The programs the first line of a command runs, with `cd` followed (empty when none is recognised)."""
+    body = _heredoc_body(command)
+    cwd = "."
+    runs: list[TestRun] = []
+    for segment in shell_segments(first_line(command)[:4000]):
+        words = strip_prefixes(_words(segment))
+        if not words:
+            continue
+        verb = words[0].rsplit("/", 1)[-1]
+        if verb == "cd":
+            cwd = _join(cwd, words[1]) if len(words) > 1 else "."
+        elif re.fullmatch(r"python[\d.]*", verb):
+            run = _python_run(words[1:], cwd, body)
+            if run is not None:
+                runs.append(run)
+        elif verb in _RUNNER_MODULES:
+            runs.append(_run(_RUNNER_MODULES[verb], words[1:], cwd))
+        elif words[0].startswith(("./", "bin/")) or verb.endswith(".py"):
+            runs.append(_run(_join(cwd, words[0]), words[1:], cwd))
+    return tuple(runs)
+
+
+def runs_problem(want: tuple[TestRun, ...], got: tuple[TestRun, ...]) -> str | None:
+    """Why the candidate's runs are not the expert's (None when they pair up one to one)."""
+    left = list(got)
+    for run in want:
+        match = next((g for g in left if run.same_as(g)), None)
+        if match is None:
+            what = sorted(run.selection)[:3]
+            return f"expected a run of {run.program}{' ' + str(what) if what else ''}, got another run"
+        left.remove(match)
+    return "runs more programs than the expert" if left else None
 
 
 def paths_match(a: str, b: str, scopes: bool = False) -> bool:
@@ -93,12 +265,14 @@ def command_target(command: str) -> Target:
     line = first_line(command)
     paths: list[str] = []
     lines: tuple[int, int] | None = None
-    for segment in re.split(r"\s*(?:&&|\|\||;|\|)\s*", line):
+    for segment in shell_segments(line[:4000]):
         words = _words(segment)
         if not words or words[0] in ("cd", "echo", "printf", "export"):
             continue
         verb = words[0].rsplit("/", 1)[-1]
         positional = [w for w in words[1:] if not w.startswith("-")]
+        if words[0].startswith("./") or verb.endswith(".py"):
+            paths.append(words[0])  # `./tests/runtests.py X` names its script as `python3 tests/runtests.py X` does
         if verb in _PATTERN_FIRST and positional and "-e" not in words:
             positional = positional[1:]
         if verb == "sed" and positional:
@@ -116,7 +290,7 @@ def command_target(command: str) -> Target:
         if _is_path(m.group(1)) and m.group(1) not in paths:
             paths.append(m.group(1))
     body = command.split("\n", 1)[1] if "\n" in command else ""
-    return Target(tuple(paths), lines, symbols_in(body))
+    return Target(tuple(paths), lines, symbols_in(body), runs=command_runs(command))
 
 
 def call_target(call: ToolCall) -> Target:
@@ -155,7 +329,10 @@ def action_targets(message: Message) -> list[Target]:
 
 
 def target_problem(want: Target, got: Target, category: str) -> str | None:
-    """Why `got` misses `want` (None when it hits): paths, then lines for reads, symbols for edits."""
+    """Why `got` misses `want` (None when it hits): runs, else paths; then lines for reads, symbols for edits."""
+    if category == "run" and want.runs:
+        # What is run, not just which file is named: `runtests.py forms` is not `runtests.py model_forms`.
+        return runs_problem(want.runs, got.runs)
     if want.paths:
         if not got.paths:
             return f"expected a target among {list(want.paths)[:3]}, got none"

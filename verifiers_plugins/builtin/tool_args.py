@@ -1,10 +1,13 @@
 """`tool_args` acceptor: same tool, schema-valid arguments, values compared type- and value-aware.
 
-Ids and enums compare exactly, numbers with a relative tolerance (`"12.5"`, `12.50` and `1.25e1`
-agree), free text (several words, mostly letters) by normalised similarity with the ids and
-numbers inside it compared exactly, lists as multisets, objects key by key (key order never
-matters; a key left out equals its schema default). Parallel calls are matched as a multiset: a
-one-to-one pairing of expert and candidate calls must exist.
+Ids and enums compare exactly, numbers by value (`50`, `50.0`, `5e1` agree; integral values
+exactly, others within a tight relative tolerance), free text (several words, mostly letters) by
+normalised similarity with the ids and numbers inside it compared exactly, lists as multisets,
+objects key by key (key order never matters; a key left out equals its schema default). A string
+never equals a number or a boolean unless the argument's schema declares both types (the tool
+would then take either); without that declaration a `"50"` for `50` is a guess, and guesses are
+rejected. Parallel calls are matched as a multiset: a one-to-one pairing of expert and candidate
+calls must exist.
 """
 
 from __future__ import annotations
@@ -53,19 +56,72 @@ def _text_match(want: str, got: str, schema: Mapping[str, Any] | None, text_thre
     return want.strip().casefold() == got.strip().casefold() and not _ID_LIKE.match(want.strip())
 
 
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _declares(schema: Mapping[str, Any] | None, *json_types: str) -> bool:
+    """True when the argument's schema explicitly allows one of `json_types` (a `type` string or list)."""
+    declared = schema.get("type") if isinstance(schema, Mapping) else None
+    types = [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
+    return any(t in types for t in json_types)
+
+
+def numbers_equal(want: float, got: float, rel_tol: float) -> bool:
+    """Equal by value: integral values exactly (an id or an amount off by one differs), others within `rel_tol`."""
+    if isinstance(want, int) and isinstance(got, int):
+        return want == got  # exact, and no float conversion of a huge int
+    try:
+        a, b = float(want), float(got)
+    except OverflowError:
+        return False  # an int beyond any float cannot equal a float
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    if a.is_integer() and b.is_integer():
+        return int(a) == int(b)
+    return math.isclose(a, b, rel_tol=rel_tol, abs_tol=0.0)
+
+
+def _number_text(text: str) -> float | None:
+    """The value of a string that is exactly a JSON number literal (not `1_0`, `nan`, ` 5`), else None."""
+    if not _JSON_NUMBER.fullmatch(text):
+        return None
+    try:
+        return int(text) if text.lstrip("-").isdigit() and len(text) < 100 else float(text)
+    except (ValueError, OverflowError):
+        return None
+
+
 def values_match(want: Any, got: Any, schema: Mapping[str, Any] | None, rel_tol: float, text_threshold: float) -> bool:
     """Type- and value-aware equality used by `tool_args`."""
     if isinstance(want, bool) or isinstance(got, bool):
-        return want is got or (isinstance(got, str) and got.lower() == str(want).lower())
-    if isinstance(want, (int, float)):
-        try:
-            g = float(got)
-        except (TypeError, ValueError):
+        if isinstance(want, bool) and isinstance(got, bool):
+            return want is got
+        # "true" for true only where the schema takes both, so the tool would read either.
+        text, flag = (got, want) if isinstance(got, str) else (want, got)
+        return (
+            isinstance(text, str)
+            and isinstance(flag, bool)
+            and _declares(schema, "string")
+            and _declares(schema, "boolean")
+            and text == str(flag).lower()
+        )
+    if _is_number(want) and _is_number(got):
+        return numbers_equal(want, got, rel_tol)
+    if _is_number(want) or _is_number(got):
+        # A number written as a string (or the reverse) is the same value only where the schema
+        # takes both types; otherwise the tool may reject or misread it.
+        text, number = (got, want) if isinstance(got, str) else (want, got)
+        if not (isinstance(text, str) and _declares(schema, "string") and _declares(schema, "number", "integer")):
             return False
-        return math.isclose(float(want), g, rel_tol=rel_tol, abs_tol=1e-9)
+        value = _number_text(text)
+        return value is not None and numbers_equal(number, value, rel_tol)
     if isinstance(want, str):
         if not isinstance(got, str):
-            return isinstance(got, (int, float)) and values_match(got, want, schema, rel_tol, text_threshold)
+            return False
         return _text_match(want, got, schema, text_threshold)
     if isinstance(want, list):
         if not isinstance(got, list) or len(want) != len(got):
@@ -122,16 +178,17 @@ class ToolArgs:
     """Accepts when every expert call has a matching candidate call (name + arguments), one to one.
 
     Args:
-        rel_tol: relative tolerance for numbers.
+        rel_tol: relative tolerance for non-integral numbers (rounding noise such as `0.1 + 0.2`);
+            tight, so that two different amounts never agree. Integral values compare exactly.
         text_threshold: similarity (0-1) at which free-text arguments match.
     """
 
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "2"
+    version = "3"
 
-    def __init__(self, rel_tol: float = 1e-6, text_threshold: float = 0.8) -> None:
+    def __init__(self, rel_tol: float = 1e-9, text_threshold: float = 0.8) -> None:
         self.rel_tol = rel_tol
         self.text_threshold = text_threshold
 

@@ -38,7 +38,7 @@ class ToolExec:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    version = "2"
 
     def __init__(
         self,

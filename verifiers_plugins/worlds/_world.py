@@ -96,11 +96,34 @@ def same_output(a: str, b: str) -> bool:
     return a == b or canonical_output(a) == canonical_output(b)
 
 
+def canonical_value(value: Any) -> Any:
+    """Numbers by value: integral floats become ints (`50.0` -> `50`), containers recursively.
+
+    Booleans stay booleans (JSON `true` is not `1`), and non-integral floats are kept as they are.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [canonical_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: canonical_value(v) for k, v in value.items()}
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text of a value: sorted keys, no spaces, numbers by value (see `canonical_value`)."""
+    return json.dumps(canonical_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_output(output: str) -> str:
-    """The output as canonical JSON (sorted keys, no spaces) when it parses, else stripped text."""
+    """The output as canonical JSON (sorted keys, no spaces, numbers by value) when it parses, else stripped text.
+
+    Numbers compare by value because a tool echoes the arguments it stored: a booking paid with
+    `"amount": 250.0` prints `250.0` where the expert's `250` printed `250`, for the same booking.
+    """
     text = output.strip()
     try:
-        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return canonical_json(json.loads(text))
     except (ValueError, RecursionError):
         return text
 
