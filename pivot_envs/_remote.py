@@ -2,12 +2,15 @@
 
 Both retry a `503` (the server's backpressure answer) after the delay it suggests, with jittered
 exponential backoff, and retry connection failures that happened before the request was sent;
-other HTTP errors raise `RemoteError` with the server's message.
+other HTTP errors raise `RemoteError` with the server's message. A server that needs a token
+gets the `token` argument, else `$PIVOT_SERVE_TOKEN`, as `Authorization: Bearer <token>`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -27,6 +30,12 @@ RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # up as one of these. Only idempotent calls (verify-batch, health) retry on them: a lost `reset`
 # answer re-sent could draw a second pivot.
 IDEMPOTENT_RETRYABLE = (*RETRYABLE, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    """`Authorization` for `token`, else for `$PIVOT_SERVE_TOKEN` (its first token), else none."""
+    token = token or os.environ.get("PIVOT_SERVE_TOKEN", "").split(",")[0].strip() or None
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 class RemoteError(PivotGymError):
@@ -76,8 +85,23 @@ def _check(response: httpx.Response) -> dict[str, Any]:
     raise RemoteError(response.status_code, str(message))
 
 
+def _as_ascii_json(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`json=` sent as ASCII JSON, so every str can be sent.
+
+    Text httpx cannot encode as UTF-8 (a lone surrogate) reaches the server as an escape, which
+    answers it with a 422, instead of the client raising UnicodeEncodeError.
+    """
+    if "json" not in kwargs:
+        return kwargs
+    out = dict(kwargs)
+    out["content"] = json.dumps(out.pop("json")).encode("ascii")
+    out["headers"] = {**(out.get("headers") or {}), "Content-Type": "application/json"}
+    return out
+
+
 def request(client: httpx.Client, method: str, path: str, retry: RetryPolicy, **kwargs: Any) -> dict[str, Any]:
     """One request with retries on 503 and on connection failures."""
+    kwargs = _as_ascii_json(kwargs)
     response: httpx.Response | None = None
     for attempt in range(retry.max_attempts):
         try:
@@ -99,6 +123,7 @@ async def arequest(
     client: httpx.AsyncClient, method: str, path: str, retry: RetryPolicy, **kwargs: Any
 ) -> dict[str, Any]:
     """`request` for asyncio clients (verify-batch and health: idempotent, so read errors retry too)."""
+    kwargs = _as_ascii_json(kwargs)
     response: httpx.Response | None = None
     for attempt in range(retry.max_attempts):
         try:
@@ -128,14 +153,17 @@ class RemoteEnv(gym.Env[dict, str]):
         url: the server's base URL, e.g. `http://gpu-box:8000`.
         timeout: seconds per HTTP request (sandbox verification can be slow).
         retry: how to wait out a busy server.
+        token: the server's token (default `$PIVOT_SERVE_TOKEN`); loopback servers may need none.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
-    def __init__(self, url: str, *, timeout: float = 120.0, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, url: str, *, timeout: float = 120.0, retry: RetryPolicy | None = None, token: str | None = None
+    ) -> None:
         self.url = url.rstrip("/")
         self.retry = retry or RetryPolicy()
-        self._client = httpx.Client(base_url=self.url + API, timeout=timeout)
+        self._client = httpx.Client(base_url=self.url + API, timeout=timeout, headers=auth_headers(token))
         try:
             session = request(self._client, "POST", "/sessions", self.retry)
         except Exception:
@@ -163,7 +191,12 @@ class RemoteEnv(gym.Env[dict, str]):
         return out["observation"], out["info"]
 
     def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
-        """Score one completion at the session's current pivot."""
+        """Score one completion at the session's current pivot.
+
+        `info["action"]` is a summary of the parsed action (the server never echoes the completion).
+        A completion over `max_completion_chars`, or holding a lone surrogate (not Unicode text),
+        is refused by the server with a 4xx: `RemoteError`.
+        """
         out = request(
             self._client,
             "POST",
@@ -207,14 +240,23 @@ class AsyncVerifyClient:
         max_connections: open connections at most; more requests wait in the client pool.
         timeout: seconds per request.
         retry: how to wait out a busy server.
+        token: the server's token (default `$PIVOT_SERVE_TOKEN`).
     """
 
     def __init__(
-        self, url: str, *, max_connections: int = 64, timeout: float = 120.0, retry: RetryPolicy | None = None
+        self,
+        url: str,
+        *,
+        max_connections: int = 64,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+        token: str | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._client = httpx.AsyncClient(base_url=url.rstrip("/") + API, timeout=timeout, limits=limits)
+        self._client = httpx.AsyncClient(
+            base_url=url.rstrip("/") + API, timeout=timeout, limits=limits, headers=auth_headers(token)
+        )
 
     async def verify_batch(self, pivot_id: str, completions: Sequence[str]) -> list[dict[str, Any]]:
         """Score a group of completions at one pivot."""

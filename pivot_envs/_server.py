@@ -8,6 +8,14 @@ Endpoints (JSON in and out, all under `/v1`):
 - `POST /sessions/{id}/step` `{action}` -> `{observation, reward, terminated, truncated, info}`.
 - `POST /verify-batch` `{pivot_id, completions}` -> `{pivot_id, results: [ChainResult.to_json()]}`.
 
+Safety (the server runs model-written commands in sandboxes, so it is remote code execution by
+design; see `_server_guard`): off loopback every request needs `Authorization: Bearer <token>`;
+bodies over `max_body_bytes` get 413 before they are read; a completion over the env's
+`max_completion_chars` gets 413 in step and verify-batch alike; bodies are decoded with
+`decode_json` and validated strictly, so wrong types, negative seeds, huge integers, deep nesting
+and lone surrogates get a 4xx with a message, never a 500; a completion is never echoed back
+(`info["action"]` is a summary); sessions are owned by one client under quotas (`_server_sessions`).
+
 Verification is CPU- or sandbox-bound, so it runs on at most `concurrency` worker threads. At most
 `max_queue` more requests wait; beyond that the server answers `503` with a `Retry-After` header
 (and a finer `retry_after_s` hint in the body) instead of queueing without bound, and clients
@@ -17,23 +25,24 @@ and the verifier chain and owns only its RNG and current pivot.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pivot_envs._env import PivotEnv
+from pivot_envs._safejson import decode_json
+from pivot_envs._server_guard import TokenAuth, request_timeout_protocol, resolve_tokens
+from pivot_envs._server_sessions import SessionNotFound, SessionRefused, Sessions
 from pivot_envs.errors import UnknownPivot
 
 API = "/v1"
@@ -46,21 +55,36 @@ class ServerConfig:
     Attributes:
         concurrency: worker threads that run resets, steps and verifications at once.
         max_queue: requests allowed to wait for a worker; one more gets 503 + Retry-After.
-        max_sessions: live sessions kept; the least recently used is dropped beyond it.
+        max_sessions: live sessions held in all; a new one beyond it is refused (429) unless
+            an expired one can be reclaimed.
+        max_sessions_per_client: live sessions one client (token, else address) may hold.
+        session_ttl_s: idle seconds after which a session expires.
         max_batch: the most completions one verify-batch request may carry.
+        max_body_bytes: the largest request body read; a larger one gets 413 unread.
+        request_timeout_s: seconds a client has to send a whole request (head and body).
     """
 
+    # -- work admitted
     concurrency: int = 8
     max_queue: int = 256
-    max_sessions: int = 4096
     max_batch: int = 256
+    # -- sessions
+    max_sessions: int = 4096
+    max_sessions_per_client: int = 1024
+    session_ttl_s: float = 3600.0
+    # -- what one request may cost
+    max_body_bytes: int = 1024 * 1024
+    request_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "max_sessions", "max_batch"):
+        for name in ("concurrency", "max_sessions", "max_sessions_per_client", "max_batch", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ServerConfig.{name}: expected >= 1, got {getattr(self, name)}")
         if self.max_queue < 0:
             raise ValueError(f"ServerConfig.max_queue: expected >= 0, got {self.max_queue}")
+        for name in ("session_ttl_s", "request_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"ServerConfig.{name}: expected > 0, got {getattr(self, name)}")
 
 
 class Busy(Exception):
@@ -123,90 +147,130 @@ class FastJSON(JSONResponse):
     """Plain `json.dumps` of the already JSON-shaped payloads (skips FastAPI's generic encoder)."""
 
     def render(self, content: Any) -> bytes:
-        """Serialize; values JSON lacks (tuples aside) fall back to `str`."""
-        return json.dumps(content, ensure_ascii=False, default=str).encode("utf-8")
+        """Serialize; values JSON lacks (tuples aside) fall back to `str`.
+
+        Text holding a lone surrogate (a verifier's reason may quote a candidate) cannot be
+        UTF-8: such a payload is written with ASCII escapes instead of failing with a 500.
+        """
+        try:
+            return json.dumps(content, ensure_ascii=False, default=str).encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, default=str).encode("ascii")
 
 
-class ResetRequest(BaseModel):
+class _Body(BaseModel):
+    # Strict: a seed of "5" or true, or a pivot id given as a list, is a 422, not a coerced guess.
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class ResetOptions(BaseModel):
+    """`options` of `reset`: `pivot_id` is read; other keys are ignored, as by a local env."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    pivot_id: str | None = None
+
+
+class ResetRequest(_Body):
     """Body of `reset`."""
 
-    seed: int | None = None
-    options: dict[str, Any] | None = None
+    seed: int | None = Field(default=None, ge=0, lt=2**64)
+    options: ResetOptions | None = None
 
 
-class StepRequest(BaseModel):
+class StepRequest(_Body):
     """Body of `step`."""
 
     action: str
 
 
-class VerifyBatchRequest(BaseModel):
+class VerifyBatchRequest(_Body):
     """Body of `verify-batch`."""
 
     pivot_id: str
     completions: list[str] = Field(min_length=1)
 
 
-class Sessions:
-    """Live sessions, least recently used dropped first (a dropped id answers 404)."""
-
-    def __init__(self, base: PivotEnv, limit: int) -> None:
-        self.base = base
-        self.limit = limit
-        self._envs: OrderedDict[str, PivotEnv] = OrderedDict()
-
-    def create(self) -> str:
-        """A new session: a shallow copy of the loaded env with its own RNG and episode state."""
-        env = copy.copy(self.base)
-        env._np_random = None
-        env._np_random_seed = None
-        env.current = None
-        env.action_space = copy.deepcopy(self.base.action_space)
-        sid = uuid.uuid4().hex
-        self._envs[sid] = env
-        if len(self._envs) > self.limit:
-            self._envs.popitem(last=False)
-        return sid
-
-    def get(self, sid: str) -> PivotEnv:
-        """The session's env, or 404."""
-        env = self._envs.get(sid)
-        if env is None:
-            raise HTTPException(404, f"unknown session {sid!r} (expired or never created): create a new one")
-        self._envs.move_to_end(sid)
-        return env
-
-    def drop(self, sid: str) -> bool:
-        """Forget a session; True when it existed."""
-        return self._envs.pop(sid, None) is not None
-
-    def __len__(self) -> int:
-        return len(self._envs)
+Body = TypeVar("Body", bound=BaseModel)
 
 
-def create_app(env: PivotEnv, env_id: str, config: ServerConfig | None = None, executor: Any = None) -> FastAPI:
+class BadRequest(Exception):
+    """Raised while reading a request body that is not what the endpoint takes (becomes a 4xx)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def read_body(request: Request, model: type[Body]) -> Body:
+    """The request's JSON body, decoded with `decode_json` and validated strictly against `model`."""
+    raw = await request.body()
+    try:
+        payload = decode_json(raw.decode("utf-8")) if raw.strip() else {}
+    except UnicodeDecodeError as e:
+        raise BadRequest(400, f"request body is not UTF-8 (byte {e.start})") from e
+    except json.JSONDecodeError as e:
+        raise BadRequest(400, f"request body is not usable JSON: {e.msg}") from e
+    try:
+        return model.model_validate(payload)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'body'}: {err['msg']}" for err in e.errors()[:5])
+        raise BadRequest(422, f"expected {model.__name__}: {problems}") from e
+
+
+def check_completions(completions: list[str], max_chars: int) -> None:
+    """413 for a completion longer than the env's `max_completion_chars` (the action space's bound)."""
+    for i, text in enumerate(completions):
+        if len(text) > max_chars:
+            raise BadRequest(413, f"completion {i} has {len(text)} characters, max_completion_chars is {max_chars}")
+
+
+def client_of(request: Request) -> str:
+    """Whose request this is: the token it carried (see `TokenAuth`), else the peer address."""
+    named = getattr(request.state, "client", None)
+    if named:
+        return str(named)
+    return request.client.host if request.client else "unknown"
+
+
+def action_summary(action: dict[str, Any]) -> dict[str, Any]:
+    """What `info["action"]` says over HTTP: the parsed shape, never the completion's text."""
+    calls = action.get("tool_calls") or []
+    out: dict[str, Any] = {
+        "role": action.get("role"),
+        "content_chars": len(action.get("content") or ""),
+        "tool_calls": [
+            {"name": c["function"]["name"][:200], "arguments_chars": len(c["function"]["arguments"])} for c in calls
+        ],
+    }
+    parse_error = (action.get("extra") or {}).get("parse_error")
+    if parse_error:
+        out["parse_error"] = str(parse_error)[:500]
+    return out
+
+
+def create_app(
+    env: PivotEnv,
+    env_id: str,
+    config: ServerConfig | None = None,
+    executor: Any = None,
+    tokens: tuple[str, ...] = (),
+) -> FastAPI:
     """The FastAPI app serving one loaded env (`env` is the unwrapped `PivotEnv`).
 
     With an `executor` (`trainers.executors`, e.g. Ray workers on other hosts), verify-batch
     requests are scored there, routed by sandbox state; reset and step stay in this process.
+    With `tokens`, every request must carry one of them (`Authorization: Bearer <token>`).
     """
     config = config or ServerConfig()
     admission = Admission(config)
-    sessions = Sessions(env, config.max_sessions)
-    app = FastAPI(title=f"pivot-gym {env_id}", default_response_class=FastJSON)
+    sessions = Sessions(env, config.max_sessions, config.max_sessions_per_client, config.session_ttl_s)
+    max_chars = env.action_space.max_length
+    app = FastAPI(title=f"pivot-gym {env_id}", default_response_class=FastJSON, max_body_size=config.max_body_bytes)
     app.state.admission = admission
-
-    @app.exception_handler(Busy)
-    async def busy(_: Request, exc: Busy) -> JSONResponse:
-        return JSONResponse(
-            {"error": "server busy: queue full", "retry_after_s": round(exc.retry_after_s, 3)},
-            status_code=503,
-            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))},
-        )
-
-    @app.exception_handler(UnknownPivot)
-    async def unknown_pivot(_: Request, exc: UnknownPivot) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=404)
+    app.state.sessions = sessions
+    if tokens:
+        app.add_middleware(TokenAuth, tokens=tokens)
+    _add_error_handlers(app)
 
     @app.get(f"{API}/health")
     async def health() -> FastJSON:
@@ -223,46 +287,97 @@ def create_app(env: PivotEnv, env_id: str, config: ServerConfig | None = None, e
         )
 
     @app.post(f"{API}/sessions")
-    async def new_session() -> dict[str, Any]:
-        return {
-            "session_id": sessions.create(),
-            "env_id": env_id,
-            "domain": env.domain,
-            "num_pivots": len(env.pivots),
-            "max_completion_chars": env.action_space.max_length,
-        }
+    async def new_session(request: Request) -> FastJSON:
+        return FastJSON(
+            {
+                "session_id": sessions.create(client_of(request)),
+                "env_id": env_id,
+                "domain": env.domain,
+                "num_pivots": len(env.pivots),
+                "max_completion_chars": max_chars,
+            }
+        )
 
     @app.delete(f"{API}/sessions/{{sid}}")
-    async def drop_session(sid: str) -> dict[str, Any]:
-        return {"session_id": sid, "dropped": sessions.drop(sid)}
+    async def drop_session(sid: str, request: Request) -> FastJSON:
+        return FastJSON({"session_id": sid[:64], "dropped": sessions.drop(sid, client_of(request))})
 
     @app.post(f"{API}/sessions/{{sid}}/reset")
-    async def reset(sid: str, body: ResetRequest) -> FastJSON:
-        session = sessions.get(sid)
-        obs, info = await admission.run(lambda: session.reset(seed=body.seed, options=body.options))
+    async def reset(sid: str, request: Request) -> FastJSON:
+        session = sessions.get(sid, client_of(request))
+        body = await read_body(request, ResetRequest)
+        options = {"pivot_id": body.options.pivot_id} if body.options and body.options.pivot_id is not None else None
+        obs, info = await admission.run(lambda: session.reset(seed=body.seed, options=options))
         return FastJSON({"observation": obs, "info": info})
 
     @app.post(f"{API}/sessions/{{sid}}/step")
-    async def step(sid: str, body: StepRequest) -> FastJSON:
-        session = sessions.get(sid)
+    async def step(sid: str, request: Request) -> FastJSON:
+        session = sessions.get(sid, client_of(request))
+        body = await read_body(request, StepRequest)
+        check_completions([body.action], max_chars)
         if session.current is None:
             raise HTTPException(409, "call reset before step in this session")
         obs, reward, terminated, truncated, info = await admission.run(session.step, body.action)
+        info = {**info, "action": action_summary(info["action"])}
         return FastJSON(
             {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
         )
 
     @app.post(f"{API}/verify-batch")
-    async def verify_batch(body: VerifyBatchRequest) -> FastJSON:
+    async def verify_batch(request: Request) -> FastJSON:
+        body = await read_body(request, VerifyBatchRequest)
         if len(body.completions) > config.max_batch:
             raise HTTPException(413, f"expected at most {config.max_batch} completions, got {len(body.completions)}")
+        check_completions(body.completions, max_chars)
+        pivot = env.pivot(body.pivot_id)
         if executor is None:
-            results = await admission.run(env.score, body.pivot_id, body.completions)
+            results = await admission.run(env.score, pivot, body.completions)
         else:
-            results = await admission.run(_remote_score, executor, env.pivot(body.pivot_id), body.completions)
+            results = await admission.run(_remote_score, executor, pivot, body.completions)
         return FastJSON({"pivot_id": body.pivot_id, "results": [r.to_json() for r in results]})
 
     return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every refusal is JSON `{"error": message}` with a 4xx/503; an unexpected failure a bare 500."""
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None, **extra: Any) -> FastJSON:
+        return FastJSON({"error": message, **extra}, status_code=status, headers=headers)
+
+    @app.exception_handler(Busy)
+    async def busy(_: Request, exc: Busy) -> FastJSON:
+        return error(
+            503,
+            "server busy: queue full",
+            {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))},
+            retry_after_s=round(exc.retry_after_s, 3),
+        )
+
+    @app.exception_handler(UnknownPivot)
+    async def unknown_pivot(_: Request, exc: UnknownPivot) -> FastJSON:
+        return error(404, str(exc)[:1000])
+
+    @app.exception_handler(SessionNotFound)
+    async def unknown_session(_: Request, exc: SessionNotFound) -> FastJSON:
+        return error(404, str(exc))
+
+    @app.exception_handler(SessionRefused)
+    async def refused_session(_: Request, exc: SessionRefused) -> FastJSON:
+        return error(429, str(exc))
+
+    @app.exception_handler(BadRequest)
+    async def bad_request(_: Request, exc: BadRequest) -> FastJSON:
+        return error(exc.status, str(exc)[:2000])
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> FastJSON:
+        return error(exc.status_code, str(exc.detail)[:2000], exc.headers)
+
+    @app.exception_handler(Exception)
+    async def internal(_: Request, exc: Exception) -> FastJSON:
+        # A bug, not bad input: say which kind without echoing anything the client sent.
+        return error(500, f"internal error ({type(exc).__name__}); see the server log")
 
 
 def _remote_score(executor: Any, pivot: Any, completions: list[str]) -> list[Any]:
@@ -277,17 +392,25 @@ def serve(
     port: int = 8000,
     config: ServerConfig | None = None,
     executor: str = "in-process",
+    token: str | None = None,
     **env_kwargs: Any,
 ) -> None:
     """Load `env_id` (with `env_kwargs`) and serve it with uvicorn until interrupted.
 
-    `executor="ray"` scores verify-batch requests on Ray workers (the `scale` extra).
+    `executor="ray"` scores verify-batch requests on Ray workers (the `scale` extra). `token`
+    (else `$PIVOT_SERVE_TOKEN`; commas separate one token per client) is required for any bind
+    but loopback.
+
+    Raises:
+        ServeRefused: a non-loopback `host` without a token, or a token that is too short.
     """
     import gymnasium as gym
     import uvicorn
 
     import pivot_envs  # noqa: F401  (registers the ids)
 
+    config = config or ServerConfig()
+    tokens = resolve_tokens(host, token)  # before loading anything: refuse fast
     env = gym.make(env_id, **env_kwargs).unwrapped
     pool = None
     if executor != "in-process":
@@ -296,10 +419,19 @@ def serve(
         pool = make_executor(executor, EnvSpec(env_id, env_kwargs))
     try:
         # One process, one event loop: the admission counters assume a single worker.
-        uvicorn.run(create_app(env, env_id, config, pool), host=host, port=port, log_level="warning", workers=1)
+        uvicorn.run(
+            create_app(env, env_id, config, pool, tokens),
+            host=host,
+            port=port,
+            log_level="warning",
+            workers=1,
+            http=request_timeout_protocol(config.request_timeout_s),
+            # Request heads past 64 KiB are refused by h11 before the app sees them.
+            h11_max_incomplete_event_size=64 * 1024,
+        )
     finally:
         if pool is not None:
             pool.close()
 
 
-__all__ = ["Admission", "Busy", "ServerConfig", "create_app", "serve"]
+__all__ = ["Admission", "Busy", "ServerConfig", "action_summary", "create_app", "serve"]

@@ -17,12 +17,29 @@ def register(app: typer.Typer) -> None:
 def serve(
     env: str = typer.Option(..., "--env", help="Env id, e.g. pivot/terminal-v0."),
     port: int = typer.Option(8000, "--port", help="TCP port."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (0.0.0.0 for other hosts)."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to bind; any but loopback needs --token (or $PIVOT_SERVE_TOKEN)."
+    ),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        help="Bearer token clients must send (default $PIVOT_SERVE_TOKEN; commas: one per client). "
+        "Required off loopback.",
+        show_default=False,
+    ),
     dataset: Path | None = typer.Option(None, "--dataset", help="Pivot or trajectory file (default: bundled)."),
     verifiers: str | None = typer.Option(None, "--verifiers", help="Comma-separated verifier names."),
     concurrency: int = typer.Option(8, "--concurrency", help="Requests verified at once (worker threads)."),
     max_queue: int = typer.Option(256, "--max-queue", help="Requests allowed to wait; more get 503 + Retry-After."),
-    max_sessions: int = typer.Option(4096, "--max-sessions", help="Live reset/step sessions kept (LRU)."),
+    max_sessions: int = typer.Option(4096, "--max-sessions", help="Live reset/step sessions held in all."),
+    max_sessions_per_client: int = typer.Option(
+        1024, "--max-sessions-per-client", help="Live sessions one client (token, else address) may hold."
+    ),
+    session_ttl: float = typer.Option(3600.0, "--session-ttl", help="Idle seconds after which a session expires."),
+    max_body_bytes: int = typer.Option(1024 * 1024, "--max-body-bytes", help="Largest request body; more gets 413."),
+    request_timeout: float = typer.Option(
+        30.0, "--request-timeout", help="Seconds a client has to send a whole request (slow clients are cut off)."
+    ),
     executor: str = typer.Option(
         "in-process",
         "--executor",
@@ -30,18 +47,38 @@ def serve(
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Serve reset / step / verify-batch / health for one env (FastAPI + uvicorn)."""
+    """Serve reset / step / verify-batch / health for one env (FastAPI + uvicorn).
+
+    The server runs model-written commands: bind loopback (the default) or give it a token.
+    """
     from pivot_envs._server import ServerConfig
     from pivot_envs._server import serve as run_server
+    from pivot_envs._server_guard import resolve_tokens
 
     kwargs = env_kwargs(dataset, verifiers)
     with user_errors():
-        config = ServerConfig(concurrency=concurrency, max_queue=max_queue, max_sessions=max_sessions)
+        config = ServerConfig(
+            concurrency=concurrency,
+            max_queue=max_queue,
+            max_sessions=max_sessions,
+            max_sessions_per_client=max_sessions_per_client,
+            session_ttl_s=session_ttl,
+            max_body_bytes=max_body_bytes,
+            request_timeout_s=request_timeout,
+        )
+        auth = "token" if resolve_tokens(host, token) else "none (loopback only)"
         url = f"http://{host}:{port}/v1"
         if as_json:  # one line a supervisor can parse before the server blocks
             emit_json(
-                {"env": env, "url": url, "concurrency": concurrency, "max_queue": max_queue, "executor": executor}
+                {
+                    "env": env,
+                    "url": url,
+                    "auth": auth,
+                    "concurrency": concurrency,
+                    "max_queue": max_queue,
+                    "executor": executor,
+                }
             )
         else:
-            err_console.print(f"serving {env} on {url} (concurrency {concurrency}, queue {max_queue})")
-        run_server(env, host=host, port=port, config=config, executor=executor, **kwargs)
+            err_console.print(f"serving {env} on {url} (auth {auth}, concurrency {concurrency}, queue {max_queue})")
+        run_server(env, host=host, port=port, config=config, executor=executor, token=token, **kwargs)

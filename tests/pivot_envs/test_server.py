@@ -19,7 +19,7 @@ from gymnasium.utils.env_checker import check_env
 
 import pivot_envs
 from pivot_envs._checker import check_info_keys, check_random_actions_score_zero, check_reset_pivot_determinism
-from pivot_envs._server import ServerConfig, create_app
+from pivot_envs._server import ServerConfig, action_summary, create_app
 from pivot_envs.remote import AsyncVerifyClient, RemoteEnv, RemoteError
 from verifiers_plugins import Verdict
 from verifiers_plugins.hookspecs import hookimpl
@@ -100,7 +100,11 @@ def test_remote_env_passes_check_env_and_matches_in_process(server_url):
         completion = pivot_envs.render_completion(pivot.expert, pivot.domain)
         r_obs, r_reward, _, _, r_info = remote.step(completion)
         l_obs, l_reward, _, _, l_info = local.step(completion)
+        # The server never echoes the completion: info["action"] is a summary of the parsed action.
+        l_action = l_info.pop("action")
+        r_action = r_info.pop("action")
         assert [r_obs, r_reward, r_info] == normalized([l_obs, l_reward, l_info]) and r_reward == 1.0
+        assert r_action == action_summary(l_action) and completion not in json.dumps(r_action)
         with pytest.raises(pivot_envs.UnknownPivot, match="expected a pivot id"):
             remote.reset(options={"pivot_id": "no-such-pivot"})
     finally:
@@ -123,7 +127,8 @@ def test_thousand_concurrent_verify_requests(server_url):
     env = gym.make(ENV_ID)
     cases = _cases(env)
     expected = {
-        i: normalized([r.to_json() for r in env.unwrapped.score(env.unwrapped.pivot(pid), comps)]) for i, (pid, comps) in enumerate(cases)
+        i: normalized([r.to_json() for r in env.unwrapped.score(env.unwrapped.pivot(pid), comps)])
+        for i, (pid, comps) in enumerate(cases)
     }
     n = 1000
     assignment = [k % len(cases) for k in range(n)]
