@@ -2,9 +2,11 @@
 
 verl's RL datasets are Parquet files with the columns `data_source`, `prompt` (chat messages
 `{role, content}`), `ability`, `reward_model` (`{style, ground_truth}`) and `extra_info` (free-form;
-here `split`, `index`, `pivot_id`, `pivot_json`). Point verl at the reward function with
-`custom_reward_function.path=trainers/adapters/verl.py custom_reward_function.name=compute_score`;
-verl calls `compute_score(data_source, solution_str, ground_truth, extra_info)` per response.
+here `split`, `index`, `pivot_id`, `pivot_json`). Point verl (0.9) at the reward function with
+`reward.custom_reward_function.path=trainers/adapters/verl.py reward.custom_reward_function.name=compute_score`
+(read by verl's `get_custom_reward_fn`); its reward managers (`NaiveRewardManager`, classic and
+reward-loop) call `compute_score(data_source=, solution_str=, ground_truth=, extra_info=)` per
+response, with the response alone decoded, so no prompt truncation can shift it.
 """
 
 from __future__ import annotations
