@@ -1,0 +1,55 @@
+"""The SkyRL adapter through skyrl-gym and SkyRL themselves: PromptDataset rows, skyrl_gym.make, BaseTextEnv."""
+
+import gymnasium as gym
+import pytest
+import skyrl_gym
+from skyrl.train.dataset.dataset import PromptDataset
+
+# skyrl-gym and skyrl are CI installs (.ci/run): a missing one fails here, it is never skipped.
+from skyrl_gym.envs.base_text_env import BaseTextEnv
+
+import pivot_envs  # noqa: F401
+from trainers.adapters import skyrl
+from trainers.adapters._common import expert_text
+
+
+@pytest.fixture(scope="module")
+def env():
+    return gym.make("pivot/tool-use-v0").unwrapped
+
+
+@pytest.fixture(scope="module")
+def tokenizer(env):
+    from trainers.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
+
+    return build_tokenizer(corpus_texts(env.pivots, _bootstrap_tokenizer()), 1024)
+
+
+def test_prompt_dataset_rows_made_into_envs_by_skyrl_gym(env, tokenizer, tmp_path):
+    pivots = [env.pivots[0], next(p for p in env.pivots if p.expert.tool_calls and p.context.get("world"))]
+    path = tmp_path / "train.parquet"
+    assert skyrl.write_skyrl_parquet(pivots, path) == 2
+    dataset = PromptDataset(str(path), tokenizer, max_prompt_length=100_000, num_workers=1)
+    assert len(dataset) == 2
+    skyrl.register()
+    skyrl.register()  # idempotent
+    assert skyrl_gym.registry[skyrl.ENV_CLASS].entry_point == skyrl.ENTRY_POINT
+    for i, pivot in enumerate(pivots):
+        messages, env_class, extras, _ = dataset[i]
+        assert env_class == skyrl.ENV_CLASS and extras["extra_info"]["pivot_id"] == pivot.id
+        for completion, reward in ((expert_text(pivot), 1.0), ("I cannot help with that.", 0.0)):
+            # what SkyRL's generator does per trajectory
+            text_env = skyrl_gym.make(env_class, env_config={}, extras=extras)
+            assert isinstance(text_env, BaseTextEnv)
+            prompt, _ = text_env.init(messages)
+            assert prompt == messages
+            out = text_env.step(completion)
+            (expected,) = env.score_pivot(pivot, [completion])
+            assert out["reward"] == expected.reward == reward and out["done"] and out["observations"] == []
+            text_env.close()
+
+
+def test_row_without_a_readable_pivot_is_an_error_verdict():
+    text_env = skyrl.PivotTextEnv({}, {"extra_info": {"pivot_json": "{not json"}})
+    out = text_env.step("anything")
+    assert out["reward"] == 0.0 and out["metadata"]["error"]
