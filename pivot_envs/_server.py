@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pivot_envs._env import PivotEnv
-from pivot_envs._safejson import decode_json
+from pivot_envs._safejson import UnsafeJSON, decode_json
 from pivot_envs._server_guard import TokenAuth, request_timeout_protocol, resolve_tokens
 from pivot_envs._server_sessions import SessionNotFound, SessionRefused, Sessions
 from pivot_envs.errors import UnknownPivot
@@ -208,6 +208,8 @@ async def read_body(request: Request, model: type[Body]) -> Body:
         payload = decode_json(raw.decode("utf-8")) if raw.strip() else {}
     except UnicodeDecodeError as e:
         raise BadRequest(400, f"request body is not UTF-8 (byte {e.start})") from e
+    except UnsafeJSON as e:  # JSON, but holding what no endpoint takes (lone surrogate, huge int, ...)
+        raise BadRequest(422, f"request body is unusable JSON: {e.msg}") from e
     except json.JSONDecodeError as e:
         raise BadRequest(400, f"request body is not usable JSON: {e.msg}") from e
     try:
