@@ -1,4 +1,4 @@
-"""`pivot sandbox build-image`, `pivot sandbox gc`, `pivot sandbox info` and `pivot synthesize terminal-bench`."""
+"""`pivot sandbox build-image|build-task|build-tasks|gc|info` and `pivot synthesize terminal-bench`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ sandbox_app = typer.Typer(help="Docker sandbox: offline base images and leftover
 def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     sandbox_app.command("build-image")(build_image)
+    sandbox_app.command("build-task")(build_task)
+    sandbox_app.command("build-tasks")(build_tasks)
     sandbox_app.command("gc")(gc)
     sandbox_app.command("info")(info)
     synthesize_app.command("terminal-bench")(terminal_bench)
@@ -53,6 +55,55 @@ def build_image(
         emit_json(summary)
     else:
         console.print(f"{'cached' if cached else 'built'} {tag} ({summary['size_mb']} MB)")
+
+
+def _print_builds(rows: list[dict], title: str) -> None:
+    table = [
+        (r["task_id"], r["status"], r.get("image") or r.get("reason", "")[:90], f"{r.get('seconds', 0):.1f}")
+        for r in rows
+    ]
+    print_table(title, ["task", "status", "image / reason", "s"], table)
+    ok = sum(r["status"] in ("built", "cached") for r in rows)
+    console.print(f"{ok} of {len(rows)} task images ready")
+
+
+def build_task(
+    task_dir: Path = typer.Argument(..., help="A Terminal-Bench task folder (Dockerfile, task.yaml, tests/)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the content hash is cached."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Build one task's image offline from its own Dockerfile (base images mapped to local ones)."""
+    from verifiers_plugins.sandbox._tasks import build_tasks as run_builds
+
+    with user_errors():
+        (row,) = [r.to_json() for r in run_builds(_client(), [task_dir], force=force)]
+    if as_json:
+        emit_json(row)
+    else:
+        _print_builds([row], "task image")
+    if row["status"] == "skipped":
+        raise typer.Exit(1)
+
+
+def build_tasks(
+    tasks_dir: Path = typer.Argument(..., help="A folder of Terminal-Bench task folders."),
+    only: str = typer.Option("", "--only", help="Comma-separated task ids (default: every folder)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the content hash is cached."),
+    keep: int = typer.Option(24, "--keep", help="Task images kept (least recently used removed past it)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Build every task image of a folder; each task that cannot build says why."""
+    from verifiers_plugins.sandbox._tasks import build_tasks as run_builds
+    from verifiers_plugins.sandbox._tasks import task_dirs
+
+    with user_errors():
+        dirs = task_dirs(tasks_dir, [t for t in only.split(",") if t.strip()])
+        rows = [r.to_json() for r in run_builds(_client(), dirs, force=force, keep=keep)]
+    ready = sum(r["status"] in ("built", "cached") for r in rows)
+    if as_json:
+        emit_json({"total": len(rows), "ready": ready, "tasks": rows})
+    else:
+        _print_builds(rows, "task images")
 
 
 def info(as_json: bool = JSON_OPTION) -> None:
@@ -98,15 +149,30 @@ def gc(
 def terminal_bench(
     src: Path = typer.Argument(..., help="Terminal-Bench task JSONL (instruction + solution_commands)."),
     out: Path = typer.Option(..., "--out", help="Output pivot JSONL (readable by load_pivots)."),
-    image: str = typer.Option("pivot-gym/debian:bookworm", "--image", help="Base image the solutions run in."),
+    image: str = typer.Option(
+        "pivot-gym/debian:bookworm", "--image", help="Image for tasks without a folder in --tasks-dir."
+    ),
+    tasks_dir: Path = typer.Option(
+        None, "--tasks-dir", help="Task folders (default: tasks/ beside TASKS.jsonl): each task runs in its own image."
+    ),
+    only: str = typer.Option("", "--only", help="Comma-separated task ids (default: all)."),
     limit: int = typer.Option(0, "--limit", help="Only the first N tasks (0: all)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run each task's oracle solution command by command and write Terminus trajectories' pivots."""
     from verifiers_plugins.sandbox._synthesize import synthesize_file
 
+    if tasks_dir is not None and not tasks_dir.is_dir():
+        fail(f"--tasks-dir {tasks_dir}: not a folder")
     with user_errors():
-        report = synthesize_file(src, out, image=image, limit=limit or None)
+        report = synthesize_file(
+            src,
+            out,
+            image=image,
+            limit=limit or None,
+            tasks_dir=tasks_dir,
+            only=[t for t in only.split(",") if t.strip()],
+        )
     if as_json:
         emit_json(report)
         return

@@ -134,10 +134,18 @@ def create(
             extra["cap_add"] = rn.CAPABILITIES
     if runner:
         extra["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]
+    network = f"container:{holder.id}" if holder else "none"
+    if kind == "replay" and spec.replay_access:
+        # the replay of set-up and expert history only (never a candidate): the registries, as a build step
+        from verifiers_plugins.sandbox._access import build_access
+
+        suite = (client.images.get(image).labels or {}).get(f"{LABEL}.suite", "bookworm")
+        extra["mounts"] = extra.get("mounts", []) + build_access(suite).docker_mounts()
+        network = "host"
     api = client.api
     # the low-level calls: `containers.run` adds an inspect round trip (and a pull on a missing image)
     host_config = api.create_host_config(
-        network_mode=f"container:{holder.id}" if holder else "none",
+        network_mode=network,
         **extra,
         security_opt=["no-new-privileges"],
         pids_limit=limits.pids,

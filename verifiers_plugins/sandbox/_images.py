@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
 import subprocess
 import tarfile
@@ -17,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from verifiers_plugins.sandbox._access import PLACEHOLDERS, archive_mirror
 from verifiers_plugins.sandbox._spec import LABEL, SandboxError
 
 BUSYBOX_TAG = "pivot-gym/busybox:1"
@@ -89,26 +89,24 @@ def build_busybox_image(client: Any, tag: str = BUSYBOX_TAG, force: bool = False
 
 
 def apt_mirror(suite: str = "bookworm") -> str:
-    """The Debian mirror this machine's apt uses (deb822 `.sources` or one-line `sources.list`)."""
-    files = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]
-    for path in files:
-        if not path.is_file():
-            continue
-        text = path.read_text(errors="replace")
-        for stanza in re.split(r"\n\s*\n", text):
-            uris = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
-            suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
-            if uris and suites and suite in suites.group(1).split() and "security" not in uris.group(1):
-                return uris.group(1)
-        for line in text.splitlines():
-            m = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line.strip())
-            if m and m.group(2) == suite:
-                return m.group(1)
-    raise SandboxError(f"no apt source for {suite!r} in /etc/apt: cannot tell debootstrap which mirror to use")
+    """The Debian mirror this machine's apt uses (any suite: debootstrap asks it for `suite`)."""
+    del suite  # one mirror serves every suite; kept for callers that name the suite
+    return archive_mirror()
 
 
-def build_debian_image(client: Any, tag: str = DEBIAN_TAG, force: bool = False, suite: str = "bookworm") -> str:
-    """Debootstrap a minbase rootfs with python3, bash, coreutils and git, and `docker import` it (about a minute)."""
+def build_debian_image(
+    client: Any,
+    tag: str = DEBIAN_TAG,
+    force: bool = False,
+    suite: str = "bookworm",
+    packages: tuple[str, ...] = DEBIAN_PACKAGES,
+) -> str:
+    """Debootstrap a minbase rootfs of `suite` with `packages` and `docker import` it (a minute or more).
+
+    The mirror comes from the machine's apt sources at run time; debootstrap's `sources.list` naming it is
+    emptied (build steps get the machine's sources mounted over it, `_access.py`) and `/etc/pip.conf` is
+    an empty placeholder for the same reason. The image is labelled with its suite.
+    """
     if not force and image_exists(client, tag):
         return tag
     if shutil.which("debootstrap") is None:
@@ -117,19 +115,18 @@ def build_debian_image(client: Any, tag: str = DEBIAN_TAG, force: bool = False, 
         raise SandboxError("debootstrap needs root: run `pivot sandbox build-image` as root")
     with tempfile.TemporaryDirectory(prefix="pivot-rootfs-") as tmp:
         root = Path(tmp) / "rootfs"
-        cmd = [
-            "debootstrap",
-            "--variant=minbase",
-            f"--include={','.join(DEBIAN_PACKAGES)}",
-            suite,
-            str(root),
-            apt_mirror(suite),
-        ]
+        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", suite, str(root), apt_mirror()]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise SandboxError(f"debootstrap failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
+            raise SandboxError(f"debootstrap {suite} failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
         for junk in ("usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt", "var/lib/apt/lists"):
             shutil.rmtree(root / junk, ignore_errors=True)
+        (root / "var/lib/apt/lists/partial").mkdir(parents=True, exist_ok=True)
+        (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+        for placeholder in PLACEHOLDERS:
+            (root / placeholder.lstrip("/")).write_text("")
+        for extra in (root / "etc/apt/sources.list.d").glob("*"):
+            extra.unlink()
         with open(root / "etc/passwd", "a") as f:
             f.write("agent:x:1000:1000:agent:/home/agent:/bin/bash\n")
         with open(root / "etc/group", "a") as f:
@@ -139,8 +136,26 @@ def build_debian_image(client: Any, tag: str = DEBIAN_TAG, force: bool = False, 
         archive = Path(tmp) / "rootfs.tar"
         subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
         repo, _, version = tag.partition(":")
-        client.api.import_image_from_file(str(archive), repository=repo, tag=version or "latest", changes=_CHANGES)
+        changes = [*_CHANGES, f"LABEL {LABEL}.suite={suite}"]
+        client.api.import_image_from_file(str(archive), repository=repo, tag=version or "latest", changes=changes)
     return tag
+
+
+# Debian roots of the task base images (`_tasks.BASES` maps the names Dockerfiles ask for onto them).
+PYTHON_PACKAGES = ("python3", "python3-pip", "python3-venv", "python-is-python3", "bash", "coreutils", "procps")
+ROOTS = {
+    "pivot-gym/root:trixie": ("trixie", (*PYTHON_PACKAGES, "ca-certificates", "tmux", "asciinema")),
+    "pivot-gym/root:bookworm": ("bookworm", (*PYTHON_PACKAGES, "ca-certificates")),
+    "pivot-gym/root:bullseye": ("bullseye", (*PYTHON_PACKAGES, "ca-certificates")),
+}
+
+
+def build_root_image(client: Any, tag: str, force: bool = False) -> str:
+    """Build (or reuse, by tag) one of the `ROOTS` by debootstrap."""
+    if tag not in ROOTS:
+        raise SandboxError(f"unknown root image {tag!r}: expected one of {sorted(ROOTS)}")
+    suite, packages = ROOTS[tag]
+    return build_debian_image(client, tag, force=force, suite=suite, packages=packages)
 
 
 BUILDERS = {"busybox": build_busybox_image, "debian": build_debian_image}

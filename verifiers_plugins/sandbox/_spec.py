@@ -36,6 +36,9 @@ class SandboxSpec:
         user: the uid:gid actions run as ("root" keeps root; set-up always runs as root).
         shell: the shell that interprets actions (`/bin/sh` works in every image).
         env: extra environment variables.
+        replay_access: set-up and history replay get the machine's build-time registry access (host
+            network, apt/pip configuration and CA bundle mounted: `_access.py`), for expert steps such as
+            `pip install`; the containers that run candidates keep `--network none` whatever this says.
     """
 
     image: str
@@ -44,6 +47,7 @@ class SandboxSpec:
     user: str = DEFAULT_USER
     shell: str = "/bin/sh"
     env: Mapping[str, str] = field(default_factory=dict)
+    replay_access: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.image, str) or not self.image:
@@ -63,7 +67,7 @@ class SandboxSpec:
             return cls(image=raw)
         if not isinstance(raw, Mapping):
             raise SandboxError(f"context.sandbox: expected an object, got {type(raw).__name__}")
-        known = {k: raw[k] for k in ("image", "setup", "workdir", "user", "shell", "env") if k in raw}
+        known = {k: raw[k] for k in ("image", "setup", "workdir", "user", "shell", "env", "replay_access") if k in raw}
         if isinstance(known.get("setup"), str):
             known["setup"] = (known["setup"],)
         return cls(**known)

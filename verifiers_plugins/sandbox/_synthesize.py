@@ -2,13 +2,20 @@
 
 Each task's solution runs command by command in the sandbox; every command becomes one assistant
 turn (Terminus JSON with its keystrokes) and its real output the next user turn. The pivots carry
-`context.sandbox`, so `docker_shell` can restore their state. Tasks that need the network, a
-custom environment, or files their (unshipped) Dockerfile would have made are skipped with a
-reason. Terminal-Bench data carries a canary: use the output for tests and demos, never training.
+`context.sandbox`, so `docker_shell` can restore their state. With the task folders at hand
+(`--tasks-dir`, default `tasks/` beside the JSONL) the solution runs in the task's own image
+(`_tasks.task_image`), and replaying it (set-up, not a candidate) gets build-time registry access
+(`SandboxSpec.replay_access`): `pip install` in a solution works. A pivot whose expert action itself
+needs the network is marked `context.sandbox.expert_needs_network` (no container without a network
+can reproduce it: the static part of the chain scores it). Each pivot also carries `context.task`
+(the folder, the solution, the test timeout) for `task_tests`. Tasks that need a host outside the
+registries, a custom environment, or a folder that cannot build are skipped with one reason.
+Terminal-Bench data carries a canary: use the output for tests and demos, never training.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,12 +26,18 @@ from pivot_envs._formats import write_pivots
 from pivot_envs._jsonl import iter_jsonl
 from pivot_envs._model import Message, Pivot, Trajectory
 from pivot_envs._pivots import extract_pivots
+from verifiers_plugins.sandbox._dockerfile import hosts_in
 from verifiers_plugins.sandbox._plugin import docker_backend
 from verifiers_plugins.sandbox._spec import SandboxError, SandboxSpec
 
 NETWORK = re.compile(
     r"\b(pip3?\s+install|uv\s+(add|init|run|pip)|apt(-get)?\s+(install|update)|curl|wget|git\s+(clone|fetch|pull|push)"
     r"|npm|cargo\s+(install|build)|conda|huggingface|from_pretrained|urlretrieve|load_dataset|ssh|scp|docker)\b"
+)
+# Downloads whose host no URL in the command names.
+IMPLICIT_HOSTS = (
+    (re.compile(r"from_pretrained|load_dataset|snapshot_download|hf_hub_download|huggingface-cli"), "huggingface.co"),
+    (re.compile(r"\bgit\s+clone\s+(?!https?://|git@)\S+/\S+"), "a git remote"),
 )
 PROMPT = (
     "You are an AI assistant tasked with solving command-line tasks in a Linux environment. You will be given a "
@@ -78,23 +91,50 @@ def terminus_messages(instruction: str, workdir: str, steps: Sequence[tuple[str,
     return messages
 
 
-def skip_reason(record: Mapping[str, Any]) -> str | None:
-    """Why a task cannot run offline in a stock image, None when it may."""
+def skip_reason(record: Mapping[str, Any], registries: frozenset[str] | None = None) -> str | None:
+    """Why a task cannot run here, None when it may.
+
+    Without `registries` (a stock image, no registry access) any network use is a reason; with
+    them (the task's own image, replay with registry access) only a host beyond them is.
+    """
     if record.get("env_name"):
         return f"needs the custom environment {record['env_name']!r}"
     commands = record.get("solution_commands") or []
     if not commands:
         return "no solution commands"
-    for command in commands:
-        m = NETWORK.search(command)
-        if m:
-            return f"needs the network ({m.group(0)!r} in {command.strip()[:60]!r})"
+    for i, command in enumerate(commands):
+        if registries is None:
+            m = NETWORK.search(command)
+            if m:
+                return f"needs the network ({m.group(0)!r} in {command.strip()[:60]!r})"
+            continue
+        hosts = hosts_in(command, registries)
+        if hosts:
+            return f"solution command {i + 1} needs {hosts[0]}, outside the registries: {command.strip()[:60]!r}"
+        for word, host in IMPLICIT_HOSTS:
+            if word.search(command):
+                return f"solution command {i + 1} needs {host} ({word.pattern!r}): {command.strip()[:60]!r}"
     return None
 
 
-def synthesize_task(record: Mapping[str, Any], spec: SandboxSpec, backend: Any) -> tuple[Trajectory | None, str]:
-    """Run one task's solution; (trajectory, "") on success, (None, reason) when skipped."""
-    reason = skip_reason(record)
+def needs_network(commands: Sequence[str]) -> bool:
+    """True when an action's effect depends on the network (a package install, a download)."""
+    return any(NETWORK.search(c) for c in commands)
+
+
+def synthesize_task(
+    record: Mapping[str, Any],
+    spec: SandboxSpec,
+    backend: Any,
+    task: Mapping[str, Any] | None = None,
+    registries: frozenset[str] | None = None,
+) -> tuple[Trajectory | None, str]:
+    """Run one task's solution; (trajectory, "") on success, (None, reason) when skipped.
+
+    `task` (the task folder's `context.task`) and `registries` are given when the solution runs in
+    the task's own image with registry access.
+    """
+    reason = skip_reason(record, registries if spec.replay_access else None)
     if reason:
         return None, reason
     commands = [c for c in record["solution_commands"] if c.strip()]
@@ -119,8 +159,11 @@ def synthesize_task(record: Mapping[str, Any], spec: SandboxSpec, backend: Any) 
             "workdir": spec.workdir,
             "shell": spec.shell,
             "user": spec.user,
+            **({"replay_access": True} if spec.replay_access else {}),
         },
     }
+    if task:
+        context["task"] = {**task, "solution": commands}
     if record.get("canary_guid"):
         context["canary_guid"] = record["canary_guid"]  # contamination marker: tests and demos only
     traj = Trajectory(
@@ -142,26 +185,99 @@ def task_spec(record: Mapping[str, Any], image: str) -> SandboxSpec:
     )
 
 
-def synthesize(records: Sequence[Mapping[str, Any]], image: str, backend: Any = None) -> Iterator[dict[str, Any]]:
-    """Yield one report row per task: `{task_id, status, reason?, trajectory?}`."""
-    backend = backend or docker_backend()
+# Replaying a solution is set-up: generous limits (package installs), never those of a candidate.
+REPLAY_LIMITS = {"memory": "2g", "pids": 1024, "replay_timeout": 900.0}
+
+
+def synthesize(
+    records: Sequence[Mapping[str, Any]], image: str, backend: Any = None, tasks_dir: Path | None = None
+) -> Iterator[dict[str, Any]]:
+    """Yield one report row per task: `{task_id, status, reason?, trajectory?, image?}`.
+
+    With `tasks_dir`, a task whose folder is there runs in its own image (built or reused by hash);
+    the others, and every task without `tasks_dir`, run in `image`.
+    """
     for record in records:
         task_id = str(record.get("task_id") or record.get("id"))
+        row: dict[str, Any] = {"task_id": task_id}
         try:
-            traj, reason = synthesize_task(record, task_spec(record, image), backend)
+            folder = Path(tasks_dir) / task_id if tasks_dir else None
+            if folder is not None and (folder / "task.yaml").is_file():
+                traj, reason, row["image"] = _in_task_image(record, folder, backend)
+            else:
+                traj, reason = synthesize_task(record, task_spec(record, image), backend or docker_backend())
         except SandboxError as e:
             traj, reason = None, f"sandbox: {e}"
         if traj is None:
-            yield {"task_id": task_id, "status": "skipped", "reason": reason}
+            yield {**row, "status": "skipped", "reason": reason}
         else:
-            yield {"task_id": task_id, "status": "ok", "trajectory": traj}
+            yield {**row, "status": "ok", "trajectory": traj}
 
 
-def synthesize_file(src: Path, out: Path, *, image: str, limit: int | None = None) -> dict[str, Any]:
-    """Synthesize every task of a JSONL file and write the pivots; returns the report."""
-    records = [rec for _, rec in iter_jsonl(Path(src))][: limit or None]
-    rows = list(synthesize(records, image))
-    pivots: list[Pivot] = [p for r in rows if r["status"] == "ok" for p in extract_pivots(r["trajectory"])]
+def _in_task_image(record: Mapping[str, Any], folder: Path, backend: Any) -> tuple[Trajectory | None, str, str]:
+    """Synthesize one task in the image built from its folder: (trajectory, reason, image)."""
+    from verifiers_plugins.sandbox import _tasks
+    from verifiers_plugins.sandbox._access import registry_hosts
+
+    backend = backend or docker_backend(**REPLAY_LIMITS)
+    task = _tasks.load_task(folder)
+    built = _tasks.task_image(backend.client, task)
+    if built.status == "skipped":
+        return None, f"image: {built.reason}", ""
+    spec = SandboxSpec(
+        image=built.image,
+        setup=tuple(record.get("setup") or ()),
+        workdir=built.workdir if built.workdir != "/" else record.get("workdir", "/app"),
+        user="root" if built.user in ("", "root", "0") else built.user,
+        shell="/bin/bash",
+        replay_access=True,
+    )
+    meta = {"task_id": task.task_id, "dir": str(folder.resolve()), "test_timeout": task.tests.timeout}
+    traj, reason = synthesize_task(record, spec, backend, meta, registry_hosts())
+    return traj, reason, built.image
+
+
+def mark_network_pivots(pivots: Sequence[Pivot]) -> list[Pivot]:
+    """Pivots whose expert action needs the network get `context.sandbox.expert_needs_network`."""
+    from verifiers_plugins.builtin.docker_shell import action_commands
+
+    out = []
+    for pivot in pivots:
+        sandbox = pivot.context.get("sandbox")
+        if isinstance(sandbox, Mapping) and needs_network(action_commands(pivot.expert)):
+            context = {**pivot.context, "sandbox": {**sandbox, "expert_needs_network": True}}
+            pivot = dataclasses.replace(pivot, context=context)
+        out.append(pivot)
+    return out
+
+
+def default_tasks_dir(src: Path) -> Path | None:
+    """The `tasks/` folder beside a task JSONL, None when there is none."""
+    folder = Path(src).parent / "tasks"
+    return folder if folder.is_dir() else None
+
+
+def synthesize_file(
+    src: Path,
+    out: Path,
+    *,
+    image: str,
+    limit: int | None = None,
+    tasks_dir: Path | None = None,
+    only: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Synthesize every task of a JSONL file and write the pivots; returns the report.
+
+    `tasks_dir` defaults to the `tasks/` folder beside `src`; `only` keeps the named tasks.
+    """
+    records = [rec for _, rec in iter_jsonl(Path(src))]
+    if only:
+        records = [r for r in records if str(r.get("task_id") or r.get("id")) in set(only)]
+    records = records[: limit or None]
+    rows = list(synthesize(records, image, tasks_dir=tasks_dir or default_tasks_dir(src)))
+    pivots: list[Pivot] = mark_network_pivots(
+        [p for r in rows if r["status"] == "ok" for p in extract_pivots(r["trajectory"])]
+    )
     write_pivots(pivots, out)
     tasks = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
     ok = sum(r["status"] == "ok" for r in rows)
@@ -171,5 +287,6 @@ def synthesize_file(src: Path, out: Path, *, image: str, limit: int | None = Non
         "total": len(rows),
         "succeeded": ok,
         "pivots": len(pivots),
+        "network_pivots": sum(bool(p.context.get("sandbox", {}).get("expert_needs_network")) for p in pivots),
         "tasks": tasks,
     }
