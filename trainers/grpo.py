@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -28,8 +27,9 @@ import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
 from pivot_envs._formats import load_pivots
 from pivot_envs._model import Pivot
 from trainers._advantages import ADVANTAGES, zero_variance_groups
-from trainers._losses import LOSSES, LossTerms, masked_mean, token_entropy
+from trainers._losses import LOSSES, LossTerms, batch_denominator, masked_mean, token_entropy
 from trainers.backends._base import Generation, SamplingParams
+from trainers.settings import StageSettings
 
 
 @dataclass(frozen=True)
@@ -182,8 +182,18 @@ def pad_batch(
     }
 
 
-def completion_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probabilities and entropies of the completion tokens, `[B, Lc]` each."""
+def completion_logprobs(
+    model: Any, batch: dict[str, torch.Tensor], temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities and entropies of the completion tokens, `[B, Lc]` each.
+
+    Args:
+        model: a causal LM.
+        batch: `pad_batch`'s tensors.
+        temperature: the sampling temperature: the logits are divided by it, so that the
+            log-probs are those of the distribution the completions were sampled from (the ratio
+            and the KL are on-policy at any temperature); 0 (greedy) counts as 1.
+    """
     lc = batch["completion_mask"].shape[1]
     out = model(
         input_ids=batch["input_ids"],
@@ -192,6 +202,8 @@ def completion_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> tuple[tor
         logits_to_keep=lc + 1,
     )
     logits = out.logits[:, :-1].float()  # the logit at column t predicts the token at t + 1
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
     targets = batch["input_ids"][:, -lc:]
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return logp, token_entropy(logits.detach())
@@ -373,7 +385,7 @@ class GRPOTrainer:
         """Verify every group at its pivot (one batched chain call per group) and compute advantages."""
         rewards, accepts, accepted, errors = [], [], {}, 0
         for pivot, group in zip(pivots, groups, strict=True):
-            results = env.score(pivot.id, [g.text for g in group])
+            results = env.score_pivot(pivot, [g.text for g in group])
             rewards.append([r.reward for r in results])
             accepts.append([float(r.accepted) for r in results])
             for r in results:
@@ -411,11 +423,13 @@ class GRPOTrainer:
         advantages = batch.advantages.to(dev)
         with torch.no_grad(), self.autocast():
             # one pass per batch: the weights have not moved yet, so old == current (ratio 1)
-            old_logp = completion_logprobs(self.policy, tensors)[0] if cfg.epochs_per_batch > 1 else None
+            old_logp = self.logprobs(self.policy, tensors)[0] if cfg.epochs_per_batch > 1 else None
             ref_logp = self.reference_logprobs(tensors)
         # a pool smaller than P gives a smaller batch: split what was drawn, not P * G
         n = len(batch.completion_ids)
         chunks = np.array_split(np.arange(n), min(cfg.grad_accum, n))
+        # every chunk divides by the whole batch's denominator, so the chunk losses add up to the batch's loss
+        denominator = batch_denominator(cfg.loss, tensors["completion_mask"], cfg.max_new_tokens)
         sums: dict[str, float] = {}
         self.policy.train()
         for _ in range(cfg.epochs_per_batch):
@@ -424,7 +438,7 @@ class GRPOTrainer:
                 sel = torch.as_tensor(idx, device=dev)
                 micro = {k: v[sel] for k, v in tensors.items()}
                 with self.autocast():
-                    logp, entropy = completion_logprobs(self.policy, micro)
+                    logp, entropy = self.logprobs(self.policy, micro)
                 old = logp.detach() if old_logp is None else old_logp[sel]
                 ref = None if ref_logp is None else ref_logp[sel]
                 terms: LossTerms = self.loss_fn(
@@ -436,29 +450,36 @@ class GRPOTrainer:
                     clip_low=cfg.clip_eps,
                     clip_high=cfg.clip_eps,
                     beta=cfg.beta,
+                    denominator=denominator,
+                    max_tokens=cfg.max_new_tokens,
                 )
-                (terms.loss / len(chunks)).backward()
-                for k, v in (
-                    ("loss/total", terms.loss),
-                    ("loss/policy", terms.policy),
-                    ("loss/kl", terms.kl),
-                    ("loss/clip_fraction", terms.clip_fraction),
-                    ("loss/entropy", masked_mean(entropy, micro["completion_mask"])),
+                terms.loss.backward()
+                # loss and policy terms add up over chunks; the token means are averaged over them
+                for k, v, share in (
+                    ("loss/total", terms.loss, 1.0),
+                    ("loss/policy", terms.policy, 1.0),
+                    ("loss/kl", terms.kl, 1.0 / len(chunks)),
+                    ("loss/clip_fraction", terms.clip_fraction, 1.0 / len(chunks)),
+                    ("loss/entropy", masked_mean(entropy, micro["completion_mask"]), 1.0 / len(chunks)),
                 ):
-                    sums[k] = sums.get(k, 0.0) + float(v.detach()) / (len(chunks) * cfg.epochs_per_batch)
+                    sums[k] = sums.get(k, 0.0) + float(v.detach()) * share / cfg.epochs_per_batch
             params = [p for p in self.policy.parameters() if p.requires_grad]
             sums["loss/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0)) / cfg.epochs_per_batch
             self.optimizer.step()
         return sums
+
+    def logprobs(self, model: Any, tensors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """`completion_logprobs` at the rollout temperature (the distribution the tokens came from)."""
+        return completion_logprobs(model, tensors, self.cfg.temperature)
 
     def reference_logprobs(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """Completion log-probs under the frozen reference (the base model when training LoRA)."""
         if self.cfg.beta == 0:
             return None
         if self.ref is not None:
-            return completion_logprobs(self.ref, tensors)[0]
+            return self.logprobs(self.ref, tensors)[0]
         with self.policy.disable_adapter():
-            return completion_logprobs(self.policy, tensors)[0]
+            return self.logprobs(self.policy, tensors)[0]
 
     def sync_weights(self) -> None:
         """Hand the updated weights to a non-colocated engine (vLLM); shared-weight backends need nothing."""
@@ -525,4 +546,11 @@ class GRPOTrainer:
         model = copy.deepcopy(self.policy).merge_and_unload() if self.cfg.lora_rank is not None else self.policy
         model.save_pretrained(self.out / "final")
         self.tokenizer.save_pretrained(self.out / "final")
-        return {k: v for k, v in final.items() if not (isinstance(v, float) and math.isnan(v))}
+        self.settings().save(self.out / "final")
+        # NaN metrics are returned as they are: the caller's guard must be able to see them
+        return final
+
+    def settings(self) -> StageSettings:
+        """The stage settings this run sampled with (saved with `final/` for profile, train and eval)."""
+        cfg = self.cfg
+        return StageSettings(cfg.max_history_messages, cfg.max_prompt_tokens, cfg.max_new_tokens, cfg.temperature)

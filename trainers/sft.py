@@ -10,27 +10,25 @@ so the model is trained on the prompts it is later sampled from.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pivot_envs._model import Pivot
 from trainers.backends._chat import render_example
+from trainers.settings import SETTINGS_FILE, StageSettings
 
-# Written beside the fine-tuned weights: the prompt cuts it was trained with, which `pivot profile`
-# (and anything else that samples it) should reuse.
-PROMPT_CUTS_FILE = "pivot_prompt_cuts.json"
+PROMPT_CUTS_FILE = SETTINGS_FILE  # the old name, kept for callers
 
 
 def prompt_cuts(model_dir: str | Path) -> dict[str, Any]:
-    """The prompt cuts a model was fine-tuned with (`{}` when it was not fine-tuned by `train_sft`)."""
-    path = Path(model_dir) / PROMPT_CUTS_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
+    """The stage settings a model was trained with as a dict (`{}` when the folder has none)."""
+    settings = StageSettings.load(model_dir)
+    return settings.to_json() if settings is not None else {}
 
 
 @dataclass(frozen=True)
@@ -70,14 +68,21 @@ class SFTConfig:
             raise ValueError(f"SFTConfig: expected steps >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
         if self.lr <= 0:
             raise ValueError(f"SFTConfig.lr: expected > 0, got {self.lr}")
+        if self.max_completion_tokens < 1:
+            raise ValueError(f"SFTConfig.max_completion_tokens: expected >= 1, got {self.max_completion_tokens}")
+
+    def settings(self) -> StageSettings:
+        """The stage settings this run trains with (saved beside the weights)."""
+        return StageSettings(self.max_history_messages, self.max_prompt_tokens, self.max_completion_tokens)
 
 
 @dataclass(frozen=True)
 class Example:
-    """One tokenized training example: ids, and labels (-100 outside the expert turn)."""
+    """One tokenized training example: ids, labels (-100 outside the expert turn), and whether the turn was cut."""
 
     input_ids: tuple[int, ...]
     labels: tuple[int, ...]
+    cut: bool = field(default=False, compare=False)
 
 
 def expert_span(mask: Sequence[int]) -> tuple[int, int]:
@@ -94,15 +99,15 @@ def expert_span(mask: Sequence[int]) -> tuple[int, int]:
 
 
 def build_example(tokenizer: Any, pivot: Pivot, config: SFTConfig) -> Example:
-    """Tokenize one pivot and label only its expert turn."""
+    """Tokenize one pivot and label only its expert turn (its first `max_completion_tokens` tokens)."""
     enc = render_example(tokenizer, pivot, config.max_history_messages)
-    start, end = expert_span(enc["assistant_masks"])
-    end = min(end, start + config.max_completion_tokens)
+    start, full_end = expert_span(enc["assistant_masks"])
+    end = min(full_end, start + config.max_completion_tokens)
     prompt = enc["input_ids"][:start]
     if config.max_prompt_tokens is not None:
         prompt = prompt[-config.max_prompt_tokens :]
     target = enc["input_ids"][start:end]
-    return Example(tuple(prompt + target), tuple([-100] * len(prompt) + target))
+    return Example(tuple(prompt + target), tuple([-100] * len(prompt) + target), cut=end < full_end)
 
 
 def _lr_at(step: int, config: SFTConfig) -> float:
@@ -150,6 +155,8 @@ def train_sft(
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     examples = [build_example(tokenizer, p, config) for p in pivots]
+    # a target cut by the budget can never be sampled whole: say how many there are
+    cut = sum(e.cut for e in examples)
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -175,7 +182,8 @@ def train_sft(
         if log and (step + 1) % config.log_every == 0:
             recent = losses[-config.log_every :]
             log(step + 1, {"loss/train": sum(recent) / len(recent), "perf/lr": _lr_at(step, config)})
-    return _save(model, tokenizer, Path(out), config, len(examples), losses, time.perf_counter() - started)
+    summary = _save(model, tokenizer, Path(out), config, len(examples), losses, time.perf_counter() - started)
+    return {**summary, "targets_cut": int(cut)}
 
 
 def _save(
@@ -184,12 +192,8 @@ def _save(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    cuts = {
-        "max_history_messages": config.max_history_messages,
-        "max_prompt_tokens": config.max_prompt_tokens,
-        "max_new_tokens": config.max_completion_tokens,
-    }
-    (out / PROMPT_CUTS_FILE).write_text(json.dumps(cuts, indent=2))
+    settings = config.settings()
+    settings.save(out)
     return {
         "output": str(out),
         "steps": config.steps,

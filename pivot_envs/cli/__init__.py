@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_envs.cli._serve",
     "pivot_envs.cli._models",
     "pivot_envs.cli._train",
+    "pivot_envs.cli._eval",
     "pivot_envs.cli._sandbox",
     "pivot_envs.cli._profile",
 )

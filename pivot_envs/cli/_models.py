@@ -61,6 +61,9 @@ def sft(
     lr: float = typer.Option(3e-3, "--lr", help="Peak learning rate."),
     max_history: int = typer.Option(4, "--max-history", help="History messages kept (-1 keeps all)."),
     max_prompt_tokens: int = typer.Option(256, "--max-prompt-tokens", help="Prompt tokens kept (-1 keeps all)."),
+    max_completion_tokens: int = typer.Option(
+        128, "--max-completion-tokens", help="Expert-turn tokens trained on; also the saved sampling budget."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seeds the batch order."),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -77,6 +80,7 @@ def sft(
             lr=lr,
             max_history_messages=None if max_history < 0 else max_history,
             max_prompt_tokens=None if max_prompt_tokens < 0 else max_prompt_tokens,
+            max_completion_tokens=max_completion_tokens,
             seed=seed,
         )
         log = None if as_json else (lambda step, m: console.print(f"step {step}: loss {m['loss/train']:.4f}"))
@@ -88,6 +92,11 @@ def sft(
             f"trained {summary['steps']} steps on {summary['examples']} pivots in {summary['seconds']} s; "
             f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}; saved to {out}"
         )
+        if summary["targets_cut"]:
+            console.print(
+                f"{summary['targets_cut']} expert turns are longer than --max-completion-tokens "
+                f"{max_completion_tokens}: they were trained on their first tokens only"
+            )
 
 
 def guard(

@@ -30,16 +30,20 @@ def profile(
     openai_url: str | None = typer.Option(None, "--openai-url", help="OpenAI-compatible API root (.../v1)."),
     openai_model: str = typer.Option("default", "--openai-model", help="Served model name for --openai-url."),
     k: int = typer.Option(8, "--k", help="Samples per pivot."),
-    max_new_tokens: int = typer.Option(256, "--max-new-tokens", help="Completion budget per sample."),
-    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
+    max_new_tokens: int = typer.Option(
+        -1, "--max-new-tokens", help="Completion budget per sample (-1: the model's saved settings, else 256)."
+    ),
+    temperature: float = typer.Option(
+        -1.0, "--temperature", help="Sampling temperature (-1: the model's saved settings, else 1.0)."
+    ),
     limit: int | None = typer.Option(None, "--limit", help="Profile only the first N pivots."),
     seed: int = typer.Option(0, "--seed", help="Base sampling seed."),
     chunk_size: int = typer.Option(8, "--chunk-size", help="Pivots per generation call and per flush."),
     max_history: int = typer.Option(
-        -1, "--max-history", help="History messages read (-1: as `pivot sft` trained it, else all)."
+        -1, "--max-history", help="History messages read (-1: as saved with the model, else all)."
     ),
     max_prompt_tokens: int = typer.Option(
-        -1, "--max-prompt-tokens", help="Prompt tokens kept (-1: as `pivot sft` trained it, else all)."
+        -1, "--max-prompt-tokens", help="Prompt tokens kept (-1: as saved with the model, else all)."
     ),
     device: str = typer.Option("cpu", "--device", help="Device for --model."),
     cache: Path | None = CACHE_OPTION,
@@ -73,8 +77,14 @@ def profile(
         reward_cache = None if no_cache else RewardCache(cache)
         kwargs = {"dataset": str(dataset)} if dataset else {}
         env = gym.make(env_id, reward_cache=reward_cache, **kwargs)
+        saved = _saved_settings(model)
         config = ProfileConfig(
-            k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, chunk_size=chunk_size, limit=limit
+            k=k,
+            max_new_tokens=max_new_tokens if max_new_tokens > 0 else (saved.max_new_tokens if saved else 256),
+            temperature=temperature if temperature >= 0 else (saved.temperature if saved else 1.0),
+            seed=seed,
+            chunk_size=chunk_size,
+            limit=limit,
         )
         columns = (
             "[progress.description]{task.description}",
@@ -129,6 +139,13 @@ def _executor(name: str, env_id: str, kwargs: dict, reward_cache: Any) -> Any:
     if reward_cache is not None and reward_cache.path != ":memory:":
         spec_kwargs["reward_cache"] = reward_cache.path
     return make_executor(name, EnvSpec(env_id, spec_kwargs))
+
+
+def _saved_settings(model: Path | None):
+    """The stage settings saved with a local model folder (None for a server or a stock folder)."""
+    from trainers.settings import StageSettings
+
+    return StageSettings.load(model) if model is not None else None
 
 
 def _backend(

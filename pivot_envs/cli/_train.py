@@ -38,8 +38,12 @@ def train(
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from trainers.grpo import GRPOTrainer
+    from trainers.settings import StageSettings
 
     with user_errors():
+        # the model's saved stage settings (prompt cuts, completion budget, temperature) are the
+        # defaults, so RL samples the prompts the model learnt on; --set still overrides them
+        saved = StageSettings.load(model) if Path(model).is_dir() else None
         cfg = config_from_overrides(
             {
                 "model": model,
@@ -48,6 +52,7 @@ def train(
                 "env_id": env,
                 "steps": steps,
                 "output_dir": out,
+                **(saved.to_json() if saved is not None else {}),
             },
             overrides,
         )

@@ -115,15 +115,21 @@ def test_checkpoint_resume_and_lora(tiny_policy, tmp_path):
     assert 0.0 <= metrics["loss/clip_fraction"] <= 1.0
 
 
-def test_training_logprobs_match_generation_logprobs(tiny_policy, tmp_path):
-    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), beta=0.0, **SMALL)
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_training_logprobs_match_generation_logprobs(tiny_policy, tmp_path, temperature):
+    # at T != 1 the sampler draws from softmax(logits / T): the trainer's log-probs (ratio, KL)
+    # must be those of that distribution, not of T = 1
+    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), beta=0.0, temperature=temperature, **SMALL)
     trainer = GRPOTrainer(cfg)
     pivots = trainer.draw_pivots(0)
     groups = trainer.generate(pivots, seed=3)
     batch = trainer.score(trainer.env, pivots, groups)
     tensors = pad_batch(batch.prompt_ids, batch.completion_ids, trainer.tokenizer.pad_token_id, "cpu")
     with torch.no_grad():
-        logp, entropy = completion_logprobs(trainer.policy, tensors)
+        logp, entropy = trainer.logprobs(trainer.policy, tensors)
+        if temperature != 1.0:  # the T = 1 log-probs differ: the comparison below can fail
+            plain = completion_logprobs(trainer.policy, tensors)[0]
+            assert not torch.allclose(plain, logp, atol=2e-3)
     gen = [g for group in groups for g in group]
     for i, g in enumerate(gen):
         n = len(g.token_ids)

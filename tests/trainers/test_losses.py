@@ -1,8 +1,9 @@
 import math
 
+import pytest
 import torch
 
-from trainers._losses import LOSSES, k3_kl, masked_mean, token_entropy
+from trainers._losses import LOSSES, batch_denominator, k3_kl, masked_mean, token_entropy
 
 
 def test_k3_by_hand():
@@ -35,8 +36,11 @@ def test_clipped_loss_by_hand():
     assert torch.allclose(grpo.loss, torch.tensor(((-1.1 - 1.0) / 2 + 0.9) / 2))
     dapo = LOSSES["dapo"](logp, old, None, adv, mask, **kw)
     assert torch.allclose(dapo.loss, torch.tensor((-1.1 - 1.0 + 0.9) / 3))
-    dr = LOSSES["dr_grpo"](logp, old, None, adv, mask, **kw)
-    assert torch.allclose(dr.loss, torch.tensor((-1.1 - 1.0 + 0.9) / 6))
+    # Dr. GRPO divides by B * the completion budget (4 here), not by the batch's longest completion (3)
+    dr = LOSSES["dr_grpo"](logp, old, None, adv, mask, max_tokens=4, **kw)
+    assert torch.allclose(dr.loss, torch.tensor((-1.1 - 1.0 + 0.9) / 8))
+    with pytest.raises(ValueError, match="max_tokens"):
+        LOSSES["dr_grpo"](logp, old, None, adv, mask, **kw)
     # two of the three real tokens were clipped; the pad (ratio 9) is ignored
     assert torch.allclose(grpo.clip_fraction, torch.tensor(2 / 3))
     assert grpo.kl.item() == 0.0
@@ -62,3 +66,21 @@ def test_kl_term_and_gradient_only_on_unclipped_tokens():
 
 def test_masked_mean_empty_mask():
     assert masked_mean(torch.ones(2, 2), torch.zeros(2, 2)).item() == 0.0
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_micro_batches_sum_to_the_whole_batch_loss(name):
+    # grad_accum: each chunk divides by the whole batch's denominator and the chunk losses add up
+    # to the one-batch loss (a mean of per-chunk means would weigh a short chunk's tokens more)
+    torch.manual_seed(0)
+    logp, old = torch.randn(5, 6) * 0.1, torch.randn(5, 6) * 0.1
+    adv = torch.tensor([1.0, -0.5, 0.0, 2.0, -1.0])
+    mask = torch.tensor([[1] * 6, [1] * 1 + [0] * 5, [1] * 3 + [0] * 3, [1] * 2 + [0] * 4, [1] * 5 + [0]]).float()
+    kw = dict(clip_low=0.2, clip_high=0.2, beta=0.1, max_tokens=8)
+    whole = LOSSES[name](logp, old, old, adv, mask, **kw).loss
+    denom = batch_denominator(name, mask, max_tokens=8)
+    parts = [
+        LOSSES[name](logp[i], old[i], old[i], adv[i], mask[i], denominator=denom, **kw).loss
+        for i in (slice(0, 1), slice(1, 5))
+    ]
+    assert torch.allclose(sum(parts), whole, atol=1e-6)

@@ -53,11 +53,13 @@ class Generation:
 
     Attributes:
         text: the completion text, end-of-turn token removed (what the env's parser reads).
-        token_ids: the sampled token ids, end-of-turn token included when one was sampled.
-        logprobs: per sampled token, its log-probability under the policy's own distribution
-            (temperature 1, no top-p truncation for the transformers backend; as the server
-            reports them for the OpenAI backend); the same length as `token_ids` when both are
-            known. A server may report log-probs without token ids, or neither.
+        token_ids: the sampled token ids, end-of-turn token included when one was sampled; a
+            stop string ends them at the token that completed it (the text ends before it).
+        logprobs: per sampled token, its log-probability under the distribution it was sampled
+            from (logits divided by the sampling temperature, no top-p truncation, for the
+            transformers backend; as the server reports them for the OpenAI backend); the same
+            length as `token_ids` when both are known. A server may report log-probs without
+            token ids, or neither.
         finish_reason: "stop" (end of turn or a stop string) or "length" (hit max_new_tokens).
         prompt_tokens: how many tokens the rendered prompt had.
     """

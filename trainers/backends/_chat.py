@@ -23,17 +23,48 @@ def render_prompt(tokenizer: Any, prompt: Prompt, max_history_messages: int | No
 
 
 def render_example(tokenizer: Any, pivot: Pivot, max_history_messages: int | None = None) -> dict[str, Any]:
-    """History + expert turn tokenized with the template's assistant-token mask.
+    """History + expert turn tokenized, with a mask over the expert turn's tokens.
+
+    The mask is the template's assistant-token mask (`{% generation %}` blocks) when the template
+    has them. Stock templates (Qwen's, for one) have none: the expert turn is then the tokens of
+    the full render after the tokens of the prompt render (`render_prompt`), up to and including
+    the end-of-turn token, which is what a policy sampled from that prompt would have to produce.
 
     Returns:
-        `{"input_ids": [...], "assistant_masks": [...]}` (the mask marks `{% generation %}` tokens).
+        `{"input_ids": [...], "assistant_masks": [...]}`.
+
+    Raises:
+        ValueError: a template without generation blocks whose prompt does not tokenize as a
+            prefix of the full conversation (the expert turn cannot be located).
     """
     chat = as_chat(pivot)
-    messages = template_messages([*truncate_history(chat["messages"], max_history_messages), expert_message(pivot)])
+    history = truncate_history(chat["messages"], max_history_messages)
+    tools = chat["tools"] or None
+    messages = template_messages([*history, expert_message(pivot)])
     enc = tokenizer.apply_chat_template(
-        messages, tools=chat["tools"] or None, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
     )
-    return {"input_ids": list(enc["input_ids"]), "assistant_masks": list(enc["assistant_masks"])}
+    ids, mask = list(enc["input_ids"]), list(enc["assistant_masks"])
+    if any(mask):
+        return {"input_ids": ids, "assistant_masks": mask}
+    prompt = tokenizer.apply_chat_template(
+        template_messages(history), tools=tools, tokenize=False, add_generation_prompt=True
+    )
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if ids[: len(prompt_ids)] != prompt_ids:
+        raise ValueError(
+            f"pivot {pivot.id}: the template has no generation blocks and the prompt does not tokenize as a "
+            "prefix of prompt + expert turn, so the expert turn's tokens cannot be located"
+        )
+    end = len(ids)
+    eos = tokenizer.eos_token_id
+    tail = ids[len(prompt_ids) :]
+    if eos is not None and eos in tail:  # stop after the end of turn: what follows it is the next turn's framing
+        end = len(prompt_ids) + tail.index(eos) + 1
+    return {
+        "input_ids": ids,
+        "assistant_masks": [0] * len(prompt_ids) + [1] * (end - len(prompt_ids)) + [0] * (len(ids) - end),
+    }
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,9 @@ class TransformersBackend:
                 eos_token_id=self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id,
             )
         new = result.sequences[:, width:]
-        logits = torch.stack(result.logits, dim=1).float()  # (rows, steps, vocab), raw: temperature 1
+        logits = torch.stack(result.logits, dim=1).float()  # (rows, steps, vocab), raw: before the temperature
+        if sample and params.temperature != 1.0:
+            logits = logits / params.temperature  # the distribution the tokens were sampled from
         logps = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         groups: list[list[Generation]] = []
         for i, ids in enumerate(batch):
@@ -137,8 +139,16 @@ class TransformersBackend:
             if t in eos_ids:
                 finish = "stop"
                 break
-        text = self.tokenizer.decode([t for t in ids if t not in eos_ids], skip_special_tokens=True)
-        for s in params.stop:
-            if s in text:
-                text, finish = text[: text.index(s)], "stop"
+        text = self.decode(ids, eos_ids)
+        hits = [s for s in params.stop if s in text]
+        if hits:
+            # the sampler would have stopped at the token that completed the first stop string:
+            # the tokens after it were never part of the completion, so they are not trained on
+            stop = min(hits, key=text.index)
+            ids = ids[: next(n for n in range(1, len(ids) + 1) if stop in self.decode(ids[:n], eos_ids))]
+            text, finish = text[: text.index(stop)], "stop"
         return Generation(text, tuple(ids), tuple(logps[: len(ids)].tolist()), finish, prompt_tokens)
+
+    def decode(self, ids: Sequence[int], eos_ids: set[int]) -> str:
+        """Completion text of sampled ids (end-of-turn tokens dropped)."""
+        return self.tokenizer.decode([t for t in ids if t not in eos_ids], skip_special_tokens=True)

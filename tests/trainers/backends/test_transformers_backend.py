@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import gymnasium as gym
 import pytest
 
@@ -47,3 +49,21 @@ def test_greedy_decoding_reproduces_the_expert_on_a_memorised_tool_call(backend)
     rewards = [env.score(p, [g[0].text])[0].reward for p, g in zip(calls, groups, strict=True)]
     # The SFT'd policy has learned at least some of its tool calls well enough to emit them greedily.
     assert sum(rewards) >= 1
+
+
+def test_a_stop_string_ends_the_tokens_too(backend, pivots):
+    # a stop string cuts the text; the tokens (what GRPO trains on) and their log-probs must end
+    # at the token that completed it, not at the end of the sampled sequence
+    params = SamplingParams(max_new_tokens=24, seed=1)
+    full = [g for group in backend.generate(pivots[:3], 2, params) for g in group]
+    stop = next(g.text for g in full if len(g.text) >= 6)[3:6]  # the tiny policy writes tool calls
+    cut = [g for group in backend.generate(pivots[:3], 2, replace(params, stop=(stop,))) for g in group]
+    decode = lambda ids: backend.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+    assert any(stop in a.text for a in full)
+    for a, b in zip(full, cut, strict=True):
+        assert a.token_ids[: len(b.token_ids)] == b.token_ids and len(b.logprobs) == len(b.token_ids)
+        if stop in a.text:
+            assert b.text == a.text[: a.text.index(stop)] and b.finish_reason == "stop"
+            assert stop in decode(b.token_ids) and stop not in decode(b.token_ids[:-1])
+        else:
+            assert b == a
