@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pivot_envs._safejson import decode_json
 from pivot_envs.errors import InvalidTrajectory
@@ -228,6 +228,9 @@ class Trajectory:
         return _load("Trajectory", payload, build)
 
 
+ProfileOutcome = Literal["unprofiled", "all_zero", "all_one", "constant", "mixed"]
+
+
 @dataclass(frozen=True)
 class Profile:
     """K verified samples of a reference policy at one pivot.
@@ -261,6 +264,27 @@ class Profile:
             return 0.0
         m = self.mean
         return sum((r - m) ** 2 for r in self.rewards) / self.k
+
+    @property
+    def outcome(self) -> ProfileOutcome:
+        """The group's kind, the one classification the report and `select_pivots` share.
+
+        "all_zero" and "all_one" are the zero-variance groups of binary rewards; "constant" is a
+        zero-variance group of one partial reward (all 0.5): it teaches nothing either; "mixed"
+        has variance > 0 (what selection keeps is a subset of it); "unprofiled" has no samples.
+        """
+        if not self.k:
+            return "unprofiled"
+        if self.variance > 0:
+            return "mixed"
+        if self.mean >= 1.0:
+            return "all_one"
+        return "all_zero" if self.mean <= 0.0 else "constant"
+
+    @property
+    def zero_variance(self) -> bool:
+        """True for a profiled group whose rewards are all equal (GRPO's advantage is 0 for every sample)."""
+        return self.outcome in ("all_zero", "all_one", "constant")
 
     def to_json(self) -> dict[str, Any]:
         """`{k, rewards, mean, variance, policy_id, verifier_hash}`; mean/variance are informative."""

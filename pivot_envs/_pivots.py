@@ -68,6 +68,11 @@ class Selection:
         return {"kept": len(self.kept), **dict(self.dropped)}
 
 
+# Why a group with no usable variance was dropped, by `Profile.outcome` (a mixed group below
+# `min_variance` counts as "zero_variance").
+_DROP_REASON = {"all_zero": "zero_variance_all_fail", "all_one": "zero_variance_all_pass", "constant": "zero_variance"}
+
+
 def select_pivots(pivots: Iterable[Pivot], lam: float, min_variance: float = 0.0) -> Selection:
     """Keep profiled pivots with reward variance > `min_variance` and mean < `lam` (D_adv).
 
@@ -80,15 +85,11 @@ def select_pivots(pivots: Iterable[Pivot], lam: float, min_variance: float = 0.0
     dropped: Counter = Counter()
     for p in pivots:
         prof = p.profile
-        if prof is None or prof.k == 0:
+        outcome = "unprofiled" if prof is None else prof.outcome
+        if prof is None or outcome == "unprofiled":
             dropped["unprofiled"] += 1
-        elif prof.variance <= min_variance:
-            if prof.mean <= 0.0:
-                dropped["zero_variance_all_fail"] += 1
-            elif prof.mean >= 1.0:
-                dropped["zero_variance_all_pass"] += 1
-            else:
-                dropped["zero_variance"] += 1
+        elif outcome != "mixed" or prof.variance <= min_variance:
+            dropped[_DROP_REASON.get(outcome, "zero_variance")] += 1
         elif prof.mean >= lam:
             dropped["mean_at_or_above_lambda"] += 1
         else:

@@ -65,3 +65,32 @@ def test_content_hash_ignores_profile_but_not_history():
     p = _pivot()
     assert p.content_hash() == _pivot(profile=None).content_hash()
     assert p.content_hash() != _pivot(history=(Message("user", "bye"),)).content_hash()
+
+
+@pytest.mark.parametrize(
+    ("rewards", "outcome", "dropped_as"),
+    [
+        ((0.0, 0.0, 0.0), "all_zero", "zero_variance_all_fail"),
+        ((1.0, 1.0), "all_one", "zero_variance_all_pass"),
+        ((0.5, 0.5, 0.5, 0.5), "constant", "zero_variance"),
+        ((0.0, 1.0, 1.0, 0.0), "mixed", None),
+        ((0.25, 0.5), "mixed", None),
+        ((), "unprofiled", "unprofiled"),
+    ],
+)
+def test_profile_outcome_is_the_one_classification_report_and_selection_share(rewards, outcome, dropped_as):
+    from pivot_envs import select_pivots
+    from trainers.profiling import domain_rows
+
+    profile = Profile(len(rewards), rewards)
+    assert profile.outcome == outcome
+    pivot = Pivot("t#1", "tool-use", (Message("user", "hi"),), Message("assistant", "x"), profile=profile)
+    selection = select_pivots([pivot], lam=0.9)
+    assert (dropped_as is None) == bool(selection.kept)
+    if dropped_as:
+        assert selection.dropped == {dropped_as: 1}
+    row = domain_rows([pivot])[-1]
+    if rewards:
+        # a group the report calls zero-variance is one selection drops for zero variance
+        assert row["zero_variance"] == (1.0 if profile.zero_variance else 0.0)
+        assert profile.zero_variance == (dropped_as is not None and dropped_as.startswith("zero_variance"))

@@ -12,7 +12,7 @@ import pivot_envs  # noqa: F401
 from pivot_envs import load_pivots, select_pivots
 from pivot_envs.cli import app
 from trainers.backends import TransformersBackend
-from trainers.profiling import ProfileConfig, classify, completed_ids, profile_pivots
+from trainers.profiling import ProfileConfig, completed_ids, profile_pivots
 from verifiers_plugins import RewardCache
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -64,7 +64,7 @@ def test_profile_gives_mixed_outcomes_select_keeps_the_mixed_and_rerun_hits_the_
     assert all(p.profile.policy_id == first["policy_id"] for p in profiled)
 
     # select keeps exactly the mixed pivots under lambda (lam=1 keeps every mixed one).
-    mixed = {p.id for p in profiled if classify(p.profile) == "mixed"}
+    mixed = {p.id for p in profiled if p.profile.outcome == "mixed"}
     for lam in (1.0, 0.5):
         res = runner.invoke(
             app, ["select", "--lam", str(lam), str(tmp_path / "p1.jsonl"), str(tmp_path / "adv.jsonl"), "--json"]

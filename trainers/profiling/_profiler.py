@@ -72,6 +72,7 @@ class ProfileSummary:
     resumed: int = 0
     all_zero: int = 0
     all_one: int = 0
+    constant: int = 0
     mixed: int = 0
     errors: int = 0
     mean_reward: float = 0.0
@@ -110,13 +111,6 @@ def completed_ids(out: Path) -> list[str]:
         with out.open("r+b") as f:
             f.truncate(good)
     return ids
-
-
-def classify(profile: Profile) -> str:
-    """ "all_zero", "all_one" or "mixed" (what selection keeps is a subset of mixed)."""
-    if profile.variance > 0:
-        return "mixed"
-    return "all_one" if profile.mean >= 1.0 else "all_zero"
 
 
 def profile_pivots(
@@ -249,7 +243,8 @@ def _count_file(out: Path, summary: ProfileSummary) -> None:
             if not prof:
                 continue
             profile = Profile.from_json(prof)
-            kind = classify(profile)
-            setattr(summary, kind, getattr(summary, kind) + 1)
+            kind = profile.outcome
+            if kind != "unprofiled":
+                setattr(summary, kind, getattr(summary, kind) + 1)
             means.append(profile.mean)
     summary.mean_reward = sum(means) / len(means) if means else 0.0

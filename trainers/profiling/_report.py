@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from pivot_envs._model import Pivot
-from trainers.profiling._profiler import classify
 
 
 def domain_rows(pivots: Iterable[Pivot]) -> list[dict[str, Any]]:
@@ -22,16 +21,17 @@ def domain_rows(pivots: Iterable[Pivot]) -> list[dict[str, Any]]:
     for domain in sorted(groups, key=lambda d: (d == "all", d)):
         ps = groups[domain]
         profiled = [p.profile for p in ps if p.profile is not None and p.profile.k]
-        kinds = [classify(pr) for pr in profiled]
+        kinds = [pr.outcome for pr in profiled]
         n = len(profiled)
         rows.append(
             {
                 "domain": domain,
                 "pivots": len(ps),
                 "profiled": n,
-                "zero_variance": (kinds.count("all_zero") + kinds.count("all_one")) / n if n else 0.0,
+                "zero_variance": sum(pr.zero_variance for pr in profiled) / n if n else 0.0,
                 "all_zero": kinds.count("all_zero") / n if n else 0.0,
                 "all_one": kinds.count("all_one") / n if n else 0.0,
+                "constant": kinds.count("constant") / n if n else 0.0,
                 "mixed": kinds.count("mixed"),
                 "mean_reward": sum(pr.mean for pr in profiled) / n if n else 0.0,
             }
