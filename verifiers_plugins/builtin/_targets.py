@@ -45,7 +45,9 @@ _VALUE_OPTIONS = frozenset(
     "--verbosity --durations --timeout --junitxml --log-level --cov --basetemp --pythonpath".split()
 )
 _SELECT_OPTIONS = frozenset({"-k", "-m", "--deselect", "--ignore"})
+PATTERN_MIN_SHARE = 0.6  # a search pattern inside the expert's (or around it) must be this share of its length
 CODE_MIN_SIMILARITY = 70  # rapidfuzz ratio (0-100) between two inline programs (`python -c`, heredoc)
+CONTENT_MIN_SIMILARITY = 50  # rapidfuzz ratio (0-100) between two whole-file writes of the same path
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class Target:
     anchor: str = ""  # the text an edit replaces (old_str / search), when it names no symbol
     written: str = ""  # the text an edit writes (new_str / text / file_text)
     runs: tuple[TestRun, ...] = ()  # the programs a command runs (empty: none recognised)
+    pattern: str = ""  # what a grep-like search looks for
+    content: str = ""  # the whole text a write puts in a file (a heredoc's body, `create`'s file_text)
 
 
 def normalize_path(path: str) -> str:
@@ -225,6 +229,19 @@ def runs_problem(want: tuple[TestRun, ...], got: tuple[TestRun, ...]) -> str | N
     return "runs more programs than the expert" if left else None
 
 
+def patterns_match(want: str, got: str) -> bool:
+    """The same search: equal patterns (case aside), or one inside the other and most of its length.
+
+    `calculate_total` finds what `def calculate_total` finds (and a little more); `def` alone, or
+    `def calculate_tax`, is another search however similar its letters.
+    """
+    a, b = want.strip().casefold(), got.strip().casefold()
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    return bool(short) and short in long_ and len(short) >= PATTERN_MIN_SHARE * len(long_)
+
+
 def paths_match(a: str, b: str, scopes: bool = False) -> bool:
     """Equal, or one a suffix of the other at a `/` boundary; with `scopes`, one inside the other."""
     a, b = normalize_path(a), normalize_path(b)
@@ -265,6 +282,7 @@ def command_target(command: str) -> Target:
     line = first_line(command)
     paths: list[str] = []
     lines: tuple[int, int] | None = None
+    pattern = ""
     for segment in shell_segments(line[:4000]):
         words = _words(segment)
         if not words or words[0] in ("cd", "echo", "printf", "export"):
@@ -273,7 +291,10 @@ def command_target(command: str) -> Target:
         positional = [w for w in words[1:] if not w.startswith("-")]
         if words[0].startswith("./") or verb.endswith(".py"):
             paths.append(words[0])  # `./tests/runtests.py X` names its script as `python3 tests/runtests.py X` does
-        if verb in _PATTERN_FIRST and positional and "-e" not in words:
+        if verb in _PATTERN_FIRST and "-e" in words[:-1]:
+            pattern = pattern or words[words.index("-e") + 1]
+        elif verb in _PATTERN_FIRST and positional:
+            pattern = pattern or positional[0]
             positional = positional[1:]
         if verb == "sed" and positional:
             m = _SED_LINES.match(positional[0].strip("'\""))
@@ -290,7 +311,15 @@ def command_target(command: str) -> Target:
         if _is_path(m.group(1)) and m.group(1) not in paths:
             paths.append(m.group(1))
     body = command.split("\n", 1)[1] if "\n" in command else ""
-    return Target(tuple(paths), lines, symbols_in(body), runs=command_runs(command))
+    content = ""
+    if re.search(r"<<-?\s*['\"]?\w+['\"]?", line) and ">" in line.replace("<<", ""):
+        content = _clip(_heredoc_body(command))  # `cat <<'EOF' > f`: the file becomes the body
+    return Target(tuple(paths), lines, symbols_in(body), runs=command_runs(command), pattern=pattern, content=content)
+
+
+def _clip(text: str) -> str:
+    """Whitespace collapsed, bounded (so that comparing two writes stays cheap)."""
+    return " ".join(text.split())[:2000]
 
 
 def call_target(call: ToolCall) -> Target:
@@ -318,7 +347,11 @@ def call_target(call: ToolCall) -> Target:
     written = next(
         (args[k] for k in ("new_str", "text", "file_text", "content", "replace") if isinstance(args.get(k), str)), ""
     )
-    return Target(paths, lines, symbols, " ".join(anchor.split())[:600], " ".join(written.split())[:600])
+    whole = args.get("file_text") if args.get("command") == "create" or "file_text" in args else None
+    content = _clip(whole) if isinstance(whole, str) else ""
+    return Target(
+        paths, lines, symbols, " ".join(anchor.split())[:600], " ".join(written.split())[:600], content=content
+    )
 
 
 def action_targets(message: Message) -> list[Target]:
@@ -339,6 +372,8 @@ def target_problem(want: Target, got: Target, category: str) -> str | None:
         scopes = category == "search"
         if not any(paths_match(w, g, scopes) for w in want.paths for g in got.paths):
             return f"expected a target among {list(want.paths)[:3]}, got {list(got.paths)[:3]}"
+    if category == "search" and want.pattern and got.pattern and not patterns_match(want.pattern, got.pattern):
+        return f"expected a search for {want.pattern!r}, got {got.pattern!r}"
     if category == "read" and want.lines and got.lines:
         if got.lines[1] < want.lines[0] or got.lines[0] > want.lines[1]:
             return f"expected lines overlapping {list(want.lines)}, got {list(got.lines)}"
@@ -348,6 +383,9 @@ def target_problem(want: Target, got: Target, category: str) -> str | None:
         # No symbol to compare: the replaced text must be (mostly) the same passage.
         if fuzz.partial_ratio(want.anchor, got.anchor) < ANCHOR_MIN_SIMILARITY:
             return "expected an edit of the same passage, got another"
+    if category == "edit" and want.content and fuzz.ratio(want.content, got.content) < CONTENT_MIN_SIMILARITY:
+        # A whole-file write is its text: the same path written empty (or with other text) is another edit.
+        return "expected the file written with mostly the expert's text, got other text"
     if category == "edit" and want.written and not (want.paths or want.symbols or want.anchor):
         # Nothing names the place (a windowed editor's `insert` at the open file's cursor): compare what is written.
         if fuzz.partial_ratio(want.written, got.written) < ANCHOR_MIN_SIMILARITY:
