@@ -100,6 +100,9 @@ class DockerShell:
         spec = SandboxSpec.from_context(pivot.context)
         if spec is None:
             return [Verdict.skip("pivot has no sandbox context")] * len(actions)
+        if (pivot.context.get("sandbox") or {}).get("expert_needs_network"):
+            # no container without a network reproduces it: the static part of the chain scores it
+            return [Verdict.skip("the expert action needs the network")] * len(actions)
         expert = action_commands(pivot.expert)
         if not expert:
             return [Verdict.skip("the expert turn runs no shell command")] * len(actions)

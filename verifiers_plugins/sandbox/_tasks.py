@@ -471,7 +471,7 @@ def test_commands(task: Task, nonce: str, workdir: str) -> list[str]:
         f"base64 -d {stage} | tar -xz -C {TESTS_DIR} && rm -f {stage}; "
         f"cd {shlex.quote(workdir)} 2>/dev/null; "
         f"TEST_DIR={TESTS_DIR} PATH={TESTS_VENV}/bin:$PATH bash -c {shlex.quote(script)}; "
-        f'echo; echo "{nonce} $?"'
+        f'st=$?; echo; echo "{nonce} $st"'
     )
     return commands
 

@@ -1,0 +1,172 @@
+"""`task_tests` acceptor: the Terminal-Bench task's own tests decide, run in a copy of the pivot state.
+
+A pivot from `pivot synthesize terminal-bench --tasks-dir` carries `context.sandbox` (its task image,
+replayed history) and `context.task` (the task folder, the expert's whole solution, the test timeout).
+The candidate runs at the restored state, then:
+
+- `continuation` (default): the expert's remaining solution commands, then the tests; the candidate is
+  accepted when the task is still solved (a harmless variant passes, a command that breaks the task fails);
+- `final`: the tests right after the candidate; only at the last pivot of the solution (elsewhere the
+  verifier does not apply: the task is not expected to be solved yet).
+
+The tests are copied in after the candidate has run (it cannot have edited them) and run with the venv the
+image build made for them (`_tasks.TESTS_VENV`), with `--network none` like every candidate container; their
+status line carries a nonce the candidate cannot know. A test run the sandbox stops is a rejection; a
+sandbox that fails is an error verdict.
+
+Public API (also for episode envs): `TaskTests(mode=...)`, `run_tests(task_dir, spec, history, commands,
+timeout)` -> `TestOutcome`, and `oracle_check(context)` -> dict (tests before and after the oracle solution).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pivot_envs._model import Message, Pivot
+from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
+from verifiers_plugins.hookspecs import hookimpl
+from verifiers_plugins.sandbox._spec import SandboxError, SandboxSpec
+from verifiers_plugins.sandbox._synthesize import needs_network
+
+MODES = ("continuation", "final")
+# Limits of a test run: the tests of a task need more than a candidate's 10 s and 256 MB.
+TEST_LIMITS = {"memory": "2g", "pids": 1024, "replay_timeout": 900.0, "compare_chars": 65536}
+
+
+def _backend(timeout: float) -> Any:
+    from verifiers_plugins.sandbox._plugin import docker_backend
+
+    return docker_backend(action_timeout=float(timeout), **TEST_LIMITS)
+
+
+def resolve_task_dir(raw: str) -> Path:
+    """The task folder a context names: an absolute path, or `bundled:<id>` for the package's own tasks."""
+    if raw.startswith("bundled:"):
+        from importlib import resources
+
+        return Path(str(resources.files("pivot_envs") / "data" / "terminal_tasks")) / raw.split(":", 1)[1]
+    return Path(raw)
+
+
+def run_tests(
+    task_dir: Path, spec: SandboxSpec, history: Sequence[str], commands: Sequence[str], timeout: float
+) -> Any:
+    """Run `commands` at the state after `history`, then the task's tests; the `TestOutcome`.
+
+    Raises:
+        SandboxError: the state could not be built or the tests cannot run here (`TaskError`).
+    """
+    from verifiers_plugins.sandbox import _tasks
+
+    task = _tasks.load_task(task_dir)
+    nonce = "pivot-tests-" + secrets.token_hex(8)
+    tests = _tasks.test_commands(task, nonce, spec.workdir)
+    budget = timeout + task.tests.timeout + 60.0
+    effect = _backend(budget).run(spec, list(history), [*commands, *tests])
+    outcome = _tasks.test_outcome(effect.stdout, nonce)
+    if effect.killed:
+        return _tasks.TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({effect.killed})")
+    return outcome
+
+
+class TaskTests:
+    """Accept a terminal action when the task's own tests pass after it (see the module docstring).
+
+    Args:
+        mode: "continuation" (default) or "final".
+        command_timeout: seconds allowed per replayed expert command in continuation mode.
+    """
+
+    role = "acceptor"
+    cost = "sandbox"
+    deterministic = True
+    version = "1"
+
+    def __init__(self, mode: str = "continuation", command_timeout: float = 60.0) -> None:
+        if mode not in MODES:
+            raise ValueError(f"task_tests mode: expected one of {MODES}, got {mode!r}")
+        self.mode = mode
+        self.command_timeout = float(command_timeout)
+
+    def verify(self, pivot: Pivot, action: Message) -> Verdict:
+        """Score one candidate."""
+        return self.verify_batch(pivot, [action])[0]
+
+    def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
+        """Score candidates one by one (each needs its own test run)."""
+        try:
+            spec = SandboxSpec.from_context(pivot.context)
+        except SandboxError as e:
+            return [Verdict.failed(f"task_tests: {e}")] * len(actions)
+        task = pivot.context.get("task")
+        if spec is None or not isinstance(task, Mapping) or not task.get("dir"):
+            return [Verdict.skip("pivot has no task context (not synthesized from a task folder)")] * len(actions)
+        if (pivot.context.get("sandbox") or {}).get("expert_needs_network"):
+            return [Verdict.skip("the expert action needs the network: tests cannot run it")] * len(actions)
+        history = history_commands(pivot)
+        solution = [str(c) for c in task.get("solution") or []]
+        at = len(history)
+        if self.mode == "final" and at < len(solution) - 1:
+            return [Verdict.skip("final mode applies at the last pivot of the solution")] * len(actions)
+        remaining = solution[at + 1 :] if self.mode == "continuation" else []
+        if needs_network(remaining):
+            # the rest of the solution would run in the candidate's container, which has no network
+            return [Verdict.skip("the rest of the expert's solution needs the network")] * len(actions)
+        return [self._one(pivot, spec, task, history, remaining, action) for action in actions]
+
+    def _one(
+        self,
+        pivot: Pivot,
+        spec: SandboxSpec,
+        task: Mapping[str, Any],
+        history: list[str],
+        remaining: list[str],
+        action: Message,
+    ) -> Verdict:
+        commands = action_commands(action)
+        if not commands and action_commands(pivot.expert):
+            return Verdict.reject("the completion runs no shell command")
+        timeout = self.command_timeout * (len(commands) + len(remaining) + 1)
+        try:
+            outcome = run_tests(resolve_task_dir(str(task["dir"])), spec, history, [*commands, *remaining], timeout)
+        except SandboxError as e:
+            return Verdict.failed(f"task_tests: {e}")
+        except Exception as e:  # noqa: BLE001 - an exception is an error verdict, never a crash
+            return Verdict.failed(f"task_tests: {type(e).__name__}: {e}")
+        details = {"mode": self.mode, "tests": dict(outcome.counts), "replayed": len(remaining)}
+        if outcome.passed:
+            return Verdict.accept(f"task tests pass ({self.mode}): {outcome.reason}", **details)
+        return Verdict.reject(f"task tests fail ({self.mode}): {outcome.reason}", **details)
+
+
+def oracle_check(context: Mapping[str, Any]) -> dict[str, Any]:
+    """Tests on the initial state and after the whole oracle solution: `{before, after, reason}`.
+
+    `before`/`after` are True (pass), False (fail) or None (the tests could not run; `reason` says why).
+    """
+    spec = SandboxSpec.from_context(context)
+    task = context.get("task") or {}
+    if spec is None or not task.get("dir"):
+        return {"before": None, "after": None, "reason": "no task context"}
+    solution = [str(c) for c in task.get("solution") or []]
+    task_dir = resolve_task_dir(str(task["dir"]))
+    out: dict[str, Any] = {}
+    try:
+        # the solution is replayed as history (set-up, with registry access), not run as a candidate
+        for name, history in (("before", []), ("after", solution)):
+            outcome = run_tests(task_dir, spec, history, [], 60.0)
+            out[name] = outcome.passed if outcome.ran or outcome.passed else None
+            out[f"{name}_reason"] = outcome.reason
+    except SandboxError as e:
+        return {"before": out.get("before"), "after": None, "reason": str(e)}
+    return out
+
+
+@hookimpl
+def register_verifiers(register: Callable[..., None]) -> None:
+    """Register `task_tests`."""
+    register("task_tests", TaskTests)
