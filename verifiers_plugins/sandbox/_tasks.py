@@ -141,7 +141,9 @@ class Task:
         dir: the folder.
         instruction: the base description of task.yaml.
         dockerfile: Dockerfile text ("" when absent).
-        compose: True when the folder has a docker-compose file.
+        compose: why the task's docker-compose file cannot be built here, "" when there is none or when
+            it is one `client` service built from a folder of the task (then `context` is that folder).
+        context: the build context (the task folder, or the compose service's `build.context`).
         agent_timeout: task.yaml `max_agent_timeout_sec`.
         tests: the test plan.
         meta: the rest of task.yaml.
@@ -151,7 +153,8 @@ class Task:
     dir: Path
     instruction: str
     dockerfile: str
-    compose: bool
+    compose: str
+    context: Path
     agent_timeout: float
     tests: TestPlan
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -234,18 +237,52 @@ def load_task(task_dir: Path | str) -> Task:
         mark = getattr(e, "problem_mark", None)
         where = f"{meta_path}:{mark.line + 1}" if mark else str(meta_path)
         raise TaskError(f"{where}: task.yaml is not valid YAML: {e}") from e
-    dockerfile = task_dir / "Dockerfile"
+    context, dockerfile, compose = compose_build(task_dir)
     timeout = float(meta.get("max_test_timeout_sec") or 60.0)
     return Task(
         task_id=task_dir.name,
         dir=task_dir,
         instruction=_instruction(meta),
         dockerfile=dockerfile.read_text(errors="replace") if dockerfile.is_file() else "",
-        compose=any((task_dir / n).is_file() for n in ("docker-compose.yaml", "docker-compose.yml")),
+        compose=compose,
+        context=context,
         agent_timeout=float(meta.get("max_agent_timeout_sec") or 600.0),
         tests=test_plan(task_dir, timeout),
         meta=meta,
     )
+
+
+def compose_build(task_dir: Path) -> tuple[Path, Path, str]:
+    """(build context, Dockerfile, problem) of a task; a docker-compose file with one built service is read.
+
+    Terminal-Bench's compose files run the agent in a `client` service built from a folder of the task;
+    its volumes, logs path and DNS settings are the harness's and are not needed here. Other services
+    (images pulled from a registry) cannot be started offline: that is the problem.
+    """
+    path = next((task_dir / n for n in ("docker-compose.yaml", "docker-compose.yml") if (task_dir / n).is_file()), None)
+    if path is None:
+        return task_dir, task_dir / "Dockerfile", ""
+    try:
+        services = (yaml.safe_load(path.read_text()) or {}).get("services") or {}
+    except yaml.YAMLError as e:
+        return task_dir, task_dir / "Dockerfile", f"{path}: not valid YAML: {e}"
+    others = {k: v for k, v in services.items() if k != "client"}
+    if others:
+        name, service = next(iter(others.items()))
+        image = (service or {}).get("image", "?")
+        return (
+            task_dir,
+            task_dir / "Dockerfile",
+            (f"{path}: {len(services)} services; {name!r} runs image {image!r}, which no registry here serves"),
+        )
+    build = (services.get("client") or {}).get("build") or {}
+    if isinstance(build, str):
+        build = {"context": build}
+    raw = str(build.get("context") or ".").replace("${T_BENCH_TASK_BUILD_CONTEXT_DIR}", ".")
+    context = (task_dir / raw).resolve()
+    if task_dir.resolve() not in (context, *context.parents):
+        return task_dir, task_dir / "Dockerfile", f"{path}: build context {raw!r} lies outside the task folder"
+    return context, context / str(build.get("dockerfile") or "Dockerfile"), ""
 
 
 def map_base(name: str) -> Base | None:
@@ -292,10 +329,10 @@ def script_hosts(task: Task, instructions: Sequence[df.Instruction], allowed: fr
     """(file, host) for copied files that a RUN step names and that fetch from a host beyond the registries."""
     run_text = " ".join(i.args for i in instructions if i.keyword == "RUN")
     found = []
-    for path in df.context_files(instructions, task.dir):
+    for path in df.context_files(instructions, task.context):
         if path.name in run_text and path.stat().st_size < 1_000_000:
             for host in df.hosts_in(path.read_text(errors="replace"), allowed):
-                found.append((path.relative_to(task.dir.resolve()).as_posix(), host))
+                found.append((path.relative_to(task.context.resolve()).as_posix(), host))
     return found
 
 
@@ -303,8 +340,8 @@ def content_hash(task: Task, instructions: Sequence[df.Instruction], base_id: st
     """Hash of (Dockerfile, every file it copies, base image id, test plan, builder version)."""
     h = hashlib.sha256()
     h.update(json.dumps([BUILDER_VERSION, task.dockerfile, base_id, task.tests.pip, task.tests.apt]).encode())
-    for path in df.context_files(instructions, task.dir):
-        h.update(path.relative_to(task.dir.resolve()).as_posix().encode() + b"\0")
+    for path in df.context_files(instructions, task.context):
+        h.update(path.relative_to(task.context.resolve()).as_posix().encode() + b"\0")
         h.update(str(path.stat().st_mode & 0o777).encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
@@ -318,11 +355,11 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
     """Build the task's image (or reuse it by content hash); a task that cannot build says why in `reason`."""
     started = time.monotonic()
     if task.compose:
-        return _skip(task, "docker-compose task (several services): not built by this builder yet", started)
+        return _skip(task, task.compose, started)
     if not task.dockerfile:
-        return _skip(task, "no Dockerfile", started)
+        return _skip(task, "no Dockerfile in the task folder", started)
     try:
-        instructions = df.parse(task.dockerfile, str(task.dir / "Dockerfile"))
+        instructions = df.parse(task.dockerfile, str(task.context / "Dockerfile"))
         frm = next(i for i in instructions if i.keyword == "FROM")
         base_name = frm.args.split()[0]
         base, note = ensure_base(client, base_name)
@@ -350,7 +387,7 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
                 user=cfg.get("User") or "root",
             )
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base)}
-        result = df.build(client, instructions + tools, task.dir, base, tag, access, labels=labels)
+        result = df.build(client, instructions + tools, task.context, base, tag, access, labels=labels)
     except (df.DockerfileError, TaskError) as e:
         return _skip(task, str(e), started)
     _touch(client, tag)
