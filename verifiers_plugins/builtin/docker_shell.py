@@ -65,7 +65,8 @@ class DockerShell:
     role = "acceptor"
     cost = "sandbox"
     deterministic = True
-    version = "1"
+    # 2: descriptors carry mode and owner; expert runs the sandbox stopped are errors, not references
+    version = "2"
 
     # Shared by every instance: the expert's effect at a state is the same for any env of the process.
     _expert_cache: OrderedDict[tuple[Any, ...], tuple[Effect, Unstable]] = OrderedDict()
@@ -121,6 +122,8 @@ class DockerShell:
                 reference = self._settle_expert(backend, spec, history, expert, first, first_ended, key)
         except SandboxError as e:
             return [Verdict.failed(f"sandbox {self.backend_name}: {e}")] * len(actions)
+        except Exception as e:  # noqa: BLE001 - a raise here would make the chain re-run the group one by one
+            return [Verdict.failed(f"sandbox {self.backend_name}: {type(e).__name__}: {e}")] * len(actions)
         self._count("candidates_run", len(unique))
         out = []
         for commands in wanted:
@@ -139,10 +142,18 @@ class DockerShell:
             return self._expert_cache[key]
 
     def _run_expert(self, backend: Any, spec: SandboxSpec, history: list[str], expert: list[str]) -> Effect:
+        """One run of the expert; a run the sandbox stopped is no reference (and is not cached).
+
+        Compared with a partial effect, any candidate stopped the same way would pass: two
+        different commands that both time out print the same nothing.
+        """
         (effect,) = backend.run_group(spec, history, [expert])
         if isinstance(effect, Exception):
             raise SandboxError(f"the expert action could not run: {effect}")
         self._count("expert_runs")
+        if effect.killed:
+            note = f" ({effect.note})" if effect.note else ""
+            raise SandboxError(f"the sandbox stopped the expert action: {effect.killed}{note}; nothing to compare with")
         return effect
 
     def _settle_expert(

@@ -1,7 +1,7 @@
 """Low-level container work with the docker SDK.
 
-Isolated creation, commands with a killing timeout and capped output, and a container's
-filesystem change set. A command reaches its container through the in-container runner
+Isolated creation and commands with a killing timeout and capped output (one action's commands
+and change set: `_action.py`). A command reaches its container through the in-container runner
 (`_runner.py`, one socket round trip) when the container has one, else through `docker exec`.
 
 Every action runs through `WRAPPER`: it restores the shell state (working directory and exported
@@ -24,17 +24,14 @@ import docker.errors
 from docker.types import Mount, Ulimit
 
 from verifiers_plugins.sandbox import _runner as rn
-from verifiers_plugins.sandbox._diff import Layers, layers_of, upper_changes
-from verifiers_plugins.sandbox._effects import normalize_output
-from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxSpec
+from verifiers_plugins.sandbox._diff import Layers, layers_of, root_state
+from verifiers_plugins.sandbox._spec import LABEL, Limits, SandboxSpec
 
 STATE = "/.pivot"  # shell state saved by replay (part of every snapshot)
 RUN_STATE = "/.pivot-run"  # per-action state of a verification run (a tmpfs in pool containers)
 IDLE = ["sleep", "2147483647"]
 HOSTNAME = "pivot-sandbox"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
-SIGXFSZ_EXIT = 128 + 25
-
 WRAPPER = r"""__pivot_from="$1"; __pivot_to="$2"; __pivot_cmd="$3"; __pivot_quiet="$4"
 if [ "$__pivot_from" != "$__pivot_to" ]; then
   find "$__pivot_to" /dev/shm /dev/mqueue -mindepth 1 -type d -exec chmod u+rwx {} \; 2>/dev/null
@@ -52,23 +49,6 @@ printf '\036PIVOT-END %s %s' "$__pivot_rc" "$(pwd)" >&2
 exit $__pivot_rc
 """
 END_MARK = b"\x1ePIVOT-END "
-
-# Lists every changed path with a content descriptor; runs as the action's user.
-HASHER = r"""cap="$1"; shift
-printf 'cwd\t%s\n' "$(cat /.pivot-run/cwd 2>/dev/null || cat /.pivot/cwd 2>/dev/null)"
-for p in "$@"; do
-  if [ -L "$p" ]; then printf 'link:%s\t%s\n' "$(readlink "$p")" "$p"
-  elif [ -d "$p" ]; then printf 'dir\t%s\n' "$p"
-  elif [ -f "$p" ]; then
-    if [ ! -r "$p" ]; then printf 'unreadable\t%s\n' "$p"
-    else s=$(wc -c < "$p"); s=$((s + 0))
-      if [ "$s" -gt "$cap" ]; then printf 'size:%s\t%s\n' "$s" "$p"
-      else printf 'sha256:%s\t%s\n' "$(sha256sum < "$p" | cut -c1-64)" "$p"; fi
-    fi
-  else printf 'other\t%s\n' "$p"; fi
-done
-"""
-OOM_PROBE = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
 
 
 @dataclass(frozen=True)
@@ -95,6 +75,7 @@ class Box:
     channel: rn.Channel | None = None
     holder: Box | None = None  # the retired container whose network namespace it joined (`_netns.py`)
     layers: Layers | None = None  # its overlay folders, when this process can read them (`_diff.py`)
+    root: tuple[int, ...] | None = None  # its upper folder's own metadata when it started (`_diff.root_state`)
 
     @property
     def id(self) -> str:
@@ -176,7 +157,8 @@ def create(
         api.remove_container(container_id, force=True)
         raise
     container = client.containers.prepare_model({"Id": container_id})
-    return Box(container, channel, holder, layers_of(container))
+    layers = layers_of(container)
+    return Box(container, channel, holder, layers, root_state(layers) if layers else None)
 
 
 def remove(box: Box) -> None:
@@ -335,117 +317,10 @@ def shell_run(
     )
 
 
-def changed_paths(box: Box) -> tuple[list[tuple[str, int]], bool]:
-    """(path, kind) pairs of the container's changes and whether the saved shell state itself changed.
-
-    Read from the overlay upper folder when this process can (`_diff.py`: `docker diff` misses
-    some same-size edits), else from `docker diff`. Kind is 0 changed, 1 added, 2 deleted; the
-    state folders are left out of the pairs. A change of `STATE` makes the container unfit for
-    reuse: every action starts from it.
-    """
-    out, state_changed = [], False
-    if box.layers is not None:
-        items = [{"Path": p, "Kind": k} for p, k in upper_changes(box.layers)]
-    else:
-        items = box.container.diff() or []
-    for item in items:
-        path = item["Path"]
-        if path == rn.MOUNT_POINT:
-            continue  # the runner's mount point
-        if any(path == d or path.startswith(d + "/") for d in (STATE, RUN_STATE)):
-            state_changed = state_changed or path == STATE or path.startswith(STATE + "/")
-            continue
-        out.append((path, int(item["Kind"])))
-    return out, state_changed
-
-
-def file_changes(box: Box, spec: SandboxSpec, limits: Limits, cwd: str = "") -> tuple[dict[str, str], str, bool]:
-    """The change set, the working directory, and whether the saved shell state changed.
-
-    The change set maps path -> content descriptor ("deleted" for removed paths).
-    One command hashes the changed files (and reads the cwd when `cwd` is not known yet); an action
-    that changed nothing and reported its cwd costs no command at all.
-    """
-    changes, state_changed = changed_paths(box)
-    files = {p: "deleted" for p, kind in changes if kind == 2}
-    present = [p for p, kind in changes if kind != 2]
-    if not present and cwd:
-        return files, cwd, state_changed
-    for i in range(0, max(len(present), 1), 200):
-        chunk = present[i : i + 200]
-        res = run(
-            box,
-            [spec.shell, "-c", HASHER, "hash", str(limits.hash_cap), *chunk],
-            user=spec.user,
-            timeout=30,
-            output_cap=4 * 1024 * 1024,
-        )
-        for line in res.stdout.decode(errors="replace").splitlines():
-            desc, _, path = line.partition("\t")
-            if desc == "cwd":
-                cwd = cwd or path.strip()
-            elif path:
-                files[path] = desc
-    return files, cwd, state_changed
-
-
 def read_text(box: Box, path: str, user: str = "0") -> str:
     """The text of a small file inside the container ("" when missing)."""
     res = run(box, ["cat", path], user=user, timeout=10, output_cap=1024 * 1024)
     return res.stdout.decode(errors="replace") if res.exit_code == 0 else ""
-
-
-def classify_kill(box: Box, raw: RawRun) -> str | None:
-    """Why the sandbox stopped the command: our own kill, the file size cap, or the OOM killer."""
-    if raw.killed:
-        return raw.killed
-    if raw.exit_code == SIGXFSZ_EXIT:
-        return "file size cap"
-    if raw.exit_code == 137:
-        if raw.oom is not None:  # the runner read the cgroup's OOM kills
-            return "oom" if raw.oom else None
-        probe = run(box, ["sh", "-c", OOM_PROBE], user="0", timeout=5, output_cap=4096)
-        for line in probe.stdout.decode(errors="replace").splitlines():
-            name, _, value = line.partition(" ")
-            if name == "oom_kill" and value.strip().isdigit() and int(value) > 0:
-                return "oom"
-    return None
-
-
-def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[str]) -> tuple[Effect, bool]:
-    """Run the commands of one action in order (shell state carried between them) and capture the effect.
-
-    Also says whether the container may be clean: False when the action was stopped, changed a file
-    or touched the saved shell state. With a runner, its report that nothing is left running settles
-    the processes too; through `docker exec`, `is_pristine` checks them.
-    """
-    out, err = bytearray(), bytearray()
-    raw = RawRun(0, b"", b"", None)
-    for i, command in enumerate(commands):
-        last = i == len(commands) - 1
-        raw = shell_run(box, spec, limits, command, src=STATE if i == 0 else RUN_STATE, dst=RUN_STATE, keep=not last)
-        out += raw.stdout
-        err += raw.stderr
-        killed = classify_kill(box, raw)
-        if killed:
-            return _effect(limits, None, out, err, {}, "", killed), False
-    files, cwd, state_changed = file_changes(box, spec, limits, raw.cwd if commands else "")
-    clean = not (files or state_changed) and (box.channel is None or raw.left == 0)
-    return _effect(limits, raw.exit_code, out, err, files, cwd, None), clean
-
-
-def _effect(
-    limits: Limits, code: int | None, out: bytes, err: bytes, files: dict[str, str], cwd: str, killed: str | None
-) -> Effect:
-    cap = limits.compare_chars
-    return Effect(
-        code,
-        normalize_output(out.decode(errors="replace"), cap),
-        normalize_output(err.decode(errors="replace"), cap),
-        files,
-        cwd,
-        killed,
-    )
 
 
 def procs_file(container: Any) -> str | None:

@@ -17,8 +17,11 @@ native diff does; otherwise from `docker diff`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +37,24 @@ class Layers:
     lowers: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class UpperScan:
+    """One bounded walk of a container's upper directory.
+
+    Attributes:
+        changes: (path, kind) of every change; kind 0 added or changed, 2 deleted.
+        entries: every entry seen in the upper directory, changes or not (0: the container's
+            files are exactly the image's, metadata included).
+        root: the upper directory's own metadata (`root_state`); a change there is a change of `/`.
+        over: why the walk stopped before the end (too many entries, out of time), else None.
+    """
+
+    changes: tuple[tuple[str, int], ...]
+    entries: int
+    root: tuple[int, ...]
+    over: str | None = None
+
+
 def layers_of(container: Any) -> Layers | None:
     """The container's overlay layers, None when they cannot be read from here (not overlay2, not local, not root)."""
     try:
@@ -47,6 +68,12 @@ def layers_of(container: Any) -> Layers | None:
     if not all(os.access(p, os.R_OK | os.X_OK) for p in (upper, *lowers)):
         return None
     return Layers(upper, lowers)
+
+
+def root_state(layers: Layers) -> tuple[int, ...]:
+    """Mode, owner and times of the upper directory itself: `touch`/`chmod` of `/` change them, not its entries."""
+    st = os.lstat(layers.upper)
+    return (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _lower_stat(layers: Layers, path: str) -> os.stat_result | None:
@@ -70,47 +97,115 @@ def _lower_children(layers: Layers, path: str) -> set[str]:
     return names
 
 
-def upper_changes(layers: Layers) -> list[tuple[str, int]]:
-    """(path, kind) of every change in the upper directory; kind 0 added or changed, 2 deleted.
+def _listing(folder: str) -> list[tuple[str, os.stat_result]]:
+    """(name, lstat) of a folder's entries, sorted; entries removed meanwhile are skipped."""
+    out = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []  # removed while walking (a process that outlived its action, through docker exec)
+    for name in names:
+        try:
+            out.append((name, os.lstat(os.path.join(folder, name))))
+        except OSError:
+            continue
+    return out
 
-    A directory of the image is left out unless its mode or owner changed: it is there as the
-    parent of a change, which its entries already show. (Docker also compares its modification
-    time, to the second, so whether it lists the parent depended on when the action ran.)
+
+def scan_upper(layers: Layers, max_entries: int, deadline: float) -> UpperScan:
+    """Every change in the upper directory, walked with an explicit stack (any depth), within bounds.
+
+    A directory of the image is left out of the changes unless its mode or owner changed: it is
+    there as the parent of a change, which its entries already show, or because only its times
+    changed (`touch`, a temporary file made and removed), which `entries` still counts, so the
+    container is not reused. (Docker also compares modification times, to the second, so whether
+    it lists the parent depended on when the action ran.) The walk stops after `max_entries`
+    entries or at `deadline` (`time.monotonic()`), saying so in `over`.
     """
     out: list[tuple[str, int]] = []
-    root = layers.upper
-    for folder, dirs, files in os.walk(root):
-        rel_folder = folder[len(root) :] or "/"
-        for name in sorted(dirs) + sorted(files):
+    root, entries = layers.upper, 0
+    stack = ["/"]
+    while stack:
+        rel_folder = stack.pop()
+        for name, st in _listing(root + rel_folder if rel_folder != "/" else root):
+            entries += 1
+            if entries > max_entries:
+                return UpperScan(tuple(out), entries, root_state(layers), f"more than {max_entries} changed paths")
+            if entries % 256 == 0 and time.monotonic() > deadline:
+                return UpperScan(tuple(out), entries, root_state(layers), "the change set took too long to read")
             path = os.path.join(rel_folder, name)
-            try:
-                st = os.lstat(os.path.join(folder, name))
-            except FileNotFoundError:
-                continue  # removed while walking (a process that outlived its action, through docker exec)
             if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
                 out.append((path, DELETED))  # a whiteout
                 continue
             if stat.S_ISDIR(st.st_mode):
-                below = _lower_stat(layers, path)
-                opaque = any(_xattr(os.path.join(folder, name), key) == b"y" for key in _OPAQUE)
-                if opaque and below is not None:
-                    # the directory replaced the image's: what the image had below it is gone
-                    try:
-                        present = set(os.listdir(os.path.join(folder, name)))
-                    except OSError:
-                        present = set()
-                    out += [
-                        (os.path.join(path, gone), DELETED) for gone in sorted(_lower_children(layers, path) - present)
-                    ]
-                if (
-                    below is not None
-                    and stat.S_ISDIR(below.st_mode)
-                    and not opaque
-                    and (below.st_mode, below.st_uid, below.st_gid) == (st.st_mode, st.st_uid, st.st_gid)
-                ):
+                stack.append(path)
+                if _image_folder_kept(layers, path, st, out):
                     continue
             out.append((path, ADDED_OR_CHANGED))
-    return out
+    return UpperScan(tuple(out), entries, root_state(layers))
+
+
+def _image_folder_kept(layers: Layers, path: str, st: os.stat_result, out: list[tuple[str, int]]) -> bool:
+    """True for a folder of the image with its mode and owner (left out); adds what an opaque folder hid."""
+    below = _lower_stat(layers, path)
+    if below is None:
+        return False
+    opaque = any(_xattr(layers.upper + path, key) == b"y" for key in _OPAQUE)
+    if opaque:
+        # the directory replaced the image's: what the image had below it is gone
+        try:
+            present = set(os.listdir(layers.upper + path))
+        except OSError:
+            present = set()
+        out += [(os.path.join(path, gone), DELETED) for gone in sorted(_lower_children(layers, path) - present)]
+        return False
+    return stat.S_ISDIR(below.st_mode) and (below.st_mode, below.st_uid, below.st_gid) == (
+        st.st_mode,
+        st.st_uid,
+        st.st_gid,
+    )
+
+
+def upper_changes(layers: Layers) -> list[tuple[str, int]]:
+    """(path, kind) of every change in the upper directory (unbounded: tests and tools; see `scan_upper`)."""
+    return list(scan_upper(layers, sys.maxsize, float("inf")).changes)
+
+
+def describe(layers: Layers, path: str, hash_cap: int, deadline: float) -> str | None:
+    """The content descriptor of a changed path, read from the upper directory; None past `deadline`.
+
+    Called only when nothing runs in the container any more (the runner said so), so no entry can
+    change under the walk; still, nothing is followed: a symbolic link is described by its target,
+    a FIFO or device as "other", and only a regular file is opened (without following links).
+    Mode and owner are part of it: `chmod +x f` and `touch f` leave the same bytes.
+    """
+    full = layers.upper + path
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return "deleted"
+    meta = f" {stat.S_IMODE(st.st_mode):o} {st.st_uid}:{st.st_gid}"
+    if stat.S_ISLNK(st.st_mode):
+        return f"link:{os.readlink(full)}"
+    if stat.S_ISDIR(st.st_mode):
+        return "dir" + meta
+    if not stat.S_ISREG(st.st_mode):
+        return "other" + meta
+    if st.st_size > hash_cap:
+        return f"size:{st.st_size}" + meta
+    digest = hashlib.sha256()
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return "unreadable" + meta
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return "other" + meta
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            if time.monotonic() > deadline:
+                return None
+    return f"sha256:{digest.hexdigest()}" + meta
 
 
 def _xattr(path: str, key: str) -> bytes | None:

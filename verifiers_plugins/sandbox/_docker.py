@@ -24,6 +24,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from verifiers_plugins.sandbox import _action as act
 from verifiers_plugins.sandbox import _cleanup
 from verifiers_plugins.sandbox import _containers as ct
 from verifiers_plugins.sandbox import _runner as rn
@@ -362,7 +363,7 @@ class DockerBackend:
         if not self.snapshots:
             box = self._prepare(spec, history)
             try:
-                return ct.effect_of(box, spec, self.limits, commands)[0]
+                return act.effect_of(box, spec, self.limits, commands)[0]
             finally:
                 self._discard(box)
         key, image = self.snapshot(spec, history)
@@ -377,7 +378,7 @@ class DockerBackend:
             box = self._acquire(key, image, spec)
         clean = False
         try:
-            effect, clean = ct.effect_of(box, spec, self.limits, commands)
+            effect, clean = act.effect_of(box, spec, self.limits, commands)
             return effect
         finally:
             self._release(key, box, clean)

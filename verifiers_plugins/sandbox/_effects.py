@@ -167,6 +167,11 @@ def _compare_files(want: Mapping[str, str], got: Mapping[str, str], unstable: Un
     return "; ".join(bits)
 
 
+def _is_folder(descriptor: str) -> bool:
+    """True for a folder's descriptor ("dir", or "dir <mode> <owner>")."""
+    return descriptor.split(" ", 1)[0] == "dir"
+
+
 def _outside(path: str, workdir: str) -> bool:
     root = workdir.rstrip("/") + "/"
     return not (path == workdir or path.startswith(root) or root.startswith(path.rstrip("/") + "/"))
@@ -214,7 +219,10 @@ def compare_effects(
         sorted(
             p
             for p in candidate.files
-            if p not in expert.files and not unstable.covers(p) and _outside(p, workdir) and candidate.files[p] != "dir"
+            if p not in expert.files
+            and not unstable.covers(p)
+            and _outside(p, workdir)
+            and not _is_folder(candidate.files[p])
         )
     )
     return Comparison(tuple(matched), differed, outside)
@@ -223,7 +231,8 @@ def compare_effects(
 def reason_for(comparison: Comparison, candidate: Effect) -> str:
     """One line saying why a candidate was rejected."""
     if candidate.killed and "killed" in comparison.differed:
-        return f"candidate {candidate.killed}: the sandbox stopped it"
+        note = f" ({candidate.note})" if candidate.note else ""
+        return f"candidate {candidate.killed}{note}: the sandbox stopped it"
     if comparison.outside_workdir:
         return f"candidate wrote outside the working directory: {', '.join(comparison.outside_workdir[:3])}"
     first = next(iter(comparison.differed))

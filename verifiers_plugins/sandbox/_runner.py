@@ -118,7 +118,9 @@ class Reply:
     signal: int
     killed: str | None
     oom: bool
-    left: int | None  # processes still alive after the clean-up; None when not counted (background kept)
+    # processes still alive after the clean-up plus non-file state left (System V IPC objects, POSIX
+    # shm and queues, a changed mount table); None when not counted (background kept)
+    left: int | None
     stdout: bytes
     stderr: bytes
 

@@ -97,6 +97,10 @@ class Limits:
         output_cap: bytes of stdout+stderr an action may print before it is killed.
         compare_chars: characters of each stream kept for comparison.
         hash_cap: files larger than this are compared by size, not content hash.
+        max_changed_paths: paths an action may change (its change set is read and hashed after
+            it); past it the action is stopped with `killed="change set cap"`.
+        change_set_timeout: seconds reading and hashing one action's change set may take; past
+            it, likewise `killed="change set cap"`.
     """
 
     memory: str = "256m"
@@ -108,6 +112,8 @@ class Limits:
     output_cap: int = 1024 * 1024
     compare_chars: int = 16384
     hash_cap: int = 8 * 1024 * 1024
+    max_changed_paths: int = 10000
+    change_set_timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -118,10 +124,13 @@ class Effect:
         exit_code: the last command's exit status (None when it was killed before finishing).
         stdout: stdout, capped at `Limits.compare_chars`.
         stderr: stderr, capped likewise.
-        files: changed paths -> "sha256:<hex>", "size:<n>" (over the hash cap), "dir", "link:<target>",
-            "deleted" or "unreadable".
+        files: changed paths -> "sha256:<hex>", "size:<n>" (over the hash cap), "dir", "other"
+            (FIFO, socket) or "unreadable", each followed by " <octal mode> <uid>:<gid>"
+            (`chmod +x f` and `touch f` leave the same bytes); "link:<target>"; "deleted".
         cwd: the working directory after the action.
-        killed: why the sandbox stopped it ("timeout", "output cap", "oom", "file size cap"), else None.
+        killed: why the sandbox stopped it ("timeout", "output cap", "oom", "file size cap",
+            "change set cap", "runner lost"), else None.
+        note: what the sandbox said about the stop (e.g. "more than 10000 changed paths").
     """
 
     exit_code: int | None
@@ -130,6 +139,7 @@ class Effect:
     files: Mapping[str, str] = field(default_factory=dict)
     cwd: str = ""
     killed: str | None = None
+    note: str = ""
 
     @property
     def timed_out(self) -> bool:

@@ -6,7 +6,8 @@
  * It runs as root under docker-init. Each command runs in a child that drops to the action's
  * uid/gid before exec; the runner holds CAP_KILL (and CAP_SETUID/CAP_SETGID for the switch) and
  * is not dumpable, so a candidate cannot signal it, trace it, or reach its pipes through /proc.
- * After an action it kills every process but itself and init, and reports how many it could not.
+ * After an action it kills every process but itself and init, and reports how many it could not,
+ * plus what else is left that is not a file: System V IPC objects, POSIX shm and queues, mounts.
  *
  * Protocol (host -> runner, stdin), one request per command:
  *   "RUN <timeout_ms> <output_cap> <uid> <gid> <flags> <argc>\n", then argc times "<len>\n<bytes>"
@@ -15,7 +16,7 @@
  * Reply (stdout): "R <status> <signal> <killed> <oom> <left> <outlen> <errlen>\n" + stdout + stderr
  *   status: exit status (-1 when ended by a signal), signal: that signal, killed: 0 no,
  *   1 timeout, 2 output cap, oom: OOM kills in the container during the command, left: processes
- *   still alive after the clean-up (-1 when not counted).
+ *   still alive after the clean-up plus the non-file state left (`residue`) (-1 when not counted).
  * A malformed request gets "E <message>\n" and the runner exits.
  */
 #define _GNU_SOURCE
@@ -126,7 +127,46 @@ static int kill_all(void) {
     return left;
 }
 
-/* Remove the System V IPC objects the current uid owns (they are not files: docker diff cannot see them). */
+/* Data lines of a /proc table (its header left out), or of any text file; 0 when unreadable. */
+static int count_lines(const char *path, int header) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0, c, last = '\n';
+    while ((c = fgetc(f)) != EOF) {
+        if (c == '\n') n++;
+        last = c;
+    }
+    fclose(f);
+    if (last != '\n') n++;
+    return n > header ? n - header : 0;
+}
+
+/* Entries of a folder but . and .. (0 when it cannot be read). */
+static int count_entries(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int baseline_mounts = -1;
+
+/* State an action can leave that is neither a file of the container's layers nor a process: System V
+   IPC objects (whoever owns them now: IPC_SET can hand one to another uid), POSIX shared memory and
+   message queues, mounts. Counted after the clean-up; a container with any is not reused. */
+static int residue(void) {
+    int n = count_lines("/proc/sysvipc/shm", 1) + count_lines("/proc/sysvipc/sem", 1) +
+            count_lines("/proc/sysvipc/msg", 1) + count_entries("/dev/shm") + count_entries("/dev/mqueue");
+    if (count_lines("/proc/self/mountinfo", 0) != baseline_mounts) n++;
+    return n;
+}
+
+/* Remove the System V IPC objects the current uid owns or created (they are not files: docker diff cannot see them). */
 static void clean_ipc(void) {
     const char *files[] = {"/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg"};
     uid_t me = getuid();
@@ -136,15 +176,19 @@ static void clean_ipc(void) {
         char line[1024];
         if (!fgets(line, sizeof line, f)) { fclose(f); continue; }  /* the header */
         while (fgets(line, sizeof line, f)) {
-            long key, id, perms, a, b, c, uid;
-            /* shm: key shmid perms size cpid lpid nattch uid ...; sem: key semid perms nsems uid ...;
-               msg: key msqid perms cbytes qnum lspid lrpid uid ... */
-            if (kind == 0 && sscanf(line, "%ld %ld %lo %ld %ld %ld %*d %ld", &key, &id, &perms, &a, &b, &c, &uid) == 7) {
-                if ((uid_t)uid == me) shmctl((int)id, IPC_RMID, NULL);
-            } else if (kind == 1 && sscanf(line, "%ld %ld %lo %ld %ld", &key, &id, &perms, &a, &uid) == 5) {
-                if ((uid_t)uid == me) semctl((int)id, 0, IPC_RMID);
-            } else if (kind == 2 && sscanf(line, "%ld %ld %lo %ld %ld %ld %ld %ld", &key, &id, &perms, &a, &b, &c, &c, &uid) == 8) {
-                if ((uid_t)uid == me) msgctl((int)id, IPC_RMID, NULL);
+            long key, id, perms, a, b, c, uid, gid, cuid;
+            /* shm: key shmid perms size cpid lpid nattch uid gid cuid ...; sem: key semid perms nsems uid
+               gid cuid ...; msg: key msqid perms cbytes qnum lspid lrpid uid gid cuid ... The creator may
+               remove an object whose owner it changed (IPC_SET), so either id counts. */
+            if (kind == 0 && sscanf(line, "%ld %ld %lo %ld %ld %ld %*d %ld %ld %ld", &key, &id, &perms, &a, &b, &c,
+                                    &uid, &gid, &cuid) == 9) {
+                if ((uid_t)uid == me || (uid_t)cuid == me) shmctl((int)id, IPC_RMID, NULL);
+            } else if (kind == 1 && sscanf(line, "%ld %ld %lo %ld %ld %ld %ld", &key, &id, &perms, &a, &uid, &gid,
+                                           &cuid) == 7) {
+                if ((uid_t)uid == me || (uid_t)cuid == me) semctl((int)id, 0, IPC_RMID);
+            } else if (kind == 2 && sscanf(line, "%ld %ld %lo %ld %ld %ld %ld %ld %ld %ld", &key, &id, &perms, &a, &b,
+                                           &c, &c, &uid, &gid, &cuid) == 10) {
+                if ((uid_t)uid == me || (uid_t)cuid == me) msgctl((int)id, IPC_RMID, NULL);
             }
         }
         fclose(f);
@@ -181,7 +225,7 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     if (child < 0) {
         /* the pids limit: report it as the command's failure, not the runner's */
         char line[128];
-        int n = snprintf(line, sizeof line, "R 126 0 0 0 %d 0 %zu\n", kill_all(), strlen("fork failed\n"));
+        int n = snprintf(line, sizeof line, "R 126 0 0 0 %d 0 %zu\n", kill_all() + residue(), strlen("fork failed\n"));
         write_all(1, line, (size_t)n);
         write_all(1, "fork failed\n", strlen("fork failed\n"));
         close(out[0]); close(out[1]); close(err[0]); close(err[1]);
@@ -234,6 +278,7 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     if (pidfd >= 0) close(pidfd);
     /* what is left running: killed after a command stopped, or after an action's last command */
     int left = (killed || !(flags & FLAG_KEEP)) ? kill_all() : -1;
+    if (left >= 0) left += residue();
     if (!exited) {
         /* killed above; a child that outlived kill_all (no CAP_KILL) is not waited for */
         if (waitpid(child, &status, left == 0 ? 0 : WNOHANG) != child) status = W_EXITCODE(0, SIGKILL);
@@ -258,6 +303,7 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
 
 int main(void) {
     prctl(PR_SET_DUMPABLE, 0); /* no /proc/<pid>/fd, mem or ptrace for a candidate of the same uid */
+    baseline_mounts = count_lines("/proc/self/mountinfo", 0);
     signal(SIGPIPE, SIG_IGN);
     FILE *in = stdin;
     char word[8];
