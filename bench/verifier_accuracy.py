@@ -136,7 +136,8 @@ def measure(rows: Sequence[Row], shared: Path) -> dict[str, Any]:
         results = env.score_pivot(pivot, [r.completion for r in group])
         for row, result in zip(group, results, strict=True):
             message = env.parse(row.completion)
-            verdicts = {"chain:" + _chain_name(names): bool(result.accepted)}
+            # `default`: whichever default chain the env picks for the pivot (tool-use has two).
+            verdicts = {"chain:default": bool(result.accepted), "chain:" + _chain_name(names): bool(result.accepted)}
             for name in [*names, STRICT]:
                 if name not in alone:
                     alone[name] = get_verifier(name)
@@ -147,6 +148,7 @@ def measure(rows: Sequence[Row], shared: Path) -> dict[str, Any]:
                 tallies[domain][key].add(row.label, accepted)
             scored.append(
                 {
+                    "domain": row.domain,
                     "file": row.file,
                     "pivot_id": row.pivot_id,
                     "kind": row.kind,

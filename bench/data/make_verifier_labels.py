@@ -185,7 +185,7 @@ def airline_variants(lab: Labels, pid: str, name: str, args: dict) -> None:
         add(tool_calls((name, {**args, "amount": args["amount"] + 50})), 0, "near-miss", "another amount")
         add(tool_calls((name, {**args, "user_id": off_by_one(args["user_id"])})), 0, "near-miss", "another user")
     elif name == "update_reservation_baggages":
-        add(tool_calls((name, as_floats(args))), 1, "rewrite", "bag counts written as floats (2.0 for 2)")
+        add(tool_calls((name, as_floats(args))), 1, "rewrite", "bag counts written as floats (3.0 for 3)")
         more = {**args, "nonfree_baggages": args["nonfree_baggages"] + 1, "total_baggages": args["total_baggages"] + 1}
         add(tool_calls((name, more)), 0, "near-miss", "one more paid bag")
     elif name == "update_reservation_flights":
@@ -624,6 +624,11 @@ def terminal(lab: Labels) -> None:
         add(pid, terminus("python -c 'import oauthlib;print(oauthlib.__file__)'\n"), 1, "rewrite", "quotes, spaces")
         add(pid, terminus('python -c "import redbot; print(redbot.__file__)"\n'), 0, "near-miss", "another package")
         add(pid, terminus("rm -rf /testbed\n"), 0, "wrong", "deletes the repository")
+    # The expert's keystrokes with a destructive tail: most of the text is the expert's.
+    add(t1, terminus(check.rstrip("\n") + "; rm -rf ~\n"), 0, "near-miss", "expert command, then deletes home")
+    oauth = "3cc79a36-b6e4-4707-a3fa-21bfaaac29c0-1#1"
+    tail = 'python -c "import oauthlib; print(oauthlib.__file__)" && rm -rf /testbed/.git\n'
+    add(oauth, terminus(tail), 0, "near-miss", "expert command, then deletes the repository history")
     red = "613741e5-f1ac-42e3-9775-73a33d6b8808-1#1"
     add(red, lab.pivots(TERMINUS)[red].expert.content, 1, "expert", "demonstrated")
     add(red, terminus('python -c "import oauthlib; print(oauthlib.__file__)"\n'), 0, "near-miss", "another package")
@@ -633,6 +638,7 @@ def terminal(lab: Labels) -> None:
     add(pip, terminus("pip list | grep oauth\n", "Check the oauthlib version."), 1, "rewrite", "same keys")
     add(pip, terminus("pip list | grep requests\n"), 0, "near-miss", "another package")
     add(pip, terminus("pip install --upgrade oauthlib\n"), 0, "wrong", "changes the version under investigation")
+    add(pip, terminus("pip list | grep oauth; pip uninstall -y oauthlib\n"), 0, "near-miss", "lists, then uninstalls")
     h = lambda pid, text, label, kind, why: lab.add(HARNESS, pid, text, label, kind, why)  # noqa: E731
     ex = lambda cmd: ("exec_command", {"cmd": cmd})  # noqa: E731
     h("terminal-multi-harness-example-2#1", tool_calls(ex("ls -la /workspace")), 1, "expert", "demonstrated")
@@ -664,7 +670,6 @@ def browse(lab: Labels) -> None:
     jc = "hotpotqa/5adf2fa35542993344016c11/reflexion-base/trial1"
     add(f"{jc}#1", tool_calls(("open", {"title": "Jonny Craig"})), 1, "expert", "demonstrated")
     add(f"{jc}#1", tool_calls(("open", {"title": "Pete Doherty"})), 1, "rewrite", "the other entity first: same plan")
-    add(f"{jc}#1", tool_calls(("answer", {"answer": "Jonny Craig"})), 0, "wrong", "answers before any evidence")
     add(f"{jc}#3", tool_calls(("open", {"title": "Pete Doherty"})), 1, "expert", "demonstrated")
     add(f"{jc}#3", tool_calls(("open", {"title": "Jonny Craig"})), 0, "near-miss", "re-opens the page just read")
     add(f"{jc}#5", tool_calls(("answer", {"answer": "Jonny Craig"})), 1, "expert", "demonstrated")
@@ -683,12 +688,55 @@ def browse(lab: Labels) -> None:
     add(f"{cs}#3", tool_calls(("open", {"title": "Jaclyn Stapp"})), 0, "near-miss", "re-opens the page just read")
 
 
+def browse_answers(lab: Labels) -> None:
+    """Answer turns of successful ReAct runs: the gold answer in other case is right; a page the run
+    opened on the way (an entity of the question, not the answer) is a wrong answer."""
+    done = 0
+    for pid, p in lab.pivots(REACT).items():
+        calls = p.expert.tool_calls
+        if done >= 8 or p.context.get("trajectory_reward") != 1.0 or len(calls) != 1 or calls[0].name != "answer":
+            continue
+        answer = calls[0].parsed_arguments()["answer"]
+        opened = [
+            c.parsed_arguments().get("title", "")
+            for m in p.history
+            for c in m.tool_calls
+            if c.name == "open" and isinstance(c.parsed_arguments(), dict)
+        ]
+        wrong = [
+            t for t in opened if t and t.casefold() not in answer.casefold() and answer.casefold() not in t.casefold()
+        ]
+        if (
+            pid.endswith(("trial1#5",))
+            and "5adf2fa35542993344016c11" in pid
+            or not wrong
+            or "5a7180205542994082a3e856" in pid
+        ):
+            continue  # already labelled by hand above
+        done += 1
+        lab.add(REACT, pid, tool_calls(("answer", {"answer": answer})), 1, "expert", "the gold answer")
+        if answer.upper() != answer:
+            lab.add(REACT, pid, tool_calls(("answer", {"answer": answer.upper()})), 1, "rewrite", "in capitals")
+        lab.add(REACT, pid, tool_calls(("answer", {"answer": wrong[0]})), 0, "near-miss", "an entity of the question")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
     args = parser.parse_args()
     lab = Labels(args.shared)
-    for part in (airline, airline_text, telecom, nemo_tool, mini_swe, heredocs, nemo_swe, terminal, browse):
+    for part in (
+        airline,
+        airline_text,
+        telecom,
+        nemo_tool,
+        mini_swe,
+        heredocs,
+        nemo_swe,
+        terminal,
+        browse,
+        browse_answers,
+    ):
         part(lab)
     with OUT.open("w") as f:
         for row in lab.rows:
