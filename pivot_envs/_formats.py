@@ -73,6 +73,8 @@ def _wrap(path: Path, lineno: int, fn: Callable[[], Any]) -> Any:
         raise DataFileError(str(path), lineno, str(e)) from e
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise DataFileError(str(path), lineno, f"{type(e).__name__}: {e}") from e
+    except RecursionError as e:  # a converter walking a record nested past the interpreter's limit
+        raise DataFileError(str(path), lineno, "record nested too deeply") from e
 
 
 def trajectory_format(
@@ -256,6 +258,10 @@ def detect_format(path: PathLike) -> Format:
     p = Path(path)
     if _is_parquet(p):
         return FORMATS["parquet"]
+    if p.suffix.lower() == ".parquet":
+        raise DataFileError(
+            str(p), None, "named .parquet but not a Parquet file (no PAR1 magic bytes); rename it if it holds JSONL"
+        )
     rec = next((r for _, r in _records(p)), None)
     if rec is None:  # an empty file is an empty pivot file (e.g. `pivot select` that kept nothing)
         return FORMATS["pivots"]

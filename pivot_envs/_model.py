@@ -27,6 +27,46 @@ def _require(cond: bool, message: str) -> None:
         raise InvalidTrajectory(message)
 
 
+def _check_tools(owner: str, tools: tuple[Any, ...]) -> None:
+    """Each tool is an OpenAI function schema: an object with a non-empty name and object parameters."""
+    for i, tool in enumerate(tools):
+        _require(
+            isinstance(tool, Mapping), f"{owner}.tools[{i}]: expected a tool schema object, got {type(tool).__name__}"
+        )
+        fn = tool.get("function", tool)
+        _require(isinstance(fn, Mapping), f"{owner}.tools[{i}].function: expected an object, got {type(fn).__name__}")
+        name = fn.get("name")
+        _require(isinstance(name, str) and bool(name), f"{owner}.tools[{i}]: expected a non-empty name, got {name!r}")
+        params = fn.get("parameters")
+        _require(
+            params is None or isinstance(params, Mapping),
+            f"{owner}.tools[{i}] ({name}): expected parameters as a JSON schema object, got {type(params).__name__}",
+        )
+
+
+def _list_field(payload: Mapping[str, Any], key: str, required: bool = False) -> tuple[Any, ...]:
+    """A list field of a JSON payload (missing or null is empty unless `required`).
+
+    A string or an object where a list belongs is an error, not the list of its characters or keys.
+    """
+    value = payload[key] if required else payload.get(key)
+    if value is None and not required:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise InvalidTrajectory(f"{key}: expected a list, got {type(value).__name__}")
+    return tuple(value)
+
+
+def _object_field(payload: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """An object field of a JSON payload (missing or null is empty); a list of pairs is an error, not a dict."""
+    value = payload.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidTrajectory(f"{key}: expected an object, got {type(value).__name__}")
+    return dict(value)
+
+
 def _load(cls_name: str, payload: Any, build) -> Any:
     """Run `build(payload)` turning KeyError/TypeError into InvalidTrajectory with the cause chained."""
     if not isinstance(payload, Mapping):
@@ -156,14 +196,14 @@ class Message:
             content = p.get("content")
             if isinstance(content, list):
                 content = "".join(part.get("text", "") if isinstance(part, Mapping) else str(part) for part in content)
-            calls = tuple(ToolCall.from_json(c) for c in (p.get("tool_calls") or ()))
+            calls = tuple(ToolCall.from_json(c) for c in _list_field(p, "tool_calls"))
             return cls(
                 role=p["role"],
                 content=content,
                 tool_calls=calls,
                 tool_call_id=p.get("tool_call_id"),
                 name=p.get("name"),
-                extra=dict(p.get("extra") or {}),
+                extra=_object_field(p, "extra"),
             )
 
         return _load("Message", payload, build)
@@ -197,6 +237,8 @@ class Trajectory:
         object.__setattr__(self, "messages", tuple(self.messages))
         object.__setattr__(self, "tools", tuple(self.tools))
         _require(all(isinstance(m, Message) for m in self.messages), "Trajectory.messages: expected Message items")
+        _check_tools("Trajectory", self.tools)
+        _require(isinstance(self.context, Mapping), "Trajectory.context: expected a mapping")
 
     def to_json(self) -> dict[str, Any]:
         """OpenAI-chat JSONL record: `{id, domain, messages, tools, reward, context, source}`."""
@@ -218,10 +260,10 @@ class Trajectory:
             return cls(
                 id=p["id"],
                 domain=p["domain"],
-                messages=tuple(Message.from_json(m) for m in p["messages"]),
-                tools=tuple(p.get("tools") or ()),
+                messages=tuple(Message.from_json(m) for m in _list_field(p, "messages", required=True)),
+                tools=_list_field(p, "tools"),
                 reward=p.get("reward"),
-                context=dict(p.get("context") or {}),
+                context=_object_field(p, "context"),
                 source=p.get("source") or "",
             )
 
@@ -344,6 +386,8 @@ class Pivot:
         _require(isinstance(self.expert, Message), "Pivot.expert: expected a Message")
         _require(self.expert.role == "assistant", f"Pivot.expert: expected role 'assistant', got {self.expert.role!r}")
         _require(all(isinstance(m, Message) for m in self.history), "Pivot.history: expected Message items")
+        _check_tools("Pivot", self.tools)
+        _require(isinstance(self.context, Mapping), "Pivot.context: expected a mapping")
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -385,10 +429,10 @@ class Pivot:
             return cls(
                 id=p["id"],
                 domain=p["domain"],
-                history=tuple(Message.from_json(m) for m in p["history"]),
+                history=tuple(Message.from_json(m) for m in _list_field(p, "history", required=True)),
                 expert=Message.from_json(p["expert"]),
-                tools=tuple(p.get("tools") or ()),
-                context=dict(p.get("context") or {}),
+                tools=_list_field(p, "tools"),
+                context=_object_field(p, "context"),
                 profile=Profile.from_json(p["profile"]) if p.get("profile") else None,
             )
 

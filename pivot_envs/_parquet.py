@@ -24,6 +24,7 @@ import numpy as np
 
 from pivot_envs._model import Pivot
 from pivot_envs._pivotseq import PivotSequence
+from pivot_envs._safejson import decode_json
 from pivot_envs.errors import DataFileError, InvalidTrajectory
 
 try:
@@ -235,8 +236,8 @@ def _parse_row(path: Path, index: int, payload: str | None) -> Pivot:
     if payload is None:
         raise DataFileError(str(path), None, f"row {index}: the pivot column is null")
     try:
-        return Pivot.from_json(json.loads(payload))
-    except json.JSONDecodeError as e:
+        return Pivot.from_json(decode_json(payload))
+    except json.JSONDecodeError as e:  # UnsafeJSON too: a huge integer, deep nesting, NaN, a lone surrogate
         raise DataFileError(str(path), None, f"row {index}: invalid JSON: {e.msg}") from e
     except InvalidTrajectory as e:
         raise DataFileError(str(path), None, f"row {index}: {e}") from e

@@ -8,7 +8,16 @@ from typing import Any
 
 import typer
 
-from pivot_envs.cli._common import JSON_OPTION, console, emit_json, env_kwargs, fail, print_table, user_errors
+from pivot_envs.cli._common import (
+    JSON_OPTION,
+    console,
+    emit_json,
+    env_kwargs,
+    err_console,
+    fail,
+    print_table,
+    user_errors,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -61,7 +70,7 @@ def verify(
 
     import pivot_envs  # noqa: F401  (registers the ids)
 
-    text = sys.stdin.read() if completion == "-" else _read(completion)
+    text = _read(completion)
     kwargs = env_kwargs(dataset, verifiers)
     with user_errors():
         e = gym.make(env, **kwargs)
@@ -87,8 +96,18 @@ def verify(
 
 
 def _read(path: str) -> str:
+    """The completion file (or stdin for "-") as text; bytes that are not UTF-8 become U+FFFD, with a warning."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as e:
         fail(f"{path}: cannot read completion: {e.strerror or e}")
         raise  # unreachable: fail() exits
+    text = raw.decode("utf-8", errors="replace")
+    replaced = text.count("\ufffd") - raw.count("\ufffd".encode())
+    if replaced:
+        err_console.print(
+            f"warning: {path} is not UTF-8 text: {replaced} undecodable byte sequence(s) read as U+FFFD",
+            markup=False,
+            highlight=False,
+        )
+    return text

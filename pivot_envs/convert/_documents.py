@@ -8,10 +8,10 @@ SWE-agent `.traj`, SWE-agent demonstration `.yaml`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from pivot_envs._jsonl import check_text_file, decode_record
 from pivot_envs.convert import tau2
 from pivot_envs.errors import DataFileError
 
@@ -25,21 +25,27 @@ def is_document(path: Path) -> bool:
 
 def _parse(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
         raise DataFileError(str(path), None, f"cannot open: {e.strerror or e}") from e
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml  # only YAML demonstrations need it
+    check_text_file(path, raw[:8192])
+    raw = raw.removeprefix(b"\xef\xbb\xbf")
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        return decode_record(path, None, raw)
+    import yaml  # only YAML demonstrations need it
 
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            raise DataFileError(str(path), mark.line + 1 if mark else None, f"invalid YAML: {e}") from e
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataFileError(str(path), e.lineno, f"invalid JSON: {e.msg}") from e
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataFileError(str(path), line, "not UTF-8 text") from e
+    try:
+        return yaml.safe_load(text)
+    except RecursionError as e:
+        raise DataFileError(str(path), None, "invalid YAML: nested too deeply") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise DataFileError(str(path), mark.line + 1 if mark else None, f"invalid YAML: {e}") from e
 
 
 def document_records(path: Path) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import gymnasium as gym
 import pytest
@@ -132,3 +133,92 @@ def test_decode_json_fuzz_raises_only_json_decode_errors():
             decode_json(text)
         except json.JSONDecodeError:
             pass
+
+
+# -- item 10: bad data files fail at load time, naming the file and line ------------------------
+
+GOOD = {
+    "id": "x#1",
+    "domain": "tool-use",
+    "history": [{"role": "user", "content": "hi"}],
+    "expert": {"role": "assistant", "content": "yo"},
+    "tools": [],
+    "context": {},
+}
+
+
+def _row(**fields) -> bytes:
+    return (json.dumps({**GOOD, **fields}) + "\n").encode()
+
+
+BAD_FILES = {
+    "binary.jsonl": (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe" * 10, None, "binary content"),
+    "latin1.jsonl": (_row() + b'{"id": "caf\xe9"}\n', 2, "not UTF-8"),
+    "text.parquet": (_row(), None, "not a Parquet file"),
+    "deep.jsonl": (_row() + b"[" * 100000 + b"]" * 100000 + b"\n", 2, "nesting deeper"),
+    "bigint.jsonl": (b'{"id": ' + b"1" * 5000 + b"}\n", 1, "4300 digits"),
+    "nan.jsonl": (_row(context={"score": float("nan")}), 1, "NaN"),
+    "surrogate.jsonl": (b'{"id": "x\\ud800#1", "domain": "tool-use", "history": []}\n', 1, "lone surrogate"),
+    "tools-string.jsonl": (_row(tools="x"), 1, "tools: expected a list, got str"),
+    "tools-items.jsonl": (_row(tools=["x"]), 1, "Pivot.tools[0]: expected a tool schema object"),
+    "tools-nameless.jsonl": (_row(tools=[{"type": "function", "function": {}}]), 1, "non-empty name"),
+    "tools-params.jsonl": (_row(tools=[{"function": {"name": "f", "parameters": "x"}}]), 1, "parameters"),
+    "context-pairs.jsonl": (_row(context=[["a", "b"]]), 1, "context: expected an object"),
+    "history-string.jsonl": (_row(history="abc"), 1, "history: expected a list"),
+    "deep.json": (b'{"messages": ' + b"[" * 5000 + b"]" * 5000 + b"}", None, "nesting deeper"),
+    "binary.json": (b"\x00\x01\x02PK", None, "binary content"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_bad_data_files_are_errors_naming_file_and_line(tmp_path, name):
+    """Issue 19 item 10: each raised UnicodeDecodeError, RecursionError or ValueError, or loaded and broke reset."""
+    from pivot_envs import DataFileError, load_pivots
+
+    data, line, problem = BAD_FILES[name]
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(DataFileError, match=re.escape(problem)) as caught:
+        load_pivots(path)
+    assert caught.value.path == str(path) and caught.value.line == line
+    with pytest.raises(DataFileError):  # the env fails where it loads, not at its first reset
+        gym.make("pivot/tool-use-v0", dataset=str(path))
+
+
+def test_cli_prints_no_traceback_for_bad_files(tmp_path):
+    from typer.testing import CliRunner
+
+    from pivot_envs.cli import app
+
+    runner = CliRunner()
+    bad = tmp_path / "tools.jsonl"
+    bad.write_bytes(_row(tools="x"))
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(_row())
+    (tmp_path / "taken").mkdir()
+    runs = {
+        "convert bad input": ["convert", str(bad), str(tmp_path / "out.jsonl")],
+        "convert onto a folder": ["convert", str(good), str(tmp_path / "taken")],
+        "serve bad dataset": ["serve", "--env", "pivot/tool-use-v0", "--dataset", str(bad), "--port", "1"],
+    }
+    for label, args in runs.items():
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (label, result.output)
+        assert "error:" in result.stderr, label
+        assert "Traceback" not in result.output, label
+    assert not (tmp_path / "taken.tmp").exists()
+
+
+def test_cli_verify_reads_a_binary_completion_as_text_with_a_warning(tmp_path):
+    from typer.testing import CliRunner
+
+    from pivot_envs.cli import app
+
+    env = gym.make("pivot/tool-use-v0").unwrapped
+    blob = tmp_path / "completion.bin"
+    blob.write_bytes(bytes(range(256)) * 4)
+    args = ["verify", "--env", "pivot/tool-use-v0", "--pivot", env.pivots[0].id, "--completion", str(blob), "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["reward"] == 0.0
+    assert "not UTF-8" in result.stderr
