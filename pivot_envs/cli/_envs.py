@@ -41,6 +41,8 @@ def envs(as_json: bool = JSON_OPTION) -> None:
                 {
                     "id": env_id,
                     "pivots": len(u.pivots),
+                    # pivots a container decides (`docker_shell`): the rest are scored by the static chain
+                    "sandboxed": sum(bool(p.context.get("sandbox")) for p in u.pivots),
                     "chain": u.chain.names,
                     "parser": u.parser_name,
                     "deterministic": u.chain.deterministic,
@@ -52,8 +54,8 @@ def envs(as_json: bool = JSON_OPTION) -> None:
         return
     print_table(
         "pivot envs",
-        ["id", "pivots", "default chain", "parser"],
-        [(r["id"], r["pivots"], " -> ".join(r["chain"]), r["parser"]) for r in rows],
+        ["id", "pivots", "sandboxed", "default chain", "parser"],
+        [(r["id"], r["pivots"], r["sandboxed"], " -> ".join(r["chain"]), r["parser"]) for r in rows],
     )
 
 

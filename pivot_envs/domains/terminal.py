@@ -11,10 +11,13 @@ class TerminalEnv(PivotEnv):
     """`pivot/terminal-v0`: Terminus JSON turns, harness tool calls and fenced bash blocks.
 
     The default chain runs cheap checks first: `turn_kind` and `json_schema` (the Terminus gate),
-    `tool_args` and `string_similarity` (fast accept), then `docker_shell`, which restores the
-    pivot's state in a container and compares effects when the pivot has `context["sandbox"]`
-    (pivots from `pivot synthesize terminal-bench`). NeMo terminus rows carry no sandbox
-    context: `docker_shell` skips them and the static part of the chain decides.
+    `tool_args` and `string_similarity`, then `docker_shell`, which restores the pivot's state in
+    a container and compares effects when the pivot has `context["sandbox"]` (pivots from `pivot
+    synthesize terminal-bench`). The bundled data holds both: sandboxed pivots synthesized from three
+    small public Terminal-Bench tasks (`terminal_tasks.jsonl`, images built from the bundled task
+    folders on first use; Terminal-Bench canary: tests and demos only) and the NeMo terminus rows,
+    which carry no sandbox context (`docker_shell` skips them and the static part of the chain
+    decides). `verifiers=["task_tests"]` scores by the task's own tests instead.
     """
 
     domain: ClassVar[str] = "terminal"
@@ -25,4 +28,4 @@ class TerminalEnv(PivotEnv):
         "string_similarity",
         "docker_shell",
     )
-    bundled_files: ClassVar[tuple[str, ...]] = ("terminal_nemo.jsonl",)
+    bundled_files: ClassVar[tuple[str, ...]] = ("terminal_tasks.jsonl", "terminal_nemo.jsonl")

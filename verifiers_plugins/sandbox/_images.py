@@ -162,11 +162,20 @@ BUILDERS = {"busybox": build_busybox_image, "debian": build_debian_image}
 
 
 def ensure_image(client: Any, tag: str) -> None:
-    """Make sure `tag` exists: build the busybox image on demand (1 s); others must be built beforehand."""
+    """Make sure `tag` exists: build busybox (1 s) or a bundled task's image on demand; others beforehand.
+
+    A bundled task's pivots name `pivot-gym/task:<task id>` (the content-hash tag depends on this
+    machine's base images); it is built from the package's copy of the task folder the first time.
+    """
     if image_exists(client, tag):
         return
     if tag == BUSYBOX_TAG:
         build_busybox_image(client, tag)
+        return
+    from verifiers_plugins.sandbox import _tasks
+
+    if _tasks.bundled_task_dir(tag) is not None:
+        _tasks.ensure_bundled_image(client, tag)
         return
     hint = "pivot sandbox build-image" + ("" if tag == DEBIAN_TAG else f" --tag {tag}")
     raise SandboxError(f"image {tag!r} is not on this machine (no registry is reachable): build it with `{hint}`")

@@ -290,3 +290,24 @@ def synthesize_file(
         "network_pivots": sum(bool(p.context.get("sandbox", {}).get("expert_needs_network")) for p in pivots),
         "tasks": tasks,
     }
+
+
+def bundle(tasks_dir: Path, records: Sequence[Mapping[str, Any]], out: Path) -> dict[str, Any]:
+    """Synthesize the package's own tasks (`pivot_envs/data/terminal_tasks/`) into `out` with portable contexts.
+
+    A content-hash tag depends on this machine's base images, so the written pivots name the stable
+    `pivot-gym/task:<task id>` (built on first use from the bundled folder: `_images.ensure_image`) and
+    `bundled:<task id>` as their task folder.
+    """
+    rows = list(synthesize(records, "", tasks_dir=tasks_dir))
+    failed = [f"{r['task_id']}: {r['reason']}" for r in rows if r["status"] != "ok"]
+    if failed:
+        raise SandboxError("bundled tasks must all synthesize: " + "; ".join(failed))
+    pivots = []
+    for pivot in mark_network_pivots([p for r in rows for p in extract_pivots(r["trajectory"])]):
+        task_id = pivot.context["task"]["task_id"]
+        sandbox = {**pivot.context["sandbox"], "image": f"pivot-gym/task:{task_id}"}
+        task = {**pivot.context["task"], "dir": f"bundled:{task_id}"}
+        pivots.append(dataclasses.replace(pivot, context={**pivot.context, "sandbox": sandbox, "task": task}))
+    write_pivots(pivots, out)
+    return {"tasks": [r["task_id"] for r in rows], "pivots": len(pivots)}

@@ -470,6 +470,30 @@ def task_dirs(root: Path, only: Sequence[str] = ()) -> list[Path]:
     return dirs
 
 
+def bundled_task_dir(tag: str) -> Path | None:
+    """The package's copy of the task a `pivot-gym/task:<task id>` tag names, None when it is not bundled."""
+    from importlib import resources
+
+    repo, _, name = tag.partition(":")
+    if repo != TASK_REPO or not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
+        return None
+    folder = Path(str(resources.files("pivot_envs") / "data" / "terminal_tasks" / name))
+    return folder if (folder / "task.yaml").is_file() else None
+
+
+def ensure_bundled_image(client: Any, tag: str) -> str:
+    """Build a bundled task's image (by content hash) and tag it with its stable name `tag`."""
+    folder = bundled_task_dir(tag)
+    if folder is None:
+        raise TaskError(f"{tag!r} names no bundled task")
+    report = task_image(client, load_task(folder))
+    if report.status == "skipped":
+        raise TaskError(f"bundled task {folder.name}: {report.reason}")
+    repo, _, name = tag.partition(":")
+    client.images.get(report.image).tag(repo, name)
+    return tag
+
+
 # -- tests ---------------------------------------------------------------------------------------
 
 
