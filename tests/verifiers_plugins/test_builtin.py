@@ -195,3 +195,12 @@ def test_hermes_parser_reads_calls_and_content():
         ("lookup", {"city": "Paris"}),
         ("lookup", {"city": "Oslo"}),
     ]
+
+
+def test_exact_match_compares_huge_integers_exactly_without_overflow():
+    # A float of a 400-digit int overflows: canonical numbers keep ints exact.
+    pivot = Pivot("h#2", "tool-use", (Message("user", "go"),), Message("assistant", None, (_call("pay", n=10**400),)))
+    v = get_verifier("exact_match")
+    assert v.verify(pivot, Message("assistant", None, (_call("pay", n=10**400),))).accepted
+    assert not v.verify(pivot, Message("assistant", None, (_call("pay", n=10**400 + 1),))).accepted
+    assert v.verify(pivot, Message("assistant", None, (_call("pay", n=10**400),))).error is None

@@ -25,10 +25,10 @@ from verifiers_plugins.hookspecs import hookimpl
 
 def canonical(value: Any) -> Any:
     """Numbers as one type (integral floats become ints); containers recursively."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)):
-        return int(value) if float(value).is_integer() else float(value)
+    if isinstance(value, bool) or value is None or isinstance(value, str) or isinstance(value, int):
+        return value  # an int stays exact (a float of a 400-digit int would overflow)
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
     if isinstance(value, list):
         return [canonical(v) for v in value]
     if isinstance(value, dict):
