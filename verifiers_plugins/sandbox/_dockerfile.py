@@ -106,11 +106,11 @@ def _logical_lines(text: str, path: str) -> list[tuple[int, str, tuple[str, ...]
         parts = [raw]
         while parts[-1].rstrip().endswith("\\") and i < len(lines):
             parts[-1] = parts[-1].rstrip()[:-1]
-            nxt = lines[i]
-            i += 1
-            if nxt.lstrip().startswith("#"):
-                continue  # comments inside a continuation are dropped by docker too
-            parts.append(nxt)
+            while i < len(lines) and lines[i].lstrip().startswith("#"):
+                i += 1  # comments inside a continuation are dropped by docker too
+            if i < len(lines):
+                parts.append(lines[i])
+                i += 1
         joined = " ".join(p.strip() for p in parts)
         bodies = []
         takes_heredocs = joined.split(maxsplit=1)[0].upper() in ("RUN", "COPY", "ADD")

@@ -1,0 +1,179 @@
+"""Task folders without Docker: the Dockerfile reader, test plans, compose files, build access, test outcomes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from verifiers_plugins.sandbox import _access
+from verifiers_plugins.sandbox import _dockerfile as df
+from verifiers_plugins.sandbox import _tasks
+
+REGISTRIES = frozenset({"deb.example", "pypi.example"})
+
+
+def test_parse_joins_continuations_drops_comments_and_reads_heredocs():
+    text = (
+        "# a comment\n"
+        "FROM --platform=linux/amd64 some/t-bench/python-3-13:latest\n"
+        "RUN apt-get update && \\\n"
+        "    # dropped inside a continuation\n"
+        "    apt-get install -y git\n"
+        "COPY <<EOT /app/notes.txt\n"
+        "line one\n"
+        "EOT\n"
+        'ENV A=1 B="two words"\n'
+        "COPY --chown=1000:1000 src/ /app/src/\n"
+    )
+    ins = df.parse(text, "Dockerfile")
+    assert [i.keyword for i in ins] == ["FROM", "RUN", "COPY", "ENV", "COPY"]
+    assert ins[0].flags == {"platform": "linux/amd64"} and ins[0].args == "some/t-bench/python-3-13:latest"
+    assert ins[1].args == "apt-get update && apt-get install -y git"
+    assert ins[2].heredocs == ("line one\n",) and ins[2].line == 6
+    assert df._pairs(ins[3].args, ins[3].where) == {"A": "1", "B": "two words"}
+    assert ins[4].flags == {"chown": "1000:1000"}
+
+
+def test_parse_errors_name_file_and_line():
+    with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: unknown instruction 'FORM'"):
+        df.parse("FROM x\nFORM y\n", "Dockerfile")
+    with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: expected one FROM, found 2"):
+        df.parse("FROM a\nFROM b AS c\n", "Dockerfile")
+    with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: here-document <<EOT is never closed"):
+        df.parse("FROM a\nRUN cat <<EOT\nno end\n", "Dockerfile")
+
+
+def test_substitute_expands_like_docker():
+    values = {"HOME": "/root", "EMPTY": ""}
+    assert df.substitute("$HOME/x ${HOME}/y ${EMPTY:-dflt} ${HOME:+set} ${NOPE}", values) == "/root/x /root/y dflt set "
+
+
+def test_foreign_hosts_are_named_and_registries_pass():
+    ins = df.parse(
+        "FROM a\nRUN apt-get install -y curl\nRUN git clone https://github.com/x/y.git\n"
+        "RUN pip install --index-url https://pypi.example/simple z\n",
+        "Dockerfile",
+    )
+    found = df.foreign_hosts(ins, REGISTRIES)
+    assert [(h, i.line) for h, i in found] == [("github.com", 3)]
+
+
+def test_copy_outside_the_context_is_refused(tmp_path: Path):
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "secret").write_text("x")
+    ins = df.parse("FROM a\nCOPY ../secret /app/\n", "Dockerfile")[1]
+    with pytest.raises(df.DockerfileError, match="outside the build context"):
+        df.copy_sources(ins, tmp_path / "ctx", {})
+    missing = df.parse("FROM a\nCOPY nothere /app/\n", "Dockerfile")[1]
+    with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: 'nothere' is not in the task folder"):
+        df.copy_sources(missing, tmp_path / "ctx", {})
+
+
+def _task_folder(tmp_path: Path, run_tests: str | None, compose: str | None = None) -> Path:
+    folder = tmp_path / "demo-task"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests" / "test_outputs.py").write_text("def test_ok():\n    assert True\n")
+    (folder / "task.yaml").write_text("instruction: do it\nmax_test_timeout_sec: 30\n")
+    (folder / "Dockerfile").write_text("FROM t-bench/python-3-13:latest\n")
+    if run_tests is not None:
+        (folder / "run-tests.sh").write_text(run_tests)
+    if compose is not None:
+        (folder / "docker-compose.yaml").write_text(compose)
+    return folder
+
+
+def test_test_plan_moves_installs_to_build_time(tmp_path: Path):
+    folder = _task_folder(
+        tmp_path,
+        "#!/bin/bash\nsource $TEST_DIR/setup-uv-pytest.sh\nuv add pandas pyarrow\npip install -q requests\n"
+        "apt-get update && apt-get install -y ffmpeg\npython -m pytest $TEST_DIR/test_outputs.py -rA\n",
+    )
+    plan = _tasks.load_task(folder).tests
+    assert plan.pip == ("pytest", "pandas", "pyarrow", "requests")
+    assert plan.apt == ("ffmpeg",)
+    assert "pip install" not in plan.script and "uv add" not in plan.script
+    assert "pytest $TEST_DIR/test_outputs.py -rA" in plan.script
+    assert plan.timeout == 30.0 and plan.problem == ""
+
+
+def test_test_plan_names_an_index_outside_the_registries(tmp_path: Path):
+    folder = _task_folder(tmp_path, "pip install torch --index-url https://download.example/whl/cpu\npytest x\n")
+    plan = _tasks.test_plan(folder, 60.0, REGISTRIES)
+    assert "download.example" in plan.problem
+
+
+def test_default_harness_without_run_tests(tmp_path: Path):
+    plan = _tasks.load_task(_task_folder(tmp_path, None)).tests
+    assert plan.pip == ("pytest",) and "test_outputs.py -rA" in plan.script
+
+
+def test_compose_one_client_service_builds_from_its_context(tmp_path: Path):
+    compose = "services:\n  client:\n    build:\n      context: client\n      dockerfile: Dockerfile\n"
+    folder = _task_folder(tmp_path, None, compose)
+    (folder / "client").mkdir()
+    (folder / "client" / "Dockerfile").write_text("FROM debian:bullseye-slim\n")
+    task = _tasks.load_task(folder)
+    assert task.compose == "" and task.context == (folder / "client").resolve()
+    assert task.dockerfile.startswith("FROM debian:bullseye-slim")
+
+
+def test_compose_with_registry_services_is_a_precise_skip(tmp_path: Path):
+    compose = "services:\n  client:\n    build: .\n  node1:\n    image: vendor/minio:1\n"
+    task = _tasks.load_task(_task_folder(tmp_path, None, compose))
+    assert "2 services" in task.compose and "'node1' runs image 'vendor/minio:1'" in task.compose
+
+
+def test_broken_task_yaml_names_file_and_line(tmp_path: Path):
+    folder = _task_folder(tmp_path, None)
+    (folder / "task.yaml").write_text("instruction: ok\n  bad: [\n")
+    with pytest.raises(_tasks.TaskError, match=r"task.yaml:\d+: task.yaml is not valid YAML"):
+        _tasks.load_task(folder)
+
+
+def test_base_names_map_without_registry_hosts():
+    assert _tasks.map_base("ghcr.io/laude-institute/t-bench/python-3-13:latest").tag.endswith("python-3-13")
+    assert _tasks.map_base("ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest").root == "pivot-gym/root:trixie"
+    assert _tasks.map_base("python:3.9-slim-bookworm").root == "pivot-gym/root:bookworm"
+    assert _tasks.map_base("debian:bullseye-slim").root == "pivot-gym/root:bullseye"
+    assert _tasks.map_base("localstack/localstack:4.3") is None
+
+
+def test_test_outcome_needs_the_nonce_and_a_clean_summary():
+    nonce = "pivot-tests-0123"
+    good = "PASSED tests/test_outputs.py::test_a\nPASSED tests/test_outputs.py::test_b\n\npivot-tests-0123 0\n"
+    assert _tasks.test_outcome(good, nonce).passed
+    failed = "PASSED t::a\nFAILED t::b - assert\n\npivot-tests-0123 1\n"
+    assert not _tasks.test_outcome(failed, nonce).passed
+    # a candidate that prints a status line cannot know the nonce
+    forged = "PASSED t::a\n\npivot-tests-ffff 0\n"
+    outcome = _tasks.test_outcome(forged, nonce)
+    assert not outcome.passed and not outcome.ran
+    assert not _tasks.test_outcome("\npivot-tests-0123 0\n", nonce).passed  # no test ran at all
+
+
+def test_test_commands_deliver_tests_in_small_chunks(tmp_path: Path):
+    folder = _task_folder(tmp_path, None)
+    (folder / "tests" / "big.bin").write_bytes(__import__("os").urandom(200_000))
+    commands = _tasks.test_commands(_tasks.load_task(folder), "pivot-tests-1", "/app")
+    assert all(len(c) < 128 * 1024 for c in commands)  # one argv string stays under the kernel's limit
+    assert len(commands) > 3 and commands[-1].endswith('echo "pivot-tests-1 $st"')
+
+
+def test_build_access_reads_the_machine_and_keeps_file_indexes_out(monkeypatch):
+    sources = [
+        _access.AptSource("http://mirror.example/debian", ("bookworm", "bookworm-updates"), ("main",), False),
+        _access.AptSource("http://mirror.example/debian-security", ("bookworm-security",), ("main",), True),
+    ]
+    monkeypatch.setattr(_access, "apt_sources", lambda: sources)
+    monkeypatch.setattr(_access, "machine_codename", lambda: "bookworm")
+    text = _access.sources_for("trixie")
+    assert text.splitlines() == [
+        "deb http://mirror.example/debian trixie main",
+        "deb http://mirror.example/debian trixie-updates main",
+        "deb http://mirror.example/debian-security trixie-security main",
+    ]
+    config = {"index-url": "https://pypi.example/simple", "extra-index-url": "file:///opt/x https://more.example/s"}
+    monkeypatch.setattr(_access, "_pip_config", lambda: config)
+    assert _access.pip_indexes() == ("https://pypi.example/simple", ["https://more.example/s"])
+    assert {"mirror.example", "pypi.example", "more.example"} <= _access.registry_hosts()
