@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers_plugins.sandbox import _access
+from verifiers_plugins.sandbox import _access, _tasks
 from verifiers_plugins.sandbox import _dockerfile as df
-from verifiers_plugins.sandbox import _tasks
 
 REGISTRIES = frozenset({"deb.example", "pypi.example"})
 
