@@ -116,6 +116,7 @@ def create(
     if runner:
         extra["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]
     network = f"container:{holder.id}" if holder else "none"
+    file_size = limits.file_size
     if kind == "replay" and spec.replay_access:
         # the replay of set-up and expert history only (never a candidate): the registries, as a build step
         from verifiers_plugins.sandbox._access import build_access
@@ -123,6 +124,7 @@ def create(
         suite = (client.images.get(image).labels or {}).get(f"{LABEL}.suite", "bookworm")
         extra["mounts"] = extra.get("mounts", []) + build_access(suite).docker_mounts()
         network = "host"
+        file_size = -1  # packages it installs may hold files past a candidate's cap (stockfish: 70 MB)
     api = client.api
     # the low-level calls: `containers.run` adds an inspect round trip (and a pull on a missing image)
     host_config = api.create_host_config(
@@ -133,7 +135,7 @@ def create(
         mem_limit=mem,
         memswap_limit=mem,
         nano_cpus=int(limits.cpus * 1e9),
-        ulimits=[Ulimit(name="fsize", soft=limits.file_size, hard=limits.file_size)],
+        ulimits=[Ulimit(name="fsize", soft=file_size, hard=file_size)],
         init=True,
         shm_size="8m",
     )
