@@ -29,12 +29,19 @@ def train(
     steps: int = typer.Option(20, "--steps", help="Optimizer steps."),
     out: str = typer.Option("runs/grpo", "--out", help="Output folder (metrics.jsonl, checkpoint, final/)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt when present."),
+    episodes: bool = typer.Option(
+        False, "--episodes", help="Episode GRPO: whole episodes from each start (--set takes EpisodeConfig fields)."
+    ),
     overrides: list[str] = typer.Option(
         [], "--set", "-s", help="Any other GRPOConfig field as key=value (repeatable)."
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train a policy with GRPO on pivots (see docs/training.md for every --set field)."""
+    if episodes:  # end-to-end RL and episodes from D_adv pivots: trainers/episodes.py (docs/episodes.md)
+        from pivot_envs.cli._episodes import train_episodes
+
+        return train_episodes(model, env, pivots, steps, out, overrides, as_json)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from trainers.grpo import GRPOTrainer
