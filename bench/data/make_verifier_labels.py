@@ -432,6 +432,34 @@ def airline_text(lab: Labels) -> None:
         lab.add(AIRLINE, base + pid, text, label, kind, why)
 
 
+def airline_notes(lab: Labels) -> None:
+    """Free-text notes (a thought, a hand-off summary): ids and numbers in them must be the expert's.
+
+    The transfer comes from a failed run (the expert's own transfer may be wrong: names can be
+    changed by a tool), so only its corrupted copy is labelled: a hand-off about another reservation
+    is wrong either way.
+    """
+    base = "tau_bench/airline/gpt-4o/"
+    transfer = lab.pivots(AIRLINE)[base + "task4/trial0#24"].expert.tool_calls[0].parsed_arguments()["summary"]
+    lab.add(
+        AIRLINE,
+        base + "task4/trial0#24",
+        tool_calls(("transfer_to_human_agents", {"summary": transfer.replace("FQ8APE", "FQ8APX")})),
+        0,
+        "near-miss",
+        "hand-off names another reservation id",
+    )
+    pid = base + "task11/trial0#22"
+    thought = lab.pivots(AIRLINE)[pid].expert.tool_calls[0].parsed_arguments()["thought"]
+    lab.add(AIRLINE, pid, tool_calls(("think", {"thought": thought})), 1, "expert", "demonstrated")
+    reworded = thought.replace("The error indicates", "The error shows")
+    lab.add(AIRLINE, pid, tool_calls(("think", {"thought": reworded})), 1, "rewrite", "same thought, one verb changed")
+    wrong = thought.replace("$375", "$382")
+    lab.add(
+        AIRLINE, pid, tool_calls(("think", {"thought": wrong})), 0, "near-miss", "misstates the price the tool gave"
+    )
+
+
 def swe_shape(cmd: str) -> str | None:
     """The shapes whose variants are known by construction."""
     import re
@@ -728,6 +756,7 @@ def main() -> None:
     for part in (
         airline,
         airline_text,
+        airline_notes,
         telecom,
         nemo_tool,
         mini_swe,

@@ -187,6 +187,23 @@ def test_parallel_calls_compare_as_a_set_and_notes_by_similarity(airline_pivots,
     assert not verifier.verify(thought, _with(thought, ("think", {"thought": "I should book a hotel."}))).accepted
 
 
+def test_a_note_naming_other_ids_or_numbers_is_another_note(airline_pivots, verifier):
+    # A hand-off about reservation FQ8APX is not the hand-off about FQ8APE, however alike the prose.
+    transfer = next(
+        p
+        for p in airline_pivots
+        if _expert(p)[0] == "transfer_to_human_agents" and "FQ8APE" in _expert(p)[1]["summary"]
+    )
+    summary = _expert(transfer)[1]["summary"]
+    other = _with(transfer, ("transfer_to_human_agents", {"summary": summary.replace("FQ8APE", "FQ8APX")}))
+    assert not verifier.verify(transfer, other).accepted
+    same = _with(transfer, ("transfer_to_human_agents", {"summary": summary.replace("needs to", "wants to")}))
+    assert verifier.verify(transfer, same).accepted
+    thought = next(p for p in airline_pivots if _expert(p)[0] == "think" and "$375" in _expert(p)[1]["thought"])
+    text = _expert(thought)[1]["thought"]
+    assert not verifier.verify(thought, _with(thought, ("think", {"thought": text.replace("$375", "$382")}))).accepted
+
+
 def test_prefix_cache_derives_turn_k_plus_one_from_turn_k(airline_pivots, verifier):
     trajectory = [p for p in airline_pivots if p.context["trajectory_id"] == "tau_bench/airline/gpt-4o/task2/trial0"]
     first, second = trajectory[2], trajectory[3]

@@ -21,6 +21,16 @@ from pivot_envs._model import Message, Pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
+_DIGIT_TOKEN = re.compile(r"[\w\-.:/@#+$]*\d[\w\-.:/@#+]*")
+
+
+def digit_tokens(text: str) -> list[str]:
+    """Ids, numbers and dates inside free text (sorted, case-folded): they must agree exactly.
+
+    "move FQ8APE to HAT171" and "move FQ8APX to HAT171" read alike; they are two different requests.
+    """
+    return sorted(t.strip(".,:;").casefold() for t in _DIGIT_TOKEN.findall(text))
+
 
 def normalize_text(text: str) -> str:
     """NFKC, case-folded, punctuation-light, whitespace-collapsed."""

@@ -22,11 +22,10 @@ from rapidfuzz import fuzz
 from pivot_envs._model import Message, Pivot, ToolCall
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin.json_schema import schema_errors
-from verifiers_plugins.builtin.string_similarity import normalize_text
+from verifiers_plugins.builtin.string_similarity import digit_tokens, normalize_text
 from verifiers_plugins.hookspecs import hookimpl
 
 _ID_LIKE = re.compile(r"^[\w\-.:/@#+]*\d[\w\-.:/@#+]*$|^[A-Z0-9_\-]+$")
-_DIGIT_TOKEN = re.compile(r"[\w\-.:/@#+$]*\d[\w\-.:/@#+]*")
 
 
 def _is_free_text(value: str, schema: Mapping[str, Any] | None) -> bool:
@@ -40,16 +39,11 @@ def _is_free_text(value: str, schema: Mapping[str, Any] | None) -> bool:
     return sum(c.isalpha() for c in visible) >= 0.5 * len(visible)
 
 
-def _digit_tokens(text: str) -> list[str]:
-    """Ids, numbers and dates inside free text: they must agree exactly, however similar the prose."""
-    return sorted(t.strip(".,:;").casefold() for t in _DIGIT_TOKEN.findall(text))
-
-
 def _text_match(want: str, got: str, schema: Mapping[str, Any] | None, text_threshold: float) -> bool:
     if want.strip() == got.strip():
         return True
     if _is_free_text(want, schema):
-        if _digit_tokens(want) != _digit_tokens(got):
+        if digit_tokens(want) != digit_tokens(got):
             return False
         return fuzz.ratio(normalize_text(want), normalize_text(got)) / 100.0 >= text_threshold
     # Ids, codes and enum values are exact; a plain word may differ in case only.

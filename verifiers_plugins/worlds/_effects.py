@@ -19,6 +19,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from pivot_envs._model import ToolCall
+from verifiers_plugins.builtin.string_similarity import digit_tokens
 from verifiers_plugins.worlds._state import WorldState
 from verifiers_plugins.worlds._world import Outcome, ToolWorld, canonical_json, canonical_output, same_output
 
@@ -99,6 +100,9 @@ def compare_outcomes(world: ToolWorld, want: Outcome, got: Outcome, note_thresho
         what = "the same error" if want.error else "an empty output"
         return f"{got.name}: {what}, but the arguments differ at {json_diff(want.arguments, got.arguments)}"
     for arg, text in want.notes.items():
+        if digit_tokens(text) != digit_tokens(got.notes.get(arg, "")):
+            # A hand-off naming another reservation (or a thought with another price) reads alike but is not alike.
+            return f"{got.name}: {arg!r} names other ids or numbers than the expert's"
         score = fuzz.ratio(_norm(text), _norm(got.notes.get(arg, ""))) / 100.0
         if score < note_threshold:
             return f"{got.name}: {arg!r} differs (similarity {score:.2f} < {note_threshold})"
