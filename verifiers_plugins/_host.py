@@ -1,11 +1,19 @@
 """The plugin host: one pluggy manager, lazy loading, and the registries the hooks fill.
 
 Built-in verifiers are plugins too (`DEFAULT_PLUGINS`), registered through the same hooks as a
-third-party package's entry point. Loading runs once, lazily, on the first accessor call; a load
-that fails (a broken plugin, a duplicate name) fails again on every accessor until fixed, never
-leaving half-filled registries behind. `PIVOT_PLUGINS` (comma-separated distribution or
-entry-point names; "" means none) limits which entry-point plugins load and is read when loading
-runs; built-ins always load.
+third-party package's entry point. Loading runs once, lazily, on the first accessor call.
+
+An installed plugin that breaks at run time (its import raises, a hook raises or registers a
+bad object) is left out, loudly: a `BrokenPluginWarning` names it and its error, `pivot plugins`
+lists it, and asking for a name it registered (or for any unknown name while some plugin is
+broken) raises an error naming the broken plugin. Everything else keeps working, so one bad
+package cannot disable every env. A plugin that does not match the hook API (an unknown hook, a
+bad signature: what `pivot plugins --check` reports) and a duplicate name stay errors for the
+whole load, as pluggy validates at registration: they fail again on every accessor until fixed,
+never leaving half-filled registries behind. `register_plugin` (a plugin given by hand)
+stays strict: it raises. `PIVOT_PLUGINS` (comma-separated distribution or entry-point names; ""
+means none) limits which entry-point plugins load and is read when loading runs; built-ins always
+load.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import importlib
 import os
 import re
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
@@ -58,6 +67,29 @@ class Registration:
     plugin: str
     distribution: str
     version: str
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """An installed plugin left out of the registries, and why.
+
+    Attributes:
+        name: the plugin (entry-point) name.
+        distribution: the distribution that ships it.
+        version: its version.
+        error: what went wrong, as the user should read it.
+        names: `(kind, name)` pairs it registered before failing (none when its import failed).
+    """
+
+    name: str
+    distribution: str
+    version: str
+    error: str
+    names: tuple[tuple[str, str], ...] = ()
+
+
+class BrokenPluginWarning(UserWarning):
+    """Warned by the plugin host when it leaves a broken installed plugin out."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +190,7 @@ class PluginHost:
         self.load_entrypoints = load_entrypoints
         self._registries: dict[str, dict[str, Registration]] = {k: {} for k in KINDS}
         self._dists: dict[str, tuple[str, str]] = {}
+        self._broken: dict[str, BrokenPlugin] = {}
         self._loaded = False
         self._lock = threading.RLock()
 
@@ -175,7 +208,7 @@ class PluginHost:
             if self.load_entrypoints:
                 self._load_entrypoints()
             self._check_pending()
-            self._collect()
+            self._collect(lenient=True)
             self._loaded = True  # only after the registries are complete: a failed load fails again
 
     def _load_entrypoints(self) -> None:
@@ -185,11 +218,24 @@ class PluginHost:
             try:
                 plugin = found.entry_point.load()
             except Exception as e:
-                raise PluginError(
-                    f"plugin {found.name!r} (distribution {found.distribution} {found.version}): "
-                    f"import of {found.entry_point.value!r} failed: {type(e).__name__}: {e}"
-                ) from e
+                error = f"import of {found.entry_point.value!r} failed: {type(e).__name__}: {e}"
+                self._mark_broken(BrokenPlugin(found.name, found.distribution, found.version, error))
+                continue
             self._register(plugin, found.name, found.distribution, found.version)
+
+    def _mark_broken(self, broken: BrokenPlugin) -> None:
+        """Leave an installed plugin out, warning once with its name and error."""
+        if self.pm.get_plugin(broken.name) is not None:
+            self.pm.unregister(name=broken.name)
+        self._dists.pop(broken.name, None)
+        self._broken[broken.name] = broken
+        warnings.warn(
+            f"plugin {broken.name!r} (distribution {broken.distribution} {broken.version}) is broken and was "
+            f"left out: {broken.error}. Envs that need its verifiers fail; fix it, uninstall it, or leave it out "
+            f"with {ALLOW_LIST_VAR}.",
+            BrokenPluginWarning,
+            stacklevel=4,
+        )
 
     def _register(self, plugin: object, name: str, distribution: str, version: str) -> None:
         """`pm.register` with pluggy's validation errors re-raised naming plugin and distribution."""
@@ -247,16 +293,38 @@ class PluginHost:
             self._dists.pop(name, None)
             self._collect()
 
-    def _collect(self) -> None:
-        """Call every hook once per plugin, with a `register` closure that credits the plugin."""
+    def _collect(self, lenient: bool = False) -> None:
+        """Call every hook once per plugin, with a `register` closure that credits the plugin.
+
+        A plugin's registrations are staged and kept only when all its hooks succeed; with
+        `lenient`, an installed plugin whose hook fails is left out (`_mark_broken`), else the
+        error propagates. A name two plugins register is a `DuplicateName` either way.
+        """
         fresh: dict[str, dict[str, Registration]] = {k: {} for k in KINDS}
-        for kind in KINDS:
-            hook = getattr(self.pm.hook, f"register_{kind}")
-            for plugin_name, plugin in self.pm.list_name_plugin():
-                if plugin is None:
-                    continue
-                register = self._make_register(kind, plugin_name, fresh[kind])
-                self._call_for_plugin(hook, plugin_name, plugin, register)
+        for plugin_name, plugin in self.pm.list_name_plugin():
+            if plugin is None:
+                continue
+            staged: dict[str, dict[str, Registration]] = {k: {} for k in KINDS}
+            try:
+                for kind in KINDS:
+                    hook = getattr(self.pm.hook, f"register_{kind}")
+                    self._call_for_plugin(
+                        hook, plugin_name, plugin, self._make_register(kind, plugin_name, staged[kind])
+                    )
+            except DuplicateName:
+                raise
+            except PluginError as e:
+                if not lenient or plugin_name in DEFAULT_PLUGINS:
+                    raise
+                dist, version = self._dists.get(plugin_name, ("unknown", ""))
+                names = tuple((kind, name) for kind in KINDS for name in staged[kind])
+                self._mark_broken(BrokenPlugin(plugin_name, dist, version, str(e), names))
+                continue
+            for kind in KINDS:
+                for name, reg in staged[kind].items():
+                    if name in fresh[kind]:
+                        raise DuplicateName(_duplicate_message(kind, name, fresh[kind][name], reg))
+                    fresh[kind][name] = reg
         self._registries = fresh
 
     def _call_for_plugin(
@@ -280,14 +348,10 @@ class PluginHost:
 
         def register(name: str, obj: Any) -> None:
             check_registration(kind, plugin_name, name, obj)
+            reg = Registration(name, obj, plugin_name, dist, version)
             if name in registry:
-                first = registry[name]
-                raise DuplicateName(
-                    f"{kind[:-1]} name {name!r} is registered twice: by plugin {first.plugin!r} "
-                    f"(distribution {first.distribution}) and by plugin {plugin_name!r} (distribution {dist}); "
-                    f"uninstall one, or leave one out with {ALLOW_LIST_VAR}"
-                )
-            registry[name] = Registration(name, obj, plugin_name, dist, version)
+                raise DuplicateName(_duplicate_message(kind, name, registry[name], reg))
+            registry[name] = reg
 
         return register
 
@@ -301,16 +365,42 @@ class PluginHost:
         return dict(self._registries[kind])
 
     def get(self, kind: str, name: str) -> Any:
-        """The registered object, or UnknownVerifier with a did-you-mean."""
+        """The registered object, or UnknownVerifier with a did-you-mean (and the broken plugins, if any)."""
         reg = self.registry(kind)
-        if name not in reg:
-            raise UnknownVerifier(f"no {kind[:-1]} named {name!r}; registered: {sorted(reg)}.{did_you_mean(name, reg)}")
-        return reg[name].obj
+        if name in reg:
+            return reg[name].obj
+        owner = next((b for b in self._broken.values() if (kind, name) in b.names), None)
+        if owner is not None:
+            raise PluginError(
+                f"{kind[:-1]} {name!r} comes from plugin {owner.name!r} (distribution {owner.distribution} "
+                f"{owner.version}), which is broken and was left out: {owner.error}"
+            )
+        broken = "".join(
+            f" Plugin {b.name!r} (distribution {b.distribution}) is broken and was left out, so it may be the one "
+            f"that provides it: {b.error}."
+            for b in self._broken.values()
+        )
+        raise UnknownVerifier(
+            f"no {kind[:-1]} named {name!r}; registered: {sorted(reg)}.{did_you_mean(name, reg)}{broken}"
+        )
+
+    def broken(self) -> dict[str, BrokenPlugin]:
+        """Installed plugins left out because they are broken, by plugin name."""
+        self.load_plugins()
+        return dict(self._broken)
 
     def distributions(self) -> dict[str, tuple[str, str]]:
         """Plugin name -> (distribution, version) for every loaded plugin."""
         self.load_plugins()
         return dict(self._dists)
+
+
+def _duplicate_message(kind: str, name: str, first: Registration, second: Registration) -> str:
+    return (
+        f"{kind[:-1]} name {name!r} is registered twice: by plugin {first.plugin!r} "
+        f"(distribution {first.distribution}) and by plugin {second.plugin!r} (distribution {second.distribution}); "
+        f"uninstall one, or leave one out with {ALLOW_LIST_VAR}"
+    )
 
 
 def distribution_version(dist: str) -> str:

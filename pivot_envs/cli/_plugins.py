@@ -63,14 +63,24 @@ def _list(as_json: bool) -> None:
                     row["async"] = is_async_verifier(reg.obj)
                 rows.append(row)
         dists = [{"plugin": p, "distribution": d, "version": v} for p, (d, v) in host.distributions().items()]
+        broken = [
+            {"plugin": b.name, "distribution": b.distribution, "version": b.version, "error": b.error}
+            for b in host.broken().values()
+        ]
     if as_json:
-        emit_json({"hook_api_version": HOOK_API_VERSION, "plugins": rows, "distributions": dists})
+        emit_json({"hook_api_version": HOOK_API_VERSION, "plugins": rows, "distributions": dists, "broken": broken})
         return
     print_table(
         "pivot plugins",
         ["kind", "name", "distribution", "version", "plugin", "cost"],
         [(r["kind"], r["name"], r["distribution"], r["version"], r["plugin"], r.get("cost", "")) for r in rows],
     )
+    if broken:  # loud: these were left out, and envs that need them fail
+        print_table(
+            "broken plugins (left out)",
+            ["plugin", "distribution", "version", "error"],
+            [(b["plugin"], b["distribution"], b["version"], b["error"]) for b in broken],
+        )
 
 
 def _check(as_json: bool) -> None:
