@@ -1,19 +1,27 @@
-"""Verifier throughput on the real bundled rows: the envs' cheap verifier chains vs a difflib baseline.
+"""Verifier throughput on the real bundled rows: the envs' cheap chains vs a bare static comparison.
 
-For every bundled pivot of the four domains, scores five candidate completions (the expert's own
-turn, a one-character edit of it, its first half, a generic reply, and a shell command) with
-(a) the domain's default verifier chain (parse + gates + acceptors, batched per pivot) and
-(b) `difflib.SequenceMatcher(candidate, expert).ratio() >= 0.8`, the string-match baseline.
-Both run single-threaded in this process, so verdicts/s is per core.
+For every bundled pivot of the four domains without a sandbox context, scores five candidate
+completions (the expert's own turn, a one-character edit of it, its first half, a generic reply,
+and a shell command) with
+(a) the domain's default chain without its sandbox and judge verifiers, through `env.score` (the
+    one scoring path: parse, gates, acceptors, batched per pivot, each call under its timeout), and
+(b) a bare static comparison of the same kind written here: decode the completion (Hermes
+    `<tool_call>` JSON, Terminus JSON, or text), then compare tool names and arguments by value,
+    or the normalised commands or text, with the expert's.
+Both run single-threaded in this process on the same rows, so verdicts/s is per core; the ratio
+is what to read on a noisy machine.
 
     python bench/verify_throughput.py [--seconds S] [--json]
+
+The last line of the table is `chain/bare: N.NNx`; `--json` prints `chain_verdicts_per_s`,
+`bare_verdicts_per_s` and `ratio`.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -23,6 +31,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ENV_IDS = ("pivot/tool-use-v0", "pivot/swe-v0", "pivot/terminal-v0", "pivot/browse-v0")
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
 def candidates(expert: str) -> list[str]:
@@ -31,18 +40,89 @@ def candidates(expert: str) -> list[str]:
     return [expert, edited, expert[:k], "Sure, I can help with that. Could you tell me more?", "ls -la"]
 
 
-def groups() -> list[tuple[object, str, str, list[str]]]:
+def cheap_envs() -> list:
+    """Each domain's env with its default chain minus the verifiers that are not cheap."""
     import gymnasium as gym
 
+    from verifiers_plugins import get_verifier, verifier_meta
+
+    envs = []
+    for env_id in ENV_IDS:
+        default = gym.make(env_id).unwrapped
+        names = [n for n in default.chain.names if verifier_meta(get_verifier(n))["cost"] == "cheap"]
+        envs.append(gym.make(env_id, verifiers=names).unwrapped)
+    return envs
+
+
+def groups() -> list[tuple[object, object, str, list[str]]]:
     import pivot_envs
 
     out = []
-    for env_id in ENV_IDS:
-        env = gym.make(env_id).unwrapped
+    for env in cheap_envs():
         for pivot in env.pivots:
+            if pivot.context.get("sandbox"):
+                continue
             expert = pivot_envs.render_completion(pivot.expert, pivot.domain)
-            out.append((env, pivot.id, expert, candidates(expert)))
+            out.append((env, pivot, expert, candidates(expert)))
     return out
+
+
+# -- the bare static comparison -------------------------------------------------------------
+
+
+def _value(v):
+    """Numbers by value (50 == 50.0), containers recursively."""
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int | float):
+        return float(v)
+    if isinstance(v, list):
+        return [_value(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _value(x) for k, x in v.items()}
+    return v
+
+
+def bare_action(text: str):
+    """("calls", [(name, args)]) | ("commands", [...]) | ("text", str): a completion decoded once."""
+    calls = []
+    for block in _TOOL_CALL.findall(text):
+        try:
+            obj = json.loads(block)
+        except ValueError:
+            return ("text", " ".join(text.split()))
+        if isinstance(obj, dict):
+            args = obj.get("arguments", {})
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    args = None
+            calls.append((obj.get("name"), _value(args)))
+    if calls:
+        return ("calls", calls)
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("commands"), list):
+            keys = [c.get("keystrokes", "") for c in obj["commands"] if isinstance(c, dict)]
+            return ("commands", [" ".join(str(k).split()) for k in keys])
+    return ("text", " ".join(text.split()).casefold())
+
+
+def bare_accept(expert, candidate: str) -> bool:
+    """Same kind, same tool names, each argument equal by value; or equal normalised commands / text."""
+    got = bare_action(candidate)
+    if got[0] != expert[0]:
+        return False
+    if got[0] == "calls":
+        if len(got[1]) != len(expert[1]):
+            return False
+        return all(gn == en and ga == ea for (gn, ga), (en, ea) in zip(got[1], expert[1], strict=True))
+    return got[1] == expert[1]
 
 
 def timed(fn, seconds: float) -> tuple[float, object]:
@@ -61,31 +141,35 @@ def run(seconds: float = 2.0) -> dict:
     verdicts_per_pass = sum(len(c) for *_, c in data)
 
     def chain_pass():
-        return [[r.accepted for r in env.score(env.pivot(pid), comps)] for env, pid, _, comps in data]
+        return [[r.accepted for r in env.score(pivot, comps)] for env, pivot, _, comps in data]
 
-    def difflib_pass():
-        return [
-            [difflib.SequenceMatcher(None, c, expert).ratio() >= 0.8 for c in comps] for _, _, expert, comps in data
-        ]
+    def bare_pass():
+        out = []
+        for _, _, expert, comps in data:
+            want = bare_action(expert)  # the expert is decoded per group, as the chain does
+            out.append([bare_accept(want, c) for c in comps])
+        return out
 
+    chain_pass(), bare_pass()  # warm: imports, compiled schemas, the tool world's database
     chain_rate, chain_out = timed(chain_pass, seconds)
-    diff_rate, diff_out = timed(difflib_pass, seconds)
+    bare_rate, bare_out = timed(bare_pass, seconds)
     flat_chain = [a for g in chain_out for a in g]
-    flat_diff = [a for g in diff_out for a in g]
-    agree = sum(a == b for a, b in zip(flat_chain, flat_diff, strict=True)) / len(flat_chain)
+    flat_bare = [a for g in bare_out for a in g]
+    chain_per_s, bare_per_s = chain_rate * verdicts_per_pass, bare_rate * verdicts_per_pass
     return {
         "pivots": len(data),
         "verdicts_per_pass": verdicts_per_pass,
-        "chain_verdicts_per_s": chain_rate * verdicts_per_pass,
-        "difflib_verdicts_per_s": diff_rate * verdicts_per_pass,
+        "chain_verdicts_per_s": chain_per_s,
+        "bare_verdicts_per_s": bare_per_s,
+        "ratio": chain_per_s / bare_per_s,
         "chain_accept_rate": sum(flat_chain) / len(flat_chain),
-        "difflib_accept_rate": sum(flat_diff) / len(flat_diff),
-        "agreement": agree,
+        "bare_accept_rate": sum(flat_bare) / len(flat_bare),
+        "agreement": sum(a == b for a, b in zip(flat_chain, flat_bare, strict=True)) / len(flat_chain),
     }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=2.0, help="time each way for at least this long")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -94,13 +178,11 @@ def main() -> None:
         print(json.dumps(r))
         return
     print(f"{r['pivots']} real pivots x 5 candidates, single thread")
-    print(f"{'':24}{'chain':>12}{'difflib':>12}{'ratio':>8}")
-    print(
-        f"{'verdicts/s/core':24}{r['chain_verdicts_per_s']:>12.0f}{r['difflib_verdicts_per_s']:>12.0f}"
-        f"{r['chain_verdicts_per_s'] / r['difflib_verdicts_per_s']:>7.2f}x"
-    )
-    print(f"{'accept rate':24}{r['chain_accept_rate']:>12.2f}{r['difflib_accept_rate']:>12.2f}")
+    print(f"{'':24}{'chain':>12}{'bare':>12}")
+    print(f"{'verdicts/s/core':24}{r['chain_verdicts_per_s']:>12.0f}{r['bare_verdicts_per_s']:>12.0f}")
+    print(f"{'accept rate':24}{r['chain_accept_rate']:>12.2f}{r['bare_accept_rate']:>12.2f}")
     print(f"the two agree on {r['agreement']:.0%} of verdicts")
+    print(f"chain/bare: {r['ratio']:.2f}x")
 
 
 if __name__ == "__main__":

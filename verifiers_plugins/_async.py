@@ -1,11 +1,20 @@
-"""Every verifier call gets its timeout: sync calls on abandonable daemon threads, coroutines on one event loop.
+"""Every verifier call gets its timeout: sync calls bounded in place or on abandonable threads, coroutines on a loop.
 
 A synchronous `verify` that never returns (a plugin stuck in a socket read, an infinite loop) must
-not hang `step`: `call_bounded` runs it on one of a few daemon worker threads and waits at most the
-verifier's timeout; a call that misses it is abandoned (its thread exits when the call finally
-returns, and is never handed new work) and becomes `VerifierTimeout`. Python cannot kill a thread,
-so a verifier that spins forever keeps one daemon thread busy until the process ends; it never
-blocks another call or the interpreter's exit.
+not hang `step`. `call_bounded` has two ways to bound it:
+
+- in place (`interruptible=True`, used for cheap verifiers on the main thread): a one-shot
+  `ITIMER_REAL` timer raises `_Deadline` inside the call when it overruns. It costs two system
+  calls, where a thread hand-off costs about as much as a cheap verifier itself (the chain's
+  throughput depends on it). It is used only where nobody else owns `SIGALRM`, and only for cheap
+  verifiers: they hold no containers or connections that an interrupt could leave half-made.
+- on a worker thread (everything else): the call runs on one of a few daemon threads and the
+  caller waits at most the timeout; a call that misses it is abandoned (its thread exits when the
+  call finally returns, and is never handed new work). Python cannot kill a thread, so a verifier
+  that spins forever keeps one daemon thread busy until the process ends; it never blocks another
+  call or the interpreter's exit.
+
+Either way the caller gets `VerifierTimeout`, which the chain turns into an error verdict.
 
 pluggy has no async hooks, so a plugin registers an ordinary factory whose object has
 `async def verify(...)` (and optionally `async def verify_batch(...)`). The chain calls `verify`,
@@ -22,7 +31,9 @@ import asyncio
 import concurrent.futures
 import inspect
 import queue
+import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -179,13 +190,121 @@ def _give_back(worker: _Worker) -> None:
     worker.inbox.put(None)
 
 
-def call_bounded(fn: Callable[[], T], timeout: float) -> T:
+class _Deadline(BaseException):
+    """Raised inside an in-place call whose timer fired (a BaseException, so `except Exception` lets it pass)."""
+
+
+# An in-place timer is re-armed for a call only when this much time has passed since it was last
+# armed, so each call has at least its timeout minus this (a group of cheap calls arms it once).
+_REARM_AFTER_S = 0.001
+
+
+class Bounder:
+    """Runs calls, each within its timeout: in place under one timer signal where allowed, else on a worker thread.
+
+    Hold one for a run of calls (a chain's whole group): the SIGALRM handler is installed once on
+    entry and restored on exit, and the timer is armed only when the last arming may no longer
+    cover a whole timeout. The in-place path is taken on the main thread when nobody else owns
+    SIGALRM or the real-time timer; elsewhere (server threads, executors, a nested chain) every
+    call runs on an abandonable worker thread.
+    """
+
+    def __init__(self) -> None:
+        self.in_place = False
+        self._previous: Any = None
+        self._armed_at = 0.0
+        self._armed_for = 0.0
+        self._in_call = False
+
+    def __enter__(self) -> Bounder:
+        if _timer_free():
+            self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
+            self.in_place = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.in_place:
+            self._disarm()
+            signal.signal(signal.SIGALRM, self._previous)
+            self.in_place = False
+
+    def _on_alarm(self, signum: int, frame: object) -> None:
+        if self._in_call:  # between calls (chain code) a late alarm is ignored: the next call re-arms
+            raise _Deadline
+
+    def _disarm(self) -> None:
+        if self._armed_for:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._armed_for = 0.0
+
+    def each(self, calls: Sequence[Callable[[], Any]], timeout: float, interruptible: bool) -> list[Any]:
+        """Every call's result, each within `timeout`; a call that raised or timed out gives its exception.
+
+        Awaitable results are awaited, each within `timeout`.
+        """
+        if not (interruptible and self.in_place):
+            self._disarm()  # a thread hand-off waits in this thread: no alarm may land in the wait
+            return await_all([self._on_worker(fn, timeout) for fn in calls], timeout)
+        out: list[Any] = []
+        for fn in calls:
+            now = time.monotonic()
+            if self._armed_for != timeout or now - self._armed_at > _REARM_AFTER_S:
+                signal.setitimer(signal.ITIMER_REAL, timeout)
+                self._armed_at, self._armed_for = now, timeout
+            self._in_call = True
+            try:
+                out.append(fn())
+            except _Deadline:
+                self._armed_for = 0.0
+                out.append(VerifierTimeout(f"timed out after {timeout:g}s (interrupted)"))
+            except Exception as e:  # handed back as a value: the caller turns it into an error verdict
+                out.append(e)
+            finally:
+                self._in_call = False
+        return await_all(out, timeout)
+
+    @staticmethod
+    def _on_worker(fn: Callable[[], Any], timeout: float) -> Any:
+        try:
+            return _call_on_worker(fn, timeout)
+        except Exception as e:  # handed back as a value, as above
+            return e
+
+
+def _timer_free() -> bool:
+    """True on the main thread when no one else uses SIGALRM or the real-time timer."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def call_each_bounded(calls: Sequence[Callable[[], Any]], timeout: float, interruptible: bool = False) -> list[Any]:
+    """`Bounder().each(...)` for a single run of calls."""
+    with Bounder() as bounder:
+        return bounder.each(calls, timeout, interruptible)
+
+
+def call_bounded(fn: Callable[[], T], timeout: float, interruptible: bool = False) -> T:
     """`fn()`'s result within `timeout` seconds; an awaitable result is then awaited with the same timeout.
 
+    Args:
+        fn: the call.
+        timeout: seconds.
+        interruptible: `fn` may be interrupted where it stands (cheap, pure code): on the main
+            thread it is then bounded in place by a timer signal, with no thread hand-off.
+
     Raises:
-        VerifierTimeout: `fn` (or the awaitable it returned) did not finish in time; the call is
-            abandoned on its daemon thread.
+        VerifierTimeout: `fn` (or the awaitable it returned) did not finish in time; it was
+            interrupted, or abandoned on its daemon thread.
     """
+    (value,) = call_each_bounded([fn], timeout, interruptible)
+    if isinstance(value, BaseException):
+        raise value
+    return value
+
+
+def _call_on_worker(fn: Callable[[], T], timeout: float) -> T:
+    """`fn()` on a daemon worker thread, waited for at most `timeout` seconds (then abandoned)."""
     worker = _take_worker()
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
     worker.inbox.put((fn, future))
@@ -198,4 +317,4 @@ def call_bounded(fn: Callable[[], T], timeout: float) -> T:
         _give_back(worker)
         raise
     _give_back(worker)
-    return await_result(value, timeout)
+    return value

@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import traceback
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from verifiers_plugins._async import await_all, await_result, call_bounded, is_async_verifier, verify_timeout
+from verifiers_plugins._async import Bounder, await_all, is_async_verifier, verify_timeout
 from verifiers_plugins._host import get_verifier
 from verifiers_plugins._verdict import COST_ORDER, Verdict, verifier_meta
 from verifiers_plugins.builtin.exact_match import normalized_action
@@ -87,20 +88,91 @@ def as_verdict(name: str, value: object) -> Verdict:
     timeout, or a return value that is not a Verdict. Errors are never a silent 0.
     """
     if isinstance(value, Verdict):
-        return replace(value, verifier=name)
+        return value if value.verifier == name else _named(value, name)
     if isinstance(value, VerifierTimeout):
-        return replace(Verdict.failed(f"{name} {value}"), verifier=name)
+        return _named(Verdict.failed(f"{name} {value}"), name)
     if isinstance(value, Exception):
         tb = traceback.format_exception_only(type(value), value)[-1].strip()
-        return replace(Verdict.failed(f"{name} raised {tb}"), verifier=name)
+        return _named(Verdict.failed(f"{name} raised {tb}"), name)
     if isinstance(value, BaseException):
         raise value  # KeyboardInterrupt, SystemExit, CancelledError: not the verifier's fault
-    return replace(Verdict.failed(f"verifier returned {type(value).__name__}, expected Verdict"), verifier=name)
+    return _named(Verdict.failed(f"verifier returned {type(value).__name__}, expected Verdict"), name)
 
 
-def batch_timeout(verifier: object, n: int) -> float:
-    """A group call's time limit: the verifier's per-call timeout for each of the `n` actions."""
-    return verify_timeout(verifier) * max(1, n)
+def _named(verdict: Verdict, name: str) -> Verdict:
+    # `dataclasses.replace` would re-run validation on a verdict that passed it: copy the fields instead
+    named = object.__new__(Verdict)
+    named.__dict__.update(verdict.__dict__, verifier=name)
+    return named
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One verifier of a chain with what the chain needs to know about it, read once."""
+
+    name: str
+    verifier: Any
+    gate: bool
+    cost: int
+    timeout: float
+    is_async: bool
+    # cheap verifiers may be interrupted in place; sandbox and judge calls hold resources and run on a thread
+    interruptible: bool
+
+    @classmethod
+    def of(cls, name: str, verifier: Any) -> _Step:
+        meta = verifier_meta(verifier)
+        return cls(
+            name,
+            verifier,
+            meta["role"] == "gate",
+            COST_ORDER.get(meta["cost"], len(COST_ORDER)),
+            verify_timeout(verifier),
+            is_async_verifier(verifier),
+            meta["cost"] == "cheap",
+        )
+
+    def run(self, pivot: Pivot, actions: Sequence[Message], bounder: Bounder) -> list[Verdict]:
+        """Verdicts for a group, every call bounded by the verifier's timeout; failures are error verdicts.
+
+        A verifier with `verify_batch` gets one call for the group (its time limit is the per-call
+        timeout times the group size); a batch that raises or returns the wrong shape falls back
+        to per-action calls, so one bad candidate cannot fail the whole group. Coroutines run
+        concurrently over the group on the host's event loop.
+        """
+        if not actions:
+            return []
+        name, verifier = self.name, self.verifier
+        batch = getattr(verifier, "verify_batch", None)
+        if callable(batch):
+            timeout = self.timeout * len(actions)
+            (value,) = (
+                await_all([_called(batch, pivot, actions)], timeout)
+                if self.is_async
+                else bounder.each([lambda: batch(pivot, actions)], timeout, self.interruptible)
+            )
+            if isinstance(value, VerifierTimeout):
+                return [as_verdict(name, value) for _ in actions]
+            if (
+                isinstance(value, Sequence)
+                and len(value) == len(actions)
+                and all(isinstance(v, Verdict) for v in value)
+            ):
+                return [as_verdict(name, v) for v in value]
+        verify = verifier.verify
+        if self.is_async:
+            values = await_all([_called(verify, pivot, a) for a in actions], self.timeout)
+        else:
+            values = bounder.each([partial(verify, pivot, a) for a in actions], self.timeout, self.interruptible)
+        return [as_verdict(name, v) for v in values]
+
+
+def _called(fn: Any, *args: Any) -> Any:
+    """`fn(*args)`, or the exception it raised (a coroutine function raises only when awaited, mostly)."""
+    try:
+        return fn(*args)
+    except Exception as e:  # handed on as a value: it becomes an error verdict
+        return e
 
 
 def safe_verify(name: str, verifier: Any, pivot: Pivot, action: Message) -> Verdict:
@@ -109,55 +181,71 @@ def safe_verify(name: str, verifier: Any, pivot: Pivot, action: Message) -> Verd
 
 
 def safe_verify_batch(name: str, verifier: Any, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
-    """Score a group with one verifier, every call bounded by its timeout.
+    """Score a group with one verifier, every call bounded by its timeout (see `_Step.run`)."""
+    with Bounder() as bounder:
+        return _Step.of(name, verifier).run(pivot, actions, bounder)
 
-    A verifier with `verify_batch` gets one call for the group (its time limit is the per-call
-    timeout times the group size); a batch that raises or returns the wrong shape falls back to
-    per-action calls, so one bad candidate cannot fail the whole group. Coroutine verifiers run
-    concurrently over the group on the host's event loop; synchronous ones run on an abandonable
-    worker thread, so a call that never returns becomes an error verdict and the caller goes on.
+
+class _Decision:
+    """The chain's decision on one action, built one verdict at a time in run order.
+
+    The chain's one short-circuit rule: a gate that rejects decides; an acceptor that accepts
+    decides, unless a more faithful (costlier) acceptor follows it in the chain. Then the
+    acceptance is provisional: the faithful acceptor runs and its verdict decides whenever it
+    applies to the pivot (a cheap string match may not accept `<expert>; rm -rf /app/*` ahead of
+    the sandbox). Only an action identical to the expert's after normalisation is accepted by a
+    cheap verifier outright. When nothing accepts, the result carries the best partial reward and
+    the error of an acceptor that could not decide, so that "could not decide" never reads as a
+    plain wrong answer.
     """
-    if not actions:
-        return []
-    batch = getattr(verifier, "verify_batch", None)
-    if callable(batch):
-        try:
-            value = _bounded_call(verifier, lambda: batch(pivot, actions), batch_timeout(verifier, len(actions)))
-        except VerifierTimeout as e:
-            return [as_verdict(name, e) for _ in actions]
-        except Exception:
-            value = None
-        if isinstance(value, Sequence) and len(value) == len(actions) and all(isinstance(v, Verdict) for v in value):
-            return [as_verdict(name, v) for v in value]
-    return _verify_each(name, verifier, pivot, actions)
 
+    __slots__ = ("best", "identical", "provisional", "provisional_cost", "result", "verdicts")
 
-def _bounded_call(verifier: object, fn: Any, timeout: float) -> Any:
-    """`fn()` within `timeout`: coroutines are awaited on the event loop, sync calls run on a worker thread."""
-    if is_async_verifier(verifier):
-        return await_result(fn(), timeout)
-    return call_bounded(fn, timeout)
+    def __init__(self) -> None:
+        self.verdicts: dict[str, Verdict] = {}
+        self.best: Verdict | None = None
+        self.provisional: Verdict | None = None
+        self.provisional_cost = -1
+        self.result: ChainResult | None = None
+        self.identical: bool | None = None
 
+    def add(self, step: _Step, verdict: Verdict, top_cost: int, expert_identical: Callable[[], bool]) -> None:
+        """Fold in the next verdict; sets `result` once the chain has decided."""
+        self.verdicts[step.name] = verdict
+        if not verdict.applicable:
+            return
+        if step.gate:
+            if not verdict.accepted:
+                self.result = ChainResult(0.0, False, step.name, self.verdicts, verdict.error)
+            return
+        if self.provisional is not None and step.cost > self.provisional_cost:
+            self.provisional = None  # a more faithful acceptor applies: it decides, the cheap acceptance does not
+        if verdict.accepted:
+            if step.cost < top_cost and not expert_identical():
+                if self.provisional is None:
+                    self.provisional, self.provisional_cost = verdict, step.cost
+                return
+            self.result = ChainResult(verdict.reward, True, step.name, self.verdicts)
+            return
+        best = self.best
+        if best is None or verdict.reward > best.reward or (best.error is None and verdict.error):
+            self.best = verdict
 
-def _verify_each(name: str, verifier: Any, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
-    """`verify` per action, each call with its own timeout; coroutines are awaited together."""
-    timeout = verify_timeout(verifier)
-    if is_async_verifier(verifier):
-        results: list[Any] = []
-        for action in actions:
-            try:
-                results.append(verifier.verify(pivot, action))
-            except Exception as e:  # the contract: a verifier that raises yields an error verdict
-                results.append(e)
-        return [as_verdict(name, v) for v in await_all(results, timeout)]
-    out = []
-    for action in actions:
-        try:
-            value = call_bounded(lambda a=action: verifier.verify(pivot, a), timeout)
-        except Exception as e:  # the contract: a verifier that raises yields an error verdict
-            value = e
-        out.append(as_verdict(name, value))
-    return out
+    def finish(self, has_acceptor: bool) -> ChainResult:
+        """The decision once every verifier that had to run has run."""
+        if self.result is not None:
+            return self.result
+        verdicts, best = self.verdicts, self.best
+        if self.provisional is not None:  # no more faithful acceptor applied to this pivot
+            return ChainResult(self.provisional.reward, True, self.provisional.verifier, verdicts)
+        if best is None:
+            applied = [n for n, v in verdicts.items() if v.applicable]
+            if applied and not has_acceptor:  # a chain of gates only: passing every gate is acceptance
+                return ChainResult(1.0, True, applied[-1], verdicts)
+            if applied:  # gates alone never accept where the chain's acceptors all stand aside
+                return ChainResult(0.0, False, "", verdicts, "no acceptor in the chain applies to this pivot")
+            return ChainResult(0.0, False, "", verdicts, "no verifier in the chain applies to this pivot")
+        return ChainResult(best.reward, False, best.verifier, verdicts, best.error)
 
 
 class VerifierChain:
@@ -180,10 +268,11 @@ class VerifierChain:
 
         self.steps: list[tuple[str, Any]] = [nv for _, nv in sorted(indexed, key=key)]
         self.config = dict(config or {})
-        acceptors = [verifier_meta(v) for _, v in self.steps if verifier_meta(v)["role"] != "gate"]
+        self._steps = [_Step.of(n, v) for n, v in self.steps]
+        acceptors = [st for st in self._steps if not st.gate]
         self._has_acceptor = bool(acceptors)
-        # the most faithful acceptor's cost: cheaper acceptors only accept provisionally (see `_fold`)
-        self._top_cost = max((COST_ORDER.get(m["cost"], len(COST_ORDER)) for m in acceptors), default=0)
+        # the most faithful acceptor's cost: cheaper acceptors only accept provisionally (see `_Decision`)
+        self._top_cost = max((st.cost for st in acceptors), default=0)
 
     @classmethod
     def from_names(cls, names: Sequence[str], config: Mapping[str, Mapping[str, Any]] | None = None) -> VerifierChain:
@@ -213,84 +302,25 @@ class VerifierChain:
 
     def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[ChainResult]:
         """Score a group of actions at one pivot, each verifier called once on the actions still undecided."""
-        ran: list[dict[str, Verdict]] = [{} for _ in actions]
-        identical: dict[int, bool] = {}
-        for name, verifier in self.steps:
-            live = [i for i, r in enumerate(ran) if self._fold(pivot, actions[i], r, identical, i) is None]
-            if not live:
-                break
-            verdicts = safe_verify_batch(name, verifier, pivot, [actions[i] for i in live])
-            for i, verdict in zip(live, verdicts, strict=True):
-                ran[i][name] = verdict
-        return [self._fold(pivot, actions[i], r, identical, i, final=True) for i, r in enumerate(ran)]
+        decisions = [_Decision() for _ in actions]
+        with Bounder() as bounder:
+            for step in self._steps:
+                live = [i for i, d in enumerate(decisions) if d.result is None]
+                if not live:
+                    break
+                verdicts = step.run(pivot, [actions[i] for i in live], bounder)
+                for i, verdict in zip(live, verdicts, strict=True):
+                    decisions[i].add(
+                        step, verdict, self._top_cost, partial(_identical, decisions[i], pivot, actions[i])
+                    )
+        return [d.finish(self._has_acceptor) for d in decisions]
 
-    def _fold(
-        self,
-        pivot: Pivot,
-        action: Message,
-        ran: Mapping[str, Verdict],
-        identical: dict[int, bool],
-        index: int,
-        final: bool = False,
-    ) -> ChainResult | None:
-        """The decision the verdicts so far allow, or None while a verifier still has to run.
 
-        The chain's one short-circuit rule: a gate that rejects decides; an acceptor that accepts
-        decides, unless a more faithful (costlier) acceptor follows it in the chain. Then the
-        acceptance is provisional: the faithful acceptor runs and its verdict decides whenever it
-        applies to the pivot (a cheap string match may not accept `<expert>; rm -rf /app/*` ahead of
-        the sandbox). Only an action identical to the expert's after normalisation is accepted by
-        a cheap verifier outright. When nothing accepts, the result carries the best partial
-        reward and the error of an acceptor that could not decide, so that "could not decide"
-        never reads as a plain wrong answer.
-        """
-        verdicts: dict[str, Verdict] = {}
-        best: Verdict | None = None
-        provisional: Verdict | None = None
-        provisional_cost = -1
-        for name, verifier in self.steps:
-            verdict = ran.get(name)
-            if verdict is None:
-                if final:
-                    continue
-                return None
-            verdicts[name] = verdict
-            if not verdict.applicable:
-                continue
-            meta = verifier_meta(verifier)
-            if meta["role"] == "gate":
-                if not verdict.accepted:
-                    return ChainResult(0.0, False, name, verdicts, verdict.error)
-                continue
-            cost = COST_ORDER.get(meta["cost"], len(COST_ORDER))
-            if provisional is not None and cost > provisional_cost:
-                # a more faithful acceptor applies: it decides, the cheap acceptance does not count
-                provisional = None
-            if verdict.accepted:
-                if cost < self._top_cost and not self._identical(pivot, action, identical, index):
-                    if provisional is None:
-                        provisional, provisional_cost = verdict, cost
-                    continue
-                return ChainResult(verdict.reward, True, name, verdicts)
-            if best is None or verdict.reward > best.reward or (best.error is None and verdict.error):
-                best = verdict
-        if provisional is not None:  # no more faithful acceptor applied to this pivot
-            return ChainResult(provisional.reward, True, provisional.verifier, verdicts)
-        if best is None:
-            applied = [n for n, v in verdicts.items() if v.applicable]
-            if applied and not self._has_acceptor:  # a chain of gates only: passing every gate is acceptance
-                return ChainResult(1.0, True, applied[-1], verdicts)
-            if applied:  # gates alone never accept where the chain's acceptors all stand aside
-                return ChainResult(0.0, False, "", verdicts, "no acceptor in the chain applies to this pivot")
-            return ChainResult(0.0, False, "", verdicts, "no verifier in the chain applies to this pivot")
-        return ChainResult(best.reward, False, best.verifier, verdicts, best.error)
-
-    @staticmethod
-    def _identical(pivot: Pivot, action: Message, memo: dict[int, bool], index: int) -> bool:
-        """True when the action is the expert's own after normalisation (memoised per action of the group)."""
-        if index not in memo:
-            memo[index] = same_action(pivot.expert, action)
-        return memo[index]
+def _identical(decision: _Decision, pivot: Pivot, action: Message) -> bool:
+    """`same_action(expert, action)`, asked at most once per action."""
+    if decision.identical is None:
+        decision.identical = same_action(pivot.expert, action)
+    return decision.identical
 
 
 def same_action(expert: Message, action: Message) -> bool:

@@ -156,3 +156,14 @@ def test_a_sync_verifier_that_never_returns_becomes_an_error_verdict_and_step_go
     assert reward == 0.0 and terminated and "timed out after 0.3s" in info["error"]
     # the env goes on: the next step is answered too
     assert env.step("ls")[4]["error"]
+
+
+def test_a_hung_sync_verifier_off_the_main_thread_is_abandoned_on_its_worker():
+    # servers and executors score on other threads, where no timer signal can reach: a worker thread bounds the call
+    env = gym.make("pivot/terminal-v0", verifiers=["sleeps_forever"])
+    env.reset(seed=0)
+    out = {}
+    thread = threading.Thread(target=lambda: out.update(info=env.step("ls")[4]))
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive() and "timed out after 0.3s" in out["info"]["error"]

@@ -41,6 +41,8 @@ def test_a_respaced_expert_command_still_scores_one():
     env = gym.make("pivot/terminal-v0").unwrapped
     for pivot in _shell_pivots(env):
         obj = parse_terminus(render_completion(pivot.expert, pivot.domain))
-        obj["commands"][0]["keystrokes"] = "  " + obj["commands"][0]["keystrokes"].replace(" ", "   ")
+        keys = obj["commands"][0]["keystrokes"]
+        # extra blanks between words (outside quotes) change nothing a shell runs
+        obj["commands"][0]["keystrokes"] = "  " + (keys if "'" in keys or '"' in keys else keys.replace(" ", "   "))
         obj["analysis"] = "A different analysis: it is not part of the action."
         assert env.score(pivot, [json.dumps(obj)])[0].accepted, pivot.id
