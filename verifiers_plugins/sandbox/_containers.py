@@ -49,6 +49,12 @@ printf '\036PIVOT-END %s %s' "$__pivot_rc" "$(pwd)" >&2
 exit $__pivot_rc
 """
 END_MARK = b"\x1ePIVOT-END "
+# Counts what an action can leave that is neither a file nor a process (root; "0" when nothing):
+# System V IPC objects (table rows after each header), POSIX shared memory and message queues.
+RESIDUE_PROBE = (
+    "{ for t in shm sem msg; do tail -n +2 /proc/sysvipc/$t; done; ls -A /dev/shm; ls -A /dev/mqueue; }"
+    " 2>/dev/null | wc -l"
+)
 
 
 @dataclass(frozen=True)
@@ -357,13 +363,20 @@ def procs_file(container: Any) -> str | None:
 
 
 def is_pristine(container: Any, baseline_processes: int, procs: str | None = None) -> bool:
-    """True when no process but the container's own is left (the file checks are `effect_of`'s).
+    """True when no process but the container's own is left, nor non-file state (files: `_action.effect_of`).
 
     `procs` (from `procs_file`) is read first: the kernel's list of the container's processes costs
     no daemon call. A longer list (or none) is confirmed by `docker top`, which also runs `ps`.
-    Writes `docker diff` cannot see (the run-state tmpfs, /dev/shm, /dev/mqueue) are emptied by
-    `WRAPPER` before the next action of a reused container.
+    Then one `docker exec` of `RESIDUE_PROBE` looks for System V IPC objects, POSIX shared memory
+    and queues (the runner counts these itself; this is the `docker exec` transport's check).
     """
+    if not _no_process_left(container, baseline_processes, procs):
+        return False
+    probe = _exec(container, ["sh", "-c", RESIDUE_PROBE], user="0", timeout=10, output_cap=4096, marked=False)
+    return probe.exit_code == 0 and probe.stdout.strip() == b"0"
+
+
+def _no_process_left(container: Any, baseline_processes: int, procs: str | None) -> bool:
     if procs:
         try:
             with open(procs) as f:

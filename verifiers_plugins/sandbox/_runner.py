@@ -25,6 +25,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,7 @@ class Channel:
         self._sock: socket.socket = self._response._sock
         self._pending = bytearray()
         self._diagnostics = bytearray()  # the runner's own stderr
+        self._deadline = 0.0  # time.monotonic() by which the current reply must be complete
 
     def call(
         self,
@@ -151,6 +153,8 @@ class Channel:
         for arg in argv:
             data = arg.encode(errors="replace")  # a completion may hold lone surrogates: they run as "?"
             parts += [f"{len(data)}\n".encode(), data]
+        # one deadline for the whole exchange: a per-read timeout would restart with every frame
+        self._deadline = time.monotonic() + timeout + GRACE
         try:
             self._sock.settimeout(timeout + GRACE)
             self._sock.sendall(b"".join(parts))
@@ -187,6 +191,10 @@ class Channel:
     def _exactly(self, n: int) -> bytes:
         data = bytearray()
         while len(data) < n:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("past the reply's deadline")
+            self._sock.settimeout(remaining)
             chunk = self._sock.recv(n - len(data))  # raises TimeoutError past the socket's timeout
             if not chunk:
                 raise RunnerLost(f"the runner's stream ended{self._tail()}")

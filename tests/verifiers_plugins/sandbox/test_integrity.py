@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -210,3 +211,24 @@ def test_an_expert_the_sandbox_stopped_is_no_reference(busybox):
     (verdict,) = verifier.verify_batch(pivot_of(busybox, "sleep 100"), [terminus("sleep 50")])
     # both time out with the same (empty) output: comparing them would accept anything that hangs
     assert verdict.reward == 0.0 and verdict.error and "timeout" in verdict.error
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("runner", [True, False], ids=["runner", "docker-exec"])
+def test_an_ipc_object_keeps_a_container_out_of_the_pool(busybox, backend, docker_client, runner):
+    b = backend(pool_size=1, parallelism=1, runner=runner)
+    spec = SandboxSpec(image=busybox, workdir="/app")
+    _, image = b.snapshot(spec, ())
+    box = b._create(image, spec, "pool")
+    assert (box.channel is not None) == runner
+    try:
+        _, clean = act.effect_of(box, spec, b.limits, ["true"])
+        assert clean and b._pristine(box)
+        # an object owned by root in the container's IPC namespace: what a candidate leaves when it
+        # hands its own to another uid (IPC_SET), which the per-uid clean-up then does not remove
+        pid = docker_client.api.inspect_container(box.id)["State"]["Pid"]
+        subprocess.run(["nsenter", "-t", str(pid), "--ipc", "ipcmk", "-M", "4096"], check=True, capture_output=True)
+        _, clean = act.effect_of(box, spec, b.limits, ["true"])
+        assert not (clean and b._pristine(box))
+    finally:
+        ct.remove(box)
