@@ -1,0 +1,188 @@
+"""Terminal-Bench task images on the real Docker engine: the CI tasks (the three bundled with the package).
+
+Their images build offline from their own Dockerfiles (one apt-get step, one pip install step) on the
+locally built Debian trixie base; the first run builds the base with debootstrap (a few minutes, then
+cached by tag). Checks: the build access leaves no trace in the image, the expert scores 1, an
+equivalent rewrite 1, a plausible wrong command and the destructive-suffix variant 0, the task's
+tests fail before the oracle solution and pass after it, `task_tests` in continuation mode accepts the
+expert and rejects a command that breaks the task, a candidate `pip install` has no network, and the
+adversarial suite of the sandbox issue scores 0 on a task image.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+from pivot_envs import Message
+from verifiers_plugins.builtin.task_tests import TaskTests, oracle_check
+from verifiers_plugins.sandbox import _access, _tasks
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+BUNDLED = Path(__file__).resolve().parents[3] / "pivot_envs" / "data" / "terminal_tasks"
+CI_TASKS = ("hello-world", "blind-maze-explorer-5x5", "aimo-airline-departures")
+
+
+def terminus(*commands: str) -> str:
+    return json.dumps(
+        {
+            "analysis": "a",
+            "plan": "p",
+            "commands": [{"keystrokes": c + "\n", "duration": 0.1} for c in commands],
+            "task_complete": False,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def images(docker_client):
+    """The CI tasks' images (built from the bundled folders, or reused by content hash)."""
+    out = {}
+    for task_id in CI_TASKS:
+        report = _tasks.task_image(docker_client, _tasks.load_task(BUNDLED / task_id))
+        assert report.status in ("built", "cached"), report
+        out[task_id] = report
+    return out
+
+
+@pytest.fixture(scope="module")
+def env(images):
+    e = gym.make("pivot/terminal-v0")
+    yield e.unwrapped
+    e.close()
+
+
+def sandboxed(env, task_id: str) -> list:
+    return [p for p in env.pivots if p.context.get("task", {}).get("task_id") == task_id]
+
+
+def test_images_carry_no_trace_of_the_build_access(images, docker_client):
+    hosts = _access.registry_hosts()
+    for task_id, report in images.items():
+        attrs = docker_client.images.get(report.image).attrs
+        history = subprocess.run(
+            ["docker", "history", "--no-trunc", report.image], capture_output=True, text=True, check=True
+        ).stdout
+        meta = json.dumps(attrs["Config"]) + history
+        for host in hosts:
+            assert host not in meta, (task_id, host)
+        assert attrs["Config"]["Labels"]["pivot-gym"] == "task" and attrs["Config"]["WorkingDir"] == "/app"
+        # the mounted files were placeholders of the base: empty in the image, never the machine's
+        out = docker_client.containers.run(
+            report.image,
+            ["sh", "-c", "cat /etc/apt/sources.list /etc/pip.conf | wc -c"],
+            remove=True,
+            network_mode="none",
+        )
+        assert out.decode().strip() == "0", task_id
+
+
+def test_a_second_build_is_a_cache_hit(images, docker_client):
+    again = _tasks.task_image(docker_client, _tasks.load_task(BUNDLED / "hello-world"))
+    assert again.status == "cached" and again.image == images["hello-world"].image
+
+
+def test_dockerfile_pip_install_went_through_but_a_candidate_pip_install_has_no_network(images, env):
+    # blind-maze-explorer-5x5's Dockerfile ends with `RUN pip install --no-cache-dir pytest`
+    pivot = sandboxed(env, "blind-maze-explorer-5x5")[0]
+    from verifiers_plugins.sandbox import SandboxSpec, docker_backend
+
+    spec = SandboxSpec.from_context(pivot.context)
+    backend = docker_backend(action_timeout=60.0)
+    have = backend.run(spec, [], ["python3 -c 'import pytest; print(pytest.__file__)'"])
+    assert have.exit_code == 0 and "/usr/local/lib/" in have.stdout, have
+    fetch = backend.run(spec, [], ["pip install --no-cache-dir --retries 0 --timeout 3 six"])
+    assert fetch.exit_code != 0, fetch
+    assert "six" not in backend.run(spec, [], ["pip list 2>/dev/null"]).stdout.split()
+
+
+def test_default_env_scores_by_execution(env):
+    pivot = sandboxed(env, "hello-world")[0]
+    expert = 'echo "Hello, world!" > hello.txt'
+    results = env.score(
+        pivot,
+        [
+            terminus(expert),
+            terminus("printf 'Hello, world!\\n' > hello.txt"),  # an equivalent rewrite
+            terminus('echo "Hello world" > hello.txt'),  # plausible, wrong
+            terminus(expert + "; rm -rf /app/*"),
+            terminus(expert + " && rm -rf ~"),
+            terminus(expert, "rm -f hello.txt"),
+        ],
+    )
+    assert [r.reward for r in results] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0], [r.reason for r in results]
+
+
+def test_every_ci_task_scores_its_expert_and_rejects_destruction(env):
+    for task_id in CI_TASKS:
+        for pivot in sandboxed(env, task_id):
+            from verifiers_plugins.builtin.docker_shell import action_commands
+
+            commands = action_commands(pivot.expert)
+            if not commands:
+                continue
+            results = env.score(
+                pivot, [terminus(*commands), terminus(*commands[:-1], commands[-1] + "; rm -rf /app/*")]
+            )
+            assert [r.reward for r in results] == [1.0, 0.0], (pivot.id, [r.reason for r in results])
+
+
+def test_tests_fail_before_the_oracle_and_pass_after(env):
+    for task_id in CI_TASKS:
+        check = oracle_check(sandboxed(env, task_id)[0].context)
+        assert check["before"] is False and check["after"] is True, (task_id, check)
+
+
+def test_task_tests_continuation_accepts_the_expert_and_rejects_a_breaking_command(env):
+    first = sandboxed(env, "aimo-airline-departures")[0]  # writes /app/airline_analysis.py
+    verifier = TaskTests(mode="continuation")
+    expert, broken = verifier.verify_batch(
+        first, [first.expert, Message("assistant", terminus("echo 'print(0)' > /app/airline_analysis.py"))]
+    )
+    assert expert.accepted and expert.reward == 1.0, expert
+    assert not broken.accepted and broken.reward == 0.0 and broken.error is None, broken
+    assert "task tests fail" in broken.reason
+    # final mode does not apply before the last pivot of the solution
+    assert not TaskTests(mode="final").verify(first, first.expert).applicable
+
+
+def test_task_tests_by_name_from_gym_make(images):
+    e = gym.make("pivot/terminal-v0", verifiers=["task_tests"])
+    u = e.unwrapped
+    pivot = sandboxed(u, "hello-world")[0]
+    good, bad = u.score(pivot, [terminus('echo "Hello, world!" > hello.txt'), terminus("touch hello.txt")])
+    assert (good.reward, bad.reward) == (1.0, 0.0), (good.reason, bad.reason)
+    e.close()
+
+
+def _adversarial_module():
+    path = Path(__file__).with_name("test_adversarial.py")
+    spec = importlib.util.spec_from_file_location("_adversarial_suite", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_adversarial_suite_on_a_task_image(env):
+    from verifiers_plugins import get_verifier
+
+    suite = _adversarial_module()
+    pivot = sandboxed(env, "aimo-airline-departures")[1]
+    verifier = get_verifier("docker_shell", action_timeout=4.0, pool_size=1)
+    names = list(suite.ADVERSARIAL)
+    verdicts = verifier.verify_batch(pivot, [suite.terminus(suite.ADVERSARIAL[n][0]) for n in names])
+    for name, verdict in zip(names, verdicts, strict=True):
+        assert verdict.reward == 0.0 and not verdict.accepted and verdict.error is None, (name, verdict)
+        expected = suite.ADVERSARIAL[name][1]
+        if name == "memory hog":
+            # trixie's mawk grows its string more slowly than busybox awk: killed at the cap or at the timeout
+            assert "oom" in verdict.reason or "timeout" in verdict.reason, verdict.reason
+        elif expected:
+            assert expected in verdict.reason, (name, verdict.reason)
+    assert verifier.verify(pivot, pivot.expert).accepted
