@@ -190,6 +190,9 @@ def hosts_in(text: str, allowed: frozenset[str]) -> list[str]:
     out = []
     for host in _URL.findall(text) + _GIT_SSH.findall(text):
         host = host.lower().rstrip(".")
+        # placeholders (`http://CONTAINER_IP:8080`), localhost and addresses are no outside host
+        if not re.fullmatch(r"(?:[a-z0-9-]+\.)+[a-z]{2,}", host) or host.endswith(".local"):
+            continue
         if host not in allowed and not any(host.endswith("." + a) for a in allowed) and host not in out:
             out.append(host)
     return out
