@@ -23,8 +23,9 @@ ensure_registered("pivot/swe-v0", "pivot_envs.domains.swe:SweEnv")
 ensure_registered("pivot/terminal-v0", "pivot_envs.domains.terminal:TerminalEnv")
 ensure_registered("pivot/browse-v0", "pivot_envs.domains.browse:BrowseEnv")
 # Episode envs (multi-turn from a pivot, outcome reward); their contract is `EpisodeEnv`'s, not `PivotEnv`'s.
-EPISODE_ENV_IDS = ("pivot/tool-use-episode-v0",)
+EPISODE_ENV_IDS = ("pivot/tool-use-episode-v0", "pivot/terminal-episode-v0")
 ensure_registered("pivot/tool-use-episode-v0", "pivot_envs.episodes:ToolUseEpisodeEnv")
+ensure_registered("pivot/terminal-episode-v0", "pivot_envs.episodes:TerminalEpisodeEnv")
 
 __all__ = [
     "DOMAINS",

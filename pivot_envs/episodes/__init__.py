@@ -1,15 +1,18 @@
 """Episode envs: continue a task from any pivot in the live state and score the task's outcome."""
 
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, StepResult, load_episode_data
+from pivot_envs.episodes._terminal import TerminalEpisodeEnv, with_task_tests
 from pivot_envs.episodes._tool_use import ToolUseEpisodeEnv, gold_state, said_to_user, tau_bench_outcome
 
 __all__ = [
     "EpisodeEnv",
     "EpisodeOutcome",
     "StepResult",
+    "TerminalEpisodeEnv",
     "ToolUseEpisodeEnv",
     "gold_state",
     "load_episode_data",
     "said_to_user",
     "tau_bench_outcome",
+    "with_task_tests",
 ]

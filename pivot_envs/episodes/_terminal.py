@@ -1,0 +1,172 @@
+"""`pivot/terminal-episode-v0`: Terminus episodes in one live container, scored by the task's own tests.
+
+Each episode holds one live container of the sandbox backend (`verifiers_plugins.sandbox`
+`Session`), started from the backend's snapshot of the pivot's state and made like a
+verifier's candidate container (no network, no capabilities, the backend's limits). A turn is a
+Terminus JSON message: its keystrokes run one by one in the live shell, and the observation is
+the terminal output in Terminus's framing (`New Terminal Output:`). `task_complete: true` ends the
+episode; a command the sandbox had to stop (timeout, memory, output flood) ends it too, with
+outcome 0, as in the verifier. The container is removed at the end, on reset, on close, and by
+the backend's exit and signal clean-up if the process dies.
+
+The outcome is the task's tests, run as root in the final state whatever ended the episode
+(Terminal-Bench runs them after a timeout too). Until the Terminal-Bench task images and their
+pytest suites (issue 17) are wired in, a pivot names its tests in `context["task_tests"]`:
+`{"commands": [shell commands that must all exit 0], "timeout": seconds}`. A pivot without tests
+has no outcome: its episodes end with an error outcome, never a guessed reward.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from pivot_envs._actions import parse_terminus
+from pivot_envs._model import Message, Pivot
+from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
+from verifiers_plugins._host import get_host
+from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
+
+DEFAULT_TURNS = 50  # Terminal-Bench bounds an agent by time, not turns; a turn budget keeps RL episodes finite
+OUTPUT_CHARS = 4000  # as much terminal output per command as the synthesized trajectories show
+PARSE_ERROR = (
+    'Previous response had parsing errors:\nERROR: expected one JSON object with the fields "analysis", '
+    '"plan", "commands" and "task_complete".\n\nPlease fix these issues and provide a proper JSON response.'
+)
+
+
+def screen(cwd: str, command: str, output: str) -> str:
+    """A command and its output as the terminal shows them (the synthesized trajectories' framing)."""
+    text = output if len(output) <= OUTPUT_CHARS else output[:OUTPUT_CHARS] + "\n[... output truncated]"
+    return f"agent@sandbox:{cwd}$ {command}\n{text}".rstrip("\n") + "\n"
+
+
+class TerminalEpisodeEnv(EpisodeEnv):
+    """`pivot/terminal-episode-v0`: terminal tasks continued from any pivot in a live container.
+
+    Args:
+        dataset: synthesized terminal pivots or trajectories (their pivots carry `context["sandbox"]`).
+        max_turns: agent turns per episode; None gives `context["max_turns"]`, else 50, less the history's turns.
+        backend: a sandbox backend name registered through `register_sandboxes`.
+        backend_config: keyword arguments of the backend factory (e.g. `action_timeout`).
+        parser: parser name; hermes when None (Terminus JSON stays plain content).
+        max_completion_chars: the action space's maximum completion length.
+    """
+
+    domain: ClassVar[str] = "terminal"
+    rule: ClassVar[str] = "task_tests"
+
+    def __init__(
+        self,
+        dataset: PathLike | Sequence[PathLike] | None = None,
+        *,
+        max_turns: int | None = None,
+        backend: str = "docker",
+        backend_config: Mapping[str, Any] | None = None,
+        parser: str | None = None,
+        max_completion_chars: int = 65536,
+        render_mode: str | None = None,
+    ) -> None:
+        if dataset is None:
+            raise ValueError(
+                "TerminalEpisodeEnv: expected a dataset of sandboxed pivots (`pivot synthesize`), got None"
+            )
+        super().__init__(
+            dataset,
+            max_turns=max_turns,
+            parser=parser,
+            max_completion_chars=max_completion_chars,
+            render_mode=render_mode,
+        )
+        self.backend = get_host().get("sandboxes", backend)(**dict(backend_config or {}))
+        self.session: Any = None
+        self._killed: str | None = None
+
+    def accepts(self, pivot: Pivot) -> bool:
+        """Pivots with a sandbox; anything else in the data is an error naming the pivot."""
+        if not isinstance(pivot.context.get("sandbox"), Mapping):
+            raise ValueError(
+                f"TerminalEpisodeEnv: expected pivots with context['sandbox'] (from `pivot synthesize`), "
+                f"got pivot {pivot.id!r}"
+            )
+        return True
+
+    def default_budget(self, pivot: Pivot) -> int:
+        """The pivot's `max_turns` (or 50) less the agent turns already in the history."""
+        total = int(pivot.context.get("max_turns") or DEFAULT_TURNS)
+        return total - sum(1 for m in pivot.history if m.role == "assistant")
+
+    def restore(self, pivot: Pivot) -> dict[str, Any]:
+        """Start the episode's container at the pivot's state (snapshot of set-up + history)."""
+        from verifiers_plugins.sandbox import SandboxSpec
+        from verifiers_plugins.sandbox._session import open_session
+
+        spec = SandboxSpec.from_context(pivot.context)
+        history = history_commands(pivot)
+        self._killed = None
+        self.session = open_session(self.backend, spec, history)
+        return {"restore": {"commands": len(history), "image": spec.image}}
+
+    def act(self, message: Message) -> StepResult:
+        """Run the turn's keystrokes in the live shell; `task_complete` ends the episode."""
+        turn = parse_terminus(message.content)
+        if turn is None:
+            return StepResult((Message("user", PARSE_ERROR),))
+        done = "task_complete" if turn.get("task_complete") is True else None
+        shown = []
+        for command in action_commands(message):
+            cwd = self.session.cwd
+            run = self.session.run(command)
+            if run.killed:
+                self._killed = f"{command[:80]!r}: {run.killed}"
+                shown.append(screen(cwd, command, f"[stopped by the sandbox: {run.killed}]"))
+                return StepResult((Message("user", "New Terminal Output:\n\n" + "".join(shown)),), "killed")
+            shown.append(screen(cwd, command, run.output))
+        if done and not shown:
+            return StepResult((), done)  # a bare "task complete" turn: nothing ran, nothing to show
+        text = "New Terminal Output:\n\n" + ("".join(shown) or "(no command ran)\n")
+        return StepResult((Message("user", text),), done)
+
+    def outcome(self, ended_by: str) -> EpisodeOutcome:
+        """The task's tests in the final state (0 with the reason when a command had to be stopped)."""
+        assert self.current is not None
+        if self._killed is not None:
+            return EpisodeOutcome(0.0, ended_by, self.rule, {"killed": self._killed})
+        tests = self.current.context.get("task_tests")
+        if not isinstance(tests, Mapping) or not tests.get("commands"):
+            return EpisodeOutcome(
+                0.0,
+                ended_by,
+                self.rule,
+                error=f"pivot {self.current.id!r} carries no task tests (context['task_tests'])",
+            )
+        timeout = float(tests.get("timeout") or 60.0)
+        results = []
+        for command in tests["commands"]:
+            run = self.session.run_as_root(str(command), timeout)
+            results.append(
+                {
+                    "command": str(command)[:200],
+                    "exit_code": run.exit_code,
+                    "killed": run.killed,
+                    "output": run.output[-500:],
+                }
+            )
+            if run.exit_code != 0:
+                break
+        passed = len(results) == len(tests["commands"]) and all(r["exit_code"] == 0 for r in results)
+        return EpisodeOutcome(1.0 if passed else 0.0, ended_by, self.rule, {"tests": results, "passed": passed})
+
+    def release(self) -> None:
+        """Remove the episode's container."""
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
+
+
+def with_task_tests(pivot_json: Mapping[str, Any], commands: Sequence[str], timeout: float = 60.0) -> dict[str, Any]:
+    """A pivot record with `context["task_tests"]` set (for data prepared before issue 17's task tests)."""
+    out = json.loads(json.dumps(pivot_json))
+    out.setdefault("context", {})["task_tests"] = {"commands": list(commands), "timeout": timeout}
+    return out

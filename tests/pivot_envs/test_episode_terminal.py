@@ -1,0 +1,197 @@
+"""`pivot/terminal-episode-v0` on a synthesized task in the real Docker engine (busybox image)."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import pivot_envs  # noqa: F401  (registers the env ids)
+from pivot_envs import extract_pivots, write_pivots
+from pivot_envs._render import render_completion
+
+pytestmark = pytest.mark.docker
+
+# A task of our own (Terminal-Bench data carries a canary): its tests are shell checks run as root.
+TASK = {
+    "task_id": "episode-notes",
+    "instruction": "In /app/project, copy the TODO lines of notes.txt into todo.txt and mark the draft final.",
+    "setup": ["mkdir -p project && printf 'alpha TODO one\\nbeta draft\\ngamma TODO two\\n' > project/notes.txt"],
+    "solution_commands": ["cd project", "grep TODO notes.txt > todo.txt", "sed -i 's/draft/final/' notes.txt", "ls"],
+}
+TESTS = [
+    'test "$(cat /app/project/todo.txt)" = "$(printf \'alpha TODO one\\ngamma TODO two\')"',
+    "grep -q 'beta final' /app/project/notes.txt",
+    "! grep -q draft /app/project/notes.txt",
+]
+CONFIG = {"action_timeout": 3.0, "pool_size": 0}  # a backend of its own: short timeout, nothing pooled
+
+
+def terminus(*commands, complete=False):
+    keys = [{"keystrokes": c + "\n", "duration": 0.1} for c in commands]
+    return json.dumps({"analysis": "a", "plan": "p", "commands": keys, "task_complete": complete})
+
+
+@pytest.fixture(scope="module")
+def busybox():
+    from verifiers_plugins.sandbox import SandboxUnavailable, docker_backend
+    from verifiers_plugins.sandbox._images import build_busybox_image
+
+    try:
+        client = docker_backend().client
+    except SandboxUnavailable as e:
+        pytest.fail(f"these tests need the Docker engine: {e}")
+    return build_busybox_image(client, "pivot-gym/busybox:1")
+
+
+@pytest.fixture(scope="module")
+def dataset(busybox, tmp_path_factory):
+    from verifiers_plugins.sandbox import docker_backend
+    from verifiers_plugins.sandbox._synthesize import synthesize_task, task_spec
+
+    traj, reason = synthesize_task(TASK, task_spec(TASK, busybox), docker_backend())
+    assert traj is not None, reason
+    tests = {"commands": TESTS, "timeout": 10.0}
+    traj = dataclasses.replace(traj, context={**traj.context, "task_tests": tests})
+    path = tmp_path_factory.mktemp("episodes") / "pivots.jsonl"
+    write_pivots(list(extract_pivots(traj)), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def env(dataset):
+    e = gym.make("pivot/terminal-episode-v0", dataset=str(dataset), backend_config=CONFIG).unwrapped
+    yield e
+    e.close()
+
+
+def replay_expert(env, pivot, insert=None):
+    """Step the recorded expert turns from `pivot` (`insert` runs first, when given)."""
+    recorded = env.recorded_messages(pivot)
+    env.reset(options={"pivot_id": pivot.id})
+    turns = [render_completion(m, "terminal") for m in recorded[len(pivot.history) :] if m.role == "assistant"]
+    for text in ([insert] if insert else []) + turns:
+        _, reward, terminated, truncated, info = env.step(text)
+        if terminated or truncated:
+            return reward, terminated, info
+    raise AssertionError(f"{pivot.id}: the expert's turns ran out before the episode ended")
+
+
+def test_expert_from_every_pivot_passes_the_tests_and_reproduces_the_terminal(env):
+    assert len(env.pivots) == len(TASK["solution_commands"]) + 1
+    for pivot in env.pivots:
+        reward, terminated, info = replay_expert(env, pivot)
+        assert (reward, terminated, info["outcome"]["ended_by"]) == (1.0, True, "task_complete"), (pivot.id, info)
+        # the live shell shows what the synthesized session showed, turn by turn
+        recorded = env.recorded_messages(pivot)
+        assert [m.content for m in env.conversation] == [m.content for m in recorded], pivot.id
+
+
+def test_task_complete_at_once_fails_the_tests(env):
+    first = env.pivots[0]
+    env.reset(options={"pivot_id": first.id})
+    _, reward, terminated, _, info = env.step(terminus(complete=True))
+    assert (reward, terminated) == (0.0, True)
+    assert info["outcome"]["details"]["passed"] is False and info["outcome"]["error"] is None
+
+
+def test_a_command_that_breaks_a_file_fails_the_tests(env):
+    reward, terminated, info = replay_expert(env, env.pivots[0], insert=terminus("rm /app/project/notes.txt"))
+    assert (reward, terminated) == (0.0, True)
+    assert info["outcome"]["details"]["tests"][-1]["exit_code"] != 0
+
+
+@pytest.mark.parametrize(("command", "why"), [("sleep 30", "timeout"), ("while :; do :; done", "timeout")])
+def test_adversarial_commands_are_stopped_scored_zero_and_removed(env, command, why, busybox):
+    from verifiers_plugins.sandbox import LABEL
+
+    env.reset(options={"pivot_id": env.pivots[1].id})
+    container = env.session.container_id
+    _, reward, terminated, _, info = env.step(terminus(command))
+    assert (reward, terminated, info["outcome"]["ended_by"]) == (0.0, True, "killed")
+    assert why in info["outcome"]["details"]["killed"]
+    assert env.session is None
+    env.backend.drain()
+    running = env.backend.client.containers.list(filters={"label": f"{LABEL}.backend={env.backend.token}"})
+    assert container not in [c.id for c in running if c.labels.get(LABEL) == "episode"]
+
+
+def test_an_output_flood_is_bounded_and_the_episode_goes_on(env):
+    env.reset(options={"pivot_id": env.pivots[1].id})
+    _, _, terminated, truncated, info = env.step(terminus("yes"))
+    assert not (terminated or truncated)
+    shown = info["new_messages"][0]["content"]
+    assert len(shown) < 4200 and shown.endswith("[... output truncated]\n")
+
+
+def test_unparseable_turn_gets_terminus_error_and_the_episode_goes_on(env):
+    env.reset(options={"pivot_id": env.pivots[0].id})
+    _, reward, terminated, truncated, info = env.step("let me think")
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert info["new_messages"][0]["content"].startswith("Previous response had parsing errors")
+
+
+def test_pivot_without_tests_is_an_error_outcome(dataset, tmp_path):
+    rows = [json.loads(line) for line in dataset.read_text().splitlines()]
+    for row in rows:
+        row["context"].pop("task_tests")
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    e = gym.make("pivot/terminal-episode-v0", dataset=str(bare), backend_config=CONFIG).unwrapped
+    try:
+        e.reset(options={"pivot_id": e.pivots[-1].id})
+        _, reward, *_, info = e.step(terminus(complete=True))
+    finally:
+        e.close()
+    assert reward == 0.0 and "no task tests" in info["outcome"]["error"]
+
+
+def test_check_env_and_close_leaves_no_container(dataset):
+    from verifiers_plugins.sandbox import LABEL
+
+    e = gym.make("pivot/terminal-episode-v0", dataset=str(dataset), backend_config={**CONFIG, "max_snapshots": 8})
+    e = e.unwrapped
+    check_env(e, skip_render_check=True)
+    e.reset(seed=0)
+    e.close()
+    e.backend.close()
+    left = e.backend.client.containers.list(all=True, filters={"label": f"{LABEL}.backend={e.backend.token}"})
+    assert left == []
+
+
+CHILD = textwrap.dedent("""
+    import gymnasium as gym, json, pivot_envs
+    env = gym.make("pivot/terminal-episode-v0", dataset=PATH, backend_config={"action_timeout": 120.0}).unwrapped
+    env.reset(options={"pivot_id": env.pivots[0].id})
+    print("started", flush=True)
+    env.step(json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": "sleep 1000\\n"}]}))
+""")
+
+
+def test_sigterm_mid_episode_leaves_nothing(dataset, busybox):
+    from verifiers_plugins.sandbox import LABEL, docker_backend
+
+    client = docker_backend().client
+    script = CHILD.replace("PATH", repr(str(dataset)))
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.getcwd()}, stdout=subprocess.PIPE, text=True
+    )
+    owner = {"label": f"{LABEL}.owner={os.uname().nodename}:{child.pid}"}
+    try:
+        assert child.stdout.readline().strip() == "started"
+        deadline = time.time() + 60
+        while not client.containers.list(filters=owner) and time.time() < deadline:
+            time.sleep(0.2)
+        assert client.containers.list(filters=owner), "the episode's container never showed up"
+        time.sleep(1.0)  # the sleep is running in it now
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=60)
+    assert client.containers.list(all=True, filters=owner) == []
