@@ -138,8 +138,11 @@ def gc(
 ) -> None:
     """Remove leftover pivot-gym containers and snapshot images (of processes that are gone)."""
     from verifiers_plugins.sandbox._cleanup import gc as run_gc
+    from verifiers_plugins.sandbox._cleanup import removed_in_this_process
 
-    report = run_gc(_client(), everything=everything).to_json()
+    run_gc(_client(), everything=everything)
+    # Connecting already swept dead owners' leftovers: count that sweep too, not only this call.
+    report = removed_in_this_process().to_json()
     if as_json:
         emit_json(report)
     else:

@@ -52,8 +52,24 @@ def owner_alive(owner: str) -> bool:
     return True
 
 
+# What every `gc` of this process removed. A backend sweeps dead owners' leftovers when it first
+# connects, so `pivot sandbox gc`, which connects through one, finds nothing left to remove: what
+# the command really removed is the sweep's count plus its own, which this total holds.
+_REMOVED = [0, 0]
+# Reentrant: an exit signal may run a gc on the thread that is updating the total.
+_TALLY = threading.RLock()
+
+
+def removed_in_this_process() -> GcReport:
+    """Everything `gc` removed in this process so far (the start-up sweep of a backend included)."""
+    with _TALLY:
+        return GcReport(*_REMOVED)
+
+
 def gc(client: Any, *, everything: bool = False, owner: str | None = None) -> GcReport:
     """Remove pivot-gym containers and snapshot images whose owner is gone.
+
+    Counts only what the daemon confirmed removed (an image it only untagged is not removed).
 
     Args:
         client: a docker client.
@@ -75,10 +91,14 @@ def gc(client: Any, *, everything: bool = False, owner: str | None = None) -> Gc
         who = (img.labels or {}).get(f"{LABEL}.owner", "")
         if everything or (owner is not None and who == owner) or (owner is None and not owner_alive(who)):
             try:
-                client.images.remove(img.id, force=True)
-                n_images += 1
+                answer = client.api.remove_image(img.id, force=True)
             except docker.errors.APIError:
-                pass
+                continue
+            # The daemon lists what it untagged and what it deleted; only a deletion frees the image.
+            n_images += any("Deleted" in row for row in answer or ())
+    with _TALLY:
+        _REMOVED[0] += n_containers
+        _REMOVED[1] += n_images
     return GcReport(n_containers, n_images)
 
 
