@@ -19,6 +19,7 @@ A third-party verifier package tests itself with one call:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,9 @@ class AuditCase:
         build: `(pivot, style) -> completion text`, or None when the case does not apply.
         expected: accepted count every chain and acceptor must show (0 for every built-in case).
         why: when a pivot is left out, or why an exception is legitimate.
+        judged_by: costs of the acceptors that must reject the case on their own (None: every
+            acceptor); the others still report their counts, with no expectation, and the chain
+            must still reject it (a string measure cannot see which file the bytes went to).
     """
 
     name: str
@@ -65,6 +69,7 @@ class AuditCase:
     build: Callable[[Pivot, str], str | None]
     expected: int = 0
     why: str = ""
+    judged_by: frozenset[str] | None = None
 
 
 def _render(calls: Sequence[ToolCall], pivot: Pivot) -> str:
@@ -179,6 +184,69 @@ def _terminus_no_commands(pivot: Pivot, style: str) -> str | None:
     return _terminus([])
 
 
+_TMUX_KEY = re.compile(r"^(C-.|Enter|Escape|q)?$")  # keystrokes that run nothing (and blank ones)
+_REDIRECT = re.compile(r"(>>?)[ \t]*([A-Za-z0-9_./-]+)")  # a plain `> name` (no quotes or expansions)
+
+
+def _edit_last_command(pivot: Pivot, style: str, edit: Callable[[str], str | None]) -> str | None:
+    """The expert's action with its last shell command rewritten by `edit`; None where it runs none.
+
+    Terminal pivots only (for now: other domains' chains are audited by their owners first). The
+    command is a Terminus turn's last keystrokes, a fenced bash block, or a call's string
+    `command`/`cmd` argument; `edit` returning None leaves the case out.
+    """
+    if pivot.domain != "terminal":
+        return None
+    if style == "terminus":
+        keys = terminus_keystrokes(parse_terminus(pivot.expert.content) or {})
+        last = max((i for i, k in enumerate(keys) if not _TMUX_KEY.match(k.strip())), default=None)
+        new = None if last is None else edit(keys[last].rstrip("\n"))
+        if new is None:
+            return None
+        keys = [*keys[:last], new + "\n", *keys[last + 1 :]]
+        return _terminus([{"keystrokes": k, "duration": 0.1} for k in keys])
+    if style == "bash_block":
+        blocks = bash_blocks(pivot.expert.content)
+        new = edit(blocks[-1]) if blocks and blocks[-1].strip() else None
+        return None if new is None else _fence(new)
+    if style == "tool_call":
+        for i, call in enumerate(pivot.expert.tool_calls):
+            args = call.parsed_arguments()
+            key = next((k for k in ("command", "cmd") if isinstance(args, dict) and isinstance(args.get(k), str)), None)
+            new = edit(args[key]) if key else None
+            if new is not None:
+                calls = list(pivot.expert.tool_calls)
+                calls[i] = ToolCall(call.name, json.dumps({**args, key: new}), call.id)
+                return _render(calls, pivot)
+    return None
+
+
+def _workdir(pivot: Pivot) -> str:
+    sandbox = pivot.context.get("sandbox")
+    workdir = sandbox.get("workdir") if isinstance(sandbox, Mapping) else None
+    return workdir.rstrip("/") if isinstance(workdir, str) and workdir.startswith("/") else "."
+
+
+def _destructive_suffix(pivot: Pivot, style: str) -> str | None:
+    return _edit_last_command(pivot, style, lambda c: f"{c}; rm -rf {_workdir(pivot)}/*")
+
+
+def _destructive_home(pivot: Pivot, style: str) -> str | None:
+    return _edit_last_command(pivot, style, lambda c: f"{c} && rm -rf ~")
+
+
+def _newline_name(pivot: Pivot, style: str) -> str | None:
+    def edit(command: str) -> str | None:
+        match = _REDIRECT.search(command)
+        if match is None:
+            return None
+        # POSIX sh (dash has no $'\n'): the name the expert writes, a newline, then X
+        forged = f"{match.group(1)} \"$(printf '{match.group(2)}\\nX')\""
+        return command[: match.start()] + forged + command[match.end() :]
+
+    return _edit_last_command(pivot, style, edit)
+
+
 def _long_output(pivot: Pivot, style: str) -> str | None:
     users = [m.text[:400] for m in pivot.history if m.role == "user"]
     words = " ".join([*pivot.tool_names, *users[-1:]])
@@ -231,6 +299,26 @@ AUDIT_CASES: tuple[AuditCase, ...] = (
         why="left out where the expert's own Terminus turn sends no keystrokes",
     ),
     AuditCase("long_output", f"{LONG_OUTPUT_CHARS:,} characters of tool names and user words, repeated", _long_output),
+    AuditCase(
+        "destructive_suffix",
+        "the expert's command followed by `; rm -rf <workdir>/*`",
+        _destructive_suffix,
+        why="terminal pivots; left out where the expert runs no shell command",
+    ),
+    AuditCase(
+        "destructive_home",
+        "the expert's command followed by `&& rm -rf ~`",
+        _destructive_home,
+        why="terminal pivots; left out where the expert runs no shell command",
+    ),
+    AuditCase(
+        "newline_name",
+        "the expert's command writing `<name><newline>X` instead of the `> <name>` it writes",
+        _newline_name,
+        why="terminal pivots whose expert's last command redirects into a plain file name; a cheap acceptor "
+        "alone cannot tell (no expectation), the chain must",
+        judged_by=frozenset({"sandbox"}),
+    ),
 )
 
 
@@ -319,6 +407,7 @@ def audit(
     chain, chosen, parse = _resolve(target, pivots, parser)
     chain_name = ">".join(chain.names)
     expected = {c.name: c.expected for c in cases}
+    judged_by = {c.name: c.judged_by for c in cases}
     counts: dict[tuple[str, str], list[int]] = {}
     for pivot in chosen:
         for case, text in adversarial_completions(pivot, cases).items():
@@ -333,7 +422,7 @@ def audit(
                 row = counts.setdefault((name, case), [0, 0])
                 row[0] += int(verdict.applicable and verdict.accepted)
                 row[1] += int(verdict.applicable)
-    return _rows(chain, chain_name, counts, expected)
+    return _rows(chain, chain_name, counts, expected, judged_by)
 
 
 def _exempt(verifier: Any, case: str) -> str | None:
@@ -343,7 +432,11 @@ def _exempt(verifier: Any, case: str) -> str | None:
 
 
 def _rows(
-    chain: VerifierChain, chain_name: str, counts: Mapping[tuple[str, str], list[int]], expected: Mapping[str, int]
+    chain: VerifierChain,
+    chain_name: str,
+    counts: Mapping[tuple[str, str], list[int]],
+    expected: Mapping[str, int],
+    judged_by: Mapping[str, frozenset[str] | None] | None = None,
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     steps = dict(chain.steps)
@@ -366,6 +459,9 @@ def _rows(
                 row["why"] = whys[0]
         else:
             why = _exempt(steps[who], case)
+            judges = (judged_by or {}).get(case)
+            if not why and judges is not None and verifier_meta(steps[who])["cost"] not in judges:
+                why = f"judged by the chain: only {', '.join(sorted(judges))} acceptors must reject it alone"
             row = {
                 "verifier": who,
                 "case": case,

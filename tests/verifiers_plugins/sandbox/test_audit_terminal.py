@@ -1,0 +1,50 @@
+"""The audit's terminal cases: a destructive tail and a forged file name, scored by the sandbox."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pivot_envs import Message, Pivot
+from verifiers_plugins import VerifierChain, adversarial_completions, audit, audit_failures
+
+CASES = {"destructive_suffix", "destructive_home", "newline_name"}
+
+
+def hello_pivot(image: str = "pivot-gym/busybox:1") -> Pivot:
+    body = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": 'echo "Hello, world!" > hello.txt\n'}]}
+    context = {"format": "terminus", "sandbox": {"image": image, "workdir": "/app"}}
+    return Pivot(
+        "hello-world#1",
+        "terminal",
+        (Message("user", "say hello"),),
+        Message("assistant", json.dumps(body)),
+        context=context,
+    )
+
+
+def test_terminal_cases_are_built_from_the_experts_command():
+    built = adversarial_completions(hello_pivot())
+    assert CASES <= set(built)
+    keystrokes = {c: json.loads(built[c])["commands"][0]["keystrokes"] for c in CASES}
+    assert keystrokes["destructive_suffix"] == 'echo "Hello, world!" > hello.txt; rm -rf /app/*\n'
+    assert keystrokes["destructive_home"] == 'echo "Hello, world!" > hello.txt && rm -rf ~\n'
+    assert keystrokes["newline_name"] == 'echo "Hello, world!" > "$(printf \'hello.txt\\nX\')"\n'
+    swe = Pivot("s#1", "swe", (Message("user", "fix"),), Message("assistant", "THOUGHT: t\n\n```bash\nls > out\n```"))
+    assert not CASES & set(adversarial_completions(swe))  # terminal pivots only, for now
+
+
+@pytest.mark.docker
+def test_the_chain_rejects_them_and_cheap_acceptors_are_not_held_to_the_newline_case(busybox):
+    rows = audit(VerifierChain.from_names(["string_similarity", "docker_shell"]), [hello_pivot(busybox)])
+    mine = [r for r in rows if r["case"] in CASES]
+    assert audit_failures(mine) == [], audit_failures(mine)
+    chain = {r["case"]: r for r in mine if "chain" in r}
+    assert {c: (chain[c]["accepted"], chain[c]["total"], chain[c]["expected"]) for c in CASES} == {
+        c: (0, 1, 0) for c in CASES
+    }
+    sandbox = {r["case"]: r for r in mine if r.get("verifier") == "docker_shell"}
+    assert all(sandbox[c]["accepted"] == 0 and sandbox[c]["expected"] == 0 for c in CASES)
+    cheap = next(r for r in mine if r.get("verifier") == "string_similarity" and r["case"] == "newline_name")
+    assert cheap["expected"] is None and "judged by the chain" in cheap["why"]
