@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 # Deep enough for any real tool call or record; shallow enough that recursive readers
 # downstream (jsonschema, canonicalisers, `json.dumps`) stay far from the recursion limit.
 MAX_DEPTH = 64
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
 
 
 class UnsafeJSON(json.JSONDecodeError):
@@ -98,10 +100,26 @@ def decode_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
         raise UnsafeJSON(f"nesting deeper than {max_depth} levels", text, 0) from e
     except ValueError as e:  # integers past sys.get_int_max_str_digits(), NaN/Infinity, float overflow
         raise UnsafeJSON(str(e).split(";")[0], text, 0) from e
+    if _plainly_safe(text, max_depth):
+        return value
     problem = check_value(value, max_depth)
     if problem is not None:
         raise UnsafeJSON(problem, text, 0)
     return value
+
+
+def _plainly_safe(text: str, max_depth: int) -> bool:
+    """True when the text alone shows what `check_value` would walk the value to find.
+
+    A lone surrogate in a decoded value comes from a surrogate in the text or a `\\uD800`-`\\uDFFF`
+    escape; nesting is at most the number of brackets. Tool-call arguments are a few brackets of
+    plain text, so the walk (the costly part of decoding them) is rarely needed.
+    """
+    if text.count("[") + text.count("{") > max_depth:
+        return False
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        return False
+    return not has_lone_surrogate(text)
 
 
 __all__ = ["MAX_DEPTH", "UnsafeJSON", "check_value", "decode_json", "has_lone_surrogate"]

@@ -35,7 +35,15 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
+
+try:  # the C functions under `signal`: its wrappers convert to and from enums, a third of a cheap group's cost
+    from _signal import getsignal as _getsignal
+    from _signal import signal as _setsignal
+except ImportError:  # another Python: the public wrappers do the same
+    from signal import getsignal as _getsignal
+    from signal import signal as _setsignal
 
 from verifiers_plugins.errors import VerifierTimeout
 
@@ -218,14 +226,14 @@ class Bounder:
 
     def __enter__(self) -> Bounder:
         if _timer_free():
-            self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
+            self._previous = _setsignal(signal.SIGALRM, self._on_alarm)
             self.in_place = True
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.in_place:
             self._disarm()
-            signal.signal(signal.SIGALRM, self._previous)
+            _setsignal(signal.SIGALRM, self._previous)
             self.in_place = False
 
     def _on_alarm(self, signum: int, frame: object) -> None:
@@ -237,23 +245,26 @@ class Bounder:
             signal.setitimer(signal.ITIMER_REAL, 0)
             self._armed_for = 0.0
 
-    def each(self, calls: Sequence[Callable[[], Any]], timeout: float, interruptible: bool) -> list[Any]:
-        """Every call's result, each within `timeout`; a call that raised or timed out gives its exception.
+    def each(
+        self, fn: Callable[..., Any], argsets: Sequence[tuple[Any, ...]], timeout: float, interruptible: bool
+    ) -> list[Any]:
+        """`fn(*args)` for every args tuple, each call within `timeout`.
 
-        Awaitable results are awaited, each within `timeout`.
+        A call that raised or timed out gives its exception. Results are returned as they are: an
+        awaitable is the caller's to await (`await_all`).
         """
         if not (interruptible and self.in_place):
             self._disarm()  # a thread hand-off waits in this thread: no alarm may land in the wait
-            return await_all([self._on_worker(fn, timeout) for fn in calls], timeout)
+            return [self._on_worker(partial(fn, *args), timeout) for args in argsets]
         out: list[Any] = []
-        for fn in calls:
+        for args in argsets:
             now = time.monotonic()
             if self._armed_for != timeout or now - self._armed_at > _REARM_AFTER_S:
                 signal.setitimer(signal.ITIMER_REAL, timeout)
                 self._armed_at, self._armed_for = now, timeout
             self._in_call = True
             try:
-                out.append(fn())
+                out.append(fn(*args))
             except _Deadline:
                 self._armed_for = 0.0
                 out.append(VerifierTimeout(f"timed out after {timeout:g}s (interrupted)"))
@@ -261,7 +272,7 @@ class Bounder:
                 out.append(e)
             finally:
                 self._in_call = False
-        return await_all(out, timeout)
+        return out
 
     @staticmethod
     def _on_worker(fn: Callable[[], Any], timeout: float) -> Any:
@@ -275,13 +286,17 @@ def _timer_free() -> bool:
     """True on the main thread when no one else uses SIGALRM or the real-time timer."""
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         return False
-    return signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    return _getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
 
 
 def call_each_bounded(calls: Sequence[Callable[[], Any]], timeout: float, interruptible: bool = False) -> list[Any]:
     """`Bounder().each(...)` for a single run of calls."""
     with Bounder() as bounder:
-        return bounder.each(calls, timeout, interruptible)
+        return await_all(bounder.each(_call, [(fn,) for fn in calls], timeout, interruptible), timeout)
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    return fn()
 
 
 def call_bounded(fn: Callable[[], T], timeout: float, interruptible: bool = False) -> T:

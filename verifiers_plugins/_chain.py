@@ -5,9 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from verifiers_plugins._async import Bounder, await_all, is_async_verifier, verify_timeout
@@ -146,11 +145,10 @@ class _Step:
         batch = getattr(verifier, "verify_batch", None)
         if callable(batch):
             timeout = self.timeout * len(actions)
-            (value,) = (
-                await_all([_called(batch, pivot, actions)], timeout)
-                if self.is_async
-                else bounder.each([lambda: batch(pivot, actions)], timeout, self.interruptible)
-            )
+            if self.is_async:
+                (value,) = await_all([_called(batch, pivot, actions)], timeout)
+            else:
+                (value,) = _awaited(bounder.each(batch, [(pivot, actions)], timeout, self.interruptible), timeout)
             if isinstance(value, VerifierTimeout):
                 return [as_verdict(name, value) for _ in actions]
             if (
@@ -163,8 +161,16 @@ class _Step:
         if self.is_async:
             values = await_all([_called(verify, pivot, a) for a in actions], self.timeout)
         else:
-            values = bounder.each([partial(verify, pivot, a) for a in actions], self.timeout, self.interruptible)
+            argsets = [(pivot, a) for a in actions]
+            values = _awaited(bounder.each(verify, argsets, self.timeout, self.interruptible), self.timeout)
         return [as_verdict(name, v) for v in values]
+
+
+def _awaited(values: list[Any], timeout: float) -> list[Any]:
+    """Values with any awaitable among them awaited (a sync-looking verifier may still return a coroutine)."""
+    if all(type(v) is Verdict for v in values):  # the common case, without an isawaitable probe per value
+        return values
+    return await_all(values, timeout)
 
 
 def _called(fn: Any, *args: Any) -> Any:
@@ -199,9 +205,10 @@ class _Decision:
     plain wrong answer.
     """
 
-    __slots__ = ("best", "identical", "provisional", "provisional_cost", "result", "verdicts")
+    __slots__ = ("action", "best", "identical", "pivot", "provisional", "provisional_cost", "result", "verdicts")
 
-    def __init__(self) -> None:
+    def __init__(self, pivot: Pivot, action: Message) -> None:
+        self.pivot, self.action = pivot, action
         self.verdicts: dict[str, Verdict] = {}
         self.best: Verdict | None = None
         self.provisional: Verdict | None = None
@@ -209,7 +216,13 @@ class _Decision:
         self.result: ChainResult | None = None
         self.identical: bool | None = None
 
-    def add(self, step: _Step, verdict: Verdict, top_cost: int, expert_identical: Callable[[], bool]) -> None:
+    def expert_identical(self) -> bool:
+        """`same_action(expert, action)`, asked at most once per action."""
+        if self.identical is None:
+            self.identical = same_action(self.pivot.expert, self.action)
+        return self.identical
+
+    def add(self, step: _Step, verdict: Verdict, top_cost: int) -> None:
         """Fold in the next verdict; sets `result` once the chain has decided."""
         self.verdicts[step.name] = verdict
         if not verdict.applicable:
@@ -221,7 +234,7 @@ class _Decision:
         if self.provisional is not None and step.cost > self.provisional_cost:
             self.provisional = None  # a more faithful acceptor applies: it decides, the cheap acceptance does not
         if verdict.accepted:
-            if step.cost < top_cost and not expert_identical():
+            if step.cost < top_cost and not self.expert_identical():
                 if self.provisional is None:
                     self.provisional, self.provisional_cost = verdict, step.cost
                 return
@@ -302,7 +315,7 @@ class VerifierChain:
 
     def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[ChainResult]:
         """Score a group of actions at one pivot, each verifier called once on the actions still undecided."""
-        decisions = [_Decision() for _ in actions]
+        decisions = [_Decision(pivot, a) for a in actions]
         with Bounder() as bounder:
             for step in self._steps:
                 live = [i for i, d in enumerate(decisions) if d.result is None]
@@ -310,17 +323,8 @@ class VerifierChain:
                     break
                 verdicts = step.run(pivot, [actions[i] for i in live], bounder)
                 for i, verdict in zip(live, verdicts, strict=True):
-                    decisions[i].add(
-                        step, verdict, self._top_cost, partial(_identical, decisions[i], pivot, actions[i])
-                    )
+                    decisions[i].add(step, verdict, self._top_cost)
         return [d.finish(self._has_acceptor) for d in decisions]
-
-
-def _identical(decision: _Decision, pivot: Pivot, action: Message) -> bool:
-    """`same_action(expert, action)`, asked at most once per action."""
-    if decision.identical is None:
-        decision.identical = same_action(pivot.expert, action)
-    return decision.identical
 
 
 def same_action(expert: Message, action: Message) -> bool:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import fastjsonschema
 import jsonschema
 
 from pivot_envs._actions import TERMINUS_SCHEMA, parse_terminus
@@ -20,17 +23,59 @@ def is_terminus(pivot: Pivot) -> bool:
     )
 
 
-def schema_errors(instance: Any, schema: Mapping[str, Any]) -> list[str]:
-    """Validation messages ("at <path>: <message>"), empty when valid or the schema itself is unusable."""
+# Compiled validators by schema object. A pivot's tool schemas are the same dict objects call after
+# call, so a group (and every later group at that pivot) compiles each schema once; the entry holds
+# the schema itself, so its id cannot be reused by another object while it is cached. The entry is
+# (schema, jsonschema validator, fastjsonschema function or None): fastjsonschema's generated code
+# answers "valid" about 10x faster; jsonschema stays the judge whenever it says anything else.
+_VALIDATORS: OrderedDict[int, tuple[Mapping[str, Any], Any, Any]] = OrderedDict()
+_VALIDATORS_SIZE = 1024
+_VALIDATORS_LOCK = threading.Lock()
+
+
+def validators_for(schema: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(jsonschema validator or None when the schema is unusable, fastjsonschema function or None), compiled once."""
+    with _VALIDATORS_LOCK:
+        hit = _VALIDATORS.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            _VALIDATORS.move_to_end(id(schema))
+            return hit[1], hit[2]
     try:
         cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
         validator = cls(schema)
-        return [
-            f"at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message}"
-            for e in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
-        ][:5]
-    except jsonschema.SchemaError:
+    except (jsonschema.SchemaError, TypeError, AttributeError):
+        validator = None
+    fast = None
+    if validator is not None:
+        try:
+            fast = fastjsonschema.compile(dict(schema))
+        except Exception:  # a schema fastjsonschema cannot compile: jsonschema alone decides
+            fast = None
+    with _VALIDATORS_LOCK:
+        _VALIDATORS[id(schema)] = (schema, validator, fast)
+        while len(_VALIDATORS) > _VALIDATORS_SIZE:
+            _VALIDATORS.popitem(last=False)
+    return validator, fast
+
+
+def schema_errors(instance: Any, schema: Mapping[str, Any]) -> list[str]:
+    """Validation messages ("at <path>: <message>"), empty when valid or the schema itself is unusable."""
+    validator, fast = validators_for(schema)
+    if validator is None:
         return []
+    if fast is not None:
+        try:
+            fast(instance)
+            return []
+        except Exception:  # JsonSchemaValueException or a failure of the generated code: ask jsonschema
+            pass
+    if validator.is_valid(instance):
+        return []
+    return [
+        f"at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message}"
+        for e in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    ][:5]
 
 
 class JsonSchemaGate:

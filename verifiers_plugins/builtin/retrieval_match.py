@@ -13,6 +13,7 @@ tool and similar argument.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from pivot_envs.browse._tools import DEFAULT_K
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
+_HITS_CACHE_SIZE = 4096
 RETRIEVAL_TOOLS = {"search": "query", "open": "title", "find": "keyword"}
 
 
@@ -64,10 +66,29 @@ class RetrievalMatch:
             raise ValueError(f"retrieval_match: expected k >= 1, got {k!r}")
         self.corpus, self.k = corpus, k
         self.keyword_threshold, self.text_threshold = keyword_threshold, text_threshold
+        # Opened once per corpus; a GRPO group asks the same few queries again and again (the
+        # index is read-only, so the hits of a query never change within a process).
+        self._backends: dict[Any, SearchBackend] = {}
+        self._hits: OrderedDict[tuple[Any, str, int], list[str]] = OrderedDict()
 
     def backend(self, pivot: Pivot) -> SearchBackend:
-        """The backend for this pivot's corpus."""
-        return open_backend(self.corpus if self.corpus is not None else pivot.context.get("corpus"))
+        """The backend for this pivot's corpus (opened once per corpus)."""
+        corpus = self.corpus if self.corpus is not None else pivot.context.get("corpus")
+        key = corpus if isinstance(corpus, str | None) else repr(corpus)
+        if key not in self._backends:
+            self._backends[key] = open_backend(corpus)
+        return self._backends[key]
+
+    def _search_hits(self, pivot: Pivot, query: Any, k: int) -> list[str]:
+        key = (self.corpus if self.corpus is not None else repr(pivot.context.get("corpus")), repr(query), k)
+        if key in self._hits:
+            self._hits.move_to_end(key)
+            return self._hits[key]
+        hits = [h.doc_id for h in self.backend(pivot).search(query, k)]
+        self._hits[key] = hits
+        while len(self._hits) > _HITS_CACHE_SIZE:
+            self._hits.popitem(last=False)
+        return hits
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Dispatch on the candidate's tool."""
@@ -96,7 +117,7 @@ class RetrievalMatch:
 
     def _search(self, pivot: Pivot, args: Mapping[str, Any], wanted: set[str]) -> Verdict:
         k = min(call_k(args), self.k)
-        hits = [h.doc_id for h in self.backend(pivot).search(args["query"], k)]
+        hits = list(self._search_hits(pivot, args["query"], k))
         found = [d for d in hits if d in wanted]
         details = {"k": k, "hits": hits, "wanted": sorted(wanted)}
         if found:
