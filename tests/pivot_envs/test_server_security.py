@@ -329,3 +329,29 @@ def test_a_client_that_never_finishes_its_body_is_cut_off(served):
     with socket.create_connection(("127.0.0.1", served.port), timeout=20) as sock:
         sock.sendall(head)
         assert sock.recv(1024) == b""
+
+
+def test_pivot_serve_with_a_token_requires_it(monkeypatch):
+    """The CLI wiring: `--token` reaches the app, and the server answers 401 without it."""
+    monkeypatch.delenv("PIVOT_SERVE_TOKEN", raising=False)
+    port = free_port()
+    cmd = [sys.executable, "-m", "pivot_envs", "serve", "--env", ENV_ID, "--port", str(port), "--token", TOKEN_A]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            if proc.poll() is not None:
+                pytest.fail(f"server exited: {proc.stderr.read()}")
+            try:
+                status = httpx.get(f"{url}/v1/health", timeout=2).status_code
+                break
+            except httpx.TransportError:
+                threading.Event().wait(0.1)
+        else:
+            pytest.fail("server did not answer")
+        assert status == 401
+        with client(url, TOKEN_A) as c:
+            assert c.get("/health").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
