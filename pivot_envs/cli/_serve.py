@@ -45,6 +45,11 @@ def serve(
         "--executor",
         help="Where verify-batch runs: in-process, or ray (workers routed by sandbox state).",
     ),
+    protocol: str = typer.Option(
+        "pivot",
+        "--protocol",
+        help="pivot (this project's /v1 API) or openenv (openenv-core's server and clients; loopback only).",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve reset / step / verify-batch / health for one env (FastAPI + uvicorn).
@@ -56,6 +61,14 @@ def serve(
     from pivot_envs._server_guard import resolve_tokens
 
     kwargs = env_kwargs(dataset, verifiers)
+    if protocol == "openenv":
+        from trainers.adapters.openenv import serve_openenv
+
+        with user_errors():  # uvicorn prints the address once it listens
+            serve_openenv(env, host=host, port=port, **kwargs)
+        return
+    if protocol != "pivot":
+        raise typer.BadParameter(f"expected pivot or openenv, got {protocol!r}", param_hint="--protocol")
     with user_errors():
         config = ServerConfig(
             concurrency=concurrency,

@@ -109,3 +109,24 @@ def openenv_app(env_id: str = "pivot/tool-use-v0", max_concurrent_envs: int = 8,
         return PivotEnvironment(gym.make(env_id, **env_kwargs))
 
     return create_fastapi_app(factory, PivotAction, PivotObservation, max_concurrent_envs=max_concurrent_envs)
+
+
+def serve_openenv(env_id: str, host: str = "127.0.0.1", port: int = 8000, **env_kwargs: Any) -> None:
+    """Run `openenv_app(env_id)` with uvicorn (what `pivot serve --protocol openenv` does).
+
+    openenv-core's server has no authentication, and a pivot server runs model-written commands,
+    so it binds loopback only; serve other hosts with the project's own protocol and a token.
+
+    Raises:
+        ServeRefused: `host` is not a loopback address.
+    """
+    import uvicorn
+
+    from pivot_envs._server_guard import ServeRefused, is_loopback
+
+    if not is_loopback(host):
+        raise ServeRefused(
+            f"--protocol openenv serves loopback only (openenv-core's server has no auth), got --host {host}; "
+            "bind 127.0.0.1, or use the default protocol with --token"
+        )
+    uvicorn.run(openenv_app(env_id, **env_kwargs), host=host, port=port, log_level="info")

@@ -57,3 +57,31 @@ def test_unknown_pivot_is_reported_to_the_client(server):
     with GenericEnvClient(base_url=server).sync() as client:
         with pytest.raises(Exception, match="nope"):
             client.reset(pivot_id="nope")
+
+
+def test_pivot_serve_protocol_openenv(tmp_path):
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "pivot_envs", "serve", "--env", "pivot/tool-use-v0", "--protocol", "openenv"]
+    refused = subprocess.run([*cmd, "--host", "0.0.0.0"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "loopback only" in refused.stdout + refused.stderr
+    proc = subprocess.Popen([*cmd, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):  # bounded: up to ~60 s for the CLI to import and bind
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.1)
+        env = gym.make("pivot/tool-use-v0").unwrapped
+        pivot = next(p for p in env.pivots if p.expert.tool_calls)
+        with GenericEnvClient(base_url=f"http://127.0.0.1:{port}").sync() as client:
+            client.reset(pivot_id=pivot.id)
+            assert client.step({"completion": expert_text(pivot)}).reward == 1.0
+    finally:
+        proc.terminate()
+        proc.wait(30)
