@@ -26,21 +26,32 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_envs.cli._profile",
 )
 
-app = typer.Typer(
-    name="pivot",
-    help="PivotRL-style agentic post-training as Gymnasium environments.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(app)
+
+def build_app() -> typer.Typer:
+    """The `pivot` app with every command module's commands (built on call: importing the package runs nothing)."""
+    app = typer.Typer(
+        name="pivot",
+        help="PivotRL-style agentic post-training as Gymnasium environments.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(app)
+    return app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    # `from pivot_envs.cli import app` (tests, typer's CliRunner) builds the app when first asked for
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    build_app()()
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "build_app", "main"]

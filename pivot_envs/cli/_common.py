@@ -44,13 +44,28 @@ def user_errors() -> Iterator[None]:
 def print_table(
     title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: Callable[[Any], str] = str
 ) -> None:
-    """A rich table on stdout."""
-    table = Table(title=title)
-    for c in columns:
-        table.add_column(c)
-    for r in rows:
-        table.add_row(*(fmt(x) for x in r))
-    console.print(table)
+    """A table on stdout that never cuts a cell.
+
+    On a terminal wide enough for every column, a rich table; in a pipe, a file or a narrow
+    terminal, plain aligned text (rich would shorten names to "bars_always_…" to fit 80 columns).
+    `--json` stays the machine interface.
+    """
+    cells = [[fmt(x) for x in r] for r in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells if i < len(r))]) for i, c in enumerate(columns)]
+    natural = sum(widths) + 3 * len(widths) + 1
+    if console.is_terminal and natural <= console.width:
+        table = Table(title=title)
+        for c in columns:
+            table.add_column(c, overflow="fold")
+        for r in cells:
+            table.add_row(*r)
+        console.print(table)
+        return
+    lines = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)).rstrip() for r in cells]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
 
 
 def env_kwargs(dataset: Any, verifiers: str | None) -> dict[str, Any]:

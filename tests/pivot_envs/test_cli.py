@@ -120,3 +120,33 @@ def test_module_entry_point_runs():
     )
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["envs"]) == 4
+
+
+def test_tables_in_a_pipe_print_every_name_whole():
+    import os
+    import subprocess
+    import sys
+
+    from verifiers_plugins import get_host
+
+    # a real pipe, 40 columns asked for: rich alone would cut names to "bars_always_…"
+    out = subprocess.run(
+        [sys.executable, "-m", "pivot_envs", "plugins"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "40"},
+        check=True,
+    ).stdout
+    assert "…" not in out
+    for name, registration in get_host().registry("verifiers").items():
+        assert name in out.split(), name
+    assert "sandbox" in out.split()
+
+
+def test_importing_the_cli_builds_no_app():
+    import subprocess
+    import sys
+
+    code = "import pivot_envs.cli as c, sys; print('pivot_envs.cli._train' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
