@@ -34,6 +34,11 @@ NETWORK = re.compile(
     r"\b(pip3?\s+install|uv\s+(add|init|run|pip)|apt(-get)?\s+(install|update)|curl|wget|git\s+(clone|fetch|pull|push)"
     r"|npm|cargo\s+(install|build)|conda|huggingface|from_pretrained|urlretrieve|load_dataset|ssh|scp|docker)\b"
 )
+# Words of a command that fetches; a URL in a command without one (a grep pattern, an echo) fetches nothing.
+FETCH = re.compile(
+    r"\b(curl|wget|aria2c|git\s+(clone|fetch|pull|push|submodule|ls-remote)|urlretrieve|urlopen|requests\.\w+\("
+    r"|pip3?\s+install|uv\s+(add|pip|sync|run)|npm|cargo|go\s+get|docker\s+pull)"
+)
 # Downloads whose host no URL in the command names.
 IMPLICIT_HOSTS = (
     (re.compile(r"from_pretrained|load_dataset|snapshot_download|hf_hub_download|huggingface-cli"), "huggingface.co"),
@@ -108,13 +113,35 @@ def skip_reason(record: Mapping[str, Any], registries: frozenset[str] | None = N
             if m:
                 return f"needs the network ({m.group(0)!r} in {command.strip()[:60]!r})"
             continue
-        hosts = hosts_in(command, registries)
+        hosts = hosts_in(command, registries) if FETCH.search(command) else []
         if hosts:
             return f"solution command {i + 1} needs {hosts[0]}, outside the registries: {command.strip()[:60]!r}"
         for word, host in IMPLICIT_HOSTS:
             if word.search(command):
                 return f"solution command {i + 1} needs {host} ({word.pattern!r}): {command.strip()[:60]!r}"
     return None
+
+
+# Installers fetched from a host outside the registries whose program a registry also serves: the
+# solution command is replaced by the registry's package (the trajectory shows the replacement).
+# uv's installer puts `uv` in ~/.local/bin and writes ~/.local/bin/env; pip's user install does the same.
+REGISTRY_EQUIVALENTS = (
+    (
+        re.compile(r"^\s*curl -LsSf https://astral\.sh/uv/install\.sh \| (?:ba)?sh\s*$"),
+        "python3 -m pip install --quiet --user --break-system-packages uv"
+        ' && printf \'export PATH="$HOME/.local/bin:$PATH"\\n\' > "$HOME/.local/bin/env"'
+        # uv trusts its own roots by default; the replay's CA bundle (the machine's, mounted) is the system one
+        ' && mkdir -p "$HOME/.config/uv" && printf \'native-tls = true\\n\' > "$HOME/.config/uv/uv.toml"',
+    ),
+)
+
+
+def registry_equivalent(command: str) -> str:
+    """`command`, or the registry's equivalent when it fetches an installer from outside the registries."""
+    for pattern, replacement in REGISTRY_EQUIVALENTS:
+        if pattern.match(command):
+            return replacement
+    return command
 
 
 def needs_network(commands: Sequence[str]) -> bool:
@@ -134,6 +161,11 @@ def synthesize_task(
     `task` (the task folder's `context.task`) and `registries` are given when the solution runs in
     the task's own image with registry access.
     """
+    if spec.replay_access:
+        record = {
+            **record,
+            "solution_commands": [registry_equivalent(c) for c in record.get("solution_commands") or []],
+        }
     reason = skip_reason(record, registries if spec.replay_access else None)
     if reason:
         return None, reason

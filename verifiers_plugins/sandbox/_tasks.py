@@ -203,10 +203,13 @@ def test_plan(task_dir: Path, timeout: float, hosts: frozenset[str] | None = Non
         return TestPlan(("pytest",), (), script, timeout)
     pip, apt, kept = ["pytest"], [], []
     problem = ""
-    for line in path.read_text(errors="replace").splitlines():
+    for line in path.read_text(errors="replace").replace("\\\n", " ").splitlines():
         stripped = line.strip()
         if m := (_PIP.match(stripped) or _UV_ADD.match(stripped)):
-            words = shlex.split(m.group(1).split("#")[0])
+            try:
+                words = shlex.split(m.group(1).split(" #")[0])
+            except ValueError:  # an unbalanced quote: plain words are close enough for package names
+                words = m.group(1).split()
             for i, w in enumerate(words):
                 if w in ("--index-url", "-i", "--extra-index-url") and i + 1 < len(words):
                     host = re.sub(r"^\w+://([^/]+).*$", r"\1", words[i + 1])
@@ -331,9 +334,25 @@ def script_hosts(task: Task, instructions: Sequence[df.Instruction], allowed: fr
     found = []
     for path in df.context_files(instructions, task.context):
         if path.name in run_text and path.stat().st_size < 1_000_000:
-            for host in df.hosts_in(path.read_text(errors="replace"), allowed):
+            for host in df.hosts_in(_without_heredocs(path.read_text(errors="replace")), allowed):
                 found.append((path.relative_to(task.context.resolve()).as_posix(), host))
     return found
+
+
+def _without_heredocs(script: str) -> str:
+    """A script without its here-document bodies: files it writes (a workflow naming a URL) fetch nothing.
+
+    Should such a file be run later and fetch after all, the build step fails and says so.
+    """
+    out, end = [], None
+    for line in script.splitlines():
+        if end is not None:
+            end = None if line.strip() == end else end
+            continue
+        out.append(line)
+        m = re.search(r"(?<!<)<<-?\s*[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?", line)
+        end = m.group(1) if m else None
+    return "\n".join(out)
 
 
 def content_hash(task: Task, instructions: Sequence[df.Instruction], base_id: str) -> str:
