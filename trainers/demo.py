@@ -1,194 +1,358 @@
-"""`pivot demo pivotrl`: the whole PivotRL method end to end on CPU, with the paper's comparisons.
+"""`pivot demo pivotrl`: the PivotRL method end to end on CPU, with a fair ablation, seeds and CIs.
 
-tiny model -> same-data SFT on a training split of the bundled tool-use pivots (short, so the
-policy is only partially competent) -> profile K samples per training pivot -> select D_adv
-(variance > 0, mean < lambda) -> GRPO from the SFT model, three ways:
+Stages, each printed with its elapsed time and a progress bar:
 
-- `pivotrl`:   D_adv,  functional reward (the tool-use env's default verifier chain);
-- `no_filter`: D_cand (every training pivot), functional reward;
-- `strict`:    D_cand, strict reward (`exact_match`: the expert action, verbatim);
+1. **split** the tau-bench airline pivots by task (`pivot split`): no task's trials on both sides;
+2. **pretrain** a small model on synthetic conversations of the airline tool world
+   (`pivot model pretrain`): it learns to copy ids and values from the conversation;
+3. **sft** on the real training pivots (`pivot sft`): the reference policy, partially competent;
+4. **profile** K samples per training pivot with it (D_cand) and **select** D_adv
+   (variance > 0, mean < lambda);
+5. **arms**, each from the SFT model, once per seed, on the same budget of samples
+   (steps x P x G):
 
-and `sft` (no RL). Every row's held-out acceptance is measured the same way: G samples per
-held-out pivot at temperature 1, scored with the functional chain. Held-out pivots come from
-trajectories that no training pivot comes from, chosen by a hash of the trajectory id; nothing
-here was tuned on them.
+   | arm | trains on | update |
+   |---|---|---|
+   | `sft` | D_adv | same-data SFT continued on the expert turns (matched samples) |
+   | `pivotrl` | D_adv | GRPO, functional reward (the env's default chain) |
+   | `strict` | D_adv | GRPO, strict reward (`exact_match`): only the reward differs from pivotrl |
+   | `no_filter` | D_cand | GRPO, functional reward: only the filter differs from pivotrl |
+
+6. **eval** every arm and seed on the held-out tool-call pivots (`pivot eval`: K samples at the
+   training temperature, functional chain), with 95 % bootstrap intervals clustered by trajectory,
+   paired across arms for the difference pivotrl - sft;
+7. **plots**: reward std per GRPO step, held-out acceptance per arm with error bars.
+
+Nothing is tuned on the held-out pivots. Every stage samples with the stage settings saved
+with the model (prompt cuts, completion budget, temperature).
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
+import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
 from pivot_envs._formats import load_pivots, write_pivots
 from pivot_envs._model import Pivot
 from pivot_envs._pivots import select_pivots
+from pivot_envs._split import split_pivots
 from trainers._advantages import zero_variance_groups
 from trainers.backends._base import SamplingParams
+from trainers.eval import SampleRecord, cluster_counts, contrast_ci, local_backend, score_samples
 from trainers.grpo import GRPOConfig, GRPOTrainer
+from trainers.pretrain import PretrainConfig
+from trainers.settings import StageSettings
 
 ENV_ID = "pivot/tool-use-v0"
 STRICT_VERIFIERS = ("exact_match",)
+ARMS = ("sft", "pivotrl", "strict", "no_filter")
+BUNDLED_DATA = "tool_use_tau_airline_exec.jsonl"
+FULL_DATA = Path("tool_use") / "tau_bench_airline_gpt4o.jsonl"
+
+
+def default_data() -> Path:
+    """The full tau-bench airline file under `$PIVOT_SHARED_DATA` or `../shared/data`, else the bundled sample."""
+    from importlib import resources
+
+    roots = [os.environ.get("PIVOT_SHARED_DATA"), Path(__file__).resolve().parents[1].parent / "shared" / "data"]
+    for root in roots:
+        if root and (Path(root) / FULL_DATA).is_file():
+            return Path(root) / FULL_DATA
+    return Path(str(resources.files("pivot_envs") / "data" / BUNDLED_DATA))
 
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """The demo's knobs (defaults: the full run; `reduced()` is the CI configuration)."""
+    """The demo's knobs (defaults: the full run; `quick()` is the CI configuration)."""
 
     out: str = "runs/pivotrl-demo"
-    """Working folder: models, pivot files, runs, the plot."""
-    heldout_every: int = 3
-    """Every N-th trajectory (in hash order) is held out."""
-    sft_steps: int = 200
-    """SFT optimizer steps (batch 8): short, so that the policy stays partially competent."""
+    """Working folder: models, pivot files, runs, plots, results.json."""
+    data: str | None = None
+    """Airline pivots (any format load_pivots reads); `default_data()` when None."""
+    heldout: float = 0.2
+    """Share of tasks held out."""
+    split_seed: int = 0
+    """Seeds which tasks are held out."""
+    max_train_pivots: int | None = 160
+    """Training pivots profiled (D_cand), drawn evenly over the training split; None: all."""
+    max_heldout_pivots: int | None = 48
+    """Held-out tool-call pivots evaluated, drawn evenly; None: all."""
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    """Synthetic pretraining (model shape, steps, stage settings)."""
+    sft_steps: int = 150
+    """SFT steps on the real training pivots (batch 16)."""
+    sft_lr: float = 1e-3
+    """SFT learning rate."""
     k: int = 8
     """Samples per pivot when profiling."""
     lam: float = 0.9
     """D_adv keeps pivots with reward variance > 0 and mean < lam."""
-    steps: int = 12
-    """GRPO steps per method."""
+    steps: int = 8
+    """Updates per arm (GRPO steps; the sft arm takes as many steps on as many samples)."""
     pivots_per_step: int = 4
-    """P per GRPO step."""
+    """P per step."""
     group_size: int = 8
-    """G per pivot, also the held-out samples per pivot."""
-    max_new_tokens: int = 64
-    """Longest completion."""
+    """G per pivot (the sft arm's batch is P x G expert turns)."""
     learning_rate: float = 3e-4
-    """GRPO learning rate."""
+    """GRPO learning rate (the sft arm uses `sft_arm_lr`)."""
+    sft_arm_lr: float = 3e-4
+    """Learning rate of the continued-SFT arm."""
     beta: float = 0.02
     """KL weight."""
-    seed: int = 0
-    """One seed for every stage."""
-    small_model: bool = False
-    """A ~170k-parameter model reading the last 2 messages / 96 tokens (the test fixture's shape)."""
-    max_history_messages: int = 4
-    """Prompt cut (messages) for SFT, profiling, GRPO and evaluation alike."""
-    max_prompt_tokens: int = 256
-    """Prompt cut (tokens), idem."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """One run per arm and seed."""
+    eval_k: int = 4
+    """Samples per held-out pivot per arm and seed."""
+    threads: int | None = None
+    """Torch threads; `cpu_threads()` (1 on a busy machine, else every core) when None."""
 
-    def reduced(self) -> DemoConfig:
-        """The CI configuration: the small model, short prompts, fewer steps; the same stages."""
+    def quick(self) -> DemoConfig:
+        """The CI configuration: the bundled sample, a small model, short stages; every stage kept."""
+        from importlib import resources
+
         return replace(
             self,
-            small_model=True,
-            sft_steps=150,
-            max_history_messages=2,
-            max_prompt_tokens=96,
-            steps=4,
+            data=str(resources.files("pivot_envs") / "data" / BUNDLED_DATA),
+            heldout=0.34,
+            max_train_pivots=24,
+            max_heldout_pivots=8,
+            pretrain=self.pretrain.quick(),
+            sft_steps=40,
+            sft_lr=3e-3,
+            k=4,
+            steps=2,
             pivots_per_step=2,
             group_size=4,
-            max_new_tokens=48,
+            learning_rate=1e-3,
+            sft_arm_lr=1e-3,
+            seeds=(0, 1),
+            eval_k=2,
         )
 
+    @property
+    def settings(self) -> StageSettings:
+        """Prompt cuts and completion budget of every stage (the pretraining's)."""
+        return self.pretrain.settings
 
-def trajectory_of(pivot: Pivot) -> str:
-    """The trajectory a pivot comes from (pivot ids are `<trajectory id>#<turn>`)."""
-    return pivot.id.rsplit("#", 1)[0]
+
+# -- progress --------------------------------------------------------------------------------------
 
 
-def split_pivots(pivots: Sequence[Pivot], every: int) -> tuple[list[Pivot], list[Pivot]]:
-    """(train, held-out): trajectories ordered by a hash of their id, every `every`-th one held out.
+class StageLog:
+    """One line per finished stage (elapsed time) and a progress bar inside each stage.
 
-    Splitting by trajectory keeps pivots that share a history on one side; ordering by hash makes
-    the choice arbitrary but fixed, and taking every N-th keeps the held-out share near 1/N.
+    Args:
+        console: a rich console; output is off when None.
     """
-    trajectories = sorted({trajectory_of(p) for p in pivots}, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
-    held = {t for i, t in enumerate(trajectories) if i % every == 0}
-    return [p for p in pivots if trajectory_of(p) not in held], [p for p in pivots if trajectory_of(p) in held]
 
+    def __init__(self, console: Any = None) -> None:
+        self.console = console
+        self.started = time.perf_counter()
+        self.stages: dict[str, float] = {}
 
-def sample_and_score(
-    model_dir: str | Path, pivots: Sequence[Pivot], n: int, cfg: DemoConfig, verifiers: Sequence[str] | None = None
-) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """Sample n completions per pivot and score them: `(rewards [P, n], accepted [P, n], policy id)`."""
-    from trainers.backends._transformers import TransformersBackend, TransformersConfig
+    def line(self, text: str) -> None:
+        """A line of text (no markup)."""
+        if self.console is not None:
+            self.console.print(text, markup=False, highlight=False)
 
-    backend = TransformersBackend(
-        TransformersConfig(
-            model=str(model_dir), max_prompt_tokens=cfg.max_prompt_tokens, max_history_messages=cfg.max_history_messages
+    @contextlib.contextmanager
+    def stage(self, name: str, total: int) -> Iterator[Callable[..., None]]:
+        """`with log.stage("sft", steps) as advance: ... advance(n, info="...")`."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        t0 = time.perf_counter()
+        info: dict[str, str] = {"text": ""}
+        columns = (
+            TextColumn(f"[bold]{name:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
         )
-    )
-    groups = backend.generate(list(pivots), n, SamplingParams(max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
-    env = gym.make(ENV_ID, pivots=list(pivots), **({"verifiers": list(verifiers)} if verifiers else {})).unwrapped
-    rewards, accepted = [], []
-    for pivot, group in zip(pivots, groups, strict=True):
-        results = env.score(pivot, [g.text for g in group])
-        rewards.append([r.reward for r in results])
-        accepted.append([float(r.accepted) for r in results])
-    return torch.tensor(rewards), torch.tensor(accepted), backend.policy_id
+        with Progress(*columns, console=self.console, transient=True, disable=self.console is None) as bar:
+            task = bar.add_task(name, total=max(total, 1), info="")
+
+            def advance(n: int = 1, info_text: str | None = None) -> None:
+                if info_text is not None:
+                    info["text"] = info_text
+                bar.update(task, advance=n, info=info["text"])
+
+            yield advance
+        self.stages[name] = self.stages.get(name, 0.0) + time.perf_counter() - t0
+        total_s = time.perf_counter() - self.started
+        self.line(f"[{total_s:6.0f} s] {name}: {time.perf_counter() - t0:.0f} s {info['text']}".rstrip())
 
 
-def profile(model_dir: str | Path, pivots: Sequence[Pivot], out: Path, cfg: DemoConfig) -> list[Pivot]:
-    """Each pivot with a `Profile` of K rewards from the frozen SFT policy (the issue-6 profiler)."""
-    from trainers.backends._transformers import TransformersBackend, TransformersConfig
+def cpu_threads() -> int:
+    """Torch threads for this machine now: 1 when it is already busy, else every core.
+
+    On a loaded machine (load average >= cores) OpenMP worker threads wait for cores that other
+    processes hold: a forward+backward of the quick model took 0.75 s with one thread and 5-9 s
+    with two at load 9 on 2 cores. On an idle machine two threads are faster.
+    """
+    cores = os.cpu_count() or 1
+    return 1 if os.getloadavg()[0] >= cores else cores
+
+
+# -- stages ------------------------------------------------------------------------------------------
+
+
+def evenly(items: Sequence[Any], n: int | None) -> list[Any]:
+    """`n` items spread evenly over `items` (all when n is None or larger)."""
+    if n is None or n >= len(items):
+        return list(items)
+    return [items[int(i)] for i in np.linspace(0, len(items) - 1, n).round().astype(int)]
+
+
+def profile_stage(sft: Path, pivots: Sequence[Pivot], out: Path, cfg: DemoConfig, advance: Callable) -> list[Pivot]:
+    """Each pivot with a `Profile` of K rewards from the frozen SFT policy."""
     from trainers.profiling._profiler import ProfileConfig, profile_pivots
 
-    backend = TransformersBackend(
-        TransformersConfig(
-            model=str(model_dir), max_prompt_tokens=cfg.max_prompt_tokens, max_history_messages=cfg.max_history_messages
-        )
-    )
+    backend, _ = local_backend(sft)
     out.unlink(missing_ok=True)  # the profiler resumes from an existing file: this run starts afresh
+    s = cfg.settings
+    done = {"n": 0}
+
+    def progress(n: int, total: int) -> None:
+        advance(n - done["n"])
+        done["n"] = n
+
     profile_pivots(
         gym.make(ENV_ID, pivots=list(pivots)),
         backend,
         out,
-        ProfileConfig(k=cfg.k, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed),
+        ProfileConfig(k=cfg.k, max_new_tokens=s.max_new_tokens, temperature=s.temperature, seed=0, chunk_size=8),
+        on_progress=progress,
     )
     return list(load_pivots(out))
 
 
-def run_grpo(
-    name: str,
-    model_dir: Path,
-    pivot_file: Path,
-    cfg: DemoConfig,
-    verifiers: Sequence[str] | None,
-    log: Callable[..., None],
+def sft_arm(sft: Path, d_adv: Sequence[Pivot], out: Path, cfg: DemoConfig, seed: int, advance: Callable) -> None:
+    """Same-data SFT continued from the SFT model on D_adv's expert turns, steps x (P x G) examples."""
+    from trainers.sft import SFTConfig, train_sft
+
+    s = cfg.settings
+    config = SFTConfig(
+        steps=cfg.steps,
+        batch_size=cfg.pivots_per_step * cfg.group_size,
+        lr=cfg.sft_arm_lr,
+        warmup_steps=1,
+        max_history_messages=s.max_history_messages,
+        max_prompt_tokens=s.max_prompt_tokens,
+        max_completion_tokens=s.max_new_tokens,
+        seed=seed,
+        log_every=1,
+    )
+    train_sft(sft, list(d_adv), out / "final", config, log=lambda step, m: advance(1))
+
+
+def grpo_arm(
+    sft: Path, pivot_file: Path, out: Path, cfg: DemoConfig, seed: int, verifiers: Sequence[str] | None, advance
 ) -> list[dict[str, float]]:
     """GRPO from the SFT model on one pivot file; returns the per-step metrics."""
-    out = Path(cfg.out) / "runs" / name
+    s = cfg.settings
     grpo = GRPOConfig(
-        model=str(model_dir),
+        model=str(sft),
         pivots=str(pivot_file),
+        env_id=ENV_ID,
         verifiers=tuple(verifiers) if verifiers else None,
         output_dir=str(out),
         steps=cfg.steps,
         pivots_per_step=cfg.pivots_per_step,
         group_size=cfg.group_size,
-        max_new_tokens=cfg.max_new_tokens,
+        max_new_tokens=s.max_new_tokens,
+        max_prompt_tokens=s.max_prompt_tokens,
+        max_history_messages=s.max_history_messages,
+        temperature=s.temperature,
         learning_rate=cfg.learning_rate,
         beta=cfg.beta,
-        seed=cfg.seed,
-        max_prompt_tokens=cfg.max_prompt_tokens,
-        max_history_messages=cfg.max_history_messages,
+        seed=seed,
     )
-    if (out / "metrics.jsonl").exists():
-        (out / "metrics.jsonl").unlink()  # a rerun starts a fresh log
-    trainer = GRPOTrainer(grpo)
-    steps = []
+    (out / "metrics.jsonl").unlink(missing_ok=True)  # a rerun starts a fresh log
+    steps: list[dict[str, float]] = []
 
     def on_step(step: int, m: dict[str, float]) -> None:
         steps.append(m)
-        log(
-            f"  {name} step {step}/{cfg.steps}: reward {m['rollout/reward_mean']:.3f} "
-            f"std {m['rollout/reward_std']:.3f} zero-var {m['rollout/zero_var_share']:.2f}"
-        )
+        advance(1, f"reward {m['rollout/reward_mean']:.2f} zero-var {m['rollout/zero_var_share']:.2f}")
 
-    trainer.train(on_step)
+    GRPOTrainer(grpo).train(on_step)
     return steps
 
 
-def plot_reward_std(runs: dict[str, list[dict[str, float]]], path: Path) -> Path:
-    """Reward std per step, D_adv vs D_cand (the paper's Fig. 3), as a PNG."""
+def expert_tokens(tokenizer: Any, pivot: Pivot) -> int:
+    """Tokens of a pivot's expert turn under the policy's tokenizer, end of turn included."""
+    from pivot_envs._render import render_completion
+
+    text = render_completion(pivot.expert, pivot.domain) + (tokenizer.eos_token or "")
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def weight_change(a: Path, b: Path) -> float:
+    """Largest absolute difference between two model folders' weights (0: the arm did not move)."""
+    from safetensors.torch import load_file
+
+    wa, wb = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
+    return max(float((wa[k].float() - wb[k].float()).abs().max()) for k in wa)
+
+
+# -- results -----------------------------------------------------------------------------------------
+
+
+def arm_rows(
+    records: dict[tuple[str, int], list[SampleRecord]],
+    runs: dict[tuple[str, int], list[dict[str, float]]],
+    prof: torch.Tensor,
+    adv_prof: torch.Tensor,
+    changes: dict[tuple[str, int], float],
+    seeds: Sequence[int],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One row per arm (mean over seeds, clustered paired intervals) and the pivotrl - sft contrast."""
+    keys = [(arm, s) for arm in ARMS for s in seeds]
+    _, succ, trials = cluster_counts([records[k] for k in keys])
+    rows = []
+    for arm in ARMS:
+        w = [1.0 / len(seeds) if k[0] == arm else 0.0 for k in keys]
+        value, low, high = contrast_ci(succ, trials, w)
+        steps = [m for s in seeds for m in runs.get((arm, s), [])]
+        if arm == "sft":  # no rollouts: the share its data faces under the reference policy
+            zero_var, reward_std = float(zero_variance_groups(adv_prof).float().mean()), float(adv_prof.std(1).mean())
+        else:
+            zero_var = float(np.mean([m["rollout/zero_var_share"] for m in steps]))
+            reward_std = float(np.mean([m["rollout/reward_std"] for m in steps]))
+        per_seed = [float(sum(r.accepted for r in records[(arm, s)]) / len(records[(arm, s)])) for s in seeds]
+        rows.append(
+            {
+                "method": arm,
+                "train_set": "D_cand" if arm == "no_filter" else "D_adv",
+                "heldout_accept": value,
+                "heldout_ci": [low, high],
+                "heldout_per_seed": per_seed,
+                "zero_var_share": zero_var,
+                "reward_std": reward_std,
+                "seeds": list(seeds),
+                "weight_change": [changes[(arm, s)] for s in seeds],
+            }
+        )
+    w = [(1.0 if k[0] == "pivotrl" else -1.0 if k[0] == "sft" else 0.0) / len(seeds) for k in keys]
+    diff, low, high = contrast_ci(succ, trials, w)
+    contrast = {"pivotrl_minus_sft": diff, "ci": [low, high], "clusters": int(succ.shape[0])}
+    contrast["d_cand_zero_var_share"] = float(zero_variance_groups(prof).float().mean())
+    return rows, contrast
+
+
+def plot_results(rows: Sequence[dict[str, Any]], runs: dict, seeds: Sequence[int], root: Path) -> list[str]:
+    """`reward_std.png` (per GRPO step, mean over seeds) and `heldout.png` (acceptance with 95 % CIs)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,100 +360,161 @@ def plot_reward_std(runs: dict[str, list[dict[str, float]]], path: Path) -> Path
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for name, label in (("pivotrl", "D_adv (PivotRL)"), ("no_filter", "D_cand (no filter)")):
-        ys = [m["rollout/reward_std"] for m in runs[name]]
+    for arm, label in (
+        ("pivotrl", "pivotrl (D_adv)"),
+        ("strict", "strict (D_adv)"),
+        ("no_filter", "no_filter (D_cand)"),
+    ):
+        per_seed = [[m["rollout/reward_std"] for m in runs[(arm, s)]] for s in seeds]
+        ys = np.mean(np.array(per_seed), axis=0)
         ax.plot(range(1, len(ys) + 1), ys, marker="o", label=label)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("mean within-group reward std")
-    ax.set_title("Reward std per batch")
+    ax.set(
+        xlabel="GRPO step", ylabel="within-group reward std", title=f"Reward std per batch (mean of {len(seeds)} seeds)"
+    )
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(root / "reward_std.png", dpi=120)
     plt.close(fig)
-    return path
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    x = np.arange(len(rows))
+    vals = np.array([r["heldout_accept"] for r in rows])
+    err = np.array([[v - r["heldout_ci"][0], r["heldout_ci"][1] - v] for v, r in zip(vals, rows, strict=True)]).T
+    ax.bar(x, vals, yerr=err, capsize=5, color="#4c72b0")
+    ax.set_xticks(x, [r["method"] for r in rows])
+    ax.set(ylabel="held-out acceptance", title="Held-out tool-call acceptance, 95 % CI (clustered by trajectory)")
+    fig.tight_layout()
+    fig.savefig(root / "heldout.png", dpi=120)
+    plt.close(fig)
+    return [str(root / "reward_std.png"), str(root / "heldout.png")]
 
 
-def _mean(xs: Sequence[float]) -> float:
-    return float(sum(xs) / len(xs)) if xs else float("nan")
+# -- the run -----------------------------------------------------------------------------------------
 
 
-def run_demo(cfg: DemoConfig, log: Callable[..., None] = print) -> dict[str, Any]:
-    """Run every stage; returns `{"rows": [...], "plot": path, "config": {...}, "sizes": {...}}`."""
+def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
+    """Run every stage; returns `{"rows", "contrast", "plots", "sizes", "stages", "config", "seconds"}`."""
+    from trainers.pretrain import pretrain
     from trainers.sft import SFTConfig, train_sft
-    from trainers.tiny_model import TEST_MODEL, build_tiny_model
 
+    log = log or StageLog()
+    torch.set_num_threads(cfg.threads or cpu_threads())
     root = Path(cfg.out)
     root.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    torch.manual_seed(cfg.seed)
-    train, heldout = split_pivots(gym.make(ENV_ID).unwrapped.pivots, cfg.heldout_every)
-    log(f"pivots: {len(train)} train, {len(heldout)} held out")
-    sft, marker = root / "sft", root / "sft" / "pivot_demo_sft.json"
-    key = {"sft_steps": cfg.sft_steps, "seed": cfg.seed, "small": cfg.small_model, "train": [p.id for p in train]}
-    if not (marker.exists() and json.loads(marker.read_text()) == key):  # a rerun reuses the same SFT model
-        build_tiny_model(root / "tiny", pivots=train, config=TEST_MODEL if cfg.small_model else None)
-        train_sft(
-            root / "tiny",
-            train,
+    s = cfg.settings
+    torch.manual_seed(0)
+
+    with log.stage("split", 1) as advance:
+        data = Path(cfg.data) if cfg.data else default_data()
+        split = split_pivots(list(load_pivots(data)), heldout=cfg.heldout, by="auto", seed=cfg.split_seed)
+        train = evenly(split.train, cfg.max_train_pivots)
+        write_pivots(train, root / "train.jsonl")
+        advance(1, f"{data.name} by {split.by}: {len(split.train)} train / {len(split.heldout)} held-out pivots")
+
+    with log.stage("pretrain", cfg.pretrain.steps) as advance:
+        info = pretrain(root / "pretrain", cfg.pretrain, corpus=list(split.train), log=lambda st, m: advance(1))
+        advance(0, f"{info['parameters'] / 1e6:.1f}M params, {info['synthetic_pivots']} synthetic pivots")
+
+    sft = root / "sft"
+    with log.stage("sft", cfg.sft_steps) as advance:
+        summary = train_sft(
+            root / "pretrain",
+            list(split.train),
             sft,
             SFTConfig(
                 steps=cfg.sft_steps,
-                seed=cfg.seed,
-                max_history_messages=cfg.max_history_messages,
-                max_prompt_tokens=cfg.max_prompt_tokens,
+                batch_size=16,
+                lr=cfg.sft_lr,
+                max_history_messages=s.max_history_messages,
+                max_prompt_tokens=s.max_prompt_tokens,
+                max_completion_tokens=s.max_new_tokens,
+                log_every=1,
             ),
+            log=lambda st, m: advance(1),
         )
-        marker.write_text(json.dumps(key))
-    log(f"SFT done ({time.perf_counter() - t0:.0f} s)")
+        advance(0, f"{len(split.train)} pivots, {summary['targets_cut']} targets longer than the budget")
+        # held-out tool calls whose expert turn fits the completion budget: a longer one cannot be sampled whole
+        from transformers import AutoTokenizer
 
-    d_cand = profile(sft, train, root / "d_cand.jsonl", cfg)
-    d_adv = list(select_pivots(d_cand, cfg.lam).kept)
-    if not d_adv:
-        raise RuntimeError(f"D_adv is empty: no training pivot had mixed rewards under lam={cfg.lam}")
-    for name, pivots in (("d_adv", d_adv), ("heldout", heldout)):
-        write_pivots(pivots, root / f"{name}.jsonl")
-    log(f"profiled K={cfg.k}: D_cand {len(d_cand)} pivots, D_adv {len(d_adv)} ({time.perf_counter() - t0:.0f} s)")
-
-    runs = {
-        "pivotrl": run_grpo("pivotrl", sft, root / "d_adv.jsonl", cfg, None, log),
-        "no_filter": run_grpo("no_filter", sft, root / "d_cand.jsonl", cfg, None, log),
-        "strict": run_grpo("strict", sft, root / "d_cand.jsonl", cfg, STRICT_VERIFIERS, log),
-    }
-    prof = torch.tensor([list(p.profile.rewards) for p in d_cand])
-    rows = [
-        {
-            "method": "sft",
-            "train_set": "-",
-            "heldout_accept": _heldout(sft, heldout, cfg),
-            "zero_var_share": float(zero_variance_groups(prof).float().mean()),
-            "reward_std": float(prof.std(dim=1).mean()),
-        }
-    ]
-    for name, train_set in (("pivotrl", "D_adv"), ("no_filter", "D_cand"), ("strict", "D_cand")):
-        steps = runs[name]
-        rows.append(
-            {
-                "method": name,
-                "train_set": train_set,
-                "heldout_accept": _heldout(root / "runs" / name / "final", heldout, cfg),
-                "zero_var_share": _mean([m["rollout/zero_var_share"] for m in steps]),
-                "reward_std": _mean([m["rollout/reward_std"] for m in steps]),
-            }
+        tokenizer = AutoTokenizer.from_pretrained(sft)
+        calls = [p for p in split.heldout if p.expert.tool_calls]
+        fitting = [p for p in calls if expert_tokens(tokenizer, p) <= s.max_new_tokens]
+        heldout = evenly(fitting, cfg.max_heldout_pivots)
+        write_pivots(heldout, root / "heldout.jsonl")
+        log.line(
+            f"held out: {len(heldout)} of the {len(fitting)} tool calls that fit {s.max_new_tokens} tokens "
+            f"({len(calls)} in all)"
         )
-    plot = plot_reward_std(runs, root / "reward_std.png")
-    log(f"done in {time.perf_counter() - t0:.0f} s")
+
+    with log.stage("profile", len(train)) as advance:
+        d_cand = profile_stage(sft, train, root / "d_cand.jsonl", cfg, advance)
+        d_adv = list(select_pivots(d_cand, cfg.lam).kept)
+        if not d_adv:
+            raise ValueError(
+                f"D_adv is empty: none of the {len(d_cand)} profiled pivots had mixed rewards under lam={cfg.lam} "
+                "(the SFT policy is all-wrong or all-right on each): train longer or profile more pivots"
+            )
+        write_pivots(d_adv, root / "d_adv.jsonl")
+        prof = torch.tensor([list(p.profile.rewards) for p in d_cand])
+        advance(
+            0,
+            f"K={cfg.k}: D_cand {len(d_cand)} (zero-var {zero_variance_groups(prof).float().mean():.2f}), "
+            f"D_adv {len(d_adv)}",
+        )
+
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    with log.stage("arms", len(ARMS) * len(cfg.seeds) * cfg.steps) as advance:
+        for seed in cfg.seeds:
+            for arm in ARMS:
+                out = root / "runs" / f"{arm}-seed{seed}"
+                if arm == "sft":
+                    sft_arm(sft, d_adv, out, cfg, seed, advance)
+                    continue
+                pivot_file = root / ("d_cand.jsonl" if arm == "no_filter" else "d_adv.jsonl")
+                verifiers = STRICT_VERIFIERS if arm == "strict" else None
+                runs[(arm, seed)] = grpo_arm(sft, pivot_file, out, cfg, seed, verifiers, advance)
+
+    records: dict[tuple[str, int], list[SampleRecord]] = {}
+    changes: dict[tuple[str, int], float] = {}
+    env = gym.make(ENV_ID, pivots=list(heldout)).unwrapped
+    params = SamplingParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature)
+    with log.stage("eval", len(ARMS) * len(cfg.seeds) + 1) as advance:
+        base, _ = local_backend(sft)
+        base_records = score_samples(base, env, heldout, cfg.eval_k, params, seeds=(10_000,))
+        advance(1)
+        for arm in ARMS:
+            for seed in cfg.seeds:
+                folder = root / "runs" / f"{arm}-seed{seed}" / "final"
+                backend, _ = local_backend(folder)
+                # one sampling seed per (arm, seed): arms are compared on equal terms
+                records[(arm, seed)] = score_samples(backend, env, heldout, cfg.eval_k, params, seeds=(10_000 + seed,))
+                changes[(arm, seed)] = weight_change(sft, folder)
+                advance(1, f"{arm} seed {seed}")
+
+    adv_prof = torch.tensor([list(p.profile.rewards) for p in d_adv])
+    rows, contrast = arm_rows(records, runs, prof, adv_prof, changes, cfg.seeds)
+    contrast["sft_start_accept"] = float(np.mean([r.accepted for r in base_records]))
+    plots = plot_results(rows, runs, cfg.seeds, root)
     result = {
         "rows": rows,
-        "plot": str(plot),
-        "config": asdict(cfg),
-        "sizes": {"train": len(train), "heldout": len(heldout), "d_cand": len(d_cand), "d_adv": len(d_adv)},
-        "seconds": time.perf_counter() - t0,
+        "contrast": contrast,
+        "plots": plots,
+        "sizes": {
+            "train_split": len(split.train),
+            "heldout_split": len(split.heldout),
+            "d_cand": len(d_cand),
+            "d_adv": len(d_adv),
+            "heldout_eval": len(heldout),
+            "parameters": info["parameters"],
+        },
+        "stages": {k: round(v, 1) for k, v in log.stages.items()},
+        "config": _jsonable(asdict(cfg)),
+        "seconds": round(time.perf_counter() - log.started, 1),
     }
     (root / "results.json").write_text(json.dumps(result, indent=2))
     return result
 
 
-def _heldout(model_dir: Path, heldout: Sequence[Pivot], cfg: DemoConfig) -> float:
-    _, accepted, _ = sample_and_score(model_dir, heldout, cfg.group_size, cfg)
-    return float(accepted.mean())
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x, default=str))

@@ -167,7 +167,7 @@ def train_sft(
     order: list[int] = []
     for step in range(config.steps):
         # ---- batch: walk a shuffled epoch, reshuffle when it runs out
-        if len(order) < config.batch_size:
+        while len(order) < config.batch_size:  # a batch larger than the data spans several epochs
             order += rng.sample(range(len(examples)), len(examples))
         batch, order = [examples[i] for i in order[: config.batch_size]], order[config.batch_size :]
         # ---- loss on expert-turn tokens, optimizer step

@@ -78,6 +78,9 @@ class TinyModelConfig:
         intermediate_size: MLP width.
         max_positions: longest sequence the model accepts.
         seed: seeds the random initialisation.
+        split_spaces: make every space its own pre-token, so that a word never carries a leading
+            space: an id then has the same tokens in a user's sentence and in a JSON string,
+            which is what lets a small model learn to copy it from one to the other.
     """
 
     vocab_size: int = 1024
@@ -88,6 +91,7 @@ class TinyModelConfig:
     intermediate_size: int = 384
     max_positions: int = 2048
     seed: int = 0
+    split_spaces: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
@@ -110,8 +114,8 @@ def corpus_texts(pivots: Iterable[Any], tokenizer: Any) -> list[str]:
     return texts
 
 
-def build_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
-    """Train a byte-level BPE on `texts` and wrap it as a transformers fast tokenizer."""
+def build_tokenizer(texts: Sequence[str], vocab_size: int, split_spaces: bool = False) -> Any:
+    """Train a byte-level BPE on `texts` and wrap it as a transformers fast tokenizer (see `TinyModelConfig`)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -119,9 +123,10 @@ def build_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
     # Each newline is its own pre-token: otherwise "assistant\n" + a reply starting with "\n\n"
     # merges into one token across the prompt/completion boundary, and the prompt a policy is
     # sampled from would not tokenize as a prefix of the example it was trained on.
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(Regex("\n"), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
+    splits = [pre_tokenizers.Split(Regex("\n"), behavior="isolated")]
+    if split_spaces:
+        splits.append(pre_tokenizers.Split(Regex(" "), behavior="isolated"))
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([*splits, pre_tokenizers.ByteLevel(add_prefix_space=False)])
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -163,7 +168,7 @@ def build_tiny_model(
 
     config = config or TinyModelConfig()
     pivots = list(pivots) if pivots is not None else bundled_pivots()
-    tok = build_tokenizer(corpus_texts(pivots, _bootstrap_tokenizer()), config.vocab_size)
+    tok = build_tokenizer(corpus_texts(pivots, _bootstrap_tokenizer()), config.vocab_size, config.split_spaces)
     torch.manual_seed(config.seed)
     model_config = Qwen3Config(
         vocab_size=len(tok),

@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     app.add_typer(model_app, name="model")
     model_app.command("tiny")(tiny)
+    model_app.command("pretrain")(pretrain)
     model_app.command("guard")(guard)
     app.command("sft")(sft)
 
@@ -50,6 +51,48 @@ def tiny(
         emit_json(summary)
     else:
         console.print(f"wrote a {summary['parameters']:,}-parameter model (vocab {summary['vocab_size']}) to {out}")
+
+
+def pretrain(
+    out: Path = typer.Option(..., "--out", help="Output model folder (weights, tokenizer, stage settings)."),
+    world: str = typer.Option("tau-airline", "--world", help="Tool world the synthetic conversations come from."),
+    corpus: Path | None = typer.Option(None, "--corpus", help="Training pivots added to the tokenizer corpus only."),
+    conversations: int = typer.Option(-1, "--conversations", help="Synthetic conversations (-1: the default)."),
+    steps: int = typer.Option(-1, "--steps", help="Optimizer steps (-1: the default)."),
+    quick: bool = typer.Option(False, "--quick", help="The CI shape: a small model and a short run."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the conversations, the initialisation and the batches."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Pretrain a small model on synthetic conversations of a tool world (ids copied from the context)."""
+    from dataclasses import replace
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pivot_envs import load_pivots
+    from trainers.pretrain import PretrainConfig
+    from trainers.pretrain import pretrain as run_pretrain
+
+    quiet_transformers()
+    with user_errors():
+        config = PretrainConfig(world=world, seed=seed)
+        config = config.quick() if quick else config
+        if conversations > 0:
+            config = replace(config, conversations=conversations)
+        if steps >= 0:
+            config = replace(config, steps=steps)
+        extra = list(load_pivots(corpus)) if corpus else []
+        columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=True, disable=as_json) as bar:
+            task = bar.add_task("pretrain", total=max(config.steps, 1))
+            summary = run_pretrain(out, config, corpus=extra, log=lambda step, m: bar.update(task, completed=step))
+    if as_json:
+        emit_json(summary)
+    else:
+        console.print(
+            f"pretrained a {summary['parameters']:,}-parameter model on {summary['synthetic_pivots']} synthetic "
+            f"{world} pivots in {summary['seconds']} s; "
+            f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}; saved to {out}"
+        )
 
 
 def sft(

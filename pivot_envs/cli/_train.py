@@ -128,27 +128,63 @@ def _coerce(type_name: str, raw: str) -> Any:
 
 def demo_pivotrl(
     out: Path = typer.Option(Path("runs/pivotrl-demo"), "--out", help="Working folder (models, profiles, runs)."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the results table as JSON to this file."),
-    steps: int = typer.Option(12, "--steps", help="GRPO steps per method."),
-    quick: bool = typer.Option(False, "--quick", help="A reduced configuration for CI (fewer steps, samples)."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write the results (rows, contrast) as JSON to this file."
+    ),
+    steps: int = typer.Option(-1, "--steps", help="Updates per arm (-1: the configuration's)."),
+    seeds: str = typer.Option("", "--seeds", help="Comma-separated seeds, one run per arm and seed (default 0,1,2)."),
+    data: Path | None = typer.Option(
+        None, "--data", help="Airline pivots (default: the full tau-bench file if found)."
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="The CI configuration: bundled sample, small model, every stage."
+    ),
 ) -> None:
-    """Tiny model -> SFT -> profile K=8 -> D_adv -> GRPO; compares PivotRL, no filter, strict reward, SFT."""
-    from trainers.demo import DemoConfig, run_demo
+    """Split by task, pretrain, SFT, profile, D_adv; sft/pivotrl/strict/no_filter arms x seeds; held-out CIs."""
+    from dataclasses import replace
 
+    from pivot_envs.cli._models import quiet_transformers
+    from trainers.demo import DemoConfig, StageLog, run_demo
+
+    quiet_transformers()
     with user_errors():
-        cfg = DemoConfig(out=str(out), steps=steps).reduced() if quick else DemoConfig(out=str(out), steps=steps)
-        result = run_demo(cfg, log=console.print)
+        cfg = DemoConfig(out=str(out))
+        cfg = cfg.quick() if quick else cfg
+        if steps > 0:
+            cfg = replace(cfg, steps=steps)
+        if seeds.strip():
+            cfg = replace(cfg, seeds=tuple(int(x) for x in seeds.split(",") if x.strip()))
+        if data is not None:
+            cfg = replace(cfg, data=str(data))
+        result = run_demo(cfg, log=StageLog(console))
     rows = result["rows"]
     print_table(
-        "PivotRL demo (held-out acceptance measured with the functional verifier chain)",
-        ["method", "train set", "heldout_accept", "zero_var_share", "reward_std"],
-        [[r["method"], r["train_set"], r["heldout_accept"], r["zero_var_share"], r["reward_std"]] for r in rows],
+        f"PivotRL demo: held-out tool-call acceptance, mean of {len(cfg.seeds)} seeds, 95 % CI clustered by trajectory",
+        ["method", "train set", "heldout_accept", "95% CI", "zero_var_share", "reward_std"],
+        [
+            [
+                r["method"],
+                r["train_set"],
+                r["heldout_accept"],
+                "[{:.3f}, {:.3f}]".format(*r["heldout_ci"]),
+                r["zero_var_share"],
+                r["reward_std"],
+            ]
+            for r in rows
+        ],
         fmt=lambda x: f"{x:.3f}" if isinstance(x, float) else str(x),
     )
-    console.print(f"plot: {result['plot']}")
+    c = result["contrast"]
+    console.print(
+        f"pivotrl - sft: {c['pivotrl_minus_sft']:+.3f}, 95 % CI [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
+        f"({c['clusters']} held-out trajectories); RL start (SFT model): {c['sft_start_accept']:.3f}",
+        markup=False,
+    )
+    console.print(f"plots: {', '.join(result['plots'])}; total {result['seconds']:.0f} s")
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         import json
 
-        json_out.write_text(json.dumps({"rows": rows, "config": result["config"]}, indent=2))
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        keep = ("rows", "contrast", "sizes", "stages", "config", "seconds", "plots")
+        json_out.write_text(json.dumps({k: result[k] for k in keep}, indent=2))
         console.print(f"wrote {json_out}")

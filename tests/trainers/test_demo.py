@@ -1,4 +1,4 @@
-"""`pivot demo pivotrl --quick`: every stage runs and the JSON has one row per method."""
+"""`pivot demo pivotrl --quick`: every stage runs, every arm moves its weights, D_adv has fewer zero-variance groups."""
 
 import json
 import math
@@ -7,32 +7,42 @@ import pytest
 from typer.testing import CliRunner
 
 from pivot_envs.cli import app
-from trainers.demo import split_pivots, trajectory_of
+from trainers.demo import ARMS, DemoConfig, evenly
 
 
-def test_split_keeps_trajectories_whole():
-    import gymnasium as gym
-
-    import pivot_envs  # noqa: F401
-
-    pivots = gym.make("pivot/tool-use-v0").unwrapped.pivots
-    train, held = split_pivots(pivots, 3)
-    assert len(train) + len(held) == len(pivots) and held and train
-    assert not {trajectory_of(p) for p in train} & {trajectory_of(p) for p in held}
-    assert split_pivots(pivots, 3) == (train, held)  # fixed, not drawn
+def test_quick_configuration_keeps_every_stage_small():
+    quick = DemoConfig().quick()
+    assert quick.pretrain.steps > 0 and quick.sft_steps > 0 and quick.steps > 0 and len(quick.seeds) >= 2
+    assert quick.pretrain.model.hidden_size < DemoConfig().pretrain.model.hidden_size
+    assert evenly(list(range(10)), 3) == [0, 4, 9] and evenly([1, 2], None) == [1, 2]
 
 
 @pytest.mark.slow
-def test_demo_quick_writes_the_table(tmp_path):
-    # --quick: the CI configuration (4 GRPO steps per method, P=2, G=4, 48-token completions)
+def test_demo_quick_runs_every_stage_and_each_arm_learns(tmp_path):
     out = tmp_path / "results.json"
     result = CliRunner().invoke(
         app, ["demo", "pivotrl", "--quick", "--out", str(tmp_path / "demo"), "--json", str(out)]
     )
     assert result.exit_code == 0, result.output
-    rows = json.loads(out.read_text())["rows"]
-    assert [r["method"] for r in rows] == ["sft", "pivotrl", "no_filter", "strict"]
-    for r in rows:
-        assert 0.0 <= r["heldout_accept"] <= 1.0 and 0.0 <= r["zero_var_share"] <= 1.0
-        assert math.isfinite(r["reward_std"])
-    assert (tmp_path / "demo" / "reward_std.png").stat().st_size > 0
+    for stage in ("split", "pretrain", "sft", "profile", "arms", "eval"):
+        assert f"] {stage}: " in result.output  # one line per stage, with its elapsed time
+    data = json.loads(out.read_text())
+    rows = {r["method"]: r for r in data["rows"]}
+    assert list(rows) == list(ARMS)
+    for r in rows.values():
+        assert 0.0 <= r["heldout_ci"][0] <= r["heldout_accept"] <= r["heldout_ci"][1] <= 1.0
+        assert len(r["seeds"]) == len(r["heldout_per_seed"]) == len(r["weight_change"]) >= 2
+        assert all(w > 0 for w in r["weight_change"]), f"{r['method']} did not change its parameters"
+        assert math.isfinite(r["reward_std"]) and 0.0 <= r["zero_var_share"] <= 1.0
+    # selection: GRPO batches drawn from D_adv have fewer zero-variance groups than from D_cand
+    assert rows["pivotrl"]["zero_var_share"] < rows["no_filter"]["zero_var_share"]
+    assert data["contrast"]["d_cand_zero_var_share"] > 0.0
+    low, high = data["contrast"]["ci"]
+    assert low <= data["contrast"]["pivotrl_minus_sft"] <= high
+    for plot in data["plots"]:
+        assert (tmp_path / "demo" / plot.rsplit("/", 1)[-1]).stat().st_size > 0
+    # every model folder carries its stage settings
+    from trainers.settings import StageSettings
+
+    for folder in ("pretrain", "sft", "runs/pivotrl-seed0/final", "runs/sft-seed0/final"):
+        assert StageSettings.load(tmp_path / "demo" / folder) == DemoConfig().quick().settings
