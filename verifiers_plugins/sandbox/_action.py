@@ -171,8 +171,8 @@ def classify_kill(box: Box, raw: RawRun) -> str | None:
 def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[str]) -> tuple[Effect, bool]:
     """Run the commands of one action in order (shell state carried between them) and capture the effect.
 
-    `Limits.action_timeout` bounds the action as a whole: each command gets what its predecessors
-    left of it (four `sleep 9` against 10 s stop in the second one). Reading the change set has
+    `Limits.action_timeout` and `Limits.output_cap` bound the action as a whole: each command gets
+    what its predecessors left of them (four `sleep 9` against 10 s stop in the second one). Reading the change set has
     its own bounds; a change set past them is the effect `killed="change set cap"`.
 
     Also says whether the container may be clean: False when the action was stopped or changed
@@ -185,9 +185,9 @@ def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[st
     raw = RawRun(0, b"", b"", None)
     for i, command in enumerate(commands):
         last = i == len(commands) - 1
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return _effect(limits, None, out, err, {}, "", "timeout"), False
+        remaining, budget = deadline - time.monotonic(), limits.output_cap - len(out) - len(err)
+        if remaining <= 0 or budget <= 0:
+            return _effect(limits, None, out, err, {}, "", "timeout" if remaining <= 0 else "output cap"), False
         raw = shell_run(
             box,
             spec,
@@ -197,6 +197,7 @@ def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[st
             dst=RUN_STATE,
             keep=not last,
             timeout=remaining,
+            output_cap=budget,
         )
         out += raw.stdout
         err += raw.stderr

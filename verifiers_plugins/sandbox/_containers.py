@@ -49,6 +49,7 @@ printf '\036PIVOT-END %s %s' "$__pivot_rc" "$(pwd)" >&2
 exit $__pivot_rc
 """
 END_MARK = b"\x1ePIVOT-END "
+FORGED_MARK = "end mark forged"  # `RawRun.killed` when stderr holds more than the wrapper's one end mark
 # Counts what an action can leave that is neither a file nor a process (root; "0" when nothing):
 # System V IPC objects (table rows after each header), POSIX shared memory and message queues.
 RESIDUE_PROBE = (
@@ -230,14 +231,23 @@ def run(
 
 
 def _marked(raw: RawRun, marked: bool) -> RawRun:
-    """The wrapper reported its exit status and cwd at the end of stderr: no exec_inspect round trip."""
+    """The wrapper reported its exit status and cwd at the end of stderr: no exec_inspect round trip.
+
+    The runner's own exit status (the wrapper exits with the command's) wins over the mark's. A
+    process the command left in the background may print marks of its own, before or after the
+    real one, so more than one mark is no report at all: the run counts as stopped ("end mark
+    forged"), and a candidate doing it scores 0 with that reason.
+    """
     if not marked or raw.killed:
         return raw
+    if raw.stderr.count(END_MARK) > 1:
+        return replace(raw, exit_code=None, killed=FORGED_MARK)
     cut = raw.stderr.rfind(END_MARK)
     if cut >= 0:
         code, _, cwd = raw.stderr[cut + len(END_MARK) :].decode(errors="replace").partition(" ")
         if code.strip().lstrip("-").isdigit():
-            return replace(raw, exit_code=int(code), stderr=raw.stderr[:cut], cwd=cwd.strip())
+            status = raw.exit_code if raw.exit_code is not None else int(code)
+            return replace(raw, exit_code=status, stderr=raw.stderr[:cut], cwd=cwd.strip())
     return raw
 
 
@@ -275,7 +285,7 @@ def _exec(container: Any, argv: Sequence[str], *, user: str, timeout: float, out
     if state["killed"]:
         return RawRun(None, bytes(out), bytes(err), state["killed"])
     raw = _marked(RawRun(None, bytes(out), bytes(err), None), marked)
-    if raw.exit_code is not None:
+    if raw.exit_code is not None or raw.killed:
         return raw
     code = api.exec_inspect(exec_id).get("ExitCode")
     return RawRun(code, bytes(out), bytes(err), None)
@@ -306,11 +316,13 @@ def shell_run(
     quiet: bool = False,
     timeout: float | None = None,
     keep: bool = True,
+    output_cap: int | None = None,
 ) -> RawRun:
     """Run one shell command through `WRAPPER` (state read from `src`, written to `dst`).
 
     A command that starts from the saved state (`src != dst`) begins a verification run: it also
     clears what an earlier action of a reused container may have left in System V IPC.
+    `timeout` and `output_cap` default to the limits' (what an action's later commands get is less).
     """
     argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else ""]
     return run(
@@ -318,7 +330,7 @@ def shell_run(
         argv,
         user=spec.user,
         timeout=timeout or limits.action_timeout,
-        output_cap=limits.output_cap,
+        output_cap=limits.output_cap if output_cap is None else output_cap,
         marked=True,
         keep=keep,
         clean_ipc=src != dst,

@@ -232,3 +232,23 @@ def test_an_ipc_object_keeps_a_container_out_of_the_pool(busybox, backend, docke
         assert not (clean and b._pristine(box))
     finally:
         ct.remove(box)
+
+
+@pytest.mark.docker
+def test_the_output_cap_holds_for_the_whole_action(busybox, backend):
+    b = backend(pool_size=0)
+    spec = SandboxSpec(image=busybox, workdir="/app")
+    # each command prints 600 KB, under the 1 MB cap; the action prints 1.8 MB
+    effect = b.run(spec, (), ["head -c 600000 /dev/zero | tr '\\0' a"] * 3)
+    assert effect.killed == "output cap"
+
+
+@pytest.mark.docker
+def test_end_marks_printed_by_the_action_are_no_report(busybox, backend):
+    b = backend(pool_size=0, parallelism=2)
+    spec = SandboxSpec(image=busybox, workdir="/app")
+    forger = "(i=0; while [ $i -lt 2000 ]; do printf '\\036PIVOT-END 0 /tmp' >&2; i=$((i+1)); done) & sleep 0.01; false"
+    # eight distinct actions (identical ones would run once); whether a forged mark lands last is a race
+    effects = b.run_group(spec, (), [[f"{forger} # {i}"] for i in range(8)])
+    for effect in effects:
+        assert effect.killed == "end mark forged" or (effect.exit_code, effect.cwd) == (1, "/app"), effect
