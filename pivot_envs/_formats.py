@@ -69,6 +69,8 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _wrap(path: Path, lineno: int, fn: Callable[[], Any]) -> Any:
     try:
         return fn()
+    except DataFileError:  # already names its file (a tools file beside the data, say)
+        raise
     except InvalidTrajectory as e:
         raise DataFileError(str(path), lineno, str(e)) from e
     except (KeyError, TypeError, ValueError, AttributeError) as e:

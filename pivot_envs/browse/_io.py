@@ -9,7 +9,6 @@ layout of ../shared/data/browse/), else the bundled corpus. Gold documents come 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from pivot_envs.browse._annotate import annotate, browse_pivots
 from pivot_envs.browse._corpus import BUNDLED_CORPUS, resolve_corpus
 from pivot_envs.browse._fts import open_backend
 from pivot_envs.convert import fireact, react
+from pivot_envs.convert._documents import read_document
 from pivot_envs.errors import DataFileError, InvalidTrajectory
 
 
@@ -80,12 +80,7 @@ def read_react_trajectories(path: Path, options: Mapping[str, Any]) -> Iterator[
 
 def read_react_prompt_trajectories(path: Path, options: Mapping[str, Any]) -> Iterator[Trajectory]:
     """The demos of the raw ReAct few-shot prompt file (a JSON object: prompt name -> text)."""
-    try:
-        prompts = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise DataFileError(str(path), None, f"cannot open: {e.strerror or e}") from e
-    except json.JSONDecodeError as e:
-        raise DataFileError(str(path), e.lineno, f"invalid JSON: {e.msg}") from e
+    prompts = read_document(path)  # binary, non-UTF-8 or unusable JSON: a DataFileError naming the file
     if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
         raise DataFileError(str(path), None, "expected a JSON object of prompt name -> prompt text")
     corpus = corpus_option(path, options)

@@ -23,7 +23,8 @@ def is_document(path: Path) -> bool:
     return path.suffix.lower() in DOCUMENT_SUFFIXES
 
 
-def _parse(path: Path) -> Any:
+def read_document(path: Path) -> Any:
+    """The JSON (or YAML) value of a whole file; unreadable content is a `DataFileError` naming the file and line."""
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -50,7 +51,7 @@ def _parse(path: Path) -> Any:
 
 def document_records(path: Path) -> list[dict[str, Any]]:
     """The records of a whole-file document (see the module docstring)."""
-    data = _parse(path)
+    data = read_document(path)
     if isinstance(data, list):
         bad = next((i for i, r in enumerate(data, start=1) if not isinstance(r, dict)), None)
         if bad is not None:

@@ -15,7 +15,6 @@ Three inputs, one converter:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from importlib import resources
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pivot_envs._model import Message, Trajectory
+from pivot_envs.convert._documents import read_document
 from pivot_envs.errors import InvalidTrajectory
 
 _CORE = ("role", "content", "tool_calls", "tool_call_id", "name", "extra")
@@ -39,10 +39,10 @@ def detect(record: Mapping[str, Any]) -> bool:
 
 
 def _tools_file(path: Path) -> tuple[dict[str, Any], ...]:
-    try:
-        return tuple(json.loads(path.read_text(encoding="utf-8")))
-    except OSError as e:
-        raise InvalidTrajectory(f"tools_file {str(path)!r}: cannot read: {e.strerror or e}") from e
+    tools = read_document(path)  # a DataFileError names the tools file itself
+    if not isinstance(tools, list):
+        raise InvalidTrajectory(f"tools_file {str(path)!r}: expected a JSON list of tool schemas")
+    return tuple(tools)
 
 
 def load_tools(

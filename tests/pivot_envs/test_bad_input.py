@@ -222,3 +222,14 @@ def test_cli_verify_reads_a_binary_completion_as_text_with_a_warning(tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["reward"] == 0.0
     assert "not UTF-8" in result.stderr
+
+
+def test_whole_file_readers_name_the_file_too(tmp_path):
+    """Sibling of item 10: the ReAct prompt reader raised UnicodeDecodeError on a binary file."""
+    from pivot_envs import DataFileError, load_pivots
+
+    path = tmp_path / "prompts.json"
+    path.write_bytes(b"\xff\xfe\x00\x01" * 16)
+    with pytest.raises(DataFileError, match="binary content") as caught:
+        load_pivots(path, format="react-prompts")
+    assert caught.value.path == str(path)
