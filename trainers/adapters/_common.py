@@ -74,7 +74,7 @@ def expert_text(pivot: Pivot) -> str:
 class PivotScorer:
     """Scores completions at pivots with one env per env id, built lazily and reused.
 
-    Every score goes through the env's one scoring path (`env.score_pivot(pivot, completions)`:
+    Every score goes through the env's one scoring path (`env.score(pivot, completions)`:
     parse once, then the env's caching verifier chain); an adapter never runs a chain itself.
 
     Args:
@@ -141,7 +141,7 @@ class PivotScorer:
             UnknownPivot: when `pivot_id` is not in the env's dataset.
         """
         target = self.pivot(pivot_id=pivot_id, pivot=pivot, env_id=env_id)
-        return self.env(env_id).score_pivot(target, list(completions))
+        return self.env(env_id).score(target, list(completions))
 
 
 def as_pivot(value: Pivot | Mapping | str) -> Pivot:

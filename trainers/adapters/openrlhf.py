@@ -130,7 +130,7 @@ def score_query(query: str, prompt: str, label: str, scorer: PivotScorer | None 
     located = locate_response(query, prompt)
     if located.problem:
         return error_result("openrlhf_locate", f"pivot {pivot.id}: prompt truncated and {located.problem}")
-    results = scorer.env(ref.get("env_id")).score_pivot(pivot, list(located.readings))
+    results = scorer.env(ref.get("env_id")).score(pivot, list(located.readings))
     if len(results) > 1 and (any(r.error for r in results) or len({(r.reward, r.accepted) for r in results}) > 1):
         return error_result(
             "openrlhf_locate",

@@ -110,7 +110,7 @@ class PivotTextEnv(BaseTextEnv):
         scorer, env_id = _scorer(), self.info.get("env_id")
         try:
             pivot = scorer.pivot(pivot_id=self.info.get("pivot_id"), pivot=self.info.get("pivot_json"), env_id=env_id)
-            (result,) = scorer.env(env_id).score_pivot(pivot, [action])
+            (result,) = scorer.env(env_id).score(pivot, [action])
         except Exception as e:  # a row without a readable pivot scores 0 with the reason; it never stops SkyRL
             result = error_result("skyrl_row", f"extra_info names no pivot: {type(e).__name__}: {e}")
         return {

@@ -45,7 +45,7 @@ def test_openenv_client_rewards_equal_in_process(server):
                 assert first.observation["pivot_id"] == pivot.id and not first.done
                 assert first.observation["messages"] == env.reset(options={"pivot_id": pivot.id})[0]["messages"]
                 result = client.step({"completion": completion})
-                (expected,) = env.score_pivot(pivot, [completion])
+                (expected,) = env.score(pivot, [completion])
                 assert result.reward == expected.reward and result.done
                 assert result.observation["verdict"]["accepted"] == expected.accepted
         # the expert action scores 1 through the protocol too

@@ -87,7 +87,7 @@ def test_truncated_airline_prompts_score_as_in_process(env, tokenizer, dataset):
         truncated += len(tokenizer(text=prompt, add_special_tokens=False)["input_ids"]) > MAX_LEN - MAX_NEW_TOKENS
         for completion in (expert_text(pivot), "I cannot help with that."):
             out, generated = _run(tokenizer, prompt, label, completion)
-            (expected,) = env.score_pivot(pivot, [generated])
+            (expected,) = env.score(pivot, [generated])
             assert out["reward"].tolist() == [expected.reward], (pivot.id, completion[:60])
             assert out["extra_logs"]["pivot/errors"].item() == 0
         assert _run(tokenizer, prompt, label, expert_text(pivot))[0]["reward"].item() == 1.0, pivot.id
@@ -106,7 +106,7 @@ def test_ambiguous_cut_is_an_error_not_a_guess(env, tokenizer, dataset):
     query = block + block + expert_text(pivot)
     readings = openrlhf.locate_response(query, prompt).readings
     assert readings[:2] == (expert_text(pivot), block + expert_text(pivot))
-    assert len({r.reward for r in env.score_pivot(pivot, list(readings))}) > 1
+    assert len({r.reward for r in env.score(pivot, list(readings))}) > 1
     result = openrlhf.score_query(query, prompt, label)
     assert result.error and "readings" in result.error and result.reward == 0.0
     # the same cut with a response that reads alike either way is scored

@@ -44,7 +44,7 @@ def test_prompt_dataset_rows_made_into_envs_by_skyrl_gym(env, tokenizer, tmp_pat
             prompt, _ = text_env.init(messages)
             assert prompt == messages
             out = text_env.step(completion)
-            (expected,) = env.score_pivot(pivot, [completion])
+            (expected,) = env.score(pivot, [completion])
             assert out["reward"] == expected.reward == reward and out["done"] and out["observations"] == []
             text_env.close()
 

@@ -81,7 +81,7 @@ def _reward_fn():
 def _expected(env, pivots, texts):
     out = []
     for i, text in enumerate(texts):
-        (r,) = env.score_pivot(pivots[i // 2], [text])
+        (r,) = env.score(pivots[i // 2], [text])
         out.append(r.reward)
     return out
 
