@@ -25,6 +25,7 @@ and the verifier chain and owns only its RNG and current pivot.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import time
@@ -180,6 +181,9 @@ def create_app(
     With `tokens`, every request must carry one of them (`Authorization: Bearer <token>`).
     """
     config = config or ServerConfig()
+    if "max_body_size" not in inspect.signature(FastAPI).parameters:
+        # An older FastAPI takes the keyword into `app.extra` and enforces nothing: refuse, never guess.
+        raise RuntimeError("pivot serve needs FastAPI's max_body_size (fastapi>=0.165): pip install -U fastapi")
     admission = Admission(config)
     sessions = Sessions(env, config.max_sessions, config.max_sessions_per_client, config.session_ttl_s)
     max_chars = env.action_space.max_length
