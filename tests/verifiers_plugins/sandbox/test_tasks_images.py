@@ -116,7 +116,9 @@ def test_default_env_scores_by_execution(env):
             terminus(expert, "rm -f hello.txt"),
         ],
     )
-    assert [r.reward for r in results] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0], [r.reason for r in results]
+    assert [r.reward for r in results] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0], [
+        (r.decided_by, r.verdicts[r.decided_by].reason) for r in results
+    ]
 
 
 def test_every_ci_task_scores_its_expert_and_rejects_destruction(env):
@@ -130,7 +132,10 @@ def test_every_ci_task_scores_its_expert_and_rejects_destruction(env):
             results = env.score(
                 pivot, [terminus(*commands), terminus(*commands[:-1], commands[-1] + "; rm -rf /app/*")]
             )
-            assert [r.reward for r in results] == [1.0, 0.0], (pivot.id, [r.reason for r in results])
+            assert [r.reward for r in results] == [1.0, 0.0], (
+                pivot.id,
+                [(r.decided_by, r.verdicts[r.decided_by].reason) for r in results],
+            )
 
 
 def test_tests_fail_before_the_oracle_and_pass_after(env):
@@ -157,7 +162,7 @@ def test_task_tests_by_name_from_gym_make(images):
     u = e.unwrapped
     pivot = sandboxed(u, "hello-world")[0]
     good, bad = u.score(pivot, [terminus('echo "Hello, world!" > hello.txt'), terminus("touch hello.txt")])
-    assert (good.reward, bad.reward) == (1.0, 0.0), (good.reason, bad.reason)
+    assert (good.reward, bad.reward) == (1.0, 0.0), (good.to_json(), bad.to_json())
     e.close()
 
 
