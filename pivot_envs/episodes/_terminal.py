@@ -19,6 +19,7 @@ has no outcome: its episodes end with an error outcome, never a guessed reward.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -49,7 +50,8 @@ class TerminalEpisodeEnv(EpisodeEnv):
         dataset: synthesized terminal pivots or trajectories (their pivots carry `context["sandbox"]`).
         max_turns: agent turns per episode; None gives `context["max_turns"]`, else 50, less the history's turns.
         backend: a sandbox backend name registered through `register_sandboxes`.
-        backend_config: keyword arguments of the backend factory (e.g. `action_timeout`).
+        backend_config: keyword arguments of the backend factory (e.g. `action_timeout`), over
+            `task_tests.TEST_LIMITS` (a task's tests run in the episode's container).
         parser: parser name; hermes when None (Terminus JSON stays plain content).
         max_completion_chars: the action space's maximum completion length.
     """
@@ -79,7 +81,11 @@ class TerminalEpisodeEnv(EpisodeEnv):
             max_completion_chars=max_completion_chars,
             render_mode=render_mode,
         )
-        self.backend = get_host().get("sandboxes", backend)(**dict(backend_config or {}))
+        from verifiers_plugins.builtin.task_tests import TEST_LIMITS
+
+        # the limits of a task's test run (memory, processes): the tests run in the episode's container
+        config = {**TEST_LIMITS, **dict(backend_config or {})}
+        self.backend = get_host().get("sandboxes", backend)(**config)
         self.session: Any = None
         self._killed: str | None = None
 
@@ -133,6 +139,9 @@ class TerminalEpisodeEnv(EpisodeEnv):
         assert self.current is not None
         if self._killed is not None:
             return EpisodeOutcome(0.0, ended_by, self.rule, {"killed": self._killed})
+        task = self.current.context.get("task")
+        if isinstance(task, Mapping) and task.get("dir"):
+            return self._task_tests(str(task["dir"]), ended_by)
         tests = self.current.context.get("task_tests")
         if not isinstance(tests, Mapping) or not tests.get("commands"):
             return EpisodeOutcome(
@@ -157,6 +166,27 @@ class TerminalEpisodeEnv(EpisodeEnv):
                 break
         passed = len(results) == len(tests["commands"]) and all(r["exit_code"] == 0 for r in results)
         return EpisodeOutcome(1.0 if passed else 0.0, ended_by, self.rule, {"tests": results, "passed": passed})
+
+    def _task_tests(self, task_dir: str, ended_by: str) -> EpisodeOutcome:
+        """The Terminal-Bench task's own pytest suite, delivered now and run in the live container (issue 17)."""
+        from verifiers_plugins.builtin.task_tests import resolve_task_dir
+        from verifiers_plugins.sandbox import SandboxError, _tasks
+
+        try:
+            task = _tasks.load_task(resolve_task_dir(task_dir))
+            nonce = "pivot-tests-" + secrets.token_hex(8)  # a status line the policy cannot forge
+            outputs = []
+            for command in _tasks.test_commands(task, nonce, self.session.spec.workdir):
+                run = self.session.run_direct(command, timeout=task.tests.timeout + 60.0)
+                outputs.append(run.output)
+                if run.killed:
+                    details = {"reason": f"the test run was stopped by the sandbox ({run.killed})"}
+                    return EpisodeOutcome(0.0, ended_by, self.rule, details)
+        except SandboxError as e:  # the tests cannot run here: no outcome rather than a guess
+            return EpisodeOutcome(0.0, ended_by, self.rule, error=f"task tests: {e}")
+        result = _tasks.test_outcome("".join(outputs), nonce)
+        details = {"passed": result.passed, "ran": result.ran, "counts": dict(result.counts), "reason": result.reason}
+        return EpisodeOutcome(1.0 if result.passed else 0.0, ended_by, self.rule, details)
 
     def release(self) -> None:
         """Remove the episode's container."""

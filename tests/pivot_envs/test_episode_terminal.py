@@ -195,3 +195,44 @@ def test_sigterm_mid_episode_leaves_nothing(dataset, busybox):
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=60)
     assert client.containers.list(all=True, filters=owner) == []
+
+
+# -- the bundled public Terminal-Bench tasks, scored by their own pytest suites (issue 17's task images) --
+
+
+@pytest.fixture(scope="module")
+def tasks_env(busybox):
+    from pivot_envs._env import bundled_paths
+
+    e = gym.make("pivot/terminal-episode-v0", dataset=str(bundled_paths(["terminal_tasks.jsonl"])[0])).unwrapped
+    yield e
+    e.close()
+
+
+def test_terminal_bench_expert_from_every_pivot_passes_its_tests(tasks_env):
+    results = {}
+    for pivot in tasks_env.pivots:
+        reward, terminated, info = replay_expert(tasks_env, pivot)
+        results[pivot.id] = (reward, info["outcome"]["details"].get("reason"), info["outcome"]["error"])
+    print(f"terminal-bench fidelity: {sum(r == 1.0 for r, *_ in results.values())}/{len(results)}")
+    assert all(r == 1.0 for r, *_ in results.values()), results
+    assert len({p.context["task"]["task_id"] for p in tasks_env.pivots}) == 3
+
+
+def test_terminal_bench_task_complete_at_once_fails_its_tests(tasks_env):
+    firsts = {}
+    for pivot in tasks_env.pivots:
+        firsts.setdefault(pivot.context["trajectory_id"], pivot)
+    for pivot in firsts.values():
+        tasks_env.reset(options={"pivot_id": pivot.id})
+        _, reward, terminated, _, info = tasks_env.step(terminus(complete=True))
+        assert (reward, terminated, info["outcome"]["error"]) == (0.0, True, None), (pivot.id, info["outcome"])
+        assert info["outcome"]["details"]["ran"] and info["outcome"]["details"]["counts"].get("FAILED")
+
+
+def test_terminal_bench_breaking_the_output_file_fails(tasks_env):
+    first = [p for p in tasks_env.pivots if p.context["task"]["task_id"] == "hello-world"][0]
+    tasks_env.reset(options={"pivot_id": first.id})
+    tasks_env.step(render_completion(first.expert, "terminal"))  # the expert writes hello.txt
+    _, reward, terminated, _, info = tasks_env.step(terminus("echo broken > /app/hello.txt", complete=True))
+    assert (reward, terminated) == (0.0, True) and info["outcome"]["details"]["counts"].get("FAILED"), info
