@@ -8,6 +8,7 @@ synthesized tasks, the per-candidate verify latency of `docker_shell` on task im
 `--out` as it finishes (a long run can be read while it goes); the summary table is printed last.
 
     nice python bench/terminal_tasks.py [--tasks-dir DIR] [--only a,b] [--out FILE] [--latency-tasks 3]
+    python bench/terminal_tasks.py --summarize A.jsonl B.jsonl     # the table of runs made in parts
 
 Reads the task folders by path at run time (they carry the Terminal-Bench canary: tests and demos only).
 """
@@ -96,12 +97,25 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/pivot-terminal-tasks.jsonl"))
     parser.add_argument("--keep", type=int, default=12, help="task images kept (LRU)")
     parser.add_argument("--latency-tasks", type=int, default=3)
+    parser.add_argument("--from", dest="start", default="", help="only task folders from this name on")
+    parser.add_argument("--until", default="", help="only task folders before this name")
+    parser.add_argument("--summarize", nargs="+", type=Path, help="print the table of earlier runs' JSONL")
     opts = parser.parse_args()
+    if opts.summarize:
+        rows = [json.loads(line) for path in opts.summarize for line in path.read_text().splitlines() if line]
+        lat = next((r["latency"] for r in rows if "latency" in r), {})
+        summarize([r for r in rows if "task_id" in r], lat)
+        return
     records = {str(r.get("task_id")): r for _, r in iter_jsonl(opts.tasks_jsonl)}
     only = [t for t in opts.only.split(",") if t]
     rows, latency_pivots = [], []
     with open(opts.out, "w") as out:
-        for folder in _tasks.task_dirs(opts.tasks_dir, only):
+        folders = [
+            f
+            for f in _tasks.task_dirs(opts.tasks_dir, only)
+            if f.name >= opts.start and (not opts.until or f.name < opts.until)
+        ]
+        for folder in folders:
             record = records.get(folder.name, {"task_id": folder.name, "solution_commands": []})
             try:
                 row, pivots = one_task(record, folder, opts.keep)
@@ -113,7 +127,14 @@ def main() -> None:
             out.write(json.dumps(row) + "\n")
             out.flush()
             print(json.dumps(row), flush=True)
-    lat = latency(latency_pivots) if latency_pivots else {}
+        lat = latency(latency_pivots) if latency_pivots else {}
+        if lat:
+            out.write(json.dumps({"latency": lat}) + "\n")
+    summarize(rows, lat)
+
+
+def summarize(rows: list[dict], lat: dict) -> None:
+    """Print the counts, build times, latency and reasons of the task rows."""
     built = sum(r.get("build") in ("built", "cached") for r in rows)
     synth = sum(bool(r.get("synthesized")) for r in rows)
     passed = sum(r.get("tests_after") is True for r in rows)
