@@ -9,11 +9,13 @@ episode; a command the sandbox had to stop (timeout, memory, output flood) ends 
 outcome 0, as in the verifier. The container is removed at the end, on reset, on close, and by
 the backend's exit and signal clean-up if the process dies.
 
-The outcome is the task's tests, run as root in the final state whatever ended the episode
-(Terminal-Bench runs them after a timeout too). Until the Terminal-Bench task images and their
-pytest suites (issue 17) are wired in, a pivot names its tests in `context["task_tests"]`:
-`{"commands": [shell commands that must all exit 0], "timeout": seconds}`. A pivot without tests
-has no outcome: its episodes end with an error outcome, never a guessed reward.
+The outcome is the task's tests, run in the final state whatever ended the episode (Terminal-Bench
+runs them after a timeout too). A pivot synthesized from a Terminal-Bench task folder
+(`context["task"]["dir"]`) is scored by the task's own pytest suite, delivered only now and read
+through a nonce status line (issue 17's `_tasks.test_commands`/`test_outcome`, as `task_tests`
+does). A pivot without a task folder may name shell checks in `context["task_tests"]`:
+`{"commands": [commands run as root that must all exit 0], "timeout": seconds}`. A pivot with
+neither has no outcome: its episodes end with an error outcome, never a guessed reward.
 """
 
 from __future__ import annotations
