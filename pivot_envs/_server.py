@@ -71,6 +71,8 @@ class ServerConfig:
         max_batch: the most completions one verify-batch request may carry.
         max_body_bytes: the largest request body read; a larger one gets 413 unread.
         request_timeout_s: seconds a client has to send a whole request (head and body).
+        max_connections: open connections at most; uvicorn answers 503 beyond (clients retry), so
+            many slow clients cannot exhaust file descriptors either.
     """
 
     # -- work admitted
@@ -84,9 +86,17 @@ class ServerConfig:
     # -- what one request may cost
     max_body_bytes: int = 1024 * 1024
     request_timeout_s: float = 30.0
+    max_connections: int = 1024
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "max_sessions", "max_sessions_per_client", "max_batch", "max_body_bytes"):
+        for name in (
+            "concurrency",
+            "max_sessions",
+            "max_sessions_per_client",
+            "max_batch",
+            "max_body_bytes",
+            "max_connections",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ServerConfig.{name}: expected >= 1, got {getattr(self, name)}")
         if self.max_queue < 0:
@@ -348,6 +358,7 @@ def serve(
             log_level="warning",
             workers=1,
             http=request_timeout_protocol(config.request_timeout_s),
+            limit_concurrency=config.max_connections,
             # Request heads past 64 KiB are refused by h11 before the app sees them.
             h11_max_incomplete_event_size=64 * 1024,
         )

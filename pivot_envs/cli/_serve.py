@@ -40,6 +40,7 @@ def serve(
     request_timeout: float = typer.Option(
         30.0, "--request-timeout", help="Seconds a client has to send a whole request (slow clients are cut off)."
     ),
+    max_connections: int = typer.Option(1024, "--max-connections", help="Open connections; more get 503."),
     executor: str = typer.Option(
         "in-process",
         "--executor",
@@ -78,6 +79,7 @@ def serve(
             session_ttl_s=session_ttl,
             max_body_bytes=max_body_bytes,
             request_timeout_s=request_timeout,
+            max_connections=max_connections,
         )
         auth = "token" if resolve_tokens(host, token) else "none (loopback only)"
         url = f"http://{host}:{port}/v1"
