@@ -20,7 +20,7 @@ from pivot_envs._formats import write_pivots
 from pivot_envs._model import Message, Pivot
 from pivot_envs._render import render_completion
 from pivot_envs.convert.nemo_gym import from_nemo_gym, items_to_messages
-from trainers.adapters._common import DEFAULT_ENV, PivotScorer
+from trainers.adapters._common import DEFAULT_ENV, PivotScorer, error_result
 
 
 def write_nemo_gym_rows(pivots: Sequence[Pivot], path: str | Path) -> int:
@@ -45,14 +45,20 @@ def verify_payload(request: Mapping[str, Any], scorer: PivotScorer | None = None
         scorer: the scorer (an env per env id); a tool-use scorer when None.
 
     Returns:
-        A copy of the request with `reward` and `pivot_verdict` (the chain's decision) added.
+        A copy of the request with `reward` and `pivot_verdict` (the chain's decision) added; a
+        request without a readable pivot or response gets reward 0 and an error verdict.
     """
     scorer = scorer or PivotScorer(DEFAULT_ENV)
     row = {k: v for k, v in request.items() if k not in ("response", "reward")}
-    pivot = from_nemo_gym(row, default_id=str(request.get("uuid") or "verify"))
-    text = response_text(request.get("response") or {}, pivot.domain)
-    env_id = f"pivot/{pivot.domain}-v0"
-    (result,) = scorer.score([text], pivot=pivot, env_id=env_id)
+    try:
+        pivot = from_nemo_gym(row, default_id=str(request.get("uuid") or "verify"))
+        text = response_text(request.get("response") or {}, pivot.domain)
+    except Exception as e:  # a malformed request scores 0 with the reason (an answer, not an HTTP 500)
+        result = error_result(
+            "nemo_gym_request", f"request holds no readable pivot or response: {type(e).__name__}: {e}"
+        )
+    else:
+        (result,) = scorer.score([text], pivot=pivot, env_id=f"pivot/{pivot.domain}-v0")
     out = copy.deepcopy(dict(request))
     out["reward"] = result.reward
     out["pivot_verdict"] = result.to_json()

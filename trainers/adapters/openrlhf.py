@@ -124,13 +124,14 @@ def score_query(query: str, prompt: str, label: str, scorer: PivotScorer | None 
     scorer = scorer or _scorer()
     try:
         ref = json.loads(label) if isinstance(label, str) else dict(label)
+        env = scorer.env(ref.get("env_id"))
         pivot = scorer.pivot(pivot_id=ref.get("pivot_id"), pivot=ref.get("pivot_json"), env_id=ref.get("env_id"))
     except Exception as e:  # a bad label scores 0 with the reason; it never stops the rollout
         return error_result("openrlhf_label", f"label names no pivot: {type(e).__name__}: {e}")
     located = locate_response(query, prompt)
     if located.problem:
         return error_result("openrlhf_locate", f"pivot {pivot.id}: prompt truncated and {located.problem}")
-    results = scorer.env(ref.get("env_id")).score(pivot, list(located.readings))
+    results = env.score(pivot, list(located.readings))
     if len(results) > 1 and (any(r.error for r in results) or len({(r.reward, r.accepted) for r in results}) > 1):
         return error_result(
             "openrlhf_locate",

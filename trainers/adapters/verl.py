@@ -95,7 +95,8 @@ def score_row(solution_str: str, extra_info: Mapping[str, Any], env_id: str) -> 
     """The verdict on one response at the pivot its row's `extra_info` names; an error verdict when none."""
     scorer = _scorer()
     try:
+        env = scorer.env(env_id)  # data_source names the env: an unknown id is the row's fault too
         pivot = scorer.pivot(pivot_id=extra_info.get("pivot_id"), pivot=extra_info.get("pivot_json"), env_id=env_id)
     except Exception as e:  # a bad row scores 0 with the reason; it never stops verl's reward worker
-        return error_result("verl_row", f"extra_info names no pivot ({sorted(extra_info)}): {type(e).__name__}: {e}")
-    return scorer.env(env_id).score(pivot, [solution_str])[0]
+        return error_result("verl_row", f"row names no pivot ({sorted(extra_info)}): {type(e).__name__}: {e}")
+    return env.score(pivot, [solution_str])[0]

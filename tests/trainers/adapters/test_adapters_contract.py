@@ -130,3 +130,14 @@ def test_nemo_gym_verify_payload_on_real_rollouts(shared_data, tmp_path):
         shared_data / "nemo_gym_pivot_rows" / "single_step_tool_use_with_argument_comparison.example.jsonl"
     )
     assert nemo_rl.write_nemo_gym_rows(pivots, tmp_path / "rows.jsonl") == len(pivots)
+
+
+def test_bad_rows_are_error_verdicts_in_every_adapter():
+    # NeMo Gym: a request without a readable pivot is answered (reward 0, error), not an HTTP 500
+    answer = nemo_rl.verify_payload({"responses_create_params": "x", "response": {"output": "y"}})
+    assert answer["reward"] == 0.0 and answer["pivot_verdict"]["error"]
+    # verl: a data_source that names no env
+    assert verl.compute_score("pivot/no-such-v0", "x", "y", {"pivot_id": "a"})["verifier_error"] is True
+    # OpenRLHF: a label whose env id is unknown
+    bad = openrlhf.score_query("p" * 80 + "x", "p" * 80, json.dumps({"env_id": "pivot/no-such-v0", "pivot_id": "a"}))
+    assert bad.error and bad.reward == 0.0
