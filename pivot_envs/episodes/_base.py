@@ -147,7 +147,10 @@ class EpisodeEnv(gym.Env[dict, str]):
         else:
             paths = [dataset] if isinstance(dataset, (str, os.PathLike)) else list(dataset)
         pivots, self.recorded = load_episode_data(paths, self.domain)
-        self.pivots = [p for p in pivots if self.accepts(p)]
+        try:
+            self.pivots = [p for p in pivots if self.accepts(p)]
+        except ValueError as e:
+            raise ValueError(f"{', '.join(str(p) for p in paths)}: {e}") from e
         if not self.pivots:
             raise ValueError(f"{type(self).__name__}: no pivot of {[str(p) for p in paths]} can start an episode")
         self._index = {p.id: i for i, p in enumerate(self.pivots)}
@@ -219,7 +222,10 @@ class EpisodeEnv(gym.Env[dict, str]):
         message = with_call_ids(self.parse(text), self.turn)
         self.conversation.append(message)
         self.turn += 1
-        result = self.act(message)
+        try:
+            result = self.act(message)
+        except Exception as e:  # the live state failed (a plugin simulator, the daemon): an error outcome
+            result = StepResult(error=f"{type(e).__name__}: {e}")
         self.conversation.extend(result.messages)
         info: dict[str, Any] = {
             "pivot_id": self.current.id,
@@ -233,15 +239,22 @@ class EpisodeEnv(gym.Env[dict, str]):
         if terminated or truncated:
             self.ended = True
             try:
-                if result.error is not None:
-                    outcome = EpisodeOutcome(0.0, "error", self.rule, error=result.error)
-                else:
-                    outcome = self.outcome(result.ended_by or "max_turns")
+                outcome = self._decide(result)
             finally:
                 self.release()
             info["outcome"] = outcome.to_json()
             reward = outcome.reward
         return self._observation(), reward, terminated, truncated, info
+
+    def _decide(self, result: StepResult) -> EpisodeOutcome:
+        """The outcome of an ended episode; a failure to decide is an error outcome, never a guess."""
+        if result.error is not None:
+            return EpisodeOutcome(0.0, "error", self.rule, error=result.error)
+        ended_by = result.ended_by or "max_turns"
+        try:
+            return self.outcome(ended_by)
+        except Exception as e:  # the outcome check itself failed (tests could not run, the daemon went away)
+            return EpisodeOutcome(0.0, ended_by, self.rule, error=f"outcome: {type(e).__name__}: {e}")
 
     def render(self) -> str | None:
         """ansi: the pivot id, the turn and the last message."""

@@ -268,3 +268,21 @@ def test_a_plugin_user_simulator_is_used_by_name(fresh_host):
     _, _, terminated, _, info = env.step("bye")
     assert terminated and STOP_TOKEN in info["new_messages"][0]["content"]
     assert {"recorded", "llm", "echo"} <= set(fresh_host.registry("user_simulators"))
+
+
+def test_a_simulator_that_raises_is_an_error_outcome_not_a_crash(fresh_host):
+    class Broken:
+        def reply(self, conversation, *, task, recorded):
+            raise RuntimeError("simulator bug")
+
+    class Plugin:
+        @hookimpl
+        def register_user_simulators(self, register):
+            register("broken", Broken)
+
+    fresh_host.register_plugin(Plugin(), name="broken-users")
+    env = gym.make("pivot/tool-use-episode-v0", user_simulator="broken").unwrapped
+    env.reset(options={"pivot_id": env.pivots[0].id})
+    _, reward, terminated, truncated, info = env.step("hello")
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert info["outcome"]["error"] == "RuntimeError: simulator bug"
