@@ -29,7 +29,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from verifiers_plugins.sandbox._access import BuildAccess
-from verifiers_plugins.sandbox._containers import OWNER
 from verifiers_plugins.sandbox._spec import LABEL, SandboxError
 
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
@@ -277,6 +276,8 @@ class _Session:
     """The build container and the state the Dockerfile has set so far (env, working directory, user, shell)."""
 
     def __init__(self, client: Any, base: str, access: BuildAccess | None, labels: Mapping[str, str]) -> None:
+        from verifiers_plugins.sandbox._containers import OWNER  # imports docker: only once a build starts
+
         config = client.images.get(base).attrs.get("Config") or {}
         self.env: dict[str, str] = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
         self.args: dict[str, str] = {}
