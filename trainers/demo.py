@@ -441,6 +441,8 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
         calls = [p for p in split.heldout if p.expert.tool_calls]
         fitting = [p for p in calls if expert_tokens(tokenizer, p) <= s.max_new_tokens]
         heldout = evenly(fitting, cfg.max_heldout_pivots)
+        if not heldout:
+            raise ValueError(f"no held-out tool call fits the completion budget of {s.max_new_tokens} tokens")
         write_pivots(heldout, root / "heldout.jsonl")
         log.line(
             f"held out: {len(heldout)} of the {len(fitting)} tool calls that fit {s.max_new_tokens} tokens "
