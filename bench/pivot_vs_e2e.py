@@ -1,0 +1,214 @@
+"""Benchmark: rollout cost of PivotRL groups vs end-to-end groups, and pivot acceptance vs episode outcome.
+
+    python bench/pivot_vs_e2e.py [--model DIR] [--group 4] [--k 4] [--max-turns 6] [--trajectories N] [--json OUT]
+
+On the airline tasks (the bundled sample, or `--data`), with one policy (the tiny test policy
+unless `--model` names another):
+
+- (a) PivotRL: profile every pivot with K samples scored by the pivot env's chain (`env.score`),
+  keep D_adv (0 < mean, variance > 0), then draw one group of G completions at each D_adv pivot;
+- (b) end-to-end: G episodes from each task's first pivot in `pivot/tool-use-episode-v0`
+  (recorded user), each to its end or `--max-turns`.
+
+For each way it counts rollout turns, generated tokens and wall time per group and per
+non-zero-variance group (the groups GRPO learns from), and prints the ratios e2e / PivotRL
+(the paper reports about 4x turns and 5.5x time for the same SWE-Bench score). It also gives
+the Pearson correlation, over trajectories, between the policy's mean pivot-level acceptance
+and its mean episode outcome from those same pivots. Wall times are on a shared machine: read
+the ratios, not the seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path and bench/profile.py shadows the stdlib
+# `profile` module that torch imports (through cProfile); drop that folder before any import.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+
+import pivot_envs  # noqa: E402, F401  (registers the env ids)
+from pivot_envs.episodes import ToolUseEpisodeEnv  # noqa: E402
+
+
+@dataclass
+class Tally:
+    """Rollout cost of one way of making groups."""
+
+    groups: int = 0
+    signal_groups: int = 0
+    turns: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, rewards: list[float], turns: int, tokens: int, seconds: float) -> None:
+        """Count one group."""
+        self.groups += 1
+        self.turns, self.tokens, self.seconds = self.turns + turns, self.tokens + tokens, self.seconds + seconds
+        if max(rewards) != min(rewards):
+            self.signal_groups += 1
+
+    def per_signal_group(self) -> dict[str, float]:
+        """Cost per non-zero-variance group (inf when none came out).
+
+        Every group costs its rollouts whether it turns out to carry signal or not, so the whole
+        cost is divided by the groups that do.
+        """
+        n = self.signal_groups
+        totals = {"turns": float(self.turns), "tokens": float(self.tokens), "seconds": self.seconds}
+        return {k: (v / n if n else math.inf) for k, v in totals.items()}
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready summary."""
+        return {
+            "groups": self.groups,
+            "nonzero_variance_groups": self.signal_groups,
+            "turns": self.turns,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "per_nonzero_variance_group": self.per_signal_group(),
+        }
+
+
+def pearson(xs: list[float], ys: list[float]) -> float:
+    """Pearson correlation (nan when either side is constant)."""
+    n = len(xs)
+    if n < 2:
+        return math.nan
+    mx, my = sum(xs) / n, sum(ys) / n
+    sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
+    sy = math.sqrt(sum((y - my) ** 2 for y in ys))
+    if sx == 0 or sy == 0:
+        return math.nan
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (sx * sy)
+
+
+class Rollouts:
+    """One policy sampling turns for both ways (the same prompt cuts and sampling code)."""
+
+    def __init__(self, model_dir: str, cuts: tuple[int, int, float], data: str | None, max_turns: int) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from trainers.episodes import EpisodeConfig
+
+        self.cfg = EpisodeConfig(
+            model=model_dir,
+            max_history_messages=cuts[0],
+            max_prompt_tokens=cuts[1],
+            temperature=cuts[2],
+            max_new_tokens=64,
+            max_observation_tokens=64,
+            max_turns=max_turns,
+        )
+        self.tok = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+        self.episodes = ToolUseEpisodeEnv(data, max_turns=max_turns)
+        self.pivot_env = gym.make("pivot/tool-use-v0", pivots=self.episodes.pivots).unwrapped
+        self.by_traj: dict[str, list] = {}
+        for p in self.episodes.pivots:
+            self.by_traj.setdefault(str(p.context["trajectory_id"]), []).append(p)
+
+    def group(self, pivot, n: int, seed: int) -> tuple[list[float], int]:
+        """N completions at `pivot`, scored by the pivot env's chain: (rewards, generated tokens)."""
+        from trainers.episodes import prompt_ids, sample_turn
+
+        prompt = prompt_ids(self.tok, pivot, self.cfg)
+        turns = [sample_turn(self.model, self.tok, prompt, self.cfg, seed * 131 + i) for i in range(n)]
+        texts = [self.tok.decode(t, skip_special_tokens=True) for t in turns]
+        return [r.reward for r in self.pivot_env.score(pivot, texts)], sum(len(t) for t in turns)
+
+    def episode(self, pivot_id: str, seed: int):
+        """One episode from `pivot_id` (recorded user)."""
+        from trainers.episodes import run_episode
+
+        return run_episode(self.episodes, self.model, self.tok, pivot_id, self.cfg, seed)
+
+
+def pivotrl(ro: Rollouts, trajs: list[str], k: int, g: int) -> tuple[Tally, dict[str, list[float]], int, float]:
+    """Profile K per pivot, keep D_adv, then one group of G per D_adv pivot: (tally, acceptance, |D_adv|, s)."""
+    accept: dict[str, list[float]] = {}
+    d_adv = []
+    t0 = time.perf_counter()
+    for t in trajs:
+        for p in ro.by_traj[t]:
+            rewards, _ = ro.group(p, k, seed=1)
+            accept.setdefault(t, []).append(sum(rewards) / len(rewards))
+            if 0 < sum(rewards) < len(rewards):
+                d_adv.append(p)
+    profile_seconds = time.perf_counter() - t0
+    tally = Tally()
+    for p in d_adv:
+        t1 = time.perf_counter()
+        rewards, tokens = ro.group(p, g, seed=2)
+        tally.add(rewards, g, tokens, time.perf_counter() - t1)
+    return tally, accept, len(d_adv), profile_seconds
+
+
+def end_to_end(ro: Rollouts, trajs: list[str], g: int) -> Tally:
+    """G episodes from each task's first pivot."""
+    tally = Tally()
+    for t in trajs:
+        t1 = time.perf_counter()
+        eps = [ro.episode(ro.by_traj[t][0].id, seed=3000 + j) for j in range(g)]
+        turns, tokens = sum(e.turns for e in eps), sum(e.generated_tokens for e in eps)
+        tally.add([e.reward for e in eps], turns, tokens, time.perf_counter() - t1)
+    return tally
+
+
+def main() -> None:
+    """Run both ways and print the results (and write `--json`)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=None, help="policy folder (default: the tiny test policy, built once)")
+    ap.add_argument("--data", default=None, help="airline trajectories (default: the bundled sample)")
+    ap.add_argument("--group", type=int, default=4, help="G: completions or episodes per group")
+    ap.add_argument("--k", type=int, default=4, help="K: samples per pivot when profiling for D_adv")
+    ap.add_argument("--max-turns", type=int, default=6, help="turn budget of an end-to-end episode")
+    ap.add_argument("--trajectories", type=int, default=None, help="use the first N trajectories")
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args()
+
+    from trainers.tiny_model import build_test_policy
+
+    if args.model is None:
+        tiny = build_test_policy(os.environ.get("PIVOT_TINY_POLICY_DIR", "runs/bench-tiny-policy"))
+        model_dir, cuts = str(tiny.path), (tiny.max_history_messages, tiny.max_prompt_tokens, tiny.temperature)
+    else:
+        model_dir, cuts = args.model, (4, 256, 1.0)
+    ro = Rollouts(model_dir, cuts, args.data, args.max_turns)
+    trajs = list(ro.by_traj)[: args.trajectories]
+    piv, accept, d_adv, profile_seconds = pivotrl(ro, trajs, args.k, args.group)
+    e2e = end_to_end(ro, trajs, args.group)
+    # correlation over trajectories: pivot-level acceptance vs the episode outcome from the same pivots
+    xs = [sum(accept[t]) / len(accept[t]) for t in trajs]
+    ys = [sum(ro.episode(p.id, seed=5).reward for p in ro.by_traj[t]) / len(ro.by_traj[t]) for t in trajs]
+    a, b = piv.per_signal_group(), e2e.per_signal_group()
+    ratios = {k: (b[k] / a[k] if a[k] not in (0, math.inf) and b[k] != math.inf else math.nan) for k in a}
+    result = {
+        "model": model_dir,
+        "trajectories": len(trajs),
+        "pivots": sum(len(ro.by_traj[t]) for t in trajs),
+        "d_adv": d_adv,
+        "profile_seconds": round(profile_seconds, 3),
+        "pivotrl": piv.to_json(),
+        "end_to_end": e2e.to_json(),
+        "ratio_e2e_over_pivotrl_per_nonzero_variance_group": ratios,
+        "pearson_pivot_acceptance_vs_episode_outcome": pearson(xs, ys),
+        "mean_pivot_acceptance": sum(xs) / len(xs),
+        "mean_episode_outcome": sum(ys) / len(ys),
+    }
+    print(json.dumps(result, indent=2, default=str))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
