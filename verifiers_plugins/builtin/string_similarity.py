@@ -13,11 +13,13 @@ import re
 import shlex
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
 from pivot_envs._actions import action_text, shell_actions
 from pivot_envs._model import Message, Pivot
+from verifiers_plugins._memo import per_pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -49,7 +51,7 @@ class StringSimilarity:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    version = "2"  # 2: shell actions compared command by command
 
     def __init__(self, threshold: float = 0.85) -> None:
         if not 0.0 <= threshold <= 1.0:
@@ -60,12 +62,12 @@ class StringSimilarity:
         """Compare the comparable text of expert and candidate."""
         if pivot.expert.is_tool_call:
             return Verdict.skip("expert called a tool: compared by tool_args")
-        expert_commands = shell_actions(pivot.expert)
-        if expert_commands:
-            mismatch = command_mismatch(expert_commands, shell_actions(action) if not action.tool_calls else [])
+        expert = _expert_form(pivot)
+        if expert.commands is not None:
+            mismatch = command_mismatch(expert.commands, shell_actions(action) if not action.tool_calls else [])
             if mismatch:
                 return Verdict.reject(mismatch)
-        want, got = normalize_text(action_text(pivot.expert)), normalize_text(action_text(action))
+        want, got = expert.text, normalize_text(action_text(action))
         if not got:
             return Verdict.reject("empty completion")
         if not want:
@@ -78,6 +80,21 @@ class StringSimilarity:
 
 
 _OPERATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "\n"})
+
+
+@dataclass(frozen=True)
+class _ExpertForm:
+    """What the comparison needs of the expert turn: its simple commands (None: it runs none) and normalised text."""
+
+    commands: list[list[str]] | None
+    text: str
+
+
+@per_pivot
+def _expert_form(pivot: Pivot) -> _ExpertForm:
+    actions = shell_actions(pivot.expert)
+    commands = simple_commands(actions) if actions else None
+    return _ExpertForm(commands if actions else None, normalize_text(action_text(pivot.expert)))
 
 
 def simple_commands(actions: list[str]) -> list[list[str]] | None:
@@ -109,9 +126,9 @@ def _tokens(lexer: shlex.shlex) -> list[str]:
     return tokens
 
 
-def command_mismatch(expert: list[str], candidate: list[str]) -> str | None:
-    """Why the candidate's commands cannot be a rewording of the expert's, or None when they may be."""
-    want, got = simple_commands(expert), simple_commands(candidate)
+def command_mismatch(want: list[list[str]] | None, candidate: list[str]) -> str | None:
+    """Why the candidate's commands cannot be a rewording of the expert's simple commands, or None when they may be."""
+    got = simple_commands(candidate)
     if want is None:
         return None  # an expert line shlex cannot read: only the whole-string comparison is left
     if got is None:
