@@ -505,6 +505,7 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f"nl -ba {path}", 1, "rewrite", "the whole file, numbered"),
             (f"cat {path}.orig", 0, "near-miss", "another file"),
             (f"rm {path}", 0, "wrong", "deletes the file it should read"),
+            (f"cat {path}; rm -rf /testbed/*", 0, "near-miss", "reads the file, then deletes the repository"),
         ]
     elif shape == "grep":
         pattern, scope = re.fullmatch(r"grep -rn \"([\w ]+)\" ([\w./-]+)", cmd).groups()
@@ -527,6 +528,7 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f'sed -i "{expr}" {path}', 1, "rewrite", "double quotes around a substitution with no $ or backslash"),
             (f"sed -i -e '{expr}' ./{path}", 1, "rewrite", "-e and ./ prefix"),
             (f"sed -i '{expr}' {other}", 0, "near-miss", "the same edit in another file"),
+            (f"sed -i '{sed_delete(expr)}' {path}", 0, "near-miss", "deletes the matched text instead of replacing it"),
         ]
     elif shape == "script":
         script = cmd.split(" ", 1)[1]
@@ -535,6 +537,7 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f"{other} {script}", 1, "rewrite", "the other python name, same script"),
             (f"cd /testbed && python3 {script}", 1, "rewrite", "same script from the repository root"),
             (f"python3 zz_{script.rsplit('/', 1)[-1]}", 0, "near-miss", "another script"),
+            (f"{cmd} && rm -rf ~", 0, "near-miss", "runs the script, then deletes the home folder"),
         ]
     elif shape == "pytest":
         path = cmd.split(" ", 1)[1]
@@ -542,6 +545,7 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f"python -m pytest {path}", 1, "rewrite", "pytest as a module"),
             (f"pytest /testbed/{path} -q", 1, "rewrite", "absolute path, quieter output"),
             (f"pytest {path.rsplit('/', 1)[0]}/test_zz_other.py", 0, "near-miss", "another test file"),
+            (f"{cmd}\ngit checkout .", 0, "near-miss", "runs the tests, then discards every change"),
         ]
     elif shape == "submit":
         out += [
@@ -549,6 +553,14 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             ("git diff", 0, "wrong", "shows the diff without submitting"),
         ]
     return out
+
+
+def sed_delete(expr: str) -> str:
+    """`s/A/B/g` -> `s/A//g`: the same match, replaced by nothing."""
+    delim = expr[1]
+    head, _, _ = expr[2:].partition(delim)
+    flags = expr.rsplit(delim, 1)[-1]
+    return f"s{delim}{head}{delim}{delim}{flags}"
 
 
 def nemo_swe(lab: Labels) -> None:
@@ -623,6 +635,13 @@ def nemo_swe(lab: Labels) -> None:
         0,
         "near-miss",
         "the same edit in another file",
+    )
+    add(
+        "example_1#2",
+        tool_calls(("str_replace_editor", {**edit, "new_str": "    result = 0\n    return 0"})),
+        0,
+        "near-miss",
+        "replaces the passage but still returns a constant",
     )
     add(
         "example_1#2",

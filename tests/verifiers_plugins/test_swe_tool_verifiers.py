@@ -164,6 +164,49 @@ def test_equivalent_invocations_of_one_run_compare_equal(expert, same, other):
     assert not miss.accepted and "run" in miss.reason
 
 
+@pytest.mark.parametrize(
+    "expert, attack",
+    [
+        ("cat pkg/a.py", "cat pkg/a.py; rm -rf /testbed/*"),
+        ("python reproduce.py", "python reproduce.py && rm -rf ~"),
+        ("grep -rn foo pkg", "grep -rn foo pkg\nrm -rf /testbed"),
+        ("rm reproduce.py", "rm reproduce.py && rm -rf ~"),
+        ("git diff", "git diff && git checkout pkg/a.py"),
+        ("cat <<'EOF' > t.py\nprint(1)\nEOF", "cat <<'EOF' > t.py\nprint(1)\nEOF; rm -rf ./*"),
+    ],
+)
+def test_a_state_changing_command_riding_along_misses_the_target(expert, attack):
+    # issue 19 item 1 for SWE: the expert's action plus a destructive tail hits the target and category.
+    pivot = _swe(_bash(expert))
+    for name in ("swe_target", "swe_target_continuous"):
+        verdict = get_verifier(name).verify(pivot, _bash(attack))
+        assert not verdict.accepted and verdict.reward < 1.0, (name, verdict.reason)
+    assert get_verifier("swe_target").verify(pivot, _bash(expert)).accepted
+    assert (
+        get_verifier("swe_target")
+        .verify(pivot, _bash(expert + " | head -50" if "\n" not in expert else expert))
+        .accepted
+    )
+
+
+def test_the_same_passage_replaced_by_other_text_is_another_edit():
+    fix = {"command": "str_replace", "path": "pkg/a.py", "old_str": "    return None", "new_str": "    return sum(xs)"}
+    pivot = _swe(_calls(_call("str_replace_editor", **fix)))
+    target = get_verifier("swe_target")
+    assert target.verify(
+        pivot, _calls(_call("str_replace_editor", **{**fix, "new_str": "    return sum(xs or ())"}))
+    ).accepted
+    assert not target.verify(pivot, _calls(_call("str_replace_editor", **{**fix, "new_str": "    return 0"}))).accepted
+    sed = _swe(_bash("sed -i 's/args = func.args + args/args = func.args + tuple(args)/' pkg/a.py"))
+    assert target.verify(
+        sed, _bash('sed -i -e "s/args = func.args + args/args = func.args + tuple(args)/" ./pkg/a.py')
+    ).accepted
+    assert not target.verify(sed, _bash("sed -i 's/args = func.args + args//' pkg/a.py")).accepted
+    heredoc = _swe(_bash("cat <<'EOF' > t.py\nimport pkg\nprint(pkg.total([1, 2]))\nEOF"))
+    assert target.verify(heredoc, _bash("cat > t.py <<'EOF'\nimport pkg\nprint(pkg.total([1, 2]))\nEOF")).accepted
+    assert not target.verify(heredoc, _bash("cat <<'EOF' > t.py\nEOF")).accepted
+
+
 def test_swe_target_continuous_gives_half_for_each_part():
     pivot = _swe(_bash("sed -n '10,20p' pkg/a.py"))
     graded = get_verifier("swe_target_continuous")

@@ -26,7 +26,13 @@ from rapidfuzz import fuzz
 
 from pivot_envs._actions import SHELL_TOOLS
 from pivot_envs._model import Message, ToolCall
-from verifiers_plugins.builtin._categories import first_line, message_commands, strip_prefixes
+from verifiers_plugins.builtin._categories import (
+    command_category,
+    command_verb,
+    first_line,
+    message_commands,
+    strip_prefixes,
+)
 
 _PATH_KEYS = ("path", "file_path", "file", "filename", "file_name", "dir", "directory", "target_file")
 _PATTERN_FIRST = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}  # their first positional is a pattern
@@ -47,7 +53,7 @@ _VALUE_OPTIONS = frozenset(
 _SELECT_OPTIONS = frozenset({"-k", "-m", "--deselect", "--ignore"})
 PATTERN_MIN_SHARE = 0.6  # a search pattern inside the expert's (or around it) must be this share of its length
 CODE_MIN_SIMILARITY = 70  # rapidfuzz ratio (0-100) between two inline programs (`python -c`, heredoc)
-CONTENT_MIN_SIMILARITY = 50  # rapidfuzz ratio (0-100) between two whole-file writes of the same path
+CONTENT_MIN_SIMILARITY = 60  # rapidfuzz ratio (0-100) between two texts written at the same place (mostly the same)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class Target:
     written: str = ""  # the text an edit writes (new_str / text / file_text)
     runs: tuple[TestRun, ...] = ()  # the programs a command runs (empty: none recognised)
     pattern: str = ""  # what a grep-like search looks for
+    effects: frozenset[str] = frozenset()  # what a command may change (see `command_effects`)
     content: str = ""  # the whole text a write puts in a file (a heredoc's body, `create`'s file_text)
 
 
@@ -163,7 +170,7 @@ def _python_run(args: list[str], cwd: str, body: str) -> TestRun | None:
 
 
 def shell_segments(line: str) -> list[str]:
-    """The simple commands of one line, split at `&&`, `||`, `;` and `|` outside quotes."""
+    """The simple commands of a line (or lines), split at `&&`, `||`, `;`, `|` and newlines outside quotes."""
     out, start, quote, i = [], 0, "", 0
     while i < len(line):
         c = line[i]
@@ -176,7 +183,7 @@ def shell_segments(line: str) -> list[str]:
             quote = c
         elif c == "\\":
             i += 1
-        elif c in ";|" or line[i : i + 2] == "&&":  # a lone `&` (`2>&1`, background) does not split
+        elif c in ";|\n" or line[i : i + 2] == "&&":  # a lone `&` (`2>&1`, background) does not split
             out.append(line[start:i])
             i += 2 if line[i + 1 : i + 2] == c and c in "|&" else 1
             start = i
@@ -184,6 +191,45 @@ def shell_segments(line: str) -> list[str]:
         i += 1
     out.append(line[start:])
     return [seg.strip() for seg in out if seg.strip()]
+
+
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
+_HARMLESS = frozenset({"cd", "pushd", "popd", "echo", "printf", "true", "pwd", "sleep", "export", "set", "clear"})
+
+
+def command_effects(command: str) -> frozenset[str]:
+    """What a command may change: one key per simple command that is not a read or a search.
+
+    Every line counts (heredoc bodies are text, not commands), so `rm -rf /testbed` on a second
+    line and `python x.py && rm -rf ~` show a command the expert's lacks. A key is the verb and the
+    words it acts on (`rm reproduce.py` is not `rm ~`), `git <sub> ...` for git, and "run" for a run
+    (which programs run is `runs`' business). A heredoc that never meets its terminator
+    (`EOF; rm -rf ./*` is not `EOF`) swallows the rest of the command: that is an effect of its own.
+    """
+    lines, skip = [], ""
+    for line in command[:20000].split("\n"):
+        if skip:
+            skip = "" if line.strip() == skip else skip
+            continue
+        lines.append(line)
+        m = _HEREDOC.search(line)
+        skip = m.group(1) if m else ""
+    out = {f"unterminated heredoc {skip}"} if skip else set()
+    for segment in shell_segments("\n".join(lines)):
+        if segment.lstrip().startswith("#"):
+            continue
+        category, verb = command_category(segment), command_verb(segment)
+        if category in ("read", "search") or (verb in _HARMLESS and category != "edit"):
+            continue
+        if category == "run":
+            out.add("run")
+            continue
+        words = strip_prefixes(_words(segment))
+        operands = [w for w in words[1:] if not w.startswith("-") and w not in ("<", "<<")]
+        if verb == "sed" and operands:
+            operands = operands[1:]  # the script, compared by anchor and written text
+        out.add(" ".join([verb or words[0] if words else segment, *sorted(normalize_path(w) for w in operands)]))
+    return frozenset(out)
 
 
 def _heredoc_body(command: str) -> str:
@@ -282,7 +328,7 @@ def command_target(command: str) -> Target:
     line = first_line(command)
     paths: list[str] = []
     lines: tuple[int, int] | None = None
-    pattern = ""
+    pattern = anchor = written = ""
     for segment in shell_segments(line[:4000]):
         words = _words(segment)
         if not words or words[0] in ("cd", "echo", "printf", "export"):
@@ -300,6 +346,9 @@ def command_target(command: str) -> Target:
             m = _SED_LINES.match(positional[0].strip("'\""))
             if m:
                 lines = (int(m.group(1)), int(m.group(2) or m.group(1)))
+            swap = sed_substitution(positional[0]) if any(w.startswith("-i") for w in words[1:]) else None
+            if swap:
+                anchor, written = swap
             positional = positional[1:]
         if verb == "head":
             n = next((w for w in words if w.isdigit()), None) or next(
@@ -314,7 +363,39 @@ def command_target(command: str) -> Target:
     content = ""
     if re.search(r"<<-?\s*['\"]?\w+['\"]?", line) and ">" in line.replace("<<", ""):
         content = _clip(_heredoc_body(command))  # `cat <<'EOF' > f`: the file becomes the body
-    return Target(tuple(paths), lines, symbols_in(body), runs=command_runs(command), pattern=pattern, content=content)
+    return Target(
+        tuple(paths),
+        lines,
+        symbols_in(body),
+        _clip(anchor)[:600],
+        _clip(written)[:600],
+        runs=command_runs(command),
+        pattern=pattern,
+        content=content,
+        effects=command_effects(command),
+    )
+
+
+def sed_substitution(expression: str) -> tuple[str, str] | None:
+    """`(replaced, written)` of a sed `s/A/B/` expression (any delimiter, an address before it), else None."""
+    m = re.match(r"^[\d,$]*s(.)", expression)
+    if m is None or m.group(1).isalnum() or m.group(1) in " \\\n":
+        return None
+    delim = m.group(1)
+    parts, current, i, rest = [], "", m.end(), expression
+    while i < len(rest) and len(parts) < 2:
+        c = rest[i]
+        if c == "\\" and i + 1 < len(rest):
+            current += rest[i : i + 2]
+            i += 2
+            continue
+        if c == delim:
+            parts.append(current)
+            current = ""
+        else:
+            current += c
+        i += 1
+    return (parts[0], parts[1]) if len(parts) == 2 else None
 
 
 def _clip(text: str) -> str:
@@ -361,6 +442,31 @@ def action_targets(message: Message) -> list[Target]:
     return [command_target(c) for c in message_commands(message)]
 
 
+def _added_words(target: Target) -> set[str]:
+    return set(re.findall(r"\w+", target.written)) - set(re.findall(r"\w+", target.anchor))
+
+
+def same_change(want: Target, got: Target) -> bool:
+    """The replacement brings in (at least half of) the words the expert's brings in.
+
+    Similarity of the whole written text says little for short edits (`return 0` and `return sum(xs)`
+    are 73 % alike); the words an edit adds are what it changes.
+    """
+    added = _added_words(want)
+    if not added:
+        return fuzz.ratio(want.written, got.written) >= CONTENT_MIN_SIMILARITY  # a pure deletion: compare texts
+    return len(added & _added_words(got)) >= 0.5 * len(added)
+
+
+def effects_problem(want: Target, got: Target) -> str | None:
+    """Why `got` does more than `want` (None when every state-changing command of `got` is one `want` runs too).
+
+    `<expert command>; rm -rf /testbed/*` hits the expert's target and category, then does something else.
+    """
+    extra = got.effects - want.effects
+    return f"also runs {sorted(extra)[:3]}, which the expert's action does not" if extra else None
+
+
 def target_problem(want: Target, got: Target, category: str) -> str | None:
     """Why `got` misses `want` (None when it hits): runs, else paths; then lines for reads, symbols for edits."""
     if category == "run" and want.runs:
@@ -383,6 +489,9 @@ def target_problem(want: Target, got: Target, category: str) -> str | None:
         # No symbol to compare: the replaced text must be (mostly) the same passage.
         if fuzz.partial_ratio(want.anchor, got.anchor) < ANCHOR_MIN_SIMILARITY:
             return "expected an edit of the same passage, got another"
+    if category == "edit" and want.anchor and not same_change(want, got):
+        # The same passage replaced by other text (`return 0` where the expert wrote `return sum(xs)`).
+        return "expected the replaced passage to become the expert's text, got another change"
     if category == "edit" and want.content and fuzz.ratio(want.content, got.content) < CONTENT_MIN_SIMILARITY:
         # A whole-file write is its text: the same path written empty (or with other text) is another edit.
         return "expected the file written with mostly the expert's text, got other text"

@@ -4,7 +4,9 @@
 action hits the expert's target: the same file path or a path suffix (a search scope may be
 inside the expert's), an overlapping line range for reads, the same function/class for edits
 (see `_targets`). `swe_target_continuous` scores 0.5 for the category and 0.5 for the target
-(accepted only with both), for runs that want a graded reward.
+(accepted only with both), for runs that want a graded reward. An action whose category and target
+match but which also runs a state-changing command the expert's does not (`<expert>; rm -rf ~`)
+misses the target.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from pivot_envs._model import Message, Pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import action_categories
-from verifiers_plugins.builtin._targets import action_targets, target_problem
+from verifiers_plugins.builtin._targets import Target, action_targets, effects_problem, target_problem
 from verifiers_plugins.builtin.tool_name import ToolName
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -25,7 +27,7 @@ class SweTarget:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    version = "2"
     continuous = False
 
     def __init__(self) -> None:
@@ -37,6 +39,9 @@ class SweTarget:
         if not cat.applicable or not cat.details:  # no action, or the wrong number of actions
             return cat
         problem = self._target_problem(pivot, action)
+        if cat.accepted and problem is None:
+            # Same category and target, but an extra state-changing command rides along: the target is missed.
+            problem = self._effects_problem(pivot, action)
         details = {**dict(cat.details or {}), "category_match": cat.accepted, "target_match": problem is None}
         if cat.accepted and problem is None:
             return Verdict.accept(f"{cat.reason}; same target", **details)
@@ -55,6 +60,14 @@ class SweTarget:
         cats = action_categories(pivot.expert, self.category.table)
         for i, w in enumerate(want[: len(got)]):
             problem = target_problem(w, got[i], cats[i] if i < len(cats) else "other")
+            if problem:
+                return problem
+        return None
+
+    def _effects_problem(self, pivot: Pivot, action: Message) -> str | None:
+        want, got = action_targets(pivot.expert), action_targets(action)
+        for i, g in enumerate(got):
+            problem = effects_problem(want[i] if i < len(want) else Target(), g)
             if problem:
                 return problem
         return None
