@@ -12,10 +12,12 @@ import jsonschema
 
 from pivot_envs._actions import TERMINUS_SCHEMA, parse_terminus
 from pivot_envs._model import Message, Pivot
+from verifiers_plugins._memo import per_pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
 
+@per_pivot
 def is_terminus(pivot: Pivot) -> bool:
     """True when the pivot's actions are Terminus JSON turns."""
     return pivot.context.get("format") == "terminus" or (
@@ -78,6 +80,11 @@ def schema_errors(instance: Any, schema: Mapping[str, Any]) -> list[str]:
     ][:5]
 
 
+@per_pivot
+def _tool_names(pivot: Pivot) -> frozenset[str]:
+    return frozenset(pivot.tool_names)
+
+
 class JsonSchemaGate:
     """Tool calls: known tool, JSON object arguments, valid against `parameters`. Terminus: valid turn JSON."""
 
@@ -101,7 +108,7 @@ class JsonSchemaGate:
         return Verdict.skip("text turn with no schema")
 
     def _verify_calls(self, pivot: Pivot, action: Message) -> Verdict:
-        known = set(pivot.tool_names)
+        known = _tool_names(pivot)
         for call in action.tool_calls:
             if known and call.name not in known:
                 return Verdict.reject(f"unknown tool {call.name!r}; expected one of {sorted(known)}")
