@@ -406,7 +406,10 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
                 user=cfg.get("User") or "root",
             )
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base)}
-        result = df.build(client, instructions + tools, task.context, base, tag, access, labels=labels)
+        # the tests' tools first (FROM stays first): a Dockerfile may break the network or pip on purpose
+        # (broken-networking, broken-python); the venv sees what the Dockerfile installs later all the same
+        steps = instructions[:1] + tools + instructions[1:]
+        result = df.build(client, steps, task.context, base, tag, access, labels=labels)
     except (df.DockerfileError, TaskError) as e:
         return _skip(task, str(e), started)
     _touch(client, tag)
@@ -428,21 +431,31 @@ def access_suite(client: Any, image: str) -> str:
     return client.images.get(image).labels.get(f"{LABEL}.suite", "trixie")
 
 
-_USED: dict[str, float] = {}
+def _stamp(tag: str) -> Path:
+    """The file whose mtime is the last use of a task image, shared by every process of this machine."""
+    from pivot_envs._paths import cache_dir
+
+    return cache_dir("task-images", re.sub(r"[^A-Za-z0-9._-]", "_", tag))
 
 
 def _touch(client: Any, tag: str) -> None:
-    _USED[tag] = time.time()
+    try:
+        path = _stamp(tag)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        pass  # an unwritable cache: the image's creation time stands in for its last use
 
 
 def evict(client: Any, keep: int) -> list[str]:
-    """Remove the least recently used task images past `keep` (use = built or reused by this process, else created)."""
+    """Remove the least recently used task images past `keep` (use: built or reused by any process, else created)."""
     images = client.images.list(filters={"label": f"{LABEL}=task"})
     tagged = [(t, img) for img in images for t in img.tags if t.startswith(TASK_REPO + ":")]
 
     def last_used(item: tuple[str, Any]) -> float:
         tag, img = item
-        return _USED.get(tag) or _created(img)
+        stamp = _stamp(tag)
+        return stamp.stat().st_mtime if stamp.is_file() else _created(img)
 
     removed = []
     for tag, _img in sorted(tagged, key=last_used, reverse=True)[keep:]:
