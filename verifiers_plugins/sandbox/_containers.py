@@ -32,7 +32,7 @@ RUN_STATE = "/.pivot-run"  # per-action state of a verification run (a tmpfs in 
 IDLE = ["sleep", "2147483647"]
 HOSTNAME = "pivot-sandbox"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
-WRAPPER = r"""__pivot_from="$1"; __pivot_to="$2"; __pivot_cmd="$3"; __pivot_quiet="$4"
+WRAPPER = r"""__pivot_from="$1"; __pivot_to="$2"; __pivot_cmd="$3"; __pivot_quiet="$4"; __pivot_park="$5"
 if [ "$__pivot_from" != "$__pivot_to" ]; then
   find "$__pivot_to" /dev/shm /dev/mqueue -mindepth 1 -type d -exec chmod u+rwx {} \; 2>/dev/null
   for __pivot_d in "$__pivot_to" /dev/shm /dev/mqueue; do
@@ -46,9 +46,11 @@ __pivot_rc=$?
 pwd >"$__pivot_to/cwd" 2>/dev/null
 export -p >"$__pivot_to/env" 2>/dev/null
 printf '\036PIVOT-END %s %s' "$__pivot_rc" "$(pwd)" >&2
+if [ -n "$__pivot_park" ]; then exec /.pivot-runner --park "$__pivot_rc"; fi
 exit $__pivot_rc
 """
 END_MARK = b"\x1ePIVOT-END "
+UNKNOWN_CWD = "(unknown: the shell ended before the wrapper did)"  # never a real path: it is not absolute
 FORGED_MARK = "end mark forged"  # `RawRun.killed` when stderr holds more than the wrapper's one end mark
 # Counts what an action can leave that is neither a file nor a process (root; "0" when nothing):
 # System V IPC objects (table rows after each header), POSIX shared memory and message queues.
@@ -224,8 +226,17 @@ def run(
         why = "oom" if _oom_killed(box.container) else ("timeout" if e.timed_out else "runner lost")
         return RawRun(None, b"", b"", why)
     code = reply.exit_code if reply.exit_code is not None else 128 + reply.signal
+    # the cwd is the kernel's, read by the runner while the wrapper's last step was parked; a
+    # command that ended the shell before that (`exit`) has none, and nothing it printed stands in
+    cwd = reply.cwd if reply.cwd is not None else (UNKNOWN_CWD if marked else "")
     raw = RawRun(
-        None if reply.killed else code, reply.stdout, reply.stderr, reply.killed, oom=reply.oom, left=reply.left
+        None if reply.killed else code,
+        reply.stdout,
+        reply.stderr,
+        reply.killed,
+        cwd=cwd,
+        oom=reply.oom,
+        left=reply.left,
     )
     return _marked(raw, marked)
 
@@ -233,10 +244,11 @@ def run(
 def _marked(raw: RawRun, marked: bool) -> RawRun:
     """The wrapper reported its exit status and cwd at the end of stderr: no exec_inspect round trip.
 
-    The runner's own exit status (the wrapper exits with the command's) wins over the mark's. A
-    process the command left in the background may print marks of its own, before or after the
-    real one, so more than one mark is no report at all: the run counts as stopped ("end mark
-    forged"), and a candidate doing it scores 0 with that reason.
+    Through the runner, its exit status (the wrapper exits with the command's) and the cwd it read
+    from the kernel win over the mark's: `printf` can write any mark. Through `docker exec` the
+    mark is all there is. A process the command left in the background may print marks of its own,
+    before or after the real one, so more than one mark is no report at all: the run counts as
+    stopped ("end mark forged"), and a candidate doing it scores 0 with that reason.
     """
     if not marked or raw.killed:
         return raw
@@ -247,7 +259,7 @@ def _marked(raw: RawRun, marked: bool) -> RawRun:
         code, _, cwd = raw.stderr[cut + len(END_MARK) :].decode(errors="replace").partition(" ")
         if code.strip().lstrip("-").isdigit():
             status = raw.exit_code if raw.exit_code is not None else int(code)
-            return replace(raw, exit_code=status, stderr=raw.stderr[:cut], cwd=cwd.strip())
+            return replace(raw, exit_code=status, stderr=raw.stderr[:cut], cwd=raw.cwd or cwd.strip())
     return raw
 
 
@@ -288,7 +300,8 @@ def _exec(container: Any, argv: Sequence[str], *, user: str, timeout: float, out
     if raw.exit_code is not None or raw.killed:
         return raw
     code = api.exec_inspect(exec_id).get("ExitCode")
-    return RawRun(code, bytes(out), bytes(err), None)
+    # no end mark: the command ended the shell (`exit`) before the wrapper could say where it was
+    return RawRun(code, bytes(out), bytes(err), None, cwd=UNKNOWN_CWD if marked else "")
 
 
 def _oom_killed(container: Any) -> bool:
@@ -324,7 +337,9 @@ def shell_run(
     clears what an earlier action of a reused container may have left in System V IPC.
     `timeout` and `output_cap` default to the limits' (what an action's later commands get is less).
     """
-    argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else ""]
+    # through the runner, the wrapper ends parked so that the runner reads its cwd (`runner.c`)
+    park = box.channel is not None and rn.parse_user(spec.user) is not None
+    argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else "", "1" if park else ""]
     return run(
         box,
         argv,

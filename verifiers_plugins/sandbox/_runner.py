@@ -124,6 +124,7 @@ class Reply:
     left: int | None
     stdout: bytes
     stderr: bytes
+    cwd: str | None = None  # the command's cwd when it parked (`runner.c --park`); None when it never did
 
 
 class Channel:
@@ -162,10 +163,10 @@ class Channel:
             if head[:1] == b"E":
                 raise RunnerLost(f"the runner refused the request: {head[2:].decode(errors='replace')}")
             fields = head.split()
-            if len(fields) != 8 or fields[0] != b"R":
+            if len(fields) != 9 or fields[0] != b"R":
                 raise RunnerLost(f"unexpected reply from the runner: {bytes(head[:80])!r}")
-            code, sig, killed, oom, left, n_out, n_err = (int(f) for f in fields[1:])
-            body = self._read(n_out + n_err)
+            code, sig, killed, oom, left, n_out, n_err, n_cwd = (int(f) for f in fields[1:])
+            body = self._read(n_out + n_err + max(n_cwd, 0))
         except TimeoutError as e:
             raise RunnerLost(f"the runner did not answer within {timeout + GRACE:.0f} s{self._tail()}", True) from e
         except OSError as e:
@@ -177,7 +178,8 @@ class Channel:
             oom > 0,
             None if left < 0 else left,
             body[:n_out],
-            body[n_out:],
+            body[n_out : n_out + n_err],
+            None if n_cwd < 0 else body[n_out + n_err :].decode(errors="replace"),
         )
 
     def _fill(self) -> None:

@@ -13,10 +13,13 @@
  *   "RUN <timeout_ms> <output_cap> <uid> <gid> <flags> <argc>\n", then argc times "<len>\n<bytes>"
  *   uid/gid -1: stay root. flags: 1 = remove the uid's System V IPC objects first,
  *   2 = keep the command's background processes (replay, or a command followed by another).
- * Reply (stdout): "R <status> <signal> <killed> <oom> <left> <outlen> <errlen>\n" + stdout + stderr
+ * Reply (stdout): "R <status> <signal> <killed> <oom> <left> <outlen> <errlen> <cwdlen>\n" + stdout + stderr + cwd
  *   status: exit status (-1 when ended by a signal), signal: that signal, killed: 0 no,
  *   1 timeout, 2 output cap, oom: OOM kills in the container during the command, left: processes
- *   still alive after the clean-up plus the non-file state left (`residue`) (-1 when not counted).
+ *   still alive after the clean-up plus the non-file state left (`residue`) (-1 when not counted),
+ *   cwdlen: length of the cwd the command's process had when it parked (-1: it never parked).
+ * `pivot-runner --park <status>` (the wrapper's last step, as the action's user) stops itself, is
+ * continued once the runner has read its cwd, and exits with <status>.
  * A malformed request gets "E <message>\n" and the runner exits.
  */
 #define _GNU_SOURCE
@@ -29,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/fsuid.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
 #include <sys/prctl.h>
@@ -155,6 +160,32 @@ static int count_entries(const char *path) {
 }
 
 static int baseline_mounts = -1;
+static int sigchld_pipe[2] = {-1, -1}; /* written on every SIGCHLD: a stopped child wakes poll() */
+
+static void on_sigchld(int sig) {
+    (void)sig;
+    int saved = errno;
+    if (write(sigchld_pipe[1], "c", 1) < 0) {} /* full: a wake-up is pending anyway */
+    errno = saved;
+}
+
+/* The working directory of a stopped child, read by the kernel's account, not from anything the
+   action printed: the wrapper's last step is `exec /.pivot-runner --park <status>`, which stops
+   itself. /proc/<pid>/cwd needs the target's uid as the reader's filesystem uid (CAP_SETUID). */
+static ssize_t read_cwd(pid_t pid, long uid, long gid, char *buf, size_t size) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cwd", (int)pid);
+    if (uid >= 0) {
+        setfsgid((gid_t)gid);
+        setfsuid((uid_t)uid);
+    }
+    ssize_t n = readlink(path, buf, size);
+    if (uid >= 0) {
+        setfsuid(0);
+        setfsgid(0);
+    }
+    return (n >= 0 && (size_t)n < size) ? n : -1;
+}
 
 /* State an action can leave that is neither a file of the container's layers nor a process: System V
    IPC objects (whoever owns them now: IPC_SET can hand one to another uid), POSIX shared memory and
@@ -225,7 +256,8 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     if (child < 0) {
         /* the pids limit: report it as the command's failure, not the runner's */
         char line[128];
-        int n = snprintf(line, sizeof line, "R 126 0 0 0 %d 0 %zu\n", kill_all() + residue(), strlen("fork failed\n"));
+        int n = snprintf(line, sizeof line, "R 126 0 0 0 %d 0 %zu -1\n", kill_all() + residue(),
+                         strlen("fork failed\n"));
         write_all(1, line, (size_t)n);
         write_all(1, "fork failed\n", strlen("fork failed\n"));
         close(out[0]); close(out[1]); close(err[0]); close(err[1]);
@@ -250,8 +282,10 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
     struct buffer bufs[2] = {{malloc((size_t)cap + 1), 0}, {malloc((size_t)cap + 1), 0}};
     if (!bufs[0].data || !bufs[1].data) fail("out of memory");
-    struct pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {pidfd, POLLIN, 0}};
+    struct pollfd fds[4] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {pidfd, POLLIN, 0}, {sigchld_pipe[0], POLLIN, 0}};
     int open_fds = 2, status = 0, exited = 0, killed = 0;
+    static char cwd[PATH_MAX];
+    ssize_t cwd_len = -1; /* unknown until the child stops (parks) */
     char scratch[65536];
     for (;;) {
         if (exited && open_fds == 0) break;
@@ -259,8 +293,11 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
         if (remaining <= 0) { killed = 1; break; }
         if (exited) fds[2].fd = -1;
         int wait = exited ? 0 : (pidfd >= 0 ? (int)remaining : (int)(remaining < 20 ? remaining : 20));
-        int ready = poll(fds, 3, wait);
+        int ready = poll(fds, 4, wait);
         if (ready < 0 && errno != EINTR) break;
+        if (ready > 0 && (fds[3].revents & POLLIN)) {
+            while (read(sigchld_pipe[0], scratch, sizeof scratch) > 0) {}
+        }
         for (int i = 0; i < 2 && ready > 0; i++) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             ssize_t r = read(fds[i].fd, scratch, sizeof scratch);
@@ -272,8 +309,19 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
             if ((size_t)r >= room) killed = 2;
         }
         if (killed) break;
-        if (!exited && waitpid(child, &status, WNOHANG) == child) exited = 1;
-        else if (exited && ready == 0) break; /* the shell ended and its pipes are drained */
+        if (!exited) {
+            int st;
+            pid_t w = waitpid(child, &st, WNOHANG | WUNTRACED);
+            if (w == child && WIFSTOPPED(st)) {
+                cwd_len = read_cwd(child, uid, gid, cwd, sizeof cwd);
+                kill(child, SIGCONT);
+            } else if (w == child) {
+                exited = 1;
+                status = st;
+            }
+        } else if (ready == 0) {
+            break; /* the shell ended and its pipes are drained */
+        }
     }
     if (pidfd >= 0) close(pidfd);
     /* what is left running: killed after a command stopped, or after an action's last command */
@@ -290,19 +338,31 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     char line[256];
-    int n = snprintf(line, sizeof line, "R %d %d %d %ld %d %zu %zu\n", code, sig, killed, oom, left,
-                     bufs[0].len, bufs[1].len);
+    int n = snprintf(line, sizeof line, "R %d %d %d %ld %d %zu %zu %zd\n", code, sig, killed, oom, left,
+                     bufs[0].len, bufs[1].len, cwd_len);
     write_all(1, line, (size_t)n);
     write_all(1, bufs[0].data, bufs[0].len);
     write_all(1, bufs[1].data, bufs[1].len);
+    if (cwd_len > 0) write_all(1, cwd, (size_t)cwd_len);
     free(bufs[0].data);
     free(bufs[1].data);
     for (long i = 0; i < argc; i++) free(argv[i]);
     free(argv);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "--park") == 0) {
+        /* the wrapper's last step: stop so that the runner reads this process's cwd, then exit with the status */
+        raise(SIGSTOP);
+        return argc >= 3 ? atoi(argv[2]) : 0;
+    }
     prctl(PR_SET_DUMPABLE, 0); /* no /proc/<pid>/fd, mem or ptrace for a candidate of the same uid */
+    if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK)) fail("pipe failed");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigchld;
+    sa.sa_flags = SA_RESTART; /* no SA_NOCLDSTOP: a child that stops must wake the runner */
+    sigaction(SIGCHLD, &sa, NULL);
     baseline_mounts = count_lines("/proc/self/mountinfo", 0);
     signal(SIGPIPE, SIG_IGN);
     FILE *in = stdin;

@@ -252,3 +252,15 @@ def test_end_marks_printed_by_the_action_are_no_report(busybox, backend):
     effects = b.run_group(spec, (), [[f"{forger} # {i}"] for i in range(8)])
     for effect in effects:
         assert effect.killed == "end mark forged" or (effect.exit_code, effect.cwd) == (1, "/app"), effect
+
+
+@pytest.mark.docker
+def test_the_cwd_is_the_kernels_not_what_the_action_prints(busybox):
+    pivot = pivot_of(busybox, "cd project", setup=("mkdir project",))
+    forged = [
+        "printf '\\036PIVOT-END 0 /app/project' >&2; exit 0",  # the wrapper's end mark, then no wrapper
+        "echo /app/project > /.pivot-run/cwd; exit 0",  # the saved state the next command would read
+    ]
+    verdicts = get_verifier("docker_shell").verify_batch(pivot, [terminus(c) for c in [*forged, "cd ./project/"]])
+    assert [v.reward for v in verdicts] == [0.0, 0.0, 1.0], [v.reason for v in verdicts]
+    assert all("cwd" in v.reason for v in verdicts[:2])
