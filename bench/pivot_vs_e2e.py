@@ -98,19 +98,20 @@ class Rollouts:
     def __init__(self, model_dir: str, cuts: tuple[int, int, float], data: str | None, max_turns: int) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from trainers.episodes import EpisodeConfig
+        from trainers.episodes import EpisodeConfig, check_length
 
         self.cfg = EpisodeConfig(
             model=model_dir,
             max_history_messages=cuts[0],
             max_prompt_tokens=cuts[1],
             temperature=cuts[2],
-            max_new_tokens=64,
-            max_observation_tokens=64,
+            max_new_tokens=32,  # with 32-token observations, 6 turns fit the tiny model's 512 positions
+            max_observation_tokens=32,
             max_turns=max_turns,
         )
         self.tok = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+        check_length(self.cfg, int(self.model.config.max_position_embeddings))
         self.episodes = ToolUseEpisodeEnv(data, max_turns=max_turns)
         self.pivot_env = gym.make("pivot/tool-use-v0", pivots=self.episodes.pivots).unwrapped
         self.by_traj: dict[str, list] = {}

@@ -136,6 +136,19 @@ class Episode:
         return sum(self.agent_mask)
 
 
+def check_length(cfg: EpisodeConfig, max_positions: int) -> None:
+    """Refuse budgets whose longest episode would not fit the model (positions past it are garbage)."""
+    if not max_positions or cfg.max_prompt_tokens is None:
+        return
+    # a turn is its tokens, the end-of-turn token the framing may add, and the observation after it
+    longest = cfg.max_prompt_tokens + cfg.max_turns * (cfg.max_new_tokens + 1 + cfg.max_observation_tokens)
+    if longest > max_positions:
+        raise ValueError(
+            f"EpisodeConfig: the longest episode is {longest} tokens (max_prompt_tokens + max_turns * "
+            f"(max_new_tokens + 1 + max_observation_tokens)), expected <= the model's {max_positions} positions"
+        )
+
+
 def start_ids(env: Any, starts: str) -> list[str]:
     """The pivot ids episodes start from ("first": each trajectory's first pivot)."""
     if starts == "all":
@@ -267,6 +280,7 @@ class EpisodeTrainer:
         self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         self.policy = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32).to(cfg.device)
         self.ref = copy.deepcopy(self.policy).eval().requires_grad_(False) if cfg.beta > 0 else None
+        check_length(cfg, int(getattr(self.policy.config, "max_position_embeddings", 0) or 0))
         kwargs = {"max_turns": cfg.max_turns, **({"dataset": cfg.dataset} if cfg.dataset else {})}
         self.env = env if env is not None else gym.make(cfg.env_id, **kwargs).unwrapped
         self.starts = start_ids(self.env, cfg.starts)

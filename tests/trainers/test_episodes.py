@@ -8,7 +8,15 @@ import torch
 import pivot_envs  # noqa: F401
 from pivot_envs._formats import write_pivots
 from pivot_envs.episodes import ToolUseEpisodeEnv
-from trainers.episodes import Episode, EpisodeConfig, EpisodeTrainer, observation_text, pad_episodes, run_episode
+from trainers.episodes import (
+    Episode,
+    EpisodeConfig,
+    EpisodeTrainer,
+    check_length,
+    observation_text,
+    pad_episodes,
+    run_episode,
+)
 from verifiers_plugins import hookimpl
 from verifiers_plugins.builtin.user_simulators import UserReply
 
@@ -116,6 +124,13 @@ def test_episode_grpo_step_changes_parameters_on_a_mixed_group(tiny_policy, tmp_
     changed = [k for k, v in trainer.policy.named_parameters() if not torch.equal(v, before[k])]
     assert changed, "a step on a mixed group must move the weights"
     assert 0.0 < metrics["loss/agent_token_share"] < 1.0
+
+
+def test_budgets_past_the_models_positions_are_refused():
+    cfg = EpisodeConfig(model="m", max_prompt_tokens=96, max_turns=4, max_new_tokens=64, max_observation_tokens=64)
+    check_length(cfg, 1024)  # 96 + 4 * 129 = 612 fits
+    with pytest.raises(ValueError, match="612 tokens"):
+        check_length(cfg, 512)
 
 
 def test_config_rejects_bad_values(tmp_path):
