@@ -160,6 +160,9 @@ def terminal_bench(
     ),
     only: str = typer.Option("", "--only", help="Comma-separated task ids (default: all)."),
     limit: int = typer.Option(0, "--limit", help="Only the first N tasks (0: all)."),
+    check_tests: bool = typer.Option(
+        False, "--check-tests", help="Run each task's tests on the initial state and after the oracle solution."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run each task's oracle solution command by command and write Terminus trajectories' pivots."""
@@ -175,6 +178,7 @@ def terminal_bench(
             limit=limit or None,
             tasks_dir=tasks_dir,
             only=[t for t in only.split(",") if t.strip()],
+            check_tests=check_tests,
         )
     if as_json:
         emit_json(report)

@@ -300,10 +300,14 @@ def synthesize_file(
     limit: int | None = None,
     tasks_dir: Path | None = None,
     only: Sequence[str] = (),
+    check_tests: bool = False,
 ) -> dict[str, Any]:
     """Synthesize every task of a JSONL file and write the pivots; returns the report.
 
-    `tasks_dir` defaults to the `tasks/` folder beside `src`; `only` keeps the named tasks.
+    `tasks_dir` defaults to the `tasks/` folder beside `src`; `only` keeps the named tasks. With
+    `check_tests`, each synthesized task's row says whether its tests fail on the initial state and
+    pass after the oracle solution (`tests_before`, `tests_after`: None with `tests_reason` when
+    they cannot run).
     """
     records = [rec for _, rec in iter_jsonl(Path(src))]
     if only:
@@ -314,6 +318,14 @@ def synthesize_file(
         [p for r in rows if r["status"] == "ok" for p in extract_pivots(r["trajectory"])]
     )
     write_pivots(pivots, out)
+    if check_tests:
+        from verifiers_plugins.builtin.task_tests import oracle_check
+
+        for r in rows:
+            if r["status"] == "ok" and r["trajectory"].context.get("task"):
+                check = oracle_check(r["trajectory"].context)
+                r["tests_before"], r["tests_after"] = check.get("before"), check.get("after")
+                r["tests_reason"] = check.get("after_reason") or check.get("reason", "")
     tasks = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
     ok = sum(r["status"] == "ok" for r in rows)
     return {
