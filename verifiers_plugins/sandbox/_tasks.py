@@ -9,12 +9,19 @@ so their dependencies are fetched at build time). Images are tagged by a content
 copied files, base image id, test plan, builder version) and an LRU bound removes the oldest.
 
 Public API (used by `pivot sandbox build-task(s)`, synthesis, `task_tests` and episode envs):
-    load_task(dir) -> Task
-    task_image(client, task, *, force=False) -> BuildReport      (builds or reuses; raises TaskError)
-    build_tasks(client, dirs, *, keep=...) -> Iterator[BuildReport]
-    test_commands(task, nonce) -> list[str]    (shell commands that deliver the tests and run them)
-    test_outcome(stdout, nonce) -> TestOutcome
-    ensure_base(client, name) -> (local tag, note)
+    load_task(dir) -> Task                                         (TaskError names file and line)
+    task_image(client, task, *, force=False, keep=24) -> BuildReport
+        builds or reuses the image; status "built" | "cached" | "skipped" with the one reason;
+        `workdir`/`user` are what a `SandboxSpec` of the task needs
+    build_tasks(client, dirs, *, force=False, keep=24) -> Iterator[BuildReport]
+    task_dirs(root, only=()) -> list[Path]
+    test_commands(task, nonce, workdir) -> list[str]   (deliver the tests after an action, run them)
+    test_outcome(stdout, nonce) -> TestOutcome          (passed / ran / counts / reason)
+    ensure_base(client, name) -> (local tag, note)      (a FROM name -> the local stand-in)
+    ensure_bundled_image(client, "pivot-gym/task:<id>")  (the package's own tasks, by stable name)
+An episode env runs a task as: `SandboxSpec(image=report.image, workdir=report.workdir, user="root",
+shell="/bin/bash", replay_access=True)`, the agent's commands through the sandbox backend, then
+`test_commands` + `test_outcome` (or `task_tests.run_tests`) for the outcome.
 """
 
 from __future__ import annotations
