@@ -1,8 +1,11 @@
 """Pivot envs served by openenv-core's server, driven by openenv-core's own client on loopback."""
 
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -59,14 +62,12 @@ def test_unknown_pivot_is_reported_to_the_client(server):
             client.reset(pivot_id="nope")
 
 
-def test_pivot_serve_protocol_openenv(tmp_path):
-    import subprocess
-    import sys
-
+def test_pivot_serve_protocol_openenv():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "pivot_envs", "serve", "--env", "pivot/tool-use-v0", "--protocol", "openenv"]
+    script = str(Path(sys.executable).with_name("pivot"))  # the console script users run
+    cmd = [script, "serve", "--env", "pivot/tool-use-v0", "--protocol", "openenv"]
     refused = subprocess.run([*cmd, "--host", "0.0.0.0"], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1 and "loopback only" in refused.stdout + refused.stderr
     proc = subprocess.Popen([*cmd, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
