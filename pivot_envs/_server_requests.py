@@ -21,11 +21,15 @@ class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
+# Pivot ids are short; a longer one is no id, and would cost a did-you-mean search over megabytes.
+MAX_ID_CHARS = 1024
+
+
 class ResetOptions(BaseModel):
     """`options` of `reset`: `pivot_id` is read; other keys are ignored, as by a local env."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
-    pivot_id: str | None = None
+    pivot_id: str | None = Field(default=None, max_length=MAX_ID_CHARS)
 
 
 class ResetRequest(_Body):
@@ -44,7 +48,7 @@ class StepRequest(_Body):
 class VerifyBatchRequest(_Body):
     """Body of `verify-batch`."""
 
-    pivot_id: str
+    pivot_id: str = Field(max_length=MAX_ID_CHARS)
     completions: list[str] = Field(min_length=1)
 
 

@@ -218,6 +218,7 @@ def test_sessions_expire_after_their_ttl_and_a_full_server_refuses_rather_than_e
         ("reset", {"seed": "5"}),
         ("reset", {"seed": True}),
         ("reset", {"seed": 2**70}),
+        ("reset", {"options": {"pivot_id": "x" * 5000}}),
         ("reset", {"options": "x"}),
         ("step", {"action": ["x"]}),
         ("step", {"action": None}),
@@ -226,6 +227,7 @@ def test_sessions_expire_after_their_ttl_and_a_full_server_refuses_rather_than_e
         ("verify-batch", {"pivot_id": "p", "completions": "x"}),
         ("verify-batch", {"pivot_id": "p", "completions": []}),
         ("verify-batch", {"pivot_id": "p", "completions": ["x"], "extra": 1}),
+        ("verify-batch", {"pivot_id": "x" * 5000, "completions": ["x"]}),
     ],
 )
 def test_wrong_types_get_422_with_a_message(served, path, body):
