@@ -176,3 +176,36 @@ def test_build_access_reads_the_machine_and_keeps_file_indexes_out(monkeypatch):
     monkeypatch.setattr(_access, "_pip_config", lambda: config)
     assert _access.pip_indexes() == ("https://pypi.example/simple", ["https://more.example/s"])
     assert {"mirror.example", "pypi.example", "more.example"} <= _access.registry_hosts()
+
+
+def _pivot(context: dict, n_history: int = 1):
+    import json
+
+    from pivot_envs import Message, Pivot
+
+    def turn(command: str) -> Message:
+        body = {"analysis": "", "plan": "", "commands": [{"keystrokes": command + "\n"}]}
+        return Message("assistant", json.dumps(body))
+
+    history = (Message("user", "task"),) + tuple(
+        m for i in range(n_history) for m in (turn(f"echo {i}"), Message("user", "out"))
+    )
+    return Pivot(id="t#1", domain="terminal", history=history, expert=turn("echo expert"), context=context)
+
+
+def test_task_tests_without_a_usable_task_is_a_skip_or_an_error_never_a_raise(tmp_path: Path):
+    from pivot_envs import Message
+    from verifiers_plugins.builtin.task_tests import TaskTests
+
+    verifier = TaskTests()
+    action = Message("assistant", '{"analysis": "", "plan": "", "commands": [{"keystrokes": "ls\\n"}]}')
+    sandbox = {"image": "pivot-gym/task:x", "workdir": "/app", "user": "root"}
+    assert not verifier.verify(_pivot({"sandbox": sandbox}), action).applicable
+    gone = {"sandbox": sandbox, "task": {"dir": str(tmp_path / "gone"), "solution": ["echo 0", "echo expert"]}}
+    verdict = verifier.verify(_pivot(gone), action)
+    assert verdict.error and "no task.yaml" in verdict.error and verdict.reward == 0.0
+    # final mode applies at the last pivot of the solution only
+    longer = {**gone, "task": {**gone["task"], "solution": ["echo 0", "echo expert", "echo more"]}}
+    assert not TaskTests(mode="final").verify(_pivot(longer), action).applicable
+    with pytest.raises(ValueError, match="mode"):
+        TaskTests(mode="sometimes")
