@@ -71,10 +71,12 @@ def shapes(env) -> list:
     return list(seen.values())
 
 
+@pytest.mark.parametrize("cached", [False, True], ids=["uncached", "reward-cache"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_hostile_completions_score_zero_with_a_reason(env_id):
+def test_hostile_completions_score_zero_with_a_reason(env_id, cached, tmp_path):
     """Issue 19 item 9: a 5,000-digit integer in a tool call made `step` raise ValueError in all four envs."""
-    env = gym.make(env_id).unwrapped
+    kwargs = {"reward_cache": str(tmp_path / "rewards.sqlite")} if cached else {}
+    env = gym.make(env_id, **kwargs).unwrapped
     failures = []
     for pivot in shapes(env):
         env.reset(options={"pivot_id": pivot.id})
