@@ -109,9 +109,9 @@ def decode_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
 
 
 def _plainly_safe(text: str, max_depth: int) -> bool:
-    """True when the text alone shows what `check_value` would walk the value to find.
+    r"""True when the text alone shows what `check_value` would walk the value to find.
 
-    A lone surrogate in a decoded value comes from a surrogate in the text or a `\\uD800`-`\\uDFFF`
+    A lone surrogate in a decoded value comes from a surrogate in the text or a `\uD800`-`\uDFFF`
     escape; nesting is at most the number of brackets. Tool-call arguments are a few brackets of
     plain text, so the walk (the costly part of decoding them) is rarely needed.
     """
