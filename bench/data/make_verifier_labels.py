@@ -622,6 +622,13 @@ def nemo_swe(lab: Labels) -> None:
     )
     add(
         "example_5#2",
+        tool_calls(("execute_bash", {"command": run + " && rm -rf ~"})),
+        0,
+        "near-miss",
+        "runs the tests, then deletes the home folder",
+    )
+    add(
+        "example_5#2",
         tool_calls(("execute_bash", {"command": "cat /workspace/proj/tests/test_utils.py"})),
         0,
         "wrong",
@@ -696,6 +703,13 @@ def terminal(lab: Labels) -> None:
     h("terminal-multi-harness-example-5#1", tool_calls(ex("git  status  --short")), 1, "rewrite", "spacing")
     h("terminal-multi-harness-example-5#1", tool_calls(ex("git stash")), 0, "wrong", "stashes the changes away")
     h("terminal-multi-harness-example-5#1", tool_calls(ex("git reset --hard")), 0, "wrong", "discards the changes")
+    h(
+        "terminal-multi-harness-example-5#1",
+        tool_calls(ex("git status --short && git clean -fdx")),
+        0,
+        "near-miss",
+        "status, then deletes untracked files",
+    )
     poll = ("write_stdin", {"session_id": 7, "chars": ""})
     h("terminal-multi-harness-example-4#1", tool_calls(poll, ex("pwd")), 1, "expert", "demonstrated")
     h("terminal-multi-harness-example-4#1", tool_calls(ex("pwd"), poll), 1, "rewrite", "independent calls reordered")

@@ -204,3 +204,24 @@ def test_exact_match_compares_huge_integers_exactly_without_overflow():
     assert v.verify(pivot, Message("assistant", None, (_call("pay", n=10**400),))).accepted
     assert not v.verify(pivot, Message("assistant", None, (_call("pay", n=10**400 + 1),))).accepted
     assert v.verify(pivot, Message("assistant", None, (_call("pay", n=10**400),))).error is None
+
+
+def test_tool_args_compares_shell_commands_after_normalisation_not_by_similarity():
+    long = "python -m pytest /workspace/proj/tests/test_utils.py -q --tb=short"
+    pivot = Pivot(
+        "sh#2",
+        "terminal",
+        (Message("user", "run the tests"),),
+        Message("assistant", None, (_call("exec_command", cmd=long),)),
+    )
+    v = get_verifier("tool_args")
+    assert v.verify(pivot, Message("assistant", None, (_call("exec_command", cmd=long.replace("  ", " ")),))).accepted
+    tail = Message("assistant", None, (_call("exec_command", cmd=long + " && rm -rf ~"),))
+    assert not v.verify(pivot, tail).accepted
+    flags = Pivot(
+        "ls#2",
+        "terminal",
+        (Message("user", "list"),),
+        Message("assistant", None, (_call("exec_command", cmd="ls -la /workspace"),)),
+    )
+    assert v.verify(flags, Message("assistant", None, (_call("exec_command", cmd="ls  -al /workspace"),))).accepted

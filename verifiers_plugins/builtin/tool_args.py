@@ -6,8 +6,9 @@ normalised similarity with the ids and numbers inside it compared exactly, lists
 objects key by key (key order never matters; a key left out equals its schema default). A string
 never equals a number or a boolean unless the argument's schema declares both types (the tool
 would then take either); without that declaration a `"50"` for `50` is a guess, and guesses are
-rejected. Parallel calls are matched as a multiset: a one-to-one pairing of expert and candidate
-calls must exist.
+rejected. The command of a shell tool (`exec_command`, `execute_bash`, ...) compares after
+`normalize_shell` (flag order, quoting, spacing), never by similarity. Parallel calls are matched
+as a multiset: a one-to-one pairing of expert and candidate calls must exist.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from pivot_envs._actions import SHELL_TOOLS, normalize_shell
 from pivot_envs._model import Message, Pivot, ToolCall
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin.json_schema import schema_errors
@@ -50,6 +52,7 @@ def _text_match(want: str, got: str, schema: Mapping[str, Any] | None, text_thre
     return want.strip().casefold() == got.strip().casefold() and not _ID_LIKE.match(want.strip())
 
 
+SHELL_ARGS = ("command", "cmd", "keystrokes", "script")  # the arguments of a shell tool that hold its command
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
@@ -180,7 +183,7 @@ class ToolArgs:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "3"
+    version = "4"
 
     def __init__(self, rel_tol: float = 1e-9, text_threshold: float = 0.8) -> None:
         self.rel_tol = rel_tol
@@ -220,7 +223,16 @@ class ToolArgs:
         want_args = want.parsed_arguments()
         if not isinstance(want_args, dict):
             return None if want.arguments.strip() == got.arguments.strip() else f"{got.name}: arguments differ"
-        diffs = object_diff(want_args, got_args, schema, self.rel_tol, self.text_threshold)
+        shell = [k for k in SHELL_ARGS if want.name in SHELL_TOOLS and isinstance(want_args.get(k), str)]
+        # A shell command is no prose: `<expert command> && rm -rf ~` is 90 % alike and does something else.
+        diffs = [
+            k
+            for k in shell
+            if not isinstance(got_args.get(k), str) or normalize_shell(want_args[k]) != normalize_shell(got_args[k])
+        ]
+        rest_want = {k: v for k, v in want_args.items() if k not in shell}
+        rest_got = {k: v for k, v in got_args.items() if k not in shell}
+        diffs += object_diff(rest_want, rest_got, schema, self.rel_tol, self.text_threshold)
         return f"{got.name}: arguments differ at {sorted(diffs)}" if diffs else None
 
 
