@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from verifiers_plugins import get_verifiers
+from verifiers_plugins import HOOK_API_VERSION, get_verifiers
 from verifiers_plugins._scaffold import scaffold_names
 
 
@@ -88,5 +88,5 @@ def test_scaffold_names():
         "dist": "pivot-verifier-api-call",
         "package": "pivot_verifier_api_call",
         "cls": "ApiCall",
-        "api": "1",
+        "api": str(HOOK_API_VERSION),  # the scaffold pins the hook API it was written against
     }
