@@ -84,21 +84,21 @@ class DemoConfig:
     """Share of tasks held out."""
     split_seed: int = 0
     """Seeds which tasks are held out."""
-    max_train_pivots: int | None = 160
+    max_train_pivots: int | None = 64
     """Training pivots profiled (D_cand), drawn evenly over the training split; None: all."""
-    max_heldout_pivots: int | None = 48
+    max_heldout_pivots: int | None = 24
     """Held-out tool-call pivots evaluated, drawn evenly; None: all."""
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     """Synthetic pretraining (model shape, steps, stage settings)."""
-    sft_steps: int = 150
+    sft_steps: int = 200
     """SFT steps on the real training pivots (batch 16)."""
-    sft_lr: float = 1e-3
+    sft_lr: float = 3e-3
     """SFT learning rate."""
     k: int = 8
     """Samples per pivot when profiling."""
     lam: float = 0.9
     """D_adv keeps pivots with reward variance > 0 and mean < lam."""
-    steps: int = 8
+    steps: int = 5
     """Updates per arm (GRPO steps; the sft arm takes as many steps on as many samples)."""
     pivots_per_step: int = 4
     """P per step."""
@@ -128,8 +128,8 @@ class DemoConfig:
             max_train_pivots=24,
             max_heldout_pivots=8,
             pretrain=self.pretrain.quick(),
-            sft_steps=40,
-            sft_lr=3e-3,
+            sft_steps=150,
+            sft_lr=4e-3,
             k=4,
             steps=2,
             pivots_per_step=2,

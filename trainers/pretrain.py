@@ -28,15 +28,17 @@ from trainers.settings import StageSettings
 from trainers.tiny_model import TinyModelConfig
 from verifiers_plugins.worlds._tau_airline_tools import AIRPORTS
 
-# About 5.6M parameters: the smallest shape measured here that learns to copy ids from a tool
-# output a few hundred tokens back, and small enough for a CPU budget of minutes (ENVIRONMENT.md).
+# About 1.1M parameters. The issue asked for 5-10M; measured here, a 6M model's step (batch 16,
+# ~400 tokens) took 21.6 s on the loaded 2-core machine (7.5 CPU-s), so its pretraining alone would
+# outlast the whole demo's budget; this shape's step is about 5x cheaper (see docs/training.md).
 PRETRAIN_MODEL = TinyModelConfig(
-    vocab_size=2048,
-    hidden_size=320,
+    vocab_size=1024,
+    hidden_size=128,
     num_layers=4,
-    num_heads=5,
-    num_kv_heads=5,
-    intermediate_size=960,
+    num_heads=4,
+    num_kv_heads=2,
+    intermediate_size=384,
+    max_positions=1024,
     split_spaces=True,
 )
 # The CI shape: the same stages, a model that trains in a minute.
@@ -68,12 +70,12 @@ class PretrainConfig:
     """
 
     world: str = "tau-airline"
-    conversations: int = 1500
-    steps: int = 600
+    conversations: int = 600
+    steps: int = 200
     batch_size: int = 16
-    lr: float = 2e-3
+    lr: float = 3e-3
     model: TinyModelConfig = PRETRAIN_MODEL
-    settings: StageSettings = field(default_factory=lambda: StageSettings(4, 320, 96))
+    settings: StageSettings = field(default_factory=lambda: StageSettings(4, 256, 96))
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -83,7 +85,7 @@ class PretrainConfig:
     def quick(self) -> PretrainConfig:
         """The CI shape: fewer conversations and steps, the small model, shorter prompts."""
         return replace(
-            self, conversations=150, steps=60, batch_size=8, model=QUICK_MODEL, settings=StageSettings(2, 160, 64)
+            self, conversations=150, steps=100, batch_size=8, model=QUICK_MODEL, settings=StageSettings(2, 160, 64)
         )
 
 

@@ -100,3 +100,38 @@ def test_summarize_slices_by_tool_and_kind():
     out = summarize(rec).to_json()
     assert out["accept"] == pytest.approx(1 / 3) and out["clusters"] == 2 and out["verifier_errors"] == 1
     assert out["per_kind"]["tool_call"]["accept"] == 0.5 and out["per_tool"]["text"]["accept"] == 0.0
+
+
+@pytest.mark.slow
+def test_eval_cli_on_a_local_model_reads_its_saved_settings(tiny_policy, tmp_path):
+    from pivot_envs import load_pivots, write_pivots
+    from pivot_envs._env import bundled_paths
+
+    pivots = [p for p in load_pivots(bundled_paths(("tool_use_tau_airline.jsonl",))[0]) if p.expert.tool_calls]
+    write_pivots(pivots, tmp_path / "calls.jsonl")
+    res = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            str(tiny_policy.path),
+            "--pivots",
+            str(tmp_path / "calls.jsonl"),
+            "--k",
+            "2",
+            "--seeds",
+            "0,1",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["n"] == 2 * 2 * len(pivots) and 0.0 <= out["ci"][0] <= out["accept"] <= out["ci"][1] <= 1.0
+    assert set(out["per_kind"]) == {"tool_call"} and out["settings"]["max_new_tokens"] == tiny_policy.max_new_tokens
+    assert out["settings"]["max_prompt_tokens"] == tiny_policy.max_prompt_tokens
+    # greedy: one sample per pivot and seed
+    res = CliRunner().invoke(
+        app, ["eval", "--model", str(tiny_policy.path), "--pivots", str(tmp_path / "calls.jsonl"), "--greedy", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["n"] == len(pivots)
