@@ -67,6 +67,16 @@ def _object_field(payload: Mapping[str, Any], key: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _id_field(payload: Mapping[str, Any], key: str) -> str | None:
+    """A call id: a string, or a number some formats write (kept as its text); anything else is an error."""
+    value = payload.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise InvalidTrajectory(f"{key}: expected a string id, got {type(value).__name__}")
+
+
 def _load(cls_name: str, payload: Any, build) -> Any:
     """Run `build(payload)` turning KeyError/TypeError into InvalidTrajectory with the cause chained."""
     if not isinstance(payload, Mapping):
@@ -101,6 +111,7 @@ class ToolCall:
             isinstance(self.arguments, str),
             f"ToolCall.arguments: expected a JSON string, got {type(self.arguments).__name__}",
         )
+        _require(isinstance(self.id, str), f"ToolCall.id: expected str, got {type(self.id).__name__}")
 
     def parsed_arguments(self) -> Any:
         """The arguments decoded from JSON, or None when they are not valid, safe JSON (see `decode_json`)."""
@@ -122,7 +133,7 @@ class ToolCall:
             args = fn.get("arguments", "{}")
             if not isinstance(args, str):
                 args = json.dumps(args, ensure_ascii=False)
-            return cls(name=fn["name"], arguments=args, id=p.get("id") or "")
+            return cls(name=fn["name"], arguments=args, id=_id_field(p, "id") or "")
 
         return _load("ToolCall", payload, build)
 
@@ -164,6 +175,13 @@ class Message:
             not self.tool_calls or self.role == "assistant",
             f"Message.tool_calls: only assistant messages call tools, got role {self.role!r}",
         )
+        for attr in ("tool_call_id", "name"):
+            value = getattr(self, attr)
+            _require(
+                value is None or isinstance(value, str),
+                f"Message.{attr}: expected str or None, got {type(value).__name__}",
+            )
+        _require(isinstance(self.extra, Mapping), f"Message.extra: expected a mapping, got {type(self.extra).__name__}")
 
     @property
     def is_tool_call(self) -> bool:
@@ -201,7 +219,7 @@ class Message:
                 role=p["role"],
                 content=content,
                 tool_calls=calls,
-                tool_call_id=p.get("tool_call_id"),
+                tool_call_id=_id_field(p, "tool_call_id"),
                 name=p.get("name"),
                 extra=_object_field(p, "extra"),
             )
@@ -293,6 +311,10 @@ class Profile:
         object.__setattr__(self, "rewards", tuple(float(r) for r in self.rewards))
         _require(self.k == len(self.rewards), f"Profile.k: expected len(rewards)={len(self.rewards)}, got {self.k}")
         _require(all(math.isfinite(r) for r in self.rewards), "Profile.rewards: expected finite numbers")
+        _require(
+            all(0.0 <= r <= 1.0 for r in self.rewards),
+            f"Profile.rewards: expected rewards in [0, 1], got {[r for r in self.rewards if not 0.0 <= r <= 1.0][:3]}",
+        )
 
     @property
     def mean(self) -> float:

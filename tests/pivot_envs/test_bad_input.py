@@ -167,6 +167,13 @@ BAD_FILES = {
     "tools-params.jsonl": (_row(tools=[{"function": {"name": "f", "parameters": "x"}}]), 1, "parameters"),
     "context-pairs.jsonl": (_row(context=[["a", "b"]]), 1, "context: expected an object"),
     "history-string.jsonl": (_row(history="abc"), 1, "history: expected a list"),
+    "name-list.jsonl": (_row(history=[{"role": "tool", "content": "r", "name": [1]}]), 1, "Message.name"),
+    "call-id-list.jsonl": (
+        _row(expert={"role": "assistant", "tool_calls": [{"id": [1], "function": {"name": "f"}}]}),
+        1,
+        "id: expected a string id",
+    ),
+    "profile-range.jsonl": (_row(profile={"k": 1, "rewards": [5.0]}), 1, "rewards in [0, 1]"),
     "deep.json": (b'{"messages": ' + b"[" * 5000 + b"]" * 5000 + b"}", None, "nesting deeper"),
     "binary.json": (b"\x00\x01\x02PK", None, "binary content"),
 }
