@@ -1,7 +1,7 @@
 """Episode envs: continue a task from any pivot in the live state and score the task's outcome."""
 
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, StepResult, load_episode_data
-from pivot_envs.episodes._terminal import TerminalEpisodeEnv, with_task_tests
+from pivot_envs.episodes._terminal import TerminalEpisodeEnv
 from pivot_envs.episodes._tool_use import ToolUseEpisodeEnv, gold_state, said_to_user, tau_bench_outcome
 
 __all__ = [
@@ -14,5 +14,4 @@ __all__ = [
     "load_episode_data",
     "said_to_user",
     "tau_bench_outcome",
-    "with_task_tests",
 ]

@@ -20,7 +20,6 @@ neither has no outcome: its episodes end with an error outcome, never a guessed 
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -196,9 +195,3 @@ class TerminalEpisodeEnv(EpisodeEnv):
         if session is not None:
             session.close()
 
-
-def with_task_tests(pivot_json: Mapping[str, Any], commands: Sequence[str], timeout: float = 60.0) -> dict[str, Any]:
-    """A pivot record with `context["task_tests"]` set (for data prepared before issue 17's task tests)."""
-    out = json.loads(json.dumps(pivot_json))
-    out.setdefault("context", {})["task_tests"] = {"commands": list(commands), "timeout": timeout}
-    return out
