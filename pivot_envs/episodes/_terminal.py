@@ -194,4 +194,3 @@ class TerminalEpisodeEnv(EpisodeEnv):
         session, self.session = self.session, None
         if session is not None:
             session.close()
-
