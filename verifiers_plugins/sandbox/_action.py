@@ -21,6 +21,7 @@ from verifiers_plugins.sandbox._effects import normalize_output
 from verifiers_plugins.sandbox._spec import Effect, Limits, SandboxSpec
 
 SIGXFSZ_EXIT = 128 + 25
+UNKNOWN_CWD = "(unknown: the shell ended before the wrapper did)"  # not absolute: never a real path
 CHANGE_SET_CAP = "change set cap"  # `Effect.killed` of an action whose change set is past `Limits`' bounds
 
 # Describes every path it is given, as the action's user (where the host cannot read the layers).
@@ -205,7 +206,9 @@ def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[st
         if killed:
             return _effect(limits, None, out, err, {}, "", killed), False
     settled = box.channel is not None and raw.left == 0
-    changes = change_set(box, spec, limits, raw.cwd if commands else "", settled)
+    # "" after a command is an unknown cwd (the shell ended early): never read from files the action could write
+    cwd = (raw.cwd or UNKNOWN_CWD) if commands else ""
+    changes = change_set(box, spec, limits, cwd, settled)
     if changes.over:
         return _effect(limits, None, out, err, {}, "", CHANGE_SET_CAP, changes.over), False
     clean = changes.untouched and (box.channel is None or raw.left == 0)

@@ -50,7 +50,6 @@ if [ -n "$__pivot_park" ]; then exec /.pivot-runner --park "$__pivot_rc"; fi
 exit $__pivot_rc
 """
 END_MARK = b"\x1ePIVOT-END "
-UNKNOWN_CWD = "(unknown: the shell ended before the wrapper did)"  # never a real path: it is not absolute
 FORGED_MARK = "end mark forged"  # `RawRun.killed` when stderr holds more than the wrapper's one end mark
 # Counts what an action can leave that is neither a file nor a process (root; "0" when nothing):
 # System V IPC objects (table rows after each header), POSIX shared memory and message queues.
@@ -227,8 +226,8 @@ def run(
         return RawRun(None, b"", b"", why)
     code = reply.exit_code if reply.exit_code is not None else 128 + reply.signal
     # the cwd is the kernel's, read by the runner while the wrapper's last step was parked; a
-    # command that ended the shell before that (`exit`) has none, and nothing it printed stands in
-    cwd = reply.cwd if reply.cwd is not None else (UNKNOWN_CWD if marked else "")
+    # command that ended the shell before that (`exit`) has none ("") and nothing it printed stands in
+    cwd = reply.cwd or ""
     raw = RawRun(
         None if reply.killed else code,
         reply.stdout,
@@ -259,7 +258,10 @@ def _marked(raw: RawRun, marked: bool) -> RawRun:
         code, _, cwd = raw.stderr[cut + len(END_MARK) :].decode(errors="replace").partition(" ")
         if code.strip().lstrip("-").isdigit():
             status = raw.exit_code if raw.exit_code is not None else int(code)
-            return replace(raw, exit_code=status, stderr=raw.stderr[:cut], cwd=raw.cwd or cwd.strip())
+            # `oom` is known only to the runner: a runner's run keeps the cwd it read, even ""
+            return replace(
+                raw, exit_code=status, stderr=raw.stderr[:cut], cwd=raw.cwd if raw.oom is not None else cwd.strip()
+            )
     return raw
 
 
@@ -300,8 +302,8 @@ def _exec(container: Any, argv: Sequence[str], *, user: str, timeout: float, out
     if raw.exit_code is not None or raw.killed:
         return raw
     code = api.exec_inspect(exec_id).get("ExitCode")
-    # no end mark: the command ended the shell (`exit`) before the wrapper could say where it was
-    return RawRun(code, bytes(out), bytes(err), None, cwd=UNKNOWN_CWD if marked else "")
+    # no end mark: the command ended the shell (`exit`) before the wrapper could say where it was ("")
+    return RawRun(code, bytes(out), bytes(err), None)
 
 
 def _oom_killed(container: Any) -> bool:
