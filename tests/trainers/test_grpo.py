@@ -194,3 +194,16 @@ def test_backend_without_encode_gets_weights_after_every_step(tiny_policy, tmp_p
     assert len(trainer.backend.synced) == 1
     synced = trainer.backend.synced[0]
     assert all(torch.equal(synced[k], v) for k, v in trainer.policy.state_dict().items())
+
+
+def test_train_returns_nan_metrics_so_the_cli_guard_can_fire(tiny_policy, tmp_path):
+    # train() used to drop NaN metrics, which made `pivot train`'s non-finite guard dead code
+    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), steps=1, beta=0.0, **SMALL)
+    trainer = GRPOTrainer(cfg)
+    trainer.step_count, trainer.last = 1, {"loss/total": float("nan"), "rollout/reward_mean": 0.5}
+    final = trainer.train()
+    assert math.isnan(final["loss/total"]) and final["rollout/reward_mean"] == 0.5
+    # the final model folder carries the stage settings the run sampled with
+    from trainers.settings import StageSettings
+
+    assert StageSettings.load(tmp_path / "final") == StageSettings(2, 96, 12, 1.0)
