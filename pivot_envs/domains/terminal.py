@@ -28,4 +28,5 @@ class TerminalEnv(PivotEnv):
         "string_similarity",
         "docker_shell",
     )
-    bundled_files: ClassVar[tuple[str, ...]] = ("terminal_tasks.jsonl", "terminal_nemo.jsonl")
+    # the NeMo rows first: `pivots[0]` stays a pivot that needs no container
+    bundled_files: ClassVar[tuple[str, ...]] = ("terminal_nemo.jsonl", "terminal_tasks.jsonl")
