@@ -142,6 +142,10 @@ def _hash_in_container(
         return {}, f"the change set could not be read ({res.killed})"
     fields = res.stdout.split(b"\0")
     records = dict(zip(fields[1::2], fields[0:-1:2], strict=False))
+    if len(fields) != 2 * len(paths) + 1 or len(records) != len(paths):
+        # extra or repeated records: something else wrote to the hasher's output (a process the
+        # action left, through docker exec); nothing of it is taken
+        return {}, "the change set could not be read (unexpected records)"
     out = {}
     for path in paths:
         desc = records.get(path.encode(errors="surrogateescape"))
@@ -173,8 +177,9 @@ def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[st
     """Run the commands of one action in order (shell state carried between them) and capture the effect.
 
     `Limits.action_timeout` and `Limits.output_cap` bound the action as a whole: each command gets
-    what its predecessors left of them (four `sleep 9` against 10 s stop in the second one). Reading the change set has
-    its own bounds; a change set past them is the effect `killed="change set cap"`.
+    what its predecessors left of them (four `sleep 9` against 10 s stop in the second one).
+    Reading the change set has its own bounds; a change set past them is the effect
+    `killed="change set cap"`.
 
     Also says whether the container may be clean: False when the action was stopped or changed
     anything of the container's files (metadata and the saved shell state included). With a
