@@ -165,6 +165,13 @@ def end_to_end(ro: Rollouts, trajs: list[str], g: int) -> Tally:
     return tally
 
 
+def writes(ro: Rollouts, trajectory: str) -> bool:
+    """True when the task's gold actions change the database."""
+    tools = ro.episodes.world.tools
+    actions = ro.by_traj[trajectory][0].context["task"].get("actions") or ()
+    return any(a.get("name") in tools and not tools[a["name"]].read_only for a in actions)
+
+
 def main() -> None:
     """Run both ways and print the results (and write `--json`)."""
     ap = argparse.ArgumentParser()
@@ -174,6 +181,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=4, help="K: samples per pivot when profiling for D_adv")
     ap.add_argument("--max-turns", type=int, default=6, help="turn budget of an end-to-end episode")
     ap.add_argument("--trajectories", type=int, default=None, help="use the first N trajectories")
+    ap.add_argument("--with-writes", action="store_true", help="only tasks whose gold actions write (see below)")
+    ap.add_argument("--pivots-per-trajectory", type=int, default=None, help="profile the first N pivots of each")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
 
@@ -185,7 +194,11 @@ def main() -> None:
     else:
         model_dir, cuts = args.model, (4, 256, 1.0)
     ro = Rollouts(model_dir, cuts, args.data, args.max_turns)
-    trajs = list(ro.by_traj)[: args.trajectories]
+    # A task whose gold actions write nothing is solved by any run that ends without writing (tau-bench's
+    # rule): a passive policy scores 1 there, so --with-writes keeps the tasks that need an action.
+    trajs = [t for t in ro.by_traj if not args.with_writes or writes(ro, t)][: args.trajectories]
+    for t in trajs:
+        ro.by_traj[t] = ro.by_traj[t][: args.pivots_per_trajectory]
     piv, accept, d_adv, profile_seconds = pivotrl(ro, trajs, args.k, args.group)
     e2e = end_to_end(ro, trajs, args.group)
     # correlation over trajectories: pivot-level acceptance vs the episode outcome from the same pivots
