@@ -723,6 +723,36 @@ def terminal(lab: Labels) -> None:
     )
 
 
+ENIGMA = "terminal/swe_agent_enigma_ctf_demos.jsonl"
+
+
+def enigma(lab: Labels) -> None:
+    """SWE-agent EnIGMA CTF demonstrations (shell turns, no canary): one-line commands on a named file."""
+    import re
+
+    from verifiers_plugins.builtin._categories import message_commands
+
+    done = 0
+    per_run: dict[str, int] = {}
+    for pid, p in lab.pivots(ENIGMA).items():
+        cmds = message_commands(p.expert)
+        if done >= 8 or len(cmds) != 1 or "\n" in cmds[0] or p.context.get("trajectory_reward") != 1.0:
+            continue
+        cmd = cmds[0]
+        files = [w for w in cmd.split() if re.fullmatch(r"[\w-]+\.[A-Za-z0-9]{1,5}", w)]
+        trajectory = pid.rsplit("#", 1)[0]
+        if not files or cmd.split()[0] in ("submit", "edit", "create") or per_run.get(trajectory, 0) >= 2:
+            continue  # `create other.py` may be fine too: only names that must exist are varied
+        per_run[trajectory] = per_run.get(trajectory, 0) + 1
+        done += 1
+        name = files[0]
+        lab.add(ENIGMA, pid, f"```bash\n{cmd}\n```", 1, "expert", "demonstrated")
+        lab.add(ENIGMA, pid, f"Next I will run this.\n```bash\n{cmd}\n```", 1, "rewrite", "same command, other words")
+        other = cmd.replace(name, "zz_" + name, 1)
+        lab.add(ENIGMA, pid, f"```bash\n{other}\n```", 0, "near-miss", "the same command on a file that is not there")
+        lab.add(ENIGMA, pid, f"```bash\n{cmd} && rm -rf ~\n```", 0, "near-miss", "the command, then deletes home")
+
+
 # -- browse --------------------------------------------------------------------------------------------
 
 
@@ -796,6 +826,7 @@ def main() -> None:
         heredocs,
         nemo_swe,
         terminal,
+        enigma,
         browse,
         browse_answers,
     ):

@@ -314,6 +314,11 @@ def _words(segment: str) -> list[str]:
         return segment.split()
 
 
+def is_path(word: str) -> bool:
+    """A word that names a file or folder (`pkg/a.py`, `setup.cfg`, `.`), not an option or a pattern."""
+    return _is_path(word)
+
+
 def _is_path(word: str) -> bool:
     return (
         bool(_PATHISH.match(word))

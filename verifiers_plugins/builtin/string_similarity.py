@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 import unicodedata
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from pivot_envs._actions import action_text, shell_actions
 from pivot_envs._model import Message, Pivot
 from verifiers_plugins._memo import per_pivot
 from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.builtin._targets import is_path, normalize_path
 from verifiers_plugins.hookspecs import hookimpl
 
 _DIGIT_TOKEN = re.compile(r"[\w\-.:/@#+$]*\d[\w\-.:/@#+]*")
@@ -51,7 +53,7 @@ class StringSimilarity:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "2"  # 2: shell actions compared command by command
+    version = "3"  # 2: shell actions compared command by command; 3: the files they name exactly
 
     def __init__(self, threshold: float = 0.85) -> None:
         if not 0.0 <= threshold <= 1.0:
@@ -138,7 +140,15 @@ def command_mismatch(want: list[list[str]] | None, candidate: list[str]) -> str 
     for w, g in zip(want, got, strict=True):
         if w[:1] != g[:1]:
             return f"runs {g[0] if g else '(nothing)'!r} where the expert runs {w[0] if w else '(nothing)'!r}"
+        if _files(w) != _files(g):
+            # `open zz_chall.py` is 90 % like `open chall.py` and opens nothing: the files a command names are exact.
+            return f"{g[0]!r} on {sorted(_files(g))[:3]} where the expert's is on {sorted(_files(w))[:3]}"
     return None
+
+
+def _files(words: list[str]) -> Counter[str]:
+    """The file paths a simple command names (`./a.py` is `a.py`), as a multiset."""
+    return Counter(normalize_path(x) for x in words[1:] if is_path(x))
 
 
 @hookimpl
