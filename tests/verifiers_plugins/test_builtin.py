@@ -225,3 +225,11 @@ def test_tool_args_compares_shell_commands_after_normalisation_not_by_similarity
         Message("assistant", None, (_call("exec_command", cmd="ls -la /workspace"),)),
     )
     assert v.verify(flags, Message("assistant", None, (_call("exec_command", cmd="ls  -al /workspace"),))).accepted
+
+
+def test_string_similarity_compares_the_files_a_command_names_exactly():
+    pivot = Pivot("f#2", "terminal", (Message("user", "look"),), Message("assistant", "```bash\nopen chall.py\n```"))
+    v = get_verifier("string_similarity")
+    assert v.verify(pivot, Message("assistant", "Opening it.\n```bash\nopen ./chall.py\n```")).accepted
+    assert not v.verify(pivot, Message("assistant", "```bash\nopen zz_chall.py\n```")).accepted
+    assert not v.verify(pivot, Message("assistant", "```bash\nopen chall.pyc\n```")).accepted
