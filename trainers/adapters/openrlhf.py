@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from pivot_envs._model import Pivot
+from trainers import render_prompt
 from trainers.adapters._common import DEFAULT_ENV, PivotScorer, error_result, pivot_ref, prompt_messages
 from verifiers_plugins import ChainResult
 
@@ -51,12 +52,22 @@ def _scorer() -> PivotScorer:
     return _SCORER
 
 
-def write_openrlhf_jsonl(pivots: Sequence[Pivot], path: str | Path, env_id: str = DEFAULT_ENV) -> int:
-    """Write one JSON line per pivot: `context_messages` (chat) and `label` (a JSON pivot reference)."""
+def write_openrlhf_jsonl(
+    pivots: Sequence[Pivot], path: str | Path, env_id: str = DEFAULT_ENV, *, tokenizer: Any = None
+) -> int:
+    """Write one JSON line per pivot: `context_messages` (chat), `label` (a JSON pivot reference).
+
+    OpenRLHF's `--data.apply_chat_template` renders `context_messages` without tool schemas. With
+    `tokenizer`, each line also holds `prompt`: the text `trainers.render_prompt` renders (history
+    and the pivot's tools, as the project's own trainer samples from); train on it with
+    `--data.input_key prompt` and no `--data.apply_chat_template`.
+    """
     path = Path(path)
     with path.open("w", encoding="utf-8") as f:
         for p in pivots:
             row = {"context_messages": prompt_messages(p), "label": json.dumps(pivot_ref(env_id, p))}
+            if tokenizer is not None:
+                row["prompt"] = render_prompt(tokenizer, p)
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return len(pivots)
 

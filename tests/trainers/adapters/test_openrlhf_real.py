@@ -133,3 +133,17 @@ def test_locate_response_exact_cases():
     # a cut inside a multi-byte character decodes to replacement characters first
     assert openrlhf.locate_response("\ufffd" + cut + "reply", prompt).readings == ("reply",)
     assert openrlhf.locate_response(prompt[-20:] + "reply", prompt).problem
+
+
+def test_rendered_prompt_column_keeps_the_tools(env, tokenizer, tmp_path):
+    """`--data.input_key prompt` (no chat template): OpenRLHF reads the prompt rendered with the pivot's tools."""
+    pivot = next(p for p in env.pivots if p.tools and p.id.startswith("tau_bench/airline"))
+    path = tmp_path / "rendered.jsonl"
+    openrlhf.write_openrlhf_jsonl([pivot], path, tokenizer=tokenizer)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    data_args = SimpleNamespace(input_key="prompt", label_key="label", apply_chat_template=False)
+    ds = PromptDataset(rows, tokenizer, SimpleNamespace(args=SimpleNamespace(data=data_args), is_rank_0=lambda: True))
+    _, prompt, label, _ = ds[0]
+    assert all(f"{(t.get('function') or t)['name']}(" in prompt for t in pivot.tools)
+    out, generated = _run(tokenizer, prompt, label, expert_text(pivot))
+    assert out["reward"].item() == 1.0
