@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pivot_envs import load_pivots  # noqa: E402
+from verifiers_plugins.builtin._categories import message_commands  # noqa: E402
 from verifiers_plugins.builtin.tool_exec import ToolExec  # noqa: E402
 from verifiers_plugins.worlds._effects import execute_turn  # noqa: E402
 
@@ -343,8 +345,6 @@ def mini_swe(lab: Labels) -> None:
     # Variants built from the expert's own command at pivots of a chosen shape.
     seen: dict[str, int] = {}
     for pid, p in lab.pivots(MINI_SWE).items():
-        from verifiers_plugins.builtin._categories import message_commands
-
         cmds = message_commands(p.expert)
         if len(cmds) != 1 or "\n" in cmds[0]:
             continue
@@ -359,10 +359,6 @@ def mini_swe(lab: Labels) -> None:
 
 def heredocs(lab: Labels) -> None:
     """`cat <<'EOF' > PATH` writes: the other redirect order is the same write; an empty body truncates."""
-    import re
-
-    from verifiers_plugins.builtin._categories import message_commands
-
     done = 0
     for pid, p in lab.pivots(MINI_SWE).items():
         cmds = message_commands(p.expert)
@@ -462,8 +458,6 @@ def airline_notes(lab: Labels) -> None:
 
 def swe_shape(cmd: str) -> str | None:
     """The shapes whose variants are known by construction."""
-    import re
-
     if re.fullmatch(r"nl -ba [\w./-]+\.py \| sed -n '\d+,\d+p'", cmd):
         return "nl_sed"
     if re.fullmatch(r"cat [\w./-]+\.py", cmd):
@@ -485,8 +479,6 @@ def swe_shape(cmd: str) -> str | None:
 
 def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
     """(command, label, kind, reason) for one expert command of a known shape."""
-    import re
-
     out = [(cmd, 1, "expert", "demonstrated")]
     if shape == "nl_sed":
         path, a, b = re.fullmatch(r"nl -ba ([\w./-]+) \| sed -n '(\d+),(\d+)p'", cmd).groups()
@@ -728,10 +720,6 @@ ENIGMA = "terminal/swe_agent_enigma_ctf_demos.jsonl"
 
 def enigma(lab: Labels) -> None:
     """SWE-agent EnIGMA CTF demonstrations (shell turns, no canary): one-line commands on a named file."""
-    import re
-
-    from verifiers_plugins.builtin._categories import message_commands
-
     done = 0
     per_run: dict[str, int] = {}
     for pid, p in lab.pivots(ENIGMA).items():
