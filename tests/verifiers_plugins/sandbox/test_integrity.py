@@ -62,9 +62,16 @@ def test_scan_upper_walks_any_depth_without_recursion(tmp_path):
     for _ in range(1500):  # deeper than Python's recursion limit: os.walk raised RecursionError
         deep += "/d"
         os.mkdir(deep)  # one level at a time: os.makedirs and Path.mkdir(parents=True) recurse too
-    scan = scan_upper(Layers(str(upper), (str(lower),)), max_entries=10_000, deadline=float("inf"))
-    assert scan.over is None and len(scan.changes) == 1500
-    assert max(len(p) for p, _ in scan.changes) == 2 * 1500
+    try:
+        scan = scan_upper(Layers(str(upper), (str(lower),)), max_entries=10_000, deadline=float("inf"))
+        assert scan.over is None and len(scan.changes) == 1500
+        assert max(len(p) for p, _ in scan.changes) == 2 * 1500
+    finally:
+        # bottom up, one level at a time: pytest's own clean-up of old temp folders recurses and
+        # would raise RecursionError on this tree in every later session on the machine
+        while deep != str(upper):
+            os.rmdir(deep)
+            deep = deep[: -len("/d")]
 
 
 def test_scan_upper_stops_at_its_bounds(tmp_path):
