@@ -251,6 +251,7 @@ def sft_arm(sft: Path, d_adv: Sequence[Pivot], out: Path, cfg: DemoConfig, seed:
         max_history_messages=s.max_history_messages,
         max_prompt_tokens=s.max_prompt_tokens,
         max_completion_tokens=s.max_new_tokens,
+        temperature=s.temperature,
         seed=seed,
         log_every=1,
     )
@@ -429,6 +430,7 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
                 max_history_messages=s.max_history_messages,
                 max_prompt_tokens=s.max_prompt_tokens,
                 max_completion_tokens=s.max_new_tokens,
+                temperature=s.temperature,
                 log_every=1,
             ),
             log=lambda st, m: advance(1),

@@ -45,6 +45,7 @@ class SFTConfig:
             use the same value when sampling.
         max_prompt_tokens: prompt tokens kept (the last ones); use the same value when sampling.
         max_completion_tokens: expert-turn tokens trained on (the first ones).
+        temperature: the sampling temperature recorded with the model (its stage settings).
         seed: seeds the batch order and dropout-free init of the optimizer state.
         log_every: steps between loss reports.
     """
@@ -59,6 +60,7 @@ class SFTConfig:
     max_history_messages: int | None = 4
     max_prompt_tokens: int | None = 256
     max_completion_tokens: int = 128
+    temperature: float = 1.0
     # -- bookkeeping
     seed: int = 0
     log_every: int = 10
@@ -73,7 +75,9 @@ class SFTConfig:
 
     def settings(self) -> StageSettings:
         """The stage settings this run trains with (saved beside the weights)."""
-        return StageSettings(self.max_history_messages, self.max_prompt_tokens, self.max_completion_tokens)
+        return StageSettings(
+            self.max_history_messages, self.max_prompt_tokens, self.max_completion_tokens, self.temperature
+        )
 
 
 @dataclass(frozen=True)

@@ -107,11 +107,15 @@ def sft(
     max_completion_tokens: int = typer.Option(
         128, "--max-completion-tokens", help="Expert-turn tokens trained on; also the saved sampling budget."
     ),
+    temperature: float = typer.Option(
+        -1.0, "--temperature", help="Sampling temperature saved with the model (-1: the base model's, else 1.0)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seeds the batch order."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Fine-tune on the pivots' expert actions, loss on the expert turn only (same-data SFT baseline)."""
     from pivot_envs import load_pivots
+    from trainers.settings import settings_of
     from trainers.sft import SFTConfig, train_sft
 
     quiet_transformers()
@@ -124,6 +128,7 @@ def sft(
             max_history_messages=None if max_history < 0 else max_history,
             max_prompt_tokens=None if max_prompt_tokens < 0 else max_prompt_tokens,
             max_completion_tokens=max_completion_tokens,
+            temperature=temperature if temperature >= 0 else settings_of(model).temperature,
             seed=seed,
         )
         log = None if as_json else (lambda step, m: console.print(f"step {step}: loss {m['loss/train']:.4f}"))
