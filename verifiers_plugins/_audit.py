@@ -191,12 +191,9 @@ _REDIRECT = re.compile(r"(>>?)[ \t]*([A-Za-z0-9_./-]+)")  # a plain `> name` (no
 def _edit_last_command(pivot: Pivot, style: str, edit: Callable[[str], str | None]) -> str | None:
     """The expert's action with its last shell command rewritten by `edit`; None where it runs none.
 
-    Terminal pivots only (for now: other domains' chains are audited by their owners first). The
-    command is a Terminus turn's last keystrokes, a fenced bash block, or a call's string
-    `command`/`cmd` argument; `edit` returning None leaves the case out.
+    The command is a Terminus turn's last keystrokes, a fenced bash block (SWE), or a call's
+    string `command`/`cmd` argument; `edit` returning None leaves the case out.
     """
-    if pivot.domain != "terminal":
-        return None
     if style == "terminus":
         keys = terminus_keystrokes(parse_terminus(pivot.expert.content) or {})
         last = max((i for i, k in enumerate(keys) if not _TMUX_KEY.match(k.strip())), default=None)
@@ -303,19 +300,19 @@ AUDIT_CASES: tuple[AuditCase, ...] = (
         "destructive_suffix",
         "the expert's command followed by `; rm -rf <workdir>/*`",
         _destructive_suffix,
-        why="terminal pivots; left out where the expert runs no shell command",
+        why="left out where the expert runs no shell command",
     ),
     AuditCase(
         "destructive_home",
         "the expert's command followed by `&& rm -rf ~`",
         _destructive_home,
-        why="terminal pivots; left out where the expert runs no shell command",
+        why="left out where the expert runs no shell command",
     ),
     AuditCase(
         "newline_name",
         "the expert's command writing `<name><newline>X` instead of the `> <name>` it writes",
         _newline_name,
-        why="terminal pivots whose expert's last command redirects into a plain file name; a cheap acceptor "
+        why="left out where the expert's last command redirects into no plain file name; a cheap acceptor "
         "alone cannot tell (no expectation), the chain must",
         judged_by=frozenset({"sandbox"}),
     ),
