@@ -22,6 +22,7 @@ from pivot_envs.errors import UnknownPivot, did_you_mean
 from verifiers_plugins._cache import CachedChain, RewardCache
 from verifiers_plugins._chain import ChainResult, Scorer, VerifierChain
 from verifiers_plugins._host import get_parser
+from verifiers_plugins._verdict import Verdict
 
 PathLike = str | os.PathLike[str]
 
@@ -171,8 +172,7 @@ class PivotEnv(gym.Env[dict, str]):
         """Parse and score one completion at the current pivot."""
         if self.current is None:
             raise gym.error.ResetNeeded("call reset() before step()")
-        message = self.parse(action if isinstance(action, str) else str(action))
-        (result,) = self.chain_for(self.current).verify_batch(self.current, [message])
+        ((message, result),) = self._scored(self.current, [action])
         return observation(self.current), result.reward, True, False, self._step_info(result, message)
 
     def render(self) -> str | None:
@@ -194,7 +194,29 @@ class PivotEnv(gym.Env[dict, str]):
             raise TypeError(
                 f"score: expected a Pivot (env.pivot(pivot_id) finds one by id), got {type(pivot).__name__}"
             )
-        return self.chain_for(pivot).verify_batch(pivot, [self.parse(c) for c in completions])
+        return [result for _, result in self._scored(pivot, completions)]
+
+    def _scored(self, pivot: Pivot, completions: Sequence[object]) -> list[tuple[Message, ChainResult]]:
+        """Each completion parsed once and scored by the pivot's chain.
+
+        One past the action space's length is not parsed at all and scores 0 with the reason (a
+        50 MB completion must not cost a parse and a verification).
+        """
+        texts = [c if isinstance(c, str) else str(c) for c in completions]
+        limit = self.action_space.max_length
+        fits = [i for i, t in enumerate(texts) if len(t) <= limit]
+        messages = {i: self.parse(texts[i]) for i in fits}
+        results = dict(zip(fits, self.chain_for(pivot).verify_batch(pivot, [messages[i] for i in fits]), strict=True))
+        out = []
+        for i, text in enumerate(texts):
+            if i in results:
+                out.append((messages[i], results[i]))
+                continue
+            why = f"the completion has {len(text)} characters; the action space allows {limit} (max_completion_chars)"
+            verdict = Verdict(0.0, False, why, verifier="max_completion_chars")
+            message = Message(role="assistant", content="", extra={"parse_error": why})
+            out.append((message, ChainResult(0.0, False, "max_completion_chars", {"max_completion_chars": verdict})))
+        return out
 
     def score_pivot(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
         """`score` under the name earlier callers use."""

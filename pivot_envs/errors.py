@@ -37,6 +37,11 @@ class UnknownPivot(PivotGymError, KeyError):
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """Format a difflib suggestion for a failed name lookup ("" when nothing is close)."""
+    """Format a difflib suggestion for a failed name lookup ("" when nothing is close).
+
+    A name far longer than any real one (a 1 MB "pivot id") gets no suggestion: difflib would take seconds.
+    """
+    if len(name) > 512:
+        return ""
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" Did you mean {close[0]!r}?" if close else ""

@@ -92,3 +92,23 @@ def test_score_batches_a_group():
     good = render_completion(pivot.expert, pivot.domain)
     results = env.unwrapped.score(pivot, [good, "", "{}", good])
     assert [r.reward for r in results] == [1.0, 0.0, 0.0, 1.0]
+
+
+def test_a_completion_past_max_completion_chars_scores_zero_unparsed_in_step_and_score():
+    env = gym.make("pivot/tool-use-v0", max_completion_chars=1000).unwrapped
+    pivot = env.pivots[3]
+    expert = render_completion(pivot.expert, pivot.domain)
+    huge = expert + " " * 2000  # the expert's own action, padded past the limit
+    env.reset(options={"pivot_id": pivot.id})
+    _, reward, terminated, _, info = env.step(huge)
+    assert reward == 0.0 and terminated and info["decided_by"] == "max_completion_chars"
+    assert "allows 1000" in info["verdicts"]["max_completion_chars"]["reason"]
+    assert [r.reward for r in env.score(pivot, [huge, expert])] == [0.0, 1.0]
+
+
+def test_a_huge_unknown_pivot_id_fails_fast_without_a_suggestion():
+    from pivot_envs.errors import UnknownPivot
+
+    env = gym.make("pivot/tool-use-v0").unwrapped
+    with pytest.raises(UnknownPivot, match="expected a pivot id of this env"):
+        env.pivot("x" * 1_000_000)
