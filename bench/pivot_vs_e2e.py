@@ -64,8 +64,10 @@ class Tally:
         cost is divided by the groups that do.
         """
         n = self.signal_groups
-        totals = {"turns": float(self.turns), "tokens": float(self.tokens), "seconds": self.seconds}
-        return {k: (v / n if n else math.inf) for k, v in totals.items()}
+        return {k: (v / n if n else math.inf) for k, v in self._totals().items()}
+
+    def _totals(self) -> dict[str, float]:
+        return {"turns": float(self.turns), "tokens": float(self.tokens), "seconds": self.seconds}
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready summary."""
@@ -75,6 +77,7 @@ class Tally:
             "turns": self.turns,
             "tokens": self.tokens,
             "seconds": round(self.seconds, 3),
+            "per_group": {k: v / max(self.groups, 1) for k, v in self._totals().items()},
             "per_nonzero_variance_group": self.per_signal_group(),
         }
 
@@ -105,8 +108,8 @@ class Rollouts:
             max_history_messages=cuts[0],
             max_prompt_tokens=cuts[1],
             temperature=cuts[2],
-            max_new_tokens=32,  # with 32-token observations, 6 turns fit the tiny model's 512 positions
-            max_observation_tokens=32,
+            max_new_tokens=48,  # a whole tool call of the tiny policy; with 24-token observations,
+            max_observation_tokens=24,  # 5 turns fit its 512 positions
             max_turns=max_turns,
         )
         self.tok = AutoTokenizer.from_pretrained(model_dir)
@@ -134,24 +137,25 @@ class Rollouts:
         return run_episode(self.episodes, self.model, self.tok, pivot_id, self.cfg, seed)
 
 
-def pivotrl(ro: Rollouts, trajs: list[str], k: int, g: int) -> tuple[Tally, dict[str, list[float]], int, float]:
-    """Profile K per pivot, keep D_adv, then one group of G per D_adv pivot: (tally, acceptance, |D_adv|, s)."""
+def pivotrl(ro: Rollouts, trajs: list[str], k: int, g: int) -> tuple[Tally, dict[str, list[float]], int, Tally]:
+    """Profile K per pivot, keep D_adv, then one group of G per D_adv pivot: (groups, acceptance, |D_adv|, profile)."""
     accept: dict[str, list[float]] = {}
     d_adv = []
-    t0 = time.perf_counter()
+    profile = Tally()  # every profiled pivot is a group of K: its cost is PivotRL's offline pass
     for t in trajs:
         for p in ro.by_traj[t]:
-            rewards, _ = ro.group(p, k, seed=1)
+            t1 = time.perf_counter()
+            rewards, tokens = ro.group(p, k, seed=1)
+            profile.add(rewards, k, tokens, time.perf_counter() - t1)
             accept.setdefault(t, []).append(sum(rewards) / len(rewards))
             if 0 < sum(rewards) < len(rewards):
                 d_adv.append(p)
-    profile_seconds = time.perf_counter() - t0
     tally = Tally()
     for p in d_adv:
         t1 = time.perf_counter()
         rewards, tokens = ro.group(p, g, seed=2)
         tally.add(rewards, g, tokens, time.perf_counter() - t1)
-    return tally, accept, len(d_adv), profile_seconds
+    return tally, accept, len(d_adv), profile
 
 
 def end_to_end(ro: Rollouts, trajs: list[str], g: int) -> Tally:
@@ -179,7 +183,7 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="airline trajectories (default: the bundled sample)")
     ap.add_argument("--group", type=int, default=4, help="G: completions or episodes per group")
     ap.add_argument("--k", type=int, default=4, help="K: samples per pivot when profiling for D_adv")
-    ap.add_argument("--max-turns", type=int, default=6, help="turn budget of an end-to-end episode")
+    ap.add_argument("--max-turns", type=int, default=5, help="turn budget of an end-to-end episode")
     ap.add_argument("--trajectories", type=int, default=None, help="use the first N trajectories")
     ap.add_argument("--with-writes", action="store_true", help="only tasks whose gold actions write (see below)")
     ap.add_argument("--pivots-per-trajectory", type=int, default=None, help="profile the first N pivots of each")
@@ -199,22 +203,26 @@ def main() -> None:
     trajs = [t for t in ro.by_traj if not args.with_writes or writes(ro, t)][: args.trajectories]
     for t in trajs:
         ro.by_traj[t] = ro.by_traj[t][: args.pivots_per_trajectory]
-    piv, accept, d_adv, profile_seconds = pivotrl(ro, trajs, args.k, args.group)
+    piv, accept, d_adv, profile = pivotrl(ro, trajs, args.k, args.group)
     e2e = end_to_end(ro, trajs, args.group)
     # correlation over trajectories: pivot-level acceptance vs the episode outcome from the same pivots
     xs = [sum(accept[t]) / len(accept[t]) for t in trajs]
     ys = [sum(ro.episode(p.id, seed=5).reward for p in ro.by_traj[t]) / len(ro.by_traj[t]) for t in trajs]
     a, b = piv.per_signal_group(), e2e.per_signal_group()
     ratios = {k: (b[k] / a[k] if a[k] not in (0, math.inf) and b[k] != math.inf else math.nan) for k in a}
+    # per group of any outcome: what one group costs each way (PivotRL's groups: the profiled pivots' K)
+    pa, pb = profile.to_json()["per_group"], e2e.to_json()["per_group"]
+    per_group = {k: (pb[k] / pa[k] if pa[k] else math.nan) for k in pa}
     result = {
         "model": model_dir,
         "trajectories": len(trajs),
         "pivots": sum(len(ro.by_traj[t]) for t in trajs),
         "d_adv": d_adv,
-        "profile_seconds": round(profile_seconds, 3),
+        "pivot_profile": profile.to_json(),
         "pivotrl": piv.to_json(),
         "end_to_end": e2e.to_json(),
         "ratio_e2e_over_pivotrl_per_nonzero_variance_group": ratios,
+        "ratio_e2e_over_pivot_per_group": per_group,
         "pearson_pivot_acceptance_vs_episode_outcome": pearson(xs, ys),
         "mean_pivot_acceptance": sum(xs) / len(xs),
         "mean_episode_outcome": sum(ys) / len(ys),
