@@ -36,7 +36,8 @@ def test_in_process_executor_equals_env_score():
 
 
 def test_route_key_groups_pivots_by_sandbox_state():
-    pivot = tasks_for("pivot/terminal-v0")[0].pivot
+    # a pivot without a sandbox (the bundled terminal data also holds synthesized, sandboxed pivots)
+    pivot = next(t.pivot for t in tasks_for("pivot/terminal-v0") if not t.pivot.context.get("sandbox"))
     sandbox = {"image": "pivot-gym/busybox", "setup": ["mkdir -p /app"], "workdir": "/app"}
     a = dataclasses.replace(pivot, id="a", context={**pivot.context, "sandbox": sandbox})
     # Same state (image, set-up, replayed history) but another expert action: same key.

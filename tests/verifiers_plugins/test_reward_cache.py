@@ -45,7 +45,7 @@ def test_key_covers_verifier_config_version_and_pivot(tmp_path):
     assert cache.misses == 2 and not r.accepted  # another config: no stale verdict
 
     class V2:
-        role, cost, deterministic, version = "acceptor", "cheap", True, "2"
+        role, cost, deterministic, version = "acceptor", "cheap", True, "v2-of-the-test"
 
         def verify(self, pivot, action):
             from verifiers_plugins import Verdict
