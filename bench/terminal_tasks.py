@@ -104,7 +104,8 @@ def main() -> None:
     if opts.summarize:
         rows = [json.loads(line) for path in opts.summarize for line in path.read_text().splitlines() if line]
         lat = next((r["latency"] for r in rows if "latency" in r), {})
-        summarize([r for r in rows if "task_id" in r], lat)
+        by_task = {r["task_id"]: r for r in rows if "task_id" in r}  # a task run twice: its last row
+        summarize(list(by_task.values()), lat)
         return
     records = {str(r.get("task_id")): r for _, r in iter_jsonl(opts.tasks_jsonl)}
     only = [t for t in opts.only.split(",") if t]
