@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+import gymnasium as gym
+
 from pivot_envs._model import Pivot
 from verifiers_plugins import ChainResult, RewardCache, Scorer
 
@@ -16,11 +18,13 @@ class ScoringEnv(Protocol):
     Attributes:
         pivots: the env's pivots, in order.
         chain: the default scorer (the verifier chain, wrapped by the reward cache when there is one).
+        world_chain: the scorer of pivots that carry a tool world, when the domain has one.
         reward_cache: the cache `chain` reads and writes, or None.
     """
 
     pivots: Sequence[Pivot]
     chain: Scorer
+    world_chain: Scorer | None
     reward_cache: RewardCache | None
 
     def pivot(self, pivot_id: str) -> Pivot:
@@ -34,3 +38,15 @@ class ScoringEnv(Protocol):
     def score(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
         """Parse each completion once and score the group at `pivot`."""
         ...
+
+
+def as_scoring_env(env: object) -> ScoringEnv:
+    """The pivot env under any Gymnasium wrappers, checked against `ScoringEnv`.
+
+    Raises:
+        TypeError: `env` is not a pivot env (the message names what it is).
+    """
+    inner = env.unwrapped if isinstance(env, gym.Env) else env
+    if not isinstance(inner, ScoringEnv):
+        raise TypeError(f"expected a pivot env (gym.make('pivot/...')), got {type(inner).__name__}")
+    return inner

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pivot_envs._model import Pivot
+from pivot_envs._protocols import ScoringEnv, as_scoring_env
 from verifiers_plugins._chain import ChainResult
 
 
@@ -29,13 +30,11 @@ class EnvSpec:
     env_id: str
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
-    def make(self) -> Any:
+    def make(self) -> ScoringEnv:
         """The unwrapped env."""
         import gymnasium as gym
 
-        import pivot_envs  # noqa: F401  (registers the ids)
-
-        return gym.make(self.env_id, **dict(self.kwargs)).unwrapped
+        return as_scoring_env(gym.make(self.env_id, **dict(self.kwargs)))
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,9 @@ class VerifyTask:
         object.__setattr__(self, "completions", tuple(self.completions))
 
 
-def score_group(env: Any, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
-    """What `env.score` does (reward cache included), for a pivot given by value."""
-    return env.score_pivot(pivot, completions)
+def score_group(env: ScoringEnv, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
+    """The env's one scoring path (reward cache included), for a pivot given by value."""
+    return env.score(pivot, completions)
 
 
 def route_key(pivot: Pivot) -> str:
@@ -108,10 +107,10 @@ class InProcessExecutor:
 
     name = "in-process"
 
-    def __init__(self, spec: EnvSpec | None = None, *, env: Any = None) -> None:
+    def __init__(self, spec: EnvSpec | None = None, *, env: object = None) -> None:
         if env is None and spec is None:
             raise ValueError("InProcessExecutor: expected an EnvSpec or an env, got neither")
-        self.env = env if env is not None else spec.make()
+        self.env = as_scoring_env(env) if env is not None else spec.make()
 
     def verify(self, tasks: Sequence[VerifyTask]) -> list[list[ChainResult]]:
         """Score each task in order."""

@@ -17,8 +17,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+
 from pivot_envs._model import Pivot, Profile
+from pivot_envs._protocols import ScoringEnv, as_scoring_env
 from trainers.backends._base import GenerationBackend, SamplingParams
+from trainers.executors import Executor, VerifyTask
+from verifiers_plugins import ChainResult
 
 
 @dataclass(frozen=True)
@@ -114,12 +119,12 @@ def completed_ids(out: Path) -> list[str]:
 
 
 def profile_pivots(
-    env: Any,
+    env: ScoringEnv | gym.Env,
     backend: GenerationBackend,
     out: str | os.PathLike[str],
     config: ProfileConfig | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-    executor: Any = None,
+    executor: Executor | None = None,
 ) -> ProfileSummary:
     """Sample, verify and write every pivot of `env` that `out` does not hold yet.
 
@@ -137,7 +142,7 @@ def profile_pivots(
         The run's summary (counts cover the whole output file, timings this run).
     """
     config = config or ProfileConfig()
-    env = getattr(env, "unwrapped", env)
+    env = as_scoring_env(env)
     started = time.perf_counter()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +153,7 @@ def profile_pivots(
     if done:
         _check_resumable(out, backend.policy_id, env.chain.config_hash(), config.k)
     todo = [p for p in pivots if p.id not in done]
-    cache = getattr(env, "reward_cache", None)
+    cache = env.reward_cache
     hits0, misses0 = (cache.hits, cache.misses) if cache is not None else (0, 0)
     summary = ProfileSummary(
         str(out),
@@ -187,9 +192,9 @@ def _check_resumable(out: Path, policy_id: str, verifier_hash: str, k: int) -> N
 
 
 def _run_chunk(
-    env: Any,
+    env: ScoringEnv,
     backend: GenerationBackend,
-    executor: Any,
+    executor: Executor | None,
     chunk: Sequence[Pivot],
     config: ProfileConfig,
     summary: ProfileSummary,
@@ -220,11 +225,11 @@ def _guard(backend: GenerationBackend, pivots: Sequence[Pivot]) -> list[str]:
     return [issue.pivot_id for issue in rendering_guard(tokenizer, pivots, history)]
 
 
-def _verify(env: Any, executor: Any, chunk: Sequence[Pivot], texts: list[list[str]]) -> list[Any]:
+def _verify(
+    env: ScoringEnv, executor: Executor | None, chunk: Sequence[Pivot], texts: list[list[str]]
+) -> list[list[ChainResult]]:
     if executor is None:
         return [env.score(p, t) for p, t in zip(chunk, texts, strict=True)]
-    from trainers.executors import VerifyTask
-
     return executor.verify([VerifyTask(p, tuple(t)) for p, t in zip(chunk, texts, strict=True)])
 
 
