@@ -472,6 +472,38 @@ def effects_problem(want: Target, got: Target) -> str | None:
     return f"also runs {sorted(extra)[:3]}, which the expert's action does not" if extra else None
 
 
+def extra_effects(expert: Message, action: Message) -> str | None:
+    """Why `action` changes more than `expert` does, action by action (None when it does not).
+
+    The one check both SWE acceptors (`tool_name`, `swe_target`) apply after a category match.
+    """
+    want, got = action_targets(expert), action_targets(action)
+    for i, g in enumerate(got):
+        problem = effects_problem(want[i] if i < len(want) else Target(), g)
+        if problem:
+            return problem
+    return None
+
+
+def rider_problem(expert: Message, action: Message) -> str | None:
+    """A state-changing command riding along after the expert's own, action by action (None when there is none).
+
+    An action's category is its first command's, so `<expert>; rm -rf /testbed/*` is in the expert's
+    category. A candidate action with more simple commands than the expert's whose commands change
+    something the expert's do not is not the same action, whatever its category.
+    """
+    if expert.tool_calls or action.tool_calls:
+        return None
+    want, got = message_commands(expert), message_commands(action)
+    for i, command in enumerate(got):
+        mine = want[i] if i < len(want) else ""
+        if len(shell_segments(command)) > len(shell_segments(mine)):
+            extra = command_effects(command) - command_effects(mine)
+            if extra:
+                return f"also runs {sorted(extra)[:3]}, which the expert's action does not"
+    return None
+
+
 def target_problem(want: Target, got: Target, category: str) -> str | None:
     """Why `got` misses `want` (None when it hits): runs, else paths; then lines for reads, symbols for edits."""
     if category == "run" and want.runs:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pivot_envs._model import Message, Pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import action_categories
-from verifiers_plugins.builtin._targets import Target, action_targets, effects_problem, target_problem
+from verifiers_plugins.builtin._targets import action_targets, extra_effects, target_problem
 from verifiers_plugins.builtin.tool_name import ToolName
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -27,7 +27,7 @@ class SweTarget:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "2"
+    version = "3"  # 3: tool_name (its category check) rejects state-changing riders
     continuous = False
 
     def __init__(self) -> None:
@@ -41,7 +41,7 @@ class SweTarget:
         problem = self._target_problem(pivot, action)
         if cat.accepted and problem is None:
             # Same category and target, but an extra state-changing command rides along: the target is missed.
-            problem = self._effects_problem(pivot, action)
+            problem = extra_effects(pivot.expert, action)
         details = {**dict(cat.details or {}), "category_match": cat.accepted, "target_match": problem is None}
         if cat.accepted and problem is None:
             return Verdict.accept(f"{cat.reason}; same target", **details)
@@ -60,14 +60,6 @@ class SweTarget:
         cats = action_categories(pivot.expert, self.category.table)
         for i, w in enumerate(want[: len(got)]):
             problem = target_problem(w, got[i], cats[i] if i < len(cats) else "other")
-            if problem:
-                return problem
-        return None
-
-    def _effects_problem(self, pivot: Pivot, action: Message) -> str | None:
-        want, got = action_targets(pivot.expert), action_targets(action)
-        for i, g in enumerate(got):
-            problem = effects_problem(want[i] if i < len(want) else Target(), g)
             if problem:
                 return problem
         return None

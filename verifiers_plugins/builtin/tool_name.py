@@ -24,6 +24,7 @@ from verifiers_plugins.builtin._categories import (
     command_verb,
     message_commands,
 )
+from verifiers_plugins.builtin._targets import rider_problem
 from verifiers_plugins.hookspecs import hookimpl
 
 
@@ -70,12 +71,14 @@ class ToolName:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "2"
+    version = "3"  # 3: a state-changing command riding along after the expert's is rejected
     # Category-only by design (the paper's verifier): the right tool with type-valid junk arguments
     # is in the right category. `swe_target` is the verifier that checks what an action aims at.
     audit_exempt = {
         "tool_junk_args": "category-only verifier (the paper's): arguments are not compared; "
-        "use swe_target to check targets"
+        "use swe_target to check targets",
+        "newline_name": "category-only verifier (the paper's): a command's operands (the file it writes) are not "
+        "compared; use swe_target or the sandbox to check them",
     }
 
     def __init__(self, by_category: bool = True) -> None:
@@ -118,6 +121,9 @@ class ToolName:
                 return Verdict.accept(f"same uncategorised tool {details['got_tool']}", **details)
             return Verdict.reject(f"no category match ({want[0]} vs {got[0]})", **details)
         if Counter(want) == Counter(got):
+            rider = rider_problem(pivot.expert, action)
+            if rider:
+                return Verdict.reject(f"same category {got[0]!r}, but it {rider}", **details)
             return Verdict.accept(f"same category {got[0]!r}", **details)
         return Verdict.reject(f"expected category {want[0]!r}, got {got[0]!r}", **details)
 
