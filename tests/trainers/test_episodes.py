@@ -1,7 +1,5 @@
 """Episode GRPO on the tiny local model in the real airline episode env (STYLE rule 20)."""
 
-import zlib
-
 import pytest
 import torch
 
@@ -27,12 +25,15 @@ LAST_TURN = "tau_bench/airline/gpt-4o/task12/trial3#8"
 
 
 class ParityUser:
-    """A user who ends the conversation after an agent message whose CRC-32 is even: on the tiny policy's
-    varied replies this mixes outcomes (its text replies alone would all end the same way)."""
+    """A user who ends every other conversation after the agent's reply: the group's outcomes mix
+    whatever the tiny policy writes (its replies may all be alike, and then all end the same way)."""
+
+    calls = 0
 
     def reply(self, conversation, *, task, recorded):
-        if zlib.crc32((conversation[-1].content or "").encode()) % 2 == 0:
-            return UserReply("Thanks! ###STOP###", True, "even")
+        ParityUser.calls += 1
+        if ParityUser.calls % 2 == 0:
+            return UserReply("Thanks! ###STOP###", True, "every other")
         return UserReply("Tell me more.")
 
 
