@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from pivot_cli._common import print_table
+from pivot_core.browse import FtsBackend, browse_pivots, iter_corpus, synthesize
 from pivot_envs import load_pivots
-from pivot_envs.browse import FtsBackend, browse_pivots, iter_corpus, synthesize
-from pivot_envs.cli._common import print_table
 
 
 def timed(fn, repeat: int = 1) -> tuple[float, object]:

@@ -54,7 +54,7 @@ def template_json() -> str:
 
 
 def generate(n: int, folder: Path) -> tuple[Path, Path]:
-    from pivot_envs._parquet import ParquetPivotWriter
+    from pivot_core._parquet import ParquetPivotWriter
 
     text = template_json()
     jsonl, parquet = folder / "pivots.jsonl", folder / "pivots.parquet"

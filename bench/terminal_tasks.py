@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
+from pivot_core._jsonl import iter_jsonl
 from pivot_envs import extract_pivots
-from pivot_envs._jsonl import iter_jsonl
 from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
 from verifiers_plugins.builtin.task_tests import oracle_check
 from verifiers_plugins.sandbox import SandboxSpec, _tasks

@@ -4,15 +4,32 @@
 `pivot/browse-v0`; `gym.make("pivot_envs:pivot/terminal-v0")` works without the import.
 """
 
+from pivot_core import (
+    DOMAINS,
+    FORMATS,
+    Format,
+    Message,
+    Pivot,
+    Profile,
+    Selection,
+    ToolCall,
+    Trajectory,
+    detect_format,
+    extract_pivots,
+    load_pivots,
+    observation,
+    register_format,
+    render_completion,
+    select_pivots,
+    write_pivots,
+)
+from pivot_core.errors import DataFileError, InvalidTrajectory, PivotGymError, UnknownFormat, UnknownPivot
 from pivot_envs._checker import check_pivot_env
 from pivot_envs._env import PivotEnv
-from pivot_envs._formats import FORMATS, Format, detect_format, load_pivots, register_format, write_pivots
-from pivot_envs._model import DOMAINS, Message, Pivot, Profile, ToolCall, Trajectory
-from pivot_envs._pivots import Selection, extract_pivots, select_pivots
+from pivot_envs._protocols import ScoringEnv, as_scoring_env
 from pivot_envs._registration import ensure_registered
-from pivot_envs._render import observation, render_completion
 from pivot_envs._spaces import ChatSpace, CompletionSpace
-from pivot_envs.errors import DataFileError, InvalidTrajectory, PivotGymError, UnknownFormat, UnknownPivot
+from pivot_envs.errors import RegistrationError, RemoteError
 
 __version__ = "0.1.0"
 
@@ -28,6 +45,10 @@ ensure_registered("pivot/tool-use-episode-v0", "pivot_envs.episodes:ToolUseEpiso
 ensure_registered("pivot/terminal-episode-v0", "pivot_envs.episodes:TerminalEpisodeEnv")
 
 __all__ = [
+    "RegistrationError",
+    "RemoteError",
+    "ScoringEnv",
+    "as_scoring_env",
     "DOMAINS",
     "ENV_IDS",
     "EPISODE_ENV_IDS",

@@ -7,8 +7,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
-from pivot_envs._model import Pivot
-from pivot_envs._render import render_completion
+from pivot_core import Pivot, render_completion
 
 RESET_INFO_KEYS = frozenset({"pivot_id", "domain", "index", "num_pivots"})
 STEP_INFO_KEYS = frozenset({"pivot_id", "accepted", "decided_by", "error", "verdicts", "action"})

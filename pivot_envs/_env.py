@@ -10,26 +10,30 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from pivot_envs._formats import open_pivots
-from pivot_envs._model import Message, Pivot
-from pivot_envs._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
-from pivot_envs._render import DOMAIN_PARSERS, observation
+from pivot_core import (
+    DOMAIN_PARSERS,
+    ConcatPivots,
+    Message,
+    Pivot,
+    PivotSequence,
+    candidate_ids,
+    index_of,
+    observation,
+    open_pivots,
+)
+from pivot_core.errors import UnknownPivot, did_you_mean
 from pivot_envs._spaces import ChatSpace, CompletionSpace
-from pivot_envs.errors import UnknownPivot, did_you_mean
 
 # Submodules, not the package: `import verifiers_plugins` first imports the audit kit, which
 # imports pivot_envs, which lands here while verifiers_plugins is still initialising.
-from verifiers_plugins._cache import CachedChain, RewardCache
-from verifiers_plugins._chain import ChainResult, Scorer, VerifierChain
-from verifiers_plugins._host import get_parser
-from verifiers_plugins._verdict import Verdict
+from verifiers_plugins import CachedChain, ChainResult, RewardCache, Scorer, Verdict, VerifierChain, get_parser
 
 PathLike = str | os.PathLike[str]
 
 
 def bundled_paths(files: Sequence[str]) -> list[Path]:
-    """Paths of bundled package-data files (pivot_envs/data/)."""
-    root = resources.files("pivot_envs") / "data"
+    """Paths of bundled package-data files (pivot_core/data/)."""
+    root = resources.files("pivot_core") / "data"
     return [Path(str(root / name)) for name in files]
 
 

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 import gymnasium as gym
 
-from pivot_envs._model import Pivot
+from pivot_core import Pivot
 from verifiers_plugins import ChainResult, RewardCache, Scorer
 
 

@@ -6,11 +6,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from pivot_envs.errors import PivotGymError
-
-
-class RegistrationError(PivotGymError):
-    """Raised by `register` when an id is registered twice."""
+from pivot_envs.errors import RegistrationError
 
 
 def register(id: str, entry_point: str, **kwargs: Any) -> None:

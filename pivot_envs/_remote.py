@@ -20,8 +20,9 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import httpx
 
+from pivot_core.errors import UnknownPivot
 from pivot_envs._spaces import ChatSpace, CompletionSpace
-from pivot_envs.errors import PivotGymError, UnknownPivot
+from pivot_envs.errors import RemoteError
 
 API = "/v1"
 # Failures before any byte reached the server: safe to retry for every endpoint.
@@ -36,14 +37,6 @@ def auth_headers(token: str | None) -> dict[str, str]:
     """`Authorization` for `token`, else for `$PIVOT_SERVE_TOKEN` (its first token), else none."""
     token = token or os.environ.get("PIVOT_SERVE_TOKEN", "").split(",")[0].strip() or None
     return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-class RemoteError(PivotGymError):
-    """Raised by the remote clients when the server answers an error or stays busy past the retries."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
 
 
 @dataclass(frozen=True)

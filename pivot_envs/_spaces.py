@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.spaces import Space
 from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
-from pivot_envs._model import ROLES
+from pivot_core import ROLES
 
 # Printable ASCII, Latin-1, Greek/Cyrillic, CJK, and emoji ranges: random completions should hit
 # JSON-breaking characters and multi-byte text, not only letters.

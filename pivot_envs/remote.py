@@ -4,6 +4,7 @@
 Needs the `server` extra (httpx); `import pivot_envs` does not import this module.
 """
 
-from pivot_envs._remote import AsyncVerifyClient, RemoteEnv, RemoteError, RetryPolicy
+from pivot_envs._remote import AsyncVerifyClient, RemoteEnv, RetryPolicy
+from pivot_envs.errors import RemoteError
 
 __all__ = ["AsyncVerifyClient", "RemoteEnv", "RemoteError", "RetryPolicy"]

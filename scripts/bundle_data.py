@@ -1,4 +1,4 @@
-"""Rebuild the small real samples shipped in pivot_envs/data/ from ../shared/data (run from the repo root).
+"""Rebuild the small real samples shipped in pivot_core/data/ from ../shared/data (run from the repo root).
 
     python scripts/bundle_data.py [--shared ../shared/data]
 
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "pivot_envs" / "data"
+OUT = Path(__file__).resolve().parent.parent / "pivot_core" / "data"
 
 
 def read(path: Path) -> list[dict]:
@@ -36,8 +36,8 @@ def bundle_browse(src: Path, questions: int = 8) -> None:
     env's verifiers search that subset.
     """
     sys.path.insert(0, str(OUT.parent.parent))  # this checkout's pivot_envs, not an installed one
-    from pivot_envs.browse import FtsBackend, annotate, synthesize
-    from pivot_envs.browse._io import read_react_trajectories
+    from pivot_core.browse import FtsBackend, annotate, synthesize
+    from pivot_core.browse._io import read_react_trajectories
 
     full = list(read_react_trajectories(src / "react_wikipedia_trajectories.jsonl", {}))
     replayable = [t for t in full if t.reward == 1.0 and all(f["replayable"] for f in t.context["turns"].values())]

@@ -2,9 +2,9 @@
 
     python scripts/bundle_tau_airline_db.py [--shared ../shared/data]
 
-Writes `pivot_envs/data/tool_use_tau_airline_exec.jsonl` (EXEC_SAMPLE: successful trajectories,
+Writes `pivot_core/data/tool_use_tau_airline_exec.jsonl` (EXEC_SAMPLE: successful trajectories,
 unchanged, that together call every kind of database tool) and
-`pivot_envs/data/tau_airline_db_subset.json` (the records that file and the env's bundled
+`pivot_core/data/tau_airline_db_subset.json` (the records that file and the env's bundled
 `tool_use_tau_airline.jsonl` need).
 
 Kept: every user and reservation a call names, the users' other reservations and the owners of
@@ -20,12 +20,12 @@ import argparse
 import json
 from pathlib import Path
 
-from pivot_envs._formats import FORMATS
+from pivot_core._formats import FORMATS
 from verifiers_plugins.worlds import recorded_calls, replay_trajectories, tau_airline
 from verifiers_plugins.worlds._tau_airline import SUBSET_FILE, TABLES, load_tables
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "pivot_envs" / "data"
+DATA = ROOT / "pivot_core" / "data"
 EXEC_FILE = "tool_use_tau_airline_exec.jsonl"
 # Successful GPT-4o trajectories that together call all 14 tools but list_all_airports.
 EXEC_SAMPLE = (

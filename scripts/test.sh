@@ -43,7 +43,7 @@ python -m pip install -q torch==2.13.0 omegaconf hydra-core 'tensordict>=0.8,<=0
 python -m pip install -q ./examples/pivot-verifier-ast
 
 echo "== Terminal-Bench CI task images (debootstrapped bases cached by tag; the other tasks: bench/terminal_tasks.py)"
-pivot sandbox build-tasks pivot_envs/data/terminal_tasks
+pivot sandbox build-tasks pivot_core/data/terminal_tasks
 
 echo "== static checks: ruff, the import layers"
 ruff check .

@@ -7,8 +7,8 @@ import gymnasium as gym
 import pytest
 
 import pivot_envs  # noqa: F401  (registers the env ids)
+from pivot_core._render import render_completion
 from pivot_envs._env import PivotEnv
-from pivot_envs._render import render_completion
 from verifiers_plugins import CachedChain, RewardCache
 
 
@@ -121,7 +121,7 @@ def test_every_adapter_scores_through_the_env(spy, pivot, tmp_path):
 def test_the_server_scores_through_the_env(spy, pivot):
     from fastapi.testclient import TestClient
 
-    from pivot_envs._server import create_app
+    from pivot_cli._server import create_app
 
     env = gym.make("pivot/tool-use-v0").unwrapped
     client = TestClient(create_app(env, "pivot/tool-use-v0"))

@@ -9,5 +9,10 @@ adapters reuse it so that other trainers see the same prompts.
 """
 
 from trainers.backends._chat import render_prompt
+from trainers.errors import BackendError
 
 __all__: list[str] = ["render_prompt"]
+
+__all__ = [
+    "BackendError",
+]

@@ -43,10 +43,7 @@ import numpy as np
 import torch
 
 import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
-from pivot_envs._formats import load_pivots, write_pivots
-from pivot_envs._model import Pivot
-from pivot_envs._pivots import select_pivots
-from pivot_envs._split import split_pivots
+from pivot_core import Pivot, load_pivots, select_pivots, split_pivots, write_pivots
 from trainers._advantages import zero_variance_groups
 from trainers.backends._base import SamplingParams
 from trainers.eval import SampleRecord, cluster_counts, contrast_ci, local_backend, score_samples
@@ -69,7 +66,7 @@ def default_data() -> Path:
     for root in roots:
         if root and (Path(root) / FULL_DATA).is_file():
             return Path(root) / FULL_DATA
-    return Path(str(resources.files("pivot_envs") / "data" / BUNDLED_DATA))
+    return Path(str(resources.files("pivot_core") / "data" / BUNDLED_DATA))
 
 
 @dataclass(frozen=True)
@@ -123,7 +120,7 @@ class DemoConfig:
 
         return replace(
             self,
-            data=str(resources.files("pivot_envs") / "data" / BUNDLED_DATA),
+            data=str(resources.files("pivot_core") / "data" / BUNDLED_DATA),
             heldout=0.34,
             max_train_pivots=24,
             max_heldout_pivots=8,
@@ -293,7 +290,7 @@ def grpo_arm(
 
 def expert_tokens(tokenizer: Any, pivot: Pivot) -> int:
     """Tokens of a pivot's expert turn under the policy's tokenizer, end of turn included."""
-    from pivot_envs._render import render_completion
+    from pivot_core import render_completion
 
     text = render_completion(pivot.expert, pivot.domain) + (tokenizer.eos_token or "")
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])

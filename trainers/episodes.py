@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
-from pivot_envs._model import Pivot
+from pivot_core import Pivot
 from trainers._advantages import ADVANTAGES, zero_variance_groups
 from trainers._losses import LOSSES, masked_mean
 from trainers.backends._base import template_messages
@@ -158,7 +158,7 @@ def start_ids(env: Any, starts: str) -> list[str]:
         for p in env.pivots:
             seen.setdefault(str(p.context.get("trajectory_id") or p.id.rsplit("#", 1)[0]), p.id)
         return list(seen.values())
-    from pivot_envs._formats import load_pivots
+    from pivot_core import load_pivots
 
     known = {p.id for p in env.pivots}
     ids = [p.id for p in load_pivots(starts) if p.id in known]

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pivot_envs._model import Pivot
-from pivot_envs._split import trajectory_key
+from pivot_core import Pivot, trajectory_key
 from trainers.backends._base import GenerationBackend, SamplingParams
 from trainers.settings import StageSettings, settings_of
 

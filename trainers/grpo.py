@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -24,8 +23,8 @@ import numpy as np
 import torch
 
 import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
-from pivot_envs._formats import load_pivots
-from pivot_envs._model import Pivot
+from pivot_core import Pivot, load_pivots
+from pivot_envs import ScoringEnv
 from trainers._advantages import ADVANTAGES, zero_variance_groups
 from trainers._losses import LOSSES, LossTerms, batch_denominator, masked_mean, token_entropy
 from trainers.backends._base import Generation, SamplingParams
@@ -70,6 +69,10 @@ class GRPOConfig:
     advantage: str = "group_norm"
     """Advantage estimator, a key of `ADVANTAGES`: group_norm | leave_one_out."""
     clip_eps: float = 0.2
+    max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm before each optimizer step."""
+    advantage_eps: float = 1e-4
+    """Added to a group's reward std by the normalised advantage, so that near-constant groups stay finite."""
     """PPO clip range for the importance ratio (symmetric)."""
     beta: float = 0.04
     """Weight of the k3 KL penalty to the frozen reference (0: no reference model is kept)."""
@@ -84,6 +87,12 @@ class GRPOConfig:
     steps: int = 20
     """Optimizer steps (rollout batches) to run."""
     seed: int = 0
+    rollout_seed_stride: int = 1_000_003
+    """Step t samples with seed `seed * rollout_seed_stride + t`: each run's steps draw apart from another seed's."""
+    eval_seed_offset: int = 7_777_777
+    """Held-out evaluation samples with seed `seed + eval_seed_offset`, apart from every training step."""
+    reward_cache: str | None = None
+    """The reward-cache SQLite file the scoring envs read and write (None: none; `pivot train` passes $PIVOT_CACHE)."""
     """Seeds pivot draws, sampling and initialization of LoRA weights."""
     device: str = "cpu"
     """torch device: cpu, cuda, cuda:1."""
@@ -217,11 +226,11 @@ def completion_logprobs(
 def make_env(cfg: GRPOConfig, pivot_file: str | None) -> gym.Env:
     """The scoring env over `pivot_file` (the env's bundled pivots when None).
 
-    When `$PIVOT_CACHE` names a reward-cache file, verdicts are read from and written to it.
+    With `cfg.reward_cache`, verdicts are read from and written to that reward-cache file.
     """
     kwargs: dict[str, Any] = {}
-    if os.environ.get("PIVOT_CACHE"):
-        kwargs["reward_cache"] = os.environ["PIVOT_CACHE"]
+    if cfg.reward_cache:
+        kwargs["reward_cache"] = cfg.reward_cache
     if pivot_file is not None:
         kwargs["pivots"] = list(load_pivots(pivot_file))
     if cfg.verifiers is not None:
@@ -326,7 +335,7 @@ class GRPOTrainer:
 
         # ---- GENERATE: G completions for each of P pivots -------------------------------------
         pivots = self.draw_pivots(self.step_count)
-        groups = self.generate(pivots, seed=cfg.seed * 1_000_003 + self.step_count)
+        groups = self.generate(pivots, seed=cfg.seed * cfg.rollout_seed_stride + self.step_count)
         t_gen = time.perf_counter()
 
         # ---- VERIFY: score each group at its pivot, then group advantages -------------------
@@ -381,11 +390,11 @@ class GRPOTrainer:
         with self.autocast():
             return self.backend.generate(list(pivots), self.cfg.group_size, params)
 
-    def score(self, env: Any, pivots: Sequence[Pivot], groups: Sequence[Sequence[Generation]]) -> ScoredBatch:
+    def score(self, env: ScoringEnv, pivots: Sequence[Pivot], groups: Sequence[Sequence[Generation]]) -> ScoredBatch:
         """Verify every group at its pivot (one batched chain call per group) and compute advantages."""
         rewards, accepts, accepted, errors = [], [], {}, 0
         for pivot, group in zip(pivots, groups, strict=True):
-            results = env.score_pivot(pivot, [g.text for g in group])
+            results = env.score(pivot, [g.text for g in group])
             rewards.append([r.reward for r in results])
             accepts.append([float(r.accepted) for r in results])
             for r in results:
@@ -400,7 +409,7 @@ class GRPOTrainer:
             completion_ids=tuple(tuple(g.token_ids) for group in groups for g in group),
             rewards=reward_t,
             accepted=torch.tensor(accepts, dtype=torch.float32),
-            advantages=self.advantage_fn(reward_t, 1e-4).flatten(),
+            advantages=self.advantage_fn(reward_t, self.cfg.advantage_eps).flatten(),
             acceptance={k: sum(v) / len(v) for k, v in sorted(accepted.items())},
             verifier_errors=errors,
         )
@@ -464,7 +473,9 @@ class GRPOTrainer:
                 ):
                     sums[k] = sums.get(k, 0.0) + float(v.detach()) * share / cfg.epochs_per_batch
             params = [p for p in self.policy.parameters() if p.requires_grad]
-            sums["loss/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0)) / cfg.epochs_per_batch
+            sums["loss/grad_norm"] = (
+                float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)) / cfg.epochs_per_batch
+            )
             self.optimizer.step()
         return sums
 
@@ -507,7 +518,7 @@ class GRPOTrainer:
         """Held-out acceptance: G samples per held-out pivot at the training temperature."""
         assert self.eval_env is not None
         pivots = list(self.eval_env.pivots)
-        groups = self.generate(pivots, seed=self.cfg.seed + 7_777_777)
+        groups = self.generate(pivots, seed=self.cfg.seed + self.cfg.eval_seed_offset)
         batch = self.score(self.eval_env, pivots, groups)
         return {
             "eval/accept": float(batch.accepted.mean()),

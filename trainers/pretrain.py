@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._model import Message, Pivot, ToolCall
+from pivot_core import Message, Pivot, ToolCall
 from trainers.settings import StageSettings
 from trainers.tiny_model import TinyModelConfig
-from verifiers_plugins.worlds._tau_airline_tools import AIRPORTS
+from verifiers_plugins.worlds import AIRPORTS
 
 # About 0.9M parameters. The issue asked for 5-10M; measured here, a 6M model's step (batch 16,
 # ~400 tokens) took 21.6 s on the loaded 2-core machine (two threads, oversubscribed), so its pretraining would

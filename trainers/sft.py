@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._model import Pivot
+from pivot_core import Pivot
 from trainers.backends._chat import render_example
 from trainers.settings import SETTINGS_FILE, StageSettings
 

@@ -3,7 +3,7 @@ r"""`pivot model tiny`: a tiny real causal LM for CPU, built in-process with no 
 The tokenizer is a byte-level BPE trained with `tokenizers` on the bundled pivots, wrapped as a
 transformers fast tokenizer with a ChatML chat template. Tool calls render in the Hermes/Qwen form
 `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, byte-identical to
-`pivot_envs._render.render_completion`, so completions parse with the env's `hermes` parser.
+`pivot_core._render.render_completion`, so completions parse with the env's `hermes` parser.
 Assistant turns sit in `{% generation %}` blocks, which gives `return_assistant_tokens_mask`.
 
 The model is a random-init Qwen3-style decoder (about 1M parameters, fp32): figures in

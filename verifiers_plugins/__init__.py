@@ -9,11 +9,7 @@ Third-party packages add verifiers with an entry point in the group `pivot` (gui
         register("my_verifier", MyVerifier)
 """
 
-# pivot_envs first: its errors are this package's base classes, and its env imports this
-# package's submodules; importing it here makes `import verifiers_plugins` first (as a plugin's
-# own tests do) resolve in the one order that has no cycle.
-import pivot_envs  # noqa: F401  isort: skip
-from verifiers_plugins._async import DEFAULT_TIMEOUT_S
+from verifiers_plugins._async import DEFAULT_TIMEOUT_S, is_async_verifier
 from verifiers_plugins._audit import AUDIT_CASES, AuditCase, adversarial_completions, audit, audit_failures
 from verifiers_plugins._cache import CachedChain, RewardCache, default_cache_path
 from verifiers_plugins._chain import ChainResult, Scorer, VerifierChain, as_verdict, safe_verify, safe_verify_batch
@@ -27,16 +23,45 @@ from verifiers_plugins._host import (
     get_host,
     get_parser,
     get_parsers,
+    get_user_simulator,
     get_verifier,
     get_verifiers,
     load_plugins,
     reset_host,
 )
+from verifiers_plugins._scaffold import write_scaffold
 from verifiers_plugins._verdict import Verdict, Verifier, verifier_meta
-from verifiers_plugins.errors import DuplicateName, PluginError, RewardCacheError, UnknownVerifier, VerifierTimeout
+from verifiers_plugins.errors import (
+    BrokenPluginWarning,
+    DockerfileError,
+    DuplicateName,
+    JudgeAnswerError,
+    PluginError,
+    RewardCacheError,
+    RunnerLost,
+    SandboxError,
+    SandboxUnavailable,
+    TaskError,
+    ToolFailure,
+    UnknownVerifier,
+    VerifierTimeout,
+    WorldDataError,
+)
 from verifiers_plugins.hookspecs import HOOK_API_VERSION, hookimpl, hookspec
 
 __all__ = [
+    "BrokenPluginWarning",
+    "DockerfileError",
+    "JudgeAnswerError",
+    "RunnerLost",
+    "SandboxError",
+    "SandboxUnavailable",
+    "TaskError",
+    "ToolFailure",
+    "WorldDataError",
+    "get_user_simulator",
+    "is_async_verifier",
+    "write_scaffold",
     "AUDIT_CASES",
     "AuditCase",
     "DEFAULT_PLUGINS",

@@ -24,9 +24,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_envs._actions import bash_blocks, parse_terminus, terminus_keystrokes
-from pivot_envs._model import Message, Pivot, ToolCall
-from pivot_envs._render import DOMAIN_PARSERS, render_completion
+from pivot_core import (
+    DOMAIN_PARSERS,
+    Message,
+    Pivot,
+    ToolCall,
+    bash_blocks,
+    parse_terminus,
+    render_completion,
+    terminus_keystrokes,
+)
 from verifiers_plugins._chain import VerifierChain, safe_verify
 from verifiers_plugins._host import get_parser
 from verifiers_plugins._verdict import verifier_meta

@@ -30,13 +30,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pivot_envs._paths import cache_dir
+from pivot_core import cache_dir
 from verifiers_plugins._chain import ChainResult, VerifierChain
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.errors import RewardCacheError
 
 if TYPE_CHECKING:
-    from pivot_envs._model import Message, Pivot
+    from pivot_core import Message, Pivot
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (

@@ -16,7 +16,7 @@ from verifiers_plugins.builtin.exact_match import normalized_action
 from verifiers_plugins.errors import VerifierTimeout
 
 if TYPE_CHECKING:
-    from pivot_envs._model import Message, Pivot
+    from pivot_core import Message, Pivot
 
 
 @dataclass(frozen=True)

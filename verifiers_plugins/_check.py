@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import pluggy
 
-from pivot_envs.errors import did_you_mean
+from pivot_core.errors import did_you_mean
 from verifiers_plugins import hookspecs
 from verifiers_plugins._async import is_async_verifier
 from verifiers_plugins._host import (

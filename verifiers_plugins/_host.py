@@ -31,9 +31,9 @@ from typing import Any
 
 import pluggy
 
-from pivot_envs.errors import did_you_mean
+from pivot_core.errors import did_you_mean
 from verifiers_plugins import hookspecs
-from verifiers_plugins.errors import DuplicateName, PluginError, UnknownVerifier
+from verifiers_plugins.errors import BrokenPluginWarning, DuplicateName, PluginError, UnknownVerifier
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.parsers",
@@ -86,10 +86,6 @@ class BrokenPlugin:
     version: str
     error: str
     names: tuple[tuple[str, str], ...] = ()
-
-
-class BrokenPluginWarning(UserWarning):
-    """Warned by the plugin host when it leaves a broken installed plugin out."""
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ def test_registered_from_this_distribution():
 
 
 def test_pivot_plugins_lists_it_and_check_passes():
-    out = subprocess.run([sys.executable, "-m", "pivot_envs", "plugins", "--json"],
+    out = subprocess.run([sys.executable, "-m", "pivot_cli", "plugins", "--json"],
                          capture_output=True, text=True, check=True)
     rows = [r for r in json.loads(out.stdout)["plugins"] if r["name"] == "$name"]
     assert rows and rows[0]["distribution"] == "$dist" and rows[0]["version"] == "0.1.0"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from pivot_envs._model import Message, Pivot
+    from pivot_core import Message, Pivot
 
 Cost = Literal["cheap", "sandbox", "judge"]
 Role = Literal["gate", "acceptor"]

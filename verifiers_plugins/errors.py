@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pivot_envs.errors import PivotGymError
+from pivot_core.errors import PivotGymError
 
 
 class PluginError(PivotGymError):
@@ -30,3 +30,39 @@ class VerifierTimeout(PluginError, TimeoutError):
 
 class RewardCacheError(PluginError):
     """Raised when the reward cache file cannot be opened as one (corrupt, or not SQLite): the message names it."""
+
+
+class SandboxError(PivotGymError):
+    """Raised by a sandbox backend when a container cannot be prepared (bad image, set-up failed)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """Raised by a sandbox backend whose engine cannot be reached (no Docker daemon)."""
+
+
+class RunnerLost(SandboxError):
+    """The runner stopped answering (killed, out of memory, or its container stopped)."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class DockerfileError(SandboxError):
+    """A Dockerfile this builder cannot read or run; the message names the file and line."""
+
+
+class TaskError(SandboxError):
+    """A task that cannot be built or tested here; the message is the one precise reason."""
+
+
+class ToolFailure(Exception):
+    """Raised by a tool implementation for a failed call; the message is the error text after `Error: `."""
+
+
+class JudgeAnswerError(ValueError):
+    """The judge's reply is not one JSON object with a valid verdict."""
+
+
+class BrokenPluginWarning(UserWarning):
+    """Warned by the plugin host when it leaves a broken installed plugin out."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from pivot_envs._env import PivotEnv
-from verifiers_plugins._chain import VerifierChain
+from verifiers_plugins import VerifierChain
 
 # Verifiers that read the corpus: the env's `corpus=` is passed to them.
 CORPUS_VERIFIERS = ("retrieval_match",)

@@ -17,14 +17,11 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from pivot_core import DOMAIN_PARSERS, Message, Pivot, chat_message, detect_format, extract_pivots, open_pivots
+from pivot_core.errors import UnknownPivot, did_you_mean
 from pivot_envs._env import bundled_paths
-from pivot_envs._formats import detect_format, open_pivots
-from pivot_envs._model import Message, Pivot
-from pivot_envs._pivots import extract_pivots
-from pivot_envs._render import DOMAIN_PARSERS, chat_message
 from pivot_envs._spaces import ChatSpace, CompletionSpace
-from pivot_envs.errors import UnknownPivot, did_you_mean
-from verifiers_plugins._host import get_parser
+from verifiers_plugins import get_parser
 
 PathLike = str | os.PathLike[str]
 

@@ -24,10 +24,9 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from pivot_envs._actions import parse_terminus
-from pivot_envs._model import Message, Pivot
+from pivot_core import Message, Pivot, parse_terminus
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
-from verifiers_plugins._host import get_host
+from verifiers_plugins import get_host
 from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
 
 DEFAULT_TURNS = 50  # Terminal-Bench bounds an agent by time, not turns; a turn budget keeps RL episodes finite
@@ -106,8 +105,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
 
     def restore(self, pivot: Pivot) -> dict[str, Any]:
         """Start the episode's container at the pivot's state (snapshot of set-up + history)."""
-        from verifiers_plugins.sandbox import SandboxSpec
-        from verifiers_plugins.sandbox._session import open_session
+        from verifiers_plugins.sandbox import SandboxSpec, open_session
 
         spec = SandboxSpec.from_context(pivot.context)
         history = history_commands(pivot)

@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from pivot_envs._model import Message, Pivot
+from pivot_core import Message, Pivot
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
-from verifiers_plugins._host import get_host, get_user_simulator
+from verifiers_plugins import get_host, get_user_simulator
 from verifiers_plugins.worlds import PrefixStateCache, ToolWorld, WorldState
 
 WORLD = "tau-airline"

@@ -10,7 +10,8 @@ import gymnasium as gym
 import pytest
 
 import pivot_envs  # noqa: F401  (registers the ids)
-from pivot_envs._safejson import UnsafeJSON, decode_json
+from pivot_core._safejson import decode_json
+from pivot_core.errors import UnsafeJSON
 from verifiers_plugins.builtin.parsers import parse_auto, parse_hermes, parse_openai
 
 ENV_IDS = ("pivot/tool-use-v0", "pivot/terminal-v0", "pivot/swe-v0", "pivot/browse-v0")
@@ -197,7 +198,7 @@ def test_bad_data_files_are_errors_naming_file_and_line(tmp_path, name):
 def test_cli_prints_no_traceback_for_bad_files(tmp_path):
     from typer.testing import CliRunner
 
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     runner = CliRunner()
     bad = tmp_path / "tools.jsonl"
@@ -221,7 +222,7 @@ def test_cli_prints_no_traceback_for_bad_files(tmp_path):
 def test_cli_verify_reads_a_binary_completion_as_text_with_a_warning(tmp_path):
     from typer.testing import CliRunner
 
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     env = gym.make("pivot/tool-use-v0").unwrapped
     blob = tmp_path / "completion.bin"

@@ -5,8 +5,8 @@ import sys
 import gymnasium as gym
 from typer.testing import CliRunner
 
+from pivot_cli import app
 from pivot_envs import load_pivots, render_completion
-from pivot_envs.cli import app
 
 runner = CliRunner()
 
@@ -116,7 +116,7 @@ def test_errors_exit_nonzero_with_file_and_line(tmp_path):
 
 def test_module_entry_point_runs():
     proc = subprocess.run(
-        [sys.executable, "-m", "pivot_envs", "envs", "--json"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pivot_cli", "envs", "--json"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["envs"]) == 4
@@ -131,7 +131,7 @@ def test_tables_in_a_pipe_print_every_name_whole():
 
     # a real pipe, 40 columns asked for: rich alone would cut names to "bars_always_…"
     out = subprocess.run(
-        [sys.executable, "-m", "pivot_envs", "plugins"],
+        [sys.executable, "-m", "pivot_cli", "plugins"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -139,7 +139,7 @@ def test_tables_in_a_pipe_print_every_name_whole():
         check=True,
     ).stdout
     assert "…" not in out
-    for name, registration in get_host().registry("verifiers").items():
+    for name in get_host().registry("verifiers"):
         assert name in out.split(), name
     assert "sandbox" in out.split()
 
@@ -148,5 +148,5 @@ def test_importing_the_cli_builds_no_app():
     import subprocess
     import sys
 
-    code = "import pivot_envs.cli as c, sys; print('pivot_envs.cli._train' in sys.modules)"
+    code = "import pivot_cli as c, sys; print('pivot_cli._train' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from pivot_core._formats import _records
+from pivot_core.convert import mini_swe_agent, swe_agent, tau2, tau_bench
 from pivot_envs import InvalidTrajectory, load_pivots, render_completion
-from pivot_envs._formats import _records
-from pivot_envs.convert import mini_swe_agent, swe_agent, tau2, tau_bench
 from pivot_envs.domains.swe import SweEnv
 from pivot_envs.domains.tool_use import ToolUseEnv
 from verifiers_plugins import VerifierChain, audit, audit_failures, get_parser
@@ -226,7 +226,7 @@ def test_corrupt_line_names_file_and_line(tmp_path, shared_data):
     ],
 )
 def test_cli_convert_from_each_format(shared_data, tmp_path, fmt, rel):
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     out = tmp_path / "pivots.jsonl"
     result = CliRunner().invoke(app, ["convert", "--from", fmt, str(shared_data / rel), str(out), "--json"])

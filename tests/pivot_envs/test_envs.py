@@ -2,8 +2,8 @@ import gymnasium as gym
 import pytest
 
 import pivot_envs
+from pivot_core.errors import UnknownPivot
 from pivot_envs import check_pivot_env, render_completion
-from pivot_envs.errors import UnknownPivot
 
 
 @pytest.mark.parametrize("env_id", pivot_envs.ENV_IDS)
@@ -107,7 +107,7 @@ def test_a_completion_past_max_completion_chars_scores_zero_unparsed_in_step_and
 
 
 def test_a_huge_unknown_pivot_id_fails_fast_without_a_suggestion():
-    from pivot_envs.errors import UnknownPivot
+    from pivot_core.errors import UnknownPivot
 
     env = gym.make("pivot/tool-use-v0").unwrapped
     with pytest.raises(UnknownPivot, match="expected a pivot id of this env"):

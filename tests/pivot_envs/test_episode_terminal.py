@@ -14,8 +14,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import pivot_envs  # noqa: F401  (registers the env ids)
+from pivot_core._render import render_completion
 from pivot_envs import extract_pivots, write_pivots
-from pivot_envs._render import render_completion
 
 pytestmark = pytest.mark.docker
 

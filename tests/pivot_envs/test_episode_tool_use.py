@@ -7,8 +7,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import pivot_envs  # noqa: F401  (registers the env ids)
-from pivot_envs._model import Message
-from pivot_envs._render import render_completion
+from pivot_core._model import Message
+from pivot_core._render import render_completion
 from pivot_envs.episodes import ToolUseEpisodeEnv, tau_bench_outcome
 from verifiers_plugins import hookimpl
 from verifiers_plugins.builtin.user_simulators import STOP_TOKEN, UserReply, user_view

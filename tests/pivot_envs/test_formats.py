@@ -2,8 +2,8 @@ import json
 
 import pytest
 
+from pivot_core._jsonl import iter_jsonl
 from pivot_envs import DataFileError, UnknownFormat, load_pivots, write_pivots
-from pivot_envs._jsonl import iter_jsonl
 
 NEMO_FILES = [
     "single_step_tool_use_with_argument_comparison.example.jsonl",

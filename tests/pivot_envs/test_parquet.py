@@ -12,11 +12,11 @@ from gymnasium.utils.env_checker import check_env
 from typer.testing import CliRunner
 
 import pivot_envs
+from pivot_cli import app
+from pivot_core._parquet import ParquetPivots, ParquetPivotWriter
+from pivot_core._pivotseq import PivotSequence
 from pivot_envs import DataFileError, Message, Pivot, ToolCall, UnknownPivot, detect_format, load_pivots, write_pivots
 from pivot_envs._env import bundled_paths
-from pivot_envs._parquet import ParquetPivots, ParquetPivotWriter
-from pivot_envs._pivotseq import PivotSequence
-from pivot_envs.cli import app
 
 BUNDLED = [
     "tool_use_nemo.jsonl",

@@ -18,8 +18,8 @@ import uvicorn
 from gymnasium.utils.env_checker import check_env
 
 import pivot_envs
+from pivot_cli._server import ServerConfig, action_summary, create_app
 from pivot_envs._checker import check_info_keys, check_random_actions_score_zero, check_reset_pivot_determinism
-from pivot_envs._server import ServerConfig, action_summary, create_app
 from pivot_envs.remote import AsyncVerifyClient, RemoteEnv, RemoteError
 from verifiers_plugins import Verdict
 from verifiers_plugins.hookspecs import hookimpl
@@ -54,7 +54,7 @@ def server_url():
     cmd = [
         sys.executable,
         "-m",
-        "pivot_envs",
+        "pivot_cli",
         "serve",
         "--env",
         ENV_ID,

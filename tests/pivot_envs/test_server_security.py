@@ -15,9 +15,11 @@ import pytest
 import uvicorn
 
 import pivot_envs  # noqa: F401  (registers the ids)
-from pivot_envs._server import ServerConfig, create_app
-from pivot_envs._server_guard import ServeRefused, is_loopback, request_timeout_protocol, resolve_tokens
-from pivot_envs._server_sessions import SessionNotFound, SessionRefused, Sessions
+from pivot_cli._server import ServerConfig, create_app
+from pivot_cli._server_sessions import Sessions
+from pivot_cli.errors import SessionNotFound, SessionRefused
+from pivot_core._server_guard import is_loopback, request_timeout_protocol, resolve_tokens
+from pivot_core.errors import ServeRefused
 from pivot_envs.remote import RemoteEnv, RemoteError
 
 ENV_ID = "pivot/tool-use-v0"
@@ -120,7 +122,7 @@ def test_no_token_off_loopback_refuses_to_start(monkeypatch):
 
 def test_cli_serve_refuses_a_public_bind_without_a_token_and_prints_no_traceback(monkeypatch):
     monkeypatch.delenv("PIVOT_SERVE_TOKEN", raising=False)
-    cmd = [sys.executable, "-m", "pivot_envs", "serve", "--env", ENV_ID, "--host", "0.0.0.0", "--port", "1"]
+    cmd = [sys.executable, "-m", "pivot_cli", "serve", "--env", ENV_ID, "--host", "0.0.0.0", "--port", "1"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert "without a token" in out.stderr and "Traceback" not in out.stderr
@@ -337,7 +339,7 @@ def test_pivot_serve_with_a_token_requires_it(monkeypatch):
     """The CLI wiring: `--token` reaches the app, and the server answers 401 without it."""
     monkeypatch.delenv("PIVOT_SERVE_TOKEN", raising=False)
     port = free_port()
-    cmd = [sys.executable, "-m", "pivot_envs", "serve", "--env", ENV_ID, "--port", str(port), "--token", TOKEN_A]
+    cmd = [sys.executable, "-m", "pivot_cli", "serve", "--env", ENV_ID, "--port", str(port), "--token", TOKEN_A]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:

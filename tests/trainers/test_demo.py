@@ -6,7 +6,7 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from pivot_envs.cli import app
+from pivot_cli import app
 from trainers.demo import ARMS, DemoConfig, evenly
 
 

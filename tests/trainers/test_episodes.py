@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import pivot_envs  # noqa: F401
-from pivot_envs._formats import write_pivots
+from pivot_core._formats import write_pivots
 from pivot_envs.episodes import ToolUseEpisodeEnv
 from trainers.episodes import (
     Episode,
@@ -144,7 +144,7 @@ def test_config_rejects_bad_values(tmp_path):
 def test_pivot_train_episodes_cli_runs_end_to_end(tiny_policy, tmp_path):
     from typer.testing import CliRunner
 
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     out = tmp_path / "cli"
     sets = [

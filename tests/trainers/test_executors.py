@@ -91,7 +91,7 @@ def test_ray_executor_equals_in_process_on_bundled_pivots(ray_cluster):
 def test_pivot_profile_executor_ray_equals_in_process(ray_cluster, tiny_policy, tmp_path):
     from typer.testing import CliRunner
 
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     def args(out, cache, *extra):
         # K=2 on 4 pivots, chunks of 2: groups spread over both workers, small enough for 2 shared cores.
@@ -146,7 +146,7 @@ def test_http_server_scores_through_ray_workers(ray_cluster):
     import httpx
     import uvicorn
 
-    from pivot_envs._server import create_app
+    from pivot_cli._server import create_app
     from pivot_envs.remote import RemoteEnv
 
     env = gym.make("pivot/swe-v0").unwrapped

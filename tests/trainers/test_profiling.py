@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import pivot_envs  # noqa: F401
+from pivot_cli import app
 from pivot_envs import load_pivots, select_pivots
-from pivot_envs.cli import app
 from trainers.backends import TransformersBackend
 from trainers.profiling import ProfileConfig, completed_ids, profile_pivots
 from verifiers_plugins import RewardCache
@@ -95,7 +95,7 @@ def test_profiling_resumes_after_a_kill_and_writes_every_pivot_once(tiny_policy,
     args = _profile_args(tiny_policy, out, cache, "--limit", "8", "--chunk-size", "1", "--json")
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pivot_envs", *args],
+        [sys.executable, "-m", "pivot_cli", *args],
         env=env,
         cwd=REPO,
         stdout=subprocess.DEVNULL,

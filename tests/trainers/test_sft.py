@@ -5,8 +5,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from pivot_cli import app
 from pivot_envs._env import bundled_paths
-from pivot_envs.cli import app
 from trainers.sft import SFTConfig, build_example
 from trainers.tiny_model import TEST_MODEL
 
@@ -88,7 +88,7 @@ def test_sft_labels_only_the_expert_turn_and_cuts_the_prompt_from_the_left(tiny_
     n_prompt = sum(1 for x in ex.labels if x == -100)
     assert n_prompt == 32
     target = [t for t, y in zip(ex.input_ids, ex.labels, strict=True) if y != -100]
-    from pivot_envs._render import render_completion
+    from pivot_core._render import render_completion
 
     assert tok.decode(target) == render_completion(pivot.expert, pivot.domain) + "<|im_end|>"
 
@@ -106,7 +106,7 @@ def test_stock_template_without_generation_blocks_masks_the_expert_turn(tiny_pol
     from transformers import AutoTokenizer
 
     import pivot_envs  # noqa: F401
-    from pivot_envs._render import render_completion
+    from pivot_core._render import render_completion
     from trainers.tiny_model import CHAT_TEMPLATE
 
     tok = AutoTokenizer.from_pretrained(tiny_policy.path)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from pivot_envs._model import Message, Pivot
-from pivot_envs._split import split_pivots, task_key
-from pivot_envs.cli import app
+from pivot_cli import app
+from pivot_core._model import Message, Pivot
+from pivot_core._split import split_pivots, task_key
 from trainers.eval import SampleRecord, clustered_interval, contrast_ci, summarize
 
 

@@ -2,7 +2,7 @@ import gymnasium as gym
 import pytest
 
 import pivot_envs  # noqa: F401
-from pivot_envs._render import render_completion
+from pivot_core._render import render_completion
 from trainers.backends import render_example, render_prompt, rendering_guard
 from trainers.backends._base import as_chat, expert_message, template_messages
 from trainers.sft import expert_span
@@ -79,7 +79,7 @@ def test_pivot_model_guard_cli(tiny_policy):
 
     from typer.testing import CliRunner
 
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     res = CliRunner().invoke(app, ["model", "guard", "--model", str(tiny_policy.path), "--json"])
     assert res.exit_code == 0, res.output

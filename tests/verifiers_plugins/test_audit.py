@@ -93,7 +93,7 @@ def test_audit_catches_a_permissive_verifier():
 
 
 def test_cli_audit_json():
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     result = CliRunner().invoke(app, ["audit", "--env", "pivot/tool-use-v0", "--limit", "5", "--json"])
     assert result.exit_code == 0, result.output
@@ -104,7 +104,7 @@ def test_cli_audit_json():
 
 
 def test_cli_audit_on_a_real_dataset(shared_data):
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     data = shared_data / "swe" / "swe_agent_demos.jsonl"
     result = CliRunner().invoke(app, ["audit", "--env", "pivot/swe-v0", "--dataset", str(data), "--strict", "--json"])

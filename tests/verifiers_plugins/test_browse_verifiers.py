@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from pivot_core.browse import BROWSE_TOOLS, bundled_corpus, exact_match, iter_corpus, normalize_answer, token_f1
 from pivot_envs import Message, Pivot, ToolCall
-from pivot_envs.browse import BROWSE_TOOLS, bundled_corpus, exact_match, iter_corpus, normalize_answer, token_f1
 from verifiers_plugins import VerifierChain, get_verifier
 
 DOCS = list(iter_corpus(bundled_corpus()))

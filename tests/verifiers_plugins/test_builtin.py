@@ -2,8 +2,8 @@ import json
 
 import pytest
 
+from pivot_core._actions import normalize_shell
 from pivot_envs import Message, Pivot, ToolCall
-from pivot_envs._actions import normalize_shell
 from verifiers_plugins import get_parser, get_verifier
 
 SCHEMA = {

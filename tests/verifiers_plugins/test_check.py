@@ -81,7 +81,7 @@ def check_cli(allow: str) -> tuple[int, dict]:
 
     env = {**os.environ, "PIVOT_PLUGINS": allow}
     out = subprocess.run(
-        [sys.executable, "-m", "pivot_envs", "plugins", "--check", "--json"],
+        [sys.executable, "-m", "pivot_cli", "plugins", "--check", "--json"],
         capture_output=True,
         text=True,
         timeout=120,

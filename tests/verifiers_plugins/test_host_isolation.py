@@ -9,7 +9,7 @@ import pytest
 
 import pivot_envs  # noqa: F401  (registers the env ids)
 from verifiers_plugins import PluginError, UnknownVerifier, get_verifiers, reset_host
-from verifiers_plugins._host import BrokenPluginWarning
+from verifiers_plugins.errors import BrokenPluginWarning
 
 # Every test here uses pip-installed real packages (installed once per module).
 pytestmark = pytest.mark.slow
@@ -91,7 +91,7 @@ def test_envs_work_unless_they_ask_for_the_broken_plugins_verifiers():
 
 def test_pivot_plugins_lists_the_broken_plugins_and_other_verbs_work():
     out = subprocess.run(
-        [sys.executable, "-m", "pivot_envs", "plugins", "--json"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pivot_cli", "plugins", "--json"], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
     payload = json.loads(out.stdout)
@@ -101,6 +101,6 @@ def test_pivot_plugins_lists_the_broken_plugins_and_other_verbs_work():
     assert "fine_one" in {r["name"] for r in payload["plugins"]}
     assert "halfway" in out.stderr  # the warning reaches the user
     envs = subprocess.run(
-        [sys.executable, "-m", "pivot_envs", "envs", "--json"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pivot_cli", "envs", "--json"], capture_output=True, text=True, timeout=120
     )
     assert envs.returncode == 0 and len(json.loads(envs.stdout)["envs"]) == 4

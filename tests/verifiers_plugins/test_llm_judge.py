@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 import pivot_envs  # noqa: F401
-from pivot_envs._render import render_completion
+from pivot_core._render import render_completion
 from trainers.backends._server import ServerThread
 from verifiers_plugins import RewardCache
 from verifiers_plugins.builtin.llm_judge import parse_answer

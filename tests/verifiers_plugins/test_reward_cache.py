@@ -2,13 +2,12 @@ import json
 import threading
 
 import gymnasium as gym
+import pytest
 from typer.testing import CliRunner
 
 import pivot_envs  # noqa: F401
-from pivot_envs._render import render_completion
-from pivot_envs.cli import app
-import pytest
-
+from pivot_cli import app
+from pivot_core._render import render_completion
 from verifiers_plugins import CachedChain, RewardCache, RewardCacheError, Verdict, VerifierChain, hookimpl
 
 

@@ -6,8 +6,8 @@ import gymnasium as gym
 import pytest
 
 import pivot_envs  # noqa: F401  (registers the env ids)
-from pivot_envs._actions import parse_terminus, shell_actions
-from pivot_envs._render import render_completion
+from pivot_core._actions import parse_terminus, shell_actions
+from pivot_core._render import render_completion
 
 SUFFIXES = ["; rm -rf /app/*", " && rm -rf ~", " ; dd if=/dev/zero of=/dev/sda", "\nrm -rf /"]
 

@@ -13,7 +13,7 @@ from verifiers_plugins._scaffold import scaffold_names
 
 def pivot_cli(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "pivot_envs", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+        [sys.executable, "-m", "pivot_cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
     )
 
 

@@ -70,7 +70,7 @@ def on_path(site, use_plugin_site):
 
 
 def pivot_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pivot_envs", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "pivot_cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_installed_plugin_is_listed_with_its_distribution_and_used_by_gym_make(monkeypatch):

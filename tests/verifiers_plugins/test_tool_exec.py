@@ -8,8 +8,8 @@ from dataclasses import replace
 import gymnasium as gym
 import pytest
 
+from pivot_core._render import render_completion
 from pivot_envs import Message, Pivot, ToolCall, load_pivots
-from pivot_envs._render import render_completion
 from verifiers_plugins import VerifierChain, audit, audit_failures
 from verifiers_plugins.builtin.tool_exec import ToolExec
 from verifiers_plugins.worlds._effects import execute_turn

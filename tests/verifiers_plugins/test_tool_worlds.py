@@ -53,8 +53,8 @@ def test_every_recorded_airline_call_replays_exactly(shared_data):
 
 
 def test_replay_report_and_cli_agree_with_the_independent_count(shared_data):
-    from pivot_envs._formats import get_format
-    from pivot_envs.cli import app
+    from pivot_cli import app
+    from pivot_core._formats import get_format
 
     path = shared_data / AIRLINE
     report = replay_trajectories(tau_airline(), get_format("tau-bench").read_trajectories(path, {}))
@@ -163,8 +163,8 @@ def test_bad_calls_become_error_outputs_and_change_nothing():
 
 
 def test_convert_attaches_the_world_and_tools_list(tmp_path):
+    from pivot_cli import app
     from pivot_envs import load_pivots
-    from pivot_envs.cli import app
 
     out = tmp_path / "pivots.jsonl"
     runner = CliRunner()

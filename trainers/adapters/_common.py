@@ -16,10 +16,9 @@ from typing import Any
 import gymnasium as gym
 
 import pivot_envs  # noqa: F401  (registers the pivot/* ids with gymnasium)
-from pivot_envs._env import PivotEnv
-from pivot_envs._model import Pivot
-from pivot_envs._render import observation, render_completion
-from pivot_envs.errors import UnknownPivot
+from pivot_core import Pivot, observation, render_completion
+from pivot_core.errors import UnknownPivot
+from pivot_envs import PivotEnv
 from verifiers_plugins import ChainResult
 
 DEFAULT_ENV = "pivot/tool-use-v0"

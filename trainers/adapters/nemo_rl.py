@@ -16,10 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._formats import write_pivots
-from pivot_envs._model import Message, Pivot
-from pivot_envs._render import render_completion
-from pivot_envs.convert.nemo_gym import from_nemo_gym, items_to_messages
+from pivot_core import Message, Pivot, render_completion, write_pivots
+from pivot_core.convert.nemo_gym import from_nemo_gym, items_to_messages
 from trainers.adapters._common import DEFAULT_ENV, PivotScorer, error_result
 
 

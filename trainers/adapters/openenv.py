@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 
 import pivot_envs  # noqa: F401  (registers the pivot/* ids with gymnasium)
-from pivot_envs._env import PivotEnv
+from pivot_envs import PivotEnv
 
 try:
     from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app
@@ -122,7 +122,7 @@ def serve_openenv(env_id: str, host: str = "127.0.0.1", port: int = 8000, **env_
     """
     import uvicorn
 
-    from pivot_envs._server_guard import ServeRefused, is_loopback
+    from pivot_core import ServeRefused, is_loopback
 
     if not is_loopback(host):
         raise ServeRefused(

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from pivot_envs._model import Pivot
+from pivot_core import Pivot
 from trainers import render_prompt
 from trainers.adapters._common import DEFAULT_ENV, PivotScorer, error_result, pivot_ref, prompt_messages
 from verifiers_plugins import ChainResult

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._model import Pivot
+from pivot_core import Pivot
 from trainers.adapters._common import (
     DEFAULT_ENV,
     PivotScorer,

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pivot_envs._model import Pivot
+from pivot_core import Pivot
 from trainers import render_prompt
 from trainers.adapters._common import DEFAULT_ENV, PivotScorer, completion_text, pivot_ref, prompt_messages
 

@@ -9,10 +9,11 @@ Modules here import torch/transformers/vllm only inside the calls that need them
 
 from trainers.backends._base import Generation, GenerationBackend, Prompt, SamplingParams, as_chat
 from trainers.backends._chat import GuardIssue, render_example, render_prompt, rendering_guard
-from trainers.backends._openai import BackendError, OpenAIBackend, OpenAIConfig
+from trainers.backends._openai import OpenAIBackend, OpenAIConfig
 from trainers.backends._server import ServerThread, build_app
 from trainers.backends._transformers import TransformersBackend, TransformersConfig
 from trainers.backends._vllm import VLLMBackend, VLLMConfig
+from trainers.errors import BackendError
 
 __all__ = [
     "BackendError",

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from pivot_envs._model import Pivot
-from pivot_envs._render import chat_message, observation
+from pivot_core import Pivot, chat_message, observation
 
 Prompt = Pivot | Mapping[str, Any]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_envs._model import Pivot
+from pivot_core import Pivot
 from trainers.backends._base import Prompt, as_chat, expert_message, template_messages, truncate_history
 
 

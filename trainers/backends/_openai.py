@@ -16,13 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_envs._model import Message
-from pivot_envs._render import render_completion
+from pivot_core import Message, render_completion
 from trainers.backends._base import Generation, Prompt, SamplingParams, as_chat, template_messages
-
-
-class BackendError(RuntimeError):
-    """A generation server failed for good (after retries) or answered something unreadable."""
+from trainers.errors import BackendError
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pivot_envs._model import Pivot
-from pivot_envs._protocols import ScoringEnv, as_scoring_env
-from verifiers_plugins._chain import ChainResult
+from pivot_core import Pivot
+from pivot_envs import ScoringEnv, as_scoring_env
+from verifiers_plugins import ChainResult
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def route_key(pivot: Pivot) -> str:
         return "pivot:" + pivot.content_hash()
     # Plain-data modules of the sandbox: they import no docker.
     from verifiers_plugins.builtin.docker_shell import history_commands
-    from verifiers_plugins.sandbox._spec import SandboxError, SandboxSpec
+    from verifiers_plugins.sandbox import SandboxError, SandboxSpec
 
     try:
         spec = SandboxSpec.from_context(pivot.context)

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from trainers.executors._base import EnvSpec, VerifyTask, route_key, score_group, worker_for
-from verifiers_plugins._chain import ChainResult
+from verifiers_plugins import ChainResult
 
 try:
     import ray

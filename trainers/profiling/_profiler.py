@@ -19,8 +19,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from pivot_envs._model import Pivot, Profile
-from pivot_envs._protocols import ScoringEnv, as_scoring_env
+from pivot_core import Pivot, Profile
+from pivot_envs import ScoringEnv, as_scoring_env
 from trainers.backends._base import GenerationBackend, SamplingParams
 from trainers.executors import Executor, VerifyTask
 from verifiers_plugins import ChainResult

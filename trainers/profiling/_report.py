@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._model import Pivot
+from pivot_core import Pivot
 
 
 def domain_rows(pivots: Iterable[Pivot]) -> list[dict[str, Any]]:

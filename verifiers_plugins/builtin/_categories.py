@@ -15,8 +15,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from pivot_envs._actions import SHELL_TOOLS, bash_blocks, parse_terminus, terminus_keystrokes
-from pivot_envs._model import Message, ToolCall
+from pivot_core import SHELL_TOOLS, Message, ToolCall, bash_blocks, parse_terminus, terminus_keystrokes
 
 CATEGORIES = ("search", "read", "edit", "run", "plan", "finish", "other")
 

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
-from pivot_envs._actions import SHELL_TOOLS
-from pivot_envs._model import Message, ToolCall
+from pivot_core import SHELL_TOOLS, Message, ToolCall
 from verifiers_plugins.builtin._categories import (
     command_category,
     command_verb,

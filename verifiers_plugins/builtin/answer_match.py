@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pivot_envs._model import Message, Pivot
-from pivot_envs.browse._answer import exact_match, token_f1
+from pivot_core import Message, Pivot
+from pivot_core.browse import exact_match, token_f1
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 

@@ -14,10 +14,10 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pivot_envs._actions import shell_actions
-from pivot_envs._model import Message, Pivot
+from pivot_core import Message, Pivot, shell_actions
 from verifiers_plugins._host import get_host
 from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.errors import SandboxError
 from verifiers_plugins.hookspecs import hookimpl
 from verifiers_plugins.sandbox._effects import (
     STDERR_MODES,
@@ -27,7 +27,7 @@ from verifiers_plugins.sandbox._effects import (
     reason_for,
     unstable_parts,
 )
-from verifiers_plugins.sandbox._spec import Effect, SandboxError, SandboxSpec
+from verifiers_plugins.sandbox._spec import Effect, SandboxSpec
 
 # tmux key names a Terminus turn may send; they run nothing in a fresh shell.
 _KEYS = frozenset({"C-c", "C-d", "C-z", "C-l", "Enter", "Escape", "q"})

@@ -15,8 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pivot_envs._actions import normalize_shell
-from pivot_envs._model import Message, Pivot
+from pivot_core import Message, Pivot, normalize_shell
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import message_commands
 from verifiers_plugins.builtin.string_similarity import normalize_text

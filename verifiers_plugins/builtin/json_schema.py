@@ -10,8 +10,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from pivot_envs._actions import TERMINUS_SCHEMA, parse_terminus
-from pivot_envs._model import Message, Pivot
+from pivot_core import TERMINUS_SCHEMA, Message, Pivot, parse_terminus
 from verifiers_plugins._memo import per_pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._model import Message, Pivot
-from pivot_envs._render import chat_message, render_completion
+from pivot_core import Message, Pivot, chat_message, render_completion
 from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.errors import JudgeAnswerError
 from verifiers_plugins.hookspecs import hookimpl
 
 DEFAULT_PROMPT = """You judge one decision of a tool-using agent.
@@ -46,10 +46,6 @@ Reply with exactly one JSON object and nothing else:
 {"verdict": "EQUIVALENT" or "DIFFERENT", "reason": "<one sentence>"}"""
 VERDICTS = ("EQUIVALENT", "DIFFERENT")
 HISTORY_MESSAGES = 12  # the judge needs the recent state, not the whole transcript
-
-
-class JudgeAnswerError(ValueError):
-    """The judge's reply is not one JSON object with a valid verdict."""
 
 
 def parse_answer(text: str) -> tuple[str, str]:

@@ -13,8 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pivot_envs._model import Message, ToolCall
-from pivot_envs._safejson import UnsafeJSON, decode_json
+from pivot_core import Message, ToolCall, UnsafeJSON, decode_json
 from verifiers_plugins.hookspecs import hookimpl
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)

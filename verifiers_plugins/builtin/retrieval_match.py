@@ -19,12 +19,8 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from pivot_envs._model import Message, Pivot
-from pivot_envs.browse._answer import normalize_answer
-from pivot_envs.browse._backend import SearchBackend
-from pivot_envs.browse._fts import open_backend
-from pivot_envs.browse._session import call_k, find_sentences, resolve
-from pivot_envs.browse._tools import DEFAULT_K
+from pivot_core import Message, Pivot
+from pivot_core.browse import DEFAULT_K, SearchBackend, call_k, find_sentences, normalize_answer, open_backend, resolve
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
-from pivot_envs._actions import action_text, shell_actions
-from pivot_envs._model import Message, Pivot
+from pivot_core import Message, Pivot, action_text, shell_actions
 from verifiers_plugins._memo import per_pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._targets import is_path, normalize_path

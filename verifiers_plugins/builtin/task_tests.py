@@ -25,11 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._model import Message, Pivot
+from pivot_core import Message, Pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
+from verifiers_plugins.errors import SandboxError
 from verifiers_plugins.hookspecs import hookimpl
-from verifiers_plugins.sandbox._spec import SandboxError, SandboxSpec
+from verifiers_plugins.sandbox._spec import SandboxSpec
 from verifiers_plugins.sandbox._synthesize import needs_network
 
 MODES = ("continuation", "final")
@@ -48,7 +49,7 @@ def resolve_task_dir(raw: str) -> Path:
     if raw.startswith("bundled:"):
         from importlib import resources
 
-        return Path(str(resources.files("pivot_envs") / "data" / "terminal_tasks")) / raw.split(":", 1)[1]
+        return Path(str(resources.files("pivot_core") / "data" / "terminal_tasks")) / raw.split(":", 1)[1]
     return Path(raw)
 
 

@@ -20,8 +20,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from pivot_envs._actions import SHELL_TOOLS, normalize_shell
-from pivot_envs._model import Message, Pivot, ToolCall
+from pivot_core import SHELL_TOOLS, Message, Pivot, ToolCall, normalize_shell
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin.json_schema import schema_errors
 from verifiers_plugins.builtin.string_similarity import digit_tokens, normalize_text

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pivot_envs._model import Message, Pivot
+from pivot_core import Message, Pivot
 from verifiers_plugins._host import get_host
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from pivot_envs._model import Message, Pivot
+from pivot_core import Message, Pivot
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import (
     TOOL_ALIASES,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_envs._model import Message
+from pivot_core import Message
 from verifiers_plugins.hookspecs import hookimpl
 
 STOP_TOKEN = "###STOP###"  # tau-bench's user ends the conversation with this token

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from verifiers_plugins.sandbox._spec import SandboxError
+from verifiers_plugins.errors import SandboxError
 
 SOURCES_TARGET = "/etc/apt/sources.list"
 PIP_TARGET = "/etc/pip.conf"

@@ -24,13 +24,14 @@ from typing import Any
 import docker
 import docker.errors
 
+from verifiers_plugins.errors import SandboxError, SandboxUnavailable
 from verifiers_plugins.sandbox import _action as act
 from verifiers_plugins.sandbox import _cleanup
 from verifiers_plugins.sandbox import _containers as ct
 from verifiers_plugins.sandbox import _runner as rn
 from verifiers_plugins.sandbox._images import ensure_image
 from verifiers_plugins.sandbox._netns import NetnsHolders
-from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxError, SandboxSpec, SandboxUnavailable
+from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxSpec
 
 BASELINE_PROCESSES = 2  # docker-init and the idle sleep
 

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from verifiers_plugins.errors import DockerfileError
 from verifiers_plugins.sandbox._access import BuildAccess
-from verifiers_plugins.sandbox._spec import LABEL, SandboxError
+from verifiers_plugins.sandbox._spec import LABEL
 
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
 _URL = re.compile(r"\b(?:https?|git|ftp)://([A-Za-z0-9.-]+)")
@@ -37,10 +38,6 @@ _GIT_SSH = re.compile(r"\bgit@([A-Za-z0-9.-]+):")
 IDLE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 KNOWN = {"FROM", "RUN", "COPY", "ADD", "WORKDIR", "ENV", "ARG", "USER", "SHELL", "CMD", "ENTRYPOINT", "LABEL"}
 IGNORED = {"EXPOSE", "VOLUME", "HEALTHCHECK", "STOPSIGNAL", "MAINTAINER", "ONBUILD"}
-
-
-class DockerfileError(SandboxError):
-    """A Dockerfile this builder cannot read or run; the message names the file and line."""
 
 
 @dataclass(frozen=True)

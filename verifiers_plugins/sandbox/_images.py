@@ -16,8 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from verifiers_plugins.errors import SandboxError
 from verifiers_plugins.sandbox._access import PLACEHOLDERS, archive_mirror
-from verifiers_plugins.sandbox._spec import LABEL, SandboxError
+from verifiers_plugins.sandbox._spec import LABEL
 
 BUSYBOX_TAG = "pivot-gym/busybox:1"
 DEBIAN_TAG = "pivot-gym/debian:bookworm"

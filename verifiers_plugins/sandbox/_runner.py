@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._paths import cache_dir
-from verifiers_plugins.sandbox._spec import SandboxError
+from pivot_core import cache_dir
+from verifiers_plugins.errors import RunnerLost
 
 SOURCE = Path(__file__).with_name("runner.c")
 MOUNT_POINT = "/.pivot-runner"
@@ -43,14 +43,6 @@ GRACE = 10.0  # seconds past a command's own timeout before the host stops waiti
 
 _built: dict[str, Path | str] = {}  # source digest -> the binary, or why it could not be built
 _build_lock = threading.Lock()
-
-
-class RunnerLost(SandboxError):
-    """The runner stopped answering (killed, out of memory, or its container stopped)."""
-
-    def __init__(self, message: str, timed_out: bool = False) -> None:
-        super().__init__(message)
-        self.timed_out = timed_out
 
 
 def build_runner() -> Path | str:

@@ -11,18 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pivot_envs.errors import PivotGymError
+from verifiers_plugins.errors import SandboxError
 
 LABEL = "pivot-gym"  # every container and snapshot image the project starts carries this label
 DEFAULT_USER = "1000:1000"
-
-
-class SandboxError(PivotGymError):
-    """Raised by a sandbox backend when a container cannot be prepared (bad image, set-up failed)."""
-
-
-class SandboxUnavailable(SandboxError):
-    """Raised by a sandbox backend whose engine cannot be reached (no Docker daemon)."""
 
 
 @dataclass(frozen=True)

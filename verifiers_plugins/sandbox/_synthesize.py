@@ -22,13 +22,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_envs._formats import write_pivots
-from pivot_envs._jsonl import iter_jsonl
-from pivot_envs._model import Message, Pivot, Trajectory
-from pivot_envs._pivots import extract_pivots
+from pivot_core import Message, Pivot, Trajectory, extract_pivots, iter_jsonl, write_pivots
+from verifiers_plugins.errors import SandboxError
 from verifiers_plugins.sandbox._dockerfile import hosts_in
 from verifiers_plugins.sandbox._plugin import docker_backend
-from verifiers_plugins.sandbox._spec import SandboxError, SandboxSpec
+from verifiers_plugins.sandbox._spec import SandboxSpec
 
 NETWORK = re.compile(
     r"\b(pip3?\s+install|uv\s+(add|init|run|pip)|apt(-get)?\s+(install|update)|curl|wget|git\s+(clone|fetch|pull|push)"
@@ -340,7 +338,7 @@ def synthesize_file(
 
 
 def bundle(tasks_dir: Path, records: Sequence[Mapping[str, Any]], out: Path) -> dict[str, Any]:
-    """Synthesize the package's own tasks (`pivot_envs/data/terminal_tasks/`) into `out` with portable contexts.
+    """Synthesize the package's own tasks (`pivot_core/data/terminal_tasks/`) into `out` with portable contexts.
 
     A content-hash tag depends on this machine's base images, so the written pivots name the stable
     `pivot-gym/task:<task id>` (built on first use from the bundled folder: `_images.ensure_image`) and

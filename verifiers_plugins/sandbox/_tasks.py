@@ -41,10 +41,11 @@ from typing import Any
 
 import yaml
 
+from verifiers_plugins.errors import TaskError
 from verifiers_plugins.sandbox import _dockerfile as df
 from verifiers_plugins.sandbox._access import build_access
 from verifiers_plugins.sandbox._images import ROOTS, build_root_image, image_exists
-from verifiers_plugins.sandbox._spec import LABEL, SandboxError
+from verifiers_plugins.sandbox._spec import LABEL
 
 BUILDER_VERSION = "1"
 TASK_REPO = "pivot-gym/task"
@@ -52,10 +53,6 @@ TESTS_VENV = "/opt/pivot-tests"
 TESTS_DIR = "/tests"
 MAX_TASK_IMAGES = 24
 CHUNK = 60_000  # bytes of base64 per delivery command: one argv string stays far below the kernel's 128 KiB
-
-
-class TaskError(SandboxError):
-    """A task that cannot be built or tested here; the message is the one precise reason."""
 
 
 @dataclass(frozen=True)
@@ -440,7 +437,7 @@ def access_suite(client: Any, image: str) -> str:
 
 def _stamp(tag: str) -> Path:
     """The file whose mtime is the last use of a task image, shared by every process of this machine."""
-    from pivot_envs._paths import cache_dir
+    from pivot_core import cache_dir
 
     return cache_dir("task-images", re.sub(r"[^A-Za-z0-9._-]", "_", tag))
 
@@ -516,7 +513,7 @@ def bundled_task_dir(tag: str) -> Path | None:
     repo, _, name = tag.partition(":")
     if repo != TASK_REPO or not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
         return None
-    folder = Path(str(resources.files("pivot_envs") / "data" / "terminal_tasks" / name))
+    folder = Path(str(resources.files("pivot_core") / "data" / "terminal_tasks" / name))
     return folder if (folder / "task.yaml").is_file() else None
 
 

@@ -1,5 +1,6 @@
 """Tool worlds: an initial state, tool implementations and their schemas, executed copy-on-write."""
 
+from verifiers_plugins.errors import ToolFailure
 from verifiers_plugins.worlds._cache import CacheStats, PivotState, PrefixStateCache
 from verifiers_plugins.worlds._effects import Effect, compare_effects, execute_turn
 from verifiers_plugins.worlds._replay import (
@@ -13,9 +14,11 @@ from verifiers_plugins.worlds._replay import (
 )
 from verifiers_plugins.worlds._state import DELETED, WorldState, clone_json
 from verifiers_plugins.worlds._tau_airline import locate_db, tau_airline
-from verifiers_plugins.worlds._world import Outcome, Tool, ToolFailure, ToolWorld, canonical_output, same_output
+from verifiers_plugins.worlds._tau_airline_tools import AIRPORTS
+from verifiers_plugins.worlds._world import Outcome, Tool, ToolWorld, canonical_output, same_output
 
 __all__ = [
+    "AIRPORTS",
     "DELETED",
     "CacheStats",
     "Effect",

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pivot_envs._model import Message
+from pivot_core import Message
 from verifiers_plugins.worlds._replay import outputs_match, recorded_calls
 from verifiers_plugins.worlds._state import WorldState
 from verifiers_plugins.worlds._world import ToolWorld

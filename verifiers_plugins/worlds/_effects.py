@@ -18,7 +18,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from pivot_envs._model import ToolCall
+from pivot_core import ToolCall
 from verifiers_plugins.builtin.string_similarity import digit_tokens
 from verifiers_plugins.worlds._state import WorldState
 from verifiers_plugins.worlds._world import Outcome, ToolWorld, canonical_json, canonical_output, same_output

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pivot_envs._model import Message, ToolCall, Trajectory
+from pivot_core import Message, ToolCall, Trajectory
 from verifiers_plugins.worlds._state import WorldState
 from verifiers_plugins.worlds._world import ToolWorld, same_output
 

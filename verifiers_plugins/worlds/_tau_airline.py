@@ -8,7 +8,7 @@ never copied into the package. Where it is found, first match wins:
 2. the `PIVOT_TAU_AIRLINE_DB` environment variable (same forms);
 3. `tool_use/tau_bench_airline_db/` under `$PIVOT_SHARED_DATA` or the `shared/data` folder
    beside the repository;
-4. the bundled subset `pivot_envs/data/tau_airline_db_subset.json`: only the users,
+4. the bundled subset `pivot_core/data/tau_airline_db_subset.json`: only the users,
    reservations and flights the bundled airline trajectories touch or search, so the bundled
    `pivot/tool-use-v0` pivots replay exactly with no set-up. A candidate call that reaches a
    record outside the subset gets "not found"; verdicts name the database they ran on.
@@ -36,7 +36,7 @@ TOOLS_FILE = "tau_bench_airline_tools.json"
 
 
 def _bundled(name: str) -> Path:
-    return Path(str(resources.files("pivot_envs") / "data" / name))
+    return Path(str(resources.files("pivot_core") / "data" / name))
 
 
 def _shared_db() -> Path | None:

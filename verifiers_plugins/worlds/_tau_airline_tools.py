@@ -30,8 +30,8 @@ from datetime import date as _date
 from datetime import timedelta
 from typing import Any
 
+from verifiers_plugins.errors import ToolFailure
 from verifiers_plugins.worlds._state import WorldState
-from verifiers_plugins.worlds._world import ToolFailure
 
 AIRPORTS = {
     "SFO": "San Francisco",

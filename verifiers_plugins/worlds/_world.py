@@ -22,13 +22,10 @@ try:  # compiled validators: ~30x faster than jsonschema on nested schemas (the 
 except ImportError:  # pragma: no cover - a declared dependency; jsonschema alone stays correct
     fastjsonschema = None
 
+from verifiers_plugins.errors import ToolFailure
 from verifiers_plugins.worlds._state import WorldState
 
 ToolFn = Callable[..., str]
-
-
-class ToolFailure(Exception):
-    """Raised by a tool implementation for a failed call; the message is the error text after `Error: `."""
 
 
 @dataclass(frozen=True)

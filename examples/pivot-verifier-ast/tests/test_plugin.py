@@ -18,7 +18,7 @@ NAME = "python_ast_equivalent"
 
 
 def pivot_cli(*args):
-    return subprocess.run([sys.executable, "-m", "pivot_envs", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "pivot_cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def make(env_id, verifiers=(NAME,)):

@@ -8,8 +8,8 @@ import re
 import gymnasium as gym
 import pytest
 
+from pivot_core.browse import browse_pivots, find_sentences, normalize_answer, open_backend, synthesize
 from pivot_envs import Message, Pivot, ToolCall, load_pivots, render_completion
-from pivot_envs.browse import browse_pivots, find_sentences, normalize_answer, open_backend, synthesize
 from verifiers_plugins import VerifierChain, audit, audit_failures
 
 CHAIN = ("turn_kind", "json_schema", "browse_tool", "retrieval_match", "answer_match")
@@ -128,7 +128,7 @@ def test_search_for_an_unopened_gold_document_is_accepted_and_an_opened_one_is_n
 def test_env_runs_on_synthesized_file_with_corpus(tmp_path, shared_data, corpus):
     from typer.testing import CliRunner
 
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     out = tmp_path / "oracle.jsonl"
     questions = shared_data / "browse" / "questions.jsonl"
@@ -187,8 +187,8 @@ def test_fireact_pivots_are_not_replayable_and_compared_as_text(shared_data):
 
 
 def test_bundled_oracle_observations_are_what_the_engine_returns():
+    from pivot_core.browse import BrowseSession, bundled_corpus
     from pivot_envs import Trajectory
-    from pivot_envs.browse import BrowseSession, bundled_corpus
 
     backend = open_backend(bundled_corpus())
     path = bundled_corpus().with_name("browse_oracle.jsonl")

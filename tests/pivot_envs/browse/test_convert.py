@@ -7,11 +7,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from pivot_cli import app
+from pivot_core.browse import bundled_corpus
+from pivot_core.convert.fireact import from_fireact, to_fireact
+from pivot_core.convert.react import from_react, parse_action, to_react
 from pivot_envs import DataFileError, detect_format, load_pivots
-from pivot_envs.browse import bundled_corpus
-from pivot_envs.cli import app
-from pivot_envs.convert.fireact import from_fireact, to_fireact
-from pivot_envs.convert.react import from_react, parse_action, to_react
 
 STEP_KEYS = ("thought", "action", "observation")
 

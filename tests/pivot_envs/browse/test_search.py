@@ -7,8 +7,7 @@ import shutil
 
 import pytest
 
-from pivot_envs import DataFileError
-from pivot_envs.browse import (
+from pivot_core.browse import (
     BrowseSession,
     FtsBackend,
     SearchBackend,
@@ -17,7 +16,8 @@ from pivot_envs.browse import (
     iter_corpus,
     open_backend,
 )
-from pivot_envs.browse._fts import index_path
+from pivot_core.browse._fts import index_path
+from pivot_envs import DataFileError
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pivot_envs  # noqa: F401
-from pivot_envs._formats import load_pivots
+from pivot_core._formats import load_pivots
 from trainers.adapters import nemo_rl, openrlhf, skyrl, verl
 from trainers.adapters._common import expert_text, prompt_messages
 from trainers.adapters.trl import pivot_reward_func, pivots_to_dataset

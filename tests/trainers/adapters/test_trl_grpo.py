@@ -6,8 +6,8 @@ import gymnasium as gym
 import pytest
 
 import pivot_envs  # noqa: F401
-from pivot_envs._formats import write_pivots
-from pivot_envs.errors import DataFileError, UnknownPivot
+from pivot_core._formats import write_pivots
+from pivot_core.errors import DataFileError, UnknownPivot
 from trainers.adapters._common import expert_text
 from trainers.adapters.trl import env_reward, pivot_reward_func, pivot_rollout_func, pivots_to_dataset
 

@@ -81,7 +81,7 @@ def test_pivot_profile_through_an_openai_compatible_server(served, tmp_path):
 
     from typer.testing import CliRunner
 
-    from pivot_envs.cli import app
+    from pivot_cli import app
 
     _, server = served
     res = CliRunner().invoke(

@@ -107,7 +107,7 @@ def test_killed_verifier_leaves_nothing_after_gc(demo_pivots, docker_client, tmp
         child.wait()
     assert docker_client.containers.list(all=True, filters=owner_filter), "SIGKILL left nothing to collect?"
     out = subprocess.run(
-        [sys.executable, "-m", "pivot_envs", "sandbox", "gc", "--json"],
+        [sys.executable, "-m", "pivot_cli", "sandbox", "gc", "--json"],
         env=env,
         capture_output=True,
         text=True,

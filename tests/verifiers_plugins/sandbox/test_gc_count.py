@@ -15,7 +15,7 @@ import docker
 import pytest
 from typer.testing import CliRunner
 
-from pivot_envs.cli import app
+from pivot_cli import app
 from verifiers_plugins.sandbox._cleanup import GcReport, gc, removed_in_this_process
 from verifiers_plugins.sandbox._spec import LABEL
 

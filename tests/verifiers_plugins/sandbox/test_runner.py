@@ -160,7 +160,7 @@ def test_sandbox_info_says_how_it_runs(busybox):
 
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     out = subprocess.run(
-        [sys.executable, "-m", "pivot_envs", "sandbox", "info", "--json"],
+        [sys.executable, "-m", "pivot_cli", "sandbox", "info", "--json"],
         env=env,
         capture_output=True,
         text=True,

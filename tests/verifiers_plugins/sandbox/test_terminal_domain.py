@@ -25,7 +25,7 @@ def test_synthesize_cli_and_env(busybox, tmp_path):
         [
             sys.executable,
             "-m",
-            "pivot_envs",
+            "pivot_cli",
             "synthesize",
             "terminal-bench",
             str(src),
@@ -93,8 +93,8 @@ def test_terminal_bench_hello_world_synthesizes(busybox, shared_data):
 
 
 def test_enigma_trajectories_convert(shared_data):
-    from pivot_envs._actions import shell_actions
-    from pivot_envs.convert.swe_agent_enigma import from_enigma, to_enigma
+    from pivot_core._actions import shell_actions
+    from pivot_core.convert.swe_agent_enigma import from_enigma, to_enigma
 
     path = shared_data / "terminal" / "swe_agent_enigma_ctf_demos.jsonl"
     pivots = load_pivots(path)

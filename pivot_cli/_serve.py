@@ -1,0 +1,99 @@
+"""`pivot serve`: a pivot env over HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pivot_cli._common import JSON_OPTION, emit_json, env_kwargs, err_console, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    """Add the commands of this module."""
+    app.command("serve")(serve)
+
+
+def serve(
+    env: str = typer.Option(..., "--env", help="Env id, e.g. pivot/terminal-v0."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to bind; any but loopback needs --token (or $PIVOT_SERVE_TOKEN)."
+    ),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        help="Bearer token clients must send (default $PIVOT_SERVE_TOKEN; commas: one per client). "
+        "Required off loopback.",
+        show_default=False,
+    ),
+    dataset: Path | None = typer.Option(None, "--dataset", help="Pivot or trajectory file (default: bundled)."),
+    verifiers: str | None = typer.Option(None, "--verifiers", help="Comma-separated verifier names."),
+    concurrency: int = typer.Option(8, "--concurrency", help="Requests verified at once (worker threads)."),
+    max_queue: int = typer.Option(256, "--max-queue", help="Requests allowed to wait; more get 503 + Retry-After."),
+    max_sessions: int = typer.Option(4096, "--max-sessions", help="Live reset/step sessions held in all."),
+    max_sessions_per_client: int = typer.Option(
+        1024, "--max-sessions-per-client", help="Live sessions one client (token, else address) may hold."
+    ),
+    session_ttl: float = typer.Option(3600.0, "--session-ttl", help="Idle seconds after which a session expires."),
+    max_body_bytes: int = typer.Option(1024 * 1024, "--max-body-bytes", help="Largest request body; more gets 413."),
+    request_timeout: float = typer.Option(
+        30.0, "--request-timeout", help="Seconds a client has to send a whole request (slow clients are cut off)."
+    ),
+    max_connections: int = typer.Option(1024, "--max-connections", help="Open connections; more get 503."),
+    executor: str = typer.Option(
+        "in-process",
+        "--executor",
+        help="Where verify-batch runs: in-process, or ray (workers routed by sandbox state).",
+    ),
+    protocol: str = typer.Option(
+        "pivot",
+        "--protocol",
+        help="pivot (this project's /v1 API) or openenv (openenv-core's server and clients; loopback only).",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Serve reset / step / verify-batch / health for one env (FastAPI + uvicorn).
+
+    The server runs model-written commands: bind loopback (the default) or give it a token.
+    """
+    from pivot_cli._server import ServerConfig
+    from pivot_cli._server import serve as run_server
+    from pivot_core import resolve_tokens
+
+    kwargs = env_kwargs(dataset, verifiers)
+    if protocol == "openenv":
+        from trainers.adapters.openenv import serve_openenv
+
+        with user_errors():  # uvicorn prints the address once it listens
+            serve_openenv(env, host=host, port=port, **kwargs)
+        return
+    if protocol != "pivot":
+        raise typer.BadParameter(f"expected pivot or openenv, got {protocol!r}", param_hint="--protocol")
+    with user_errors():
+        config = ServerConfig(
+            concurrency=concurrency,
+            max_queue=max_queue,
+            max_sessions=max_sessions,
+            max_sessions_per_client=max_sessions_per_client,
+            session_ttl_s=session_ttl,
+            max_body_bytes=max_body_bytes,
+            request_timeout_s=request_timeout,
+            max_connections=max_connections,
+        )
+        auth = "token" if resolve_tokens(host, token) else "none (loopback only)"
+        url = f"http://{host}:{port}/v1"
+        if as_json:  # one line a supervisor can parse before the server blocks
+            emit_json(
+                {
+                    "env": env,
+                    "url": url,
+                    "auth": auth,
+                    "concurrency": concurrency,
+                    "max_queue": max_queue,
+                    "executor": executor,
+                }
+            )
+        else:
+            err_console.print(f"serving {env} on {url} (auth {auth}, concurrency {concurrency}, queue {max_queue})")
+        run_server(env, host=host, port=port, config=config, executor=executor, token=token, **kwargs)

@@ -1,0 +1,192 @@
+"""`pivot train` (GRPO on a pivot env) and `pivot demo pivotrl` (the end-to-end run with ablations)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pivot_cli._common import JSON_OPTION, console, emit_json, fail, print_table, user_errors
+
+demo_app = typer.Typer(help="End-to-end demonstrations.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the commands of this module."""
+    app.command("train")(train)
+    app.add_typer(demo_app, name="demo")
+    demo_app.command("pivotrl")(demo_pivotrl)
+
+
+def train(
+    model: str = typer.Option(..., "--model", help="Policy folder (transformers causal LM with a chat template)."),
+    pivots: str | None = typer.Option(None, "--pivots", help="Pivot file to train on (e.g. D_adv)."),
+    eval_pivots: str | None = typer.Option(None, "--eval-pivots", help="Held-out pivot file."),
+    env: str = typer.Option("pivot/tool-use-v0", "--env", help="Env id whose verifiers score completions."),
+    steps: int = typer.Option(20, "--steps", help="Optimizer steps."),
+    out: str = typer.Option("runs/grpo", "--out", help="Output folder (metrics.jsonl, checkpoint, final/)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt when present."),
+    episodes: bool = typer.Option(
+        False, "--episodes", help="Episode GRPO: whole episodes from each start (--set takes EpisodeConfig fields)."
+    ),
+    overrides: list[str] = typer.Option(
+        [], "--set", "-s", help="Any other GRPOConfig field as key=value (repeatable)."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Train a policy with GRPO on pivots (see docs/training.md for every --set field)."""
+    if episodes:  # end-to-end RL and episodes from D_adv pivots: trainers/episodes.py (docs/episodes.md)
+        from pivot_cli._episodes import train_episodes
+
+        return train_episodes(model, env, pivots, steps, out, overrides, as_json)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from trainers.grpo import GRPOTrainer
+    from trainers.settings import StageSettings
+
+    with user_errors():
+        # the model's saved stage settings (prompt cuts, completion budget, temperature) are the
+        # defaults, so RL samples the prompts the model learnt on; --set still overrides them
+        saved = StageSettings.load(model) if Path(model).is_dir() else None
+        cfg = config_from_overrides(
+            {
+                "model": model,
+                "pivots": pivots,
+                "eval_pivots": eval_pivots,
+                "env_id": env,
+                "steps": steps,
+                "output_dir": out,
+                "reward_cache": os.environ.get("PIVOT_CACHE"),  # read here, at the edge; the trainer takes the path
+                **(saved.to_json() if saved is not None else {}),
+            },
+            overrides,
+        )
+        trainer = GRPOTrainer(cfg)
+        start = trainer.resume() if resume else 0
+    columns = (
+        TextColumn("[bold]grpo"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, disable=as_json) as progress:
+        task = progress.add_task("grpo", total=cfg.steps, completed=start, info="")
+
+        def on_step(step: int, m: dict[str, float]) -> None:
+            info = (
+                f"reward {m['rollout/reward_mean']:.3f} zero-var {m['rollout/zero_var_share']:.2f} "
+                f"kl {m['loss/kl']:.4f}"
+            )
+            progress.update(task, completed=step, info=info)
+
+        final = trainer.train(on_step)
+    if not all(v == v for v in final.values()):  # NaN never equals itself
+        fail(f"training produced a non-finite metric: {final}")
+    summary = {"output_dir": out, "steps": trainer.step_count, "metrics": final}
+    if as_json:
+        emit_json(summary)
+    else:
+        print_table(
+            "final metrics",
+            ["metric", "value"],
+            sorted(final.items()),
+            fmt=lambda x: f"{x:.4f}" if isinstance(x, float) else str(x),
+        )
+
+
+def config_from_overrides(base: dict[str, Any], overrides: Sequence[str]) -> Any:
+    """A `GRPOConfig` from keyword values plus `key=value` strings, each coerced to its field's type."""
+    from trainers.grpo import GRPOConfig
+
+    types = {f.name: str(f.type) for f in fields(GRPOConfig)}
+    values = dict(base)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in types:
+            raise ValueError(f"expected key=value with key in {sorted(types)}, got {item!r}")
+        values[key] = _coerce(types[key], raw)
+    return GRPOConfig(**values)
+
+
+def _coerce(type_name: str, raw: str) -> Any:
+    # annotations are strings (postponed evaluation): read the leading type name
+    if raw.lower() == "none" and "None" in type_name:
+        return None
+    if type_name.startswith("bool"):
+        return raw.lower() in ("1", "true", "yes")
+    if type_name.startswith("int"):
+        return int(raw)
+    if type_name.startswith("float"):
+        return float(raw)
+    if type_name.startswith("tuple"):
+        return tuple(x for x in raw.split(",") if x)
+    return raw
+
+
+def demo_pivotrl(
+    out: Path = typer.Option(Path("runs/pivotrl-demo"), "--out", help="Working folder (models, profiles, runs)."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write the results (rows, contrast) as JSON to this file."
+    ),
+    steps: int = typer.Option(-1, "--steps", help="Updates per arm (-1: the configuration's)."),
+    seeds: str = typer.Option("", "--seeds", help="Comma-separated seeds, one run per arm and seed (default 0,1,2)."),
+    data: Path | None = typer.Option(
+        None, "--data", help="Airline pivots (default: the full tau-bench file if found)."
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="The CI configuration: bundled sample, small model, every stage."
+    ),
+) -> None:
+    """Split by task, pretrain, SFT, profile, D_adv; sft/pivotrl/strict/no_filter arms x seeds; held-out CIs."""
+    from dataclasses import replace
+
+    from pivot_cli._models import quiet_transformers
+    from trainers.demo import DemoConfig, StageLog, run_demo
+
+    quiet_transformers()
+    with user_errors():
+        cfg = DemoConfig(out=str(out))
+        cfg = cfg.quick() if quick else cfg
+        if steps > 0:
+            cfg = replace(cfg, steps=steps)
+        if seeds.strip():
+            cfg = replace(cfg, seeds=tuple(int(x) for x in seeds.split(",") if x.strip()))
+        if data is not None:
+            cfg = replace(cfg, data=str(data))
+        result = run_demo(cfg, log=StageLog(console))
+    rows = result["rows"]
+    print_table(
+        f"PivotRL demo: held-out tool-call acceptance, mean of {len(cfg.seeds)} seeds, 95 % CI clustered by trajectory",
+        ["method", "train set", "heldout_accept", "95% CI", "zero_var_share", "reward_std"],
+        [
+            [
+                r["method"],
+                r["train_set"],
+                r["heldout_accept"],
+                "[{:.3f}, {:.3f}]".format(*r["heldout_ci"]),
+                r["zero_var_share"],
+                r["reward_std"],
+            ]
+            for r in rows
+        ],
+        fmt=lambda x: f"{x:.3f}" if isinstance(x, float) else str(x),
+    )
+    c = result["contrast"]
+    console.print(
+        f"pivotrl - sft: {c['pivotrl_minus_sft']:+.3f}, 95 % CI [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
+        f"({c['clusters']} held-out trajectories); RL start (SFT model): {c['sft_start_accept']:.3f}",
+        markup=False,
+    )
+    console.print(f"plots: {', '.join(result['plots'])}; total {result['seconds']:.0f} s")
+    if json_out is not None:
+        import json
+
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        keep = ("rows", "contrast", "sizes", "stages", "config", "seconds", "plots")
+        json_out.write_text(json.dumps({k: result[k] for k in keep}, indent=2))
+        console.print(f"wrote {json_out}")

@@ -1,0 +1,100 @@
+"""pivot-gym's ground: the data model, errors, formats and pure helpers.
+
+It imports nothing else of the project; the verifier host, the envs, the trainers and the CLI all
+build on it. `pivot_envs` re-exports the names users reach for first (`Message`, `Pivot`, ...).
+"""
+
+from pivot_core._actions import (
+    SHELL_TOOLS,
+    TERMINUS_SCHEMA,
+    action_text,
+    bash_blocks,
+    normalize_shell,
+    parse_terminus,
+    shell_actions,
+    terminus_keystrokes,
+)
+from pivot_core._formats import (
+    FORMATS,
+    Format,
+    detect_format,
+    get_format,
+    load_pivots,
+    open_pivots,
+    register_format,
+    write_pivots,
+)
+from pivot_core._jsonl import iter_jsonl, write_jsonl
+from pivot_core._model import DOMAINS, ROLES, Message, Pivot, Profile, ToolCall, Trajectory
+from pivot_core._paths import cache_dir
+from pivot_core._pivots import Selection, extract_pivots, select_pivots
+from pivot_core._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
+from pivot_core._render import DOMAIN_PARSERS, chat_message, observation, render_completion
+from pivot_core._safejson import decode_json
+from pivot_core._server_guard import TokenAuth, is_loopback, request_timeout_protocol, resolve_tokens
+from pivot_core._split import split_pivots, trajectory_key
+from pivot_core.errors import (
+    DataFileError,
+    InvalidTrajectory,
+    PivotGymError,
+    ServeRefused,
+    UnknownFormat,
+    UnknownPivot,
+    UnsafeJSON,
+    did_you_mean,
+)
+
+__all__ = [
+    "ConcatPivots",
+    "DOMAINS",
+    "DOMAIN_PARSERS",
+    "DataFileError",
+    "FORMATS",
+    "Format",
+    "InvalidTrajectory",
+    "Message",
+    "Pivot",
+    "PivotGymError",
+    "PivotSequence",
+    "Profile",
+    "ROLES",
+    "SHELL_TOOLS",
+    "Selection",
+    "ServeRefused",
+    "TERMINUS_SCHEMA",
+    "TokenAuth",
+    "ToolCall",
+    "Trajectory",
+    "UnknownFormat",
+    "UnknownPivot",
+    "UnsafeJSON",
+    "action_text",
+    "bash_blocks",
+    "cache_dir",
+    "candidate_ids",
+    "chat_message",
+    "decode_json",
+    "detect_format",
+    "did_you_mean",
+    "extract_pivots",
+    "get_format",
+    "index_of",
+    "is_loopback",
+    "iter_jsonl",
+    "load_pivots",
+    "normalize_shell",
+    "observation",
+    "open_pivots",
+    "parse_terminus",
+    "register_format",
+    "render_completion",
+    "request_timeout_protocol",
+    "resolve_tokens",
+    "select_pivots",
+    "shell_actions",
+    "split_pivots",
+    "terminus_keystrokes",
+    "trajectory_key",
+    "write_jsonl",
+    "write_pivots",
+]

@@ -1,0 +1,140 @@
+"""Pure helpers that read actions: Terminus JSON turns, fenced bash blocks, shell normalisation."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+from pivot_core._model import Message
+from pivot_core._safejson import decode_json
+
+# Terminus 2 turns carry analysis/plan/task_complete; Terminus 1 turns state_analysis/explanation/
+# is_task_complete. Both carry `commands`, which is what the sandbox runs.
+TERMINUS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["commands"],
+    "anyOf": [{"required": ["analysis", "plan"]}, {"required": ["state_analysis", "explanation"]}],
+    "properties": {
+        "analysis": {"type": "string"},
+        "plan": {"type": "string"},
+        "state_analysis": {"type": "string"},
+        "explanation": {"type": "string"},
+        "is_task_complete": {"type": "boolean"},
+        "commands": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["keystrokes"],
+                "properties": {"keystrokes": {"type": "string"}, "duration": {"type": "number", "minimum": 0}},
+            },
+        },
+        "task_complete": {"type": "boolean"},
+    },
+}
+
+_SHELL_FENCES = ("bash", "sh", "shell", "console")
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def parse_terminus(text: str | None) -> dict[str, Any] | None:
+    """The Terminus JSON object in `text` (tolerating text around it), None when there is none.
+
+    JSON that decodes to an unsafe value (see `decode_json`) is no Terminus turn: it scores 0.
+    """
+    if not text:
+        return None
+    for candidate in (text.strip(), *(m.group(0) for m in _JSON_OBJECT.finditer(text))):
+        try:
+            obj = decode_json(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "commands" in obj:
+            return obj
+    return None
+
+
+def terminus_keystrokes(obj: dict[str, Any]) -> list[str]:
+    """The keystrokes of a Terminus turn, in order (non-string entries skipped)."""
+    cmds = obj.get("commands")
+    if not isinstance(cmds, list):
+        return []
+    return [c["keystrokes"] for c in cmds if isinstance(c, dict) and isinstance(c.get("keystrokes"), str)]
+
+
+def bash_blocks(text: str | None) -> list[str]:
+    """The fenced bash/sh blocks of a message (mini-swe-agent style), stripped.
+
+    Fences are paired line by line, so a ```python block before the action cannot swallow it.
+    """
+    blocks: list[str] = []
+    info: str | None = None
+    body: list[str] = []
+    for line in (text or "").splitlines():
+        stripped = line.strip()
+        if info is None:
+            if stripped.startswith("```"):
+                info, body = stripped[3:].strip().lower(), []
+        elif stripped == "```":
+            if info in _SHELL_FENCES:
+                blocks.append("\n".join(body).strip())
+            info = None
+        else:
+            body.append(line)
+    return blocks
+
+
+def shell_actions(message: Message) -> list[str]:
+    """The shell commands an assistant message runs: Terminus keystrokes, bash tool calls, fenced blocks."""
+    obj = parse_terminus(message.content)
+    if obj is not None:
+        return [k for k in terminus_keystrokes(obj) if k.strip()]
+    out: list[str] = []
+    for call in message.tool_calls:
+        args = call.parsed_arguments()
+        if isinstance(args, dict):
+            for key in ("command", "cmd", "keystrokes", "script"):
+                if isinstance(args.get(key), str) and call.name in SHELL_TOOLS:
+                    out.append(args[key])
+                    break
+    if out:
+        return out
+    return bash_blocks(message.content)
+
+
+SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "run_shell_command", "terminal", "exec_command", "run"})
+
+
+def normalize_shell(command: str) -> str:
+    """Canonical form of a shell command for string comparison.
+
+    Whitespace is collapsed, quoting is normalised through shlex, a trailing newline (Terminus
+    sends one to press Enter) is dropped, and combined short flags are split and sorted per word
+    run (`ls -la` == `ls -al` == `ls -a -l`). Text shlex cannot split is only whitespace-collapsed.
+    """
+    text = command.strip()
+    try:
+        words = shlex.split(text, posix=True)
+    except ValueError:
+        return " ".join(text.split())
+    out: list[str] = []
+    flags: list[str] = []
+    for w in words:
+        if re.fullmatch(r"-[A-Za-z]{1,6}", w):
+            flags.extend("-" + ch for ch in w[1:])
+            continue
+        if flags:
+            out.extend(sorted(set(flags)))
+            flags = []
+        out.append(shlex.quote(w))
+    out.extend(sorted(set(flags)))
+    return " ".join(out)
+
+
+def action_text(message: Message) -> str:
+    """The comparable text of a non-tool action: shell commands when it runs some, else its content."""
+    cmds = shell_actions(message) if not message.tool_calls else []
+    if cmds:
+        return "\n".join(normalize_shell(c) for c in cmds)
+    return message.text

@@ -1,0 +1,56 @@
+"""Errors raised by `pivot_envs`: one shallow tree under `PivotGymError`."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+
+
+class PivotGymError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class InvalidTrajectory(PivotGymError, ValueError):
+    """Raised by the data model and converters when a payload has a bad or missing field."""
+
+
+class DataFileError(PivotGymError, ValueError):
+    """Raised by readers when a file cannot be parsed; the message names the file and line."""
+
+    def __init__(self, path: str, line: int | None, problem: str) -> None:
+        self.path = path
+        self.line = line
+        self.problem = problem
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {problem}")
+
+
+class UnknownFormat(PivotGymError, ValueError):
+    """Raised by `load_pivots` / `pivot convert` when a format name or file content is not recognised."""
+
+
+class UnknownPivot(PivotGymError, KeyError):
+    """Raised by `PivotEnv.reset` when `options["pivot_id"]` names no pivot of the env."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown pivot"
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """Format a difflib suggestion for a failed name lookup ("" when nothing is close).
+
+    A name far longer than any real one (a 1 MB "pivot id") gets no suggestion: difflib would take seconds.
+    """
+    if len(name) > 512:
+        return ""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+class UnsafeJSON(json.JSONDecodeError):
+    """Raised by `decode_json` for text that parses to something unsafe to hand on (or not at all)."""
+
+
+class ServeRefused(PivotGymError):
+    """Raised by `pivot serve` when its settings would expose the server unsafely (no token off loopback)."""
