@@ -363,6 +363,7 @@ class EpisodeTrainer:
             clip_low=cfg.clip_eps,
             clip_high=cfg.clip_eps,
             beta=cfg.beta,
+            max_tokens=cfg.max_turns * cfg.max_new_tokens,  # an episode's agent-token budget (Dr. GRPO's constant)
         )
         terms.loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 1.0)
