@@ -4,15 +4,33 @@ The Docker backend (`verifiers_plugins.sandbox._docker.DockerBackend`) is loaded
 the `register_sandboxes` hook, so importing this package never imports docker.
 """
 
+import importlib
+
 from verifiers_plugins.errors import SandboxError, SandboxUnavailable
-from verifiers_plugins.sandbox._cleanup import gc, removed_in_this_process
 from verifiers_plugins.sandbox._effects import Comparison, Unstable, compare_effects, normalize_output, unstable_parts
-from verifiers_plugins.sandbox._images import BUILDERS, image_exists
 from verifiers_plugins.sandbox._plugin import docker_backend
-from verifiers_plugins.sandbox._session import open_session
 from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxSpec
-from verifiers_plugins.sandbox._synthesize import synthesize_file
-from verifiers_plugins.sandbox._tasks import build_tasks, task_dirs
+
+# What needs the Docker SDK (sessions, task images, synthesis, clean-up) is imported when first asked
+# for: every verifier module of this package imports the package, and the static chains must not pay
+# for docker.
+_LAZY = {
+    "BUILDERS": "_images",
+    "image_exists": "_images",
+    "gc": "_cleanup",
+    "removed_in_this_process": "_cleanup",
+    "open_session": "_session",
+    "synthesize_file": "_synthesize",
+    "build_tasks": "_tasks",
+    "task_dirs": "_tasks",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"verifiers_plugins.sandbox.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BUILDERS",
