@@ -8,11 +8,8 @@ samples from and trains on (the backends then keep the last `max_prompt_tokens` 
 adapters reuse it so that other trainers see the same prompts.
 """
 
+from trainers._vllm_sync import ColocatedVLLM
 from trainers.backends._chat import render_prompt
 from trainers.errors import BackendError
 
-__all__: list[str] = ["render_prompt"]
-
-__all__ = [
-    "BackendError",
-]
+__all__ = ["BackendError", "ColocatedVLLM", "render_prompt"]
