@@ -43,7 +43,13 @@ def terminus(*keystrokes):
 
 
 def python_pivots(env):
-    return [p for p in env.unwrapped.pivots if any(x.kind != "other" for x in pieces(p.expert))]
+    """The bundled terminal rows that run Python, without a sandbox (the synthesized Terminal-Bench pivots
+    beside them are judged by the sandbox, which this plugin's static comparison is not)."""
+    return [
+        p
+        for p in env.unwrapped.pivots
+        if not p.context.get("sandbox") and any(x.kind != "other" for x in pieces(p.expert))
+    ]
 
 
 def test_pivot_plugins_lists_it_with_distribution_name_and_version():
