@@ -111,12 +111,15 @@ def test_pad_episodes_loss_mask_marks_tokens_the_policy_sampled():
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
 
 
-def test_episode_grpo_step_changes_parameters_on_a_mixed_group(tiny_policy, tmp_path, fresh_host):
+@pytest.mark.parametrize("loss", ["grpo", "dr_grpo"])  # dr_grpo needs the episode's token budget as its constant
+def test_episode_grpo_step_changes_parameters_on_a_mixed_group(tiny_policy, tmp_path, fresh_host, loss):
     fresh_host.register_plugin(ParityUserPlugin(), name="parity-user")
     env = ToolUseEpisodeEnv(max_turns=1, user_simulator="parity")
     starts = tmp_path / "start.jsonl"
     write_pivots([env.pivot(LAST_TURN)], starts)
-    cfg = small(tiny_policy, tmp_path, starts=str(starts), starts_per_step=1, group_size=6, max_turns=1, steps=1)
+    cfg = small(
+        tiny_policy, tmp_path, starts=str(starts), starts_per_step=1, group_size=6, max_turns=1, steps=1, loss=loss
+    )
     trainer = EpisodeTrainer(cfg, env=env)
     before = {k: v.detach().clone() for k, v in trainer.policy.named_parameters()}
     metrics = trainer.step()
