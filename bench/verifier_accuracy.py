@@ -133,7 +133,7 @@ def measure(rows: Sequence[Row], shared: Path) -> dict[str, Any]:
         env = envs[domain]
         chain = env.chain_for(pivot)
         names = [name for name, _ in chain.steps]
-        results = env.score_pivot(pivot, [r.completion for r in group])
+        results = env.score(pivot, [r.completion for r in group])
         for row, result in zip(group, results, strict=True):
             message = env.parse(row.completion)
             # `default`: whichever default chain the env picks for the pivot (tool-use has two).

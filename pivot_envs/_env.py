@@ -222,10 +222,6 @@ class PivotEnv(gym.Env[dict, str]):
             out.append((message, ChainResult(0.0, False, "max_completion_chars", {"max_completion_chars": verdict})))
         return out
 
-    def score_pivot(self, pivot: Pivot, completions: Sequence[str]) -> list[ChainResult]:
-        """`score` under the name earlier callers use."""
-        return self.score(pivot, completions)
-
     def chain_for(self, pivot: Pivot) -> Scorer:
         """The chain that scores `pivot`: the world chain when it carries a tool world, else `self.chain`."""
         if self.world_chain is not None and pivot.context.get("world"):

@@ -1,7 +1,7 @@
 """`pivot eval`: held-out acceptance of a policy, with bootstrap intervals clustered by trajectory.
 
 K samples per pivot (one or more sampling seeds) are scored through the env's one scoring path
-(`env.score_pivot`); acceptance is the share accepted. Samples of one pivot, and pivots of one
+(`env.score`); acceptance is the share accepted. Samples of one pivot, and pivots of one
 trajectory, are not independent (they share a history, and a policy that fails one turn of a
 conversation tends to fail its neighbours), so the interval resamples whole trajectories: a
 percentile bootstrap over clusters. The same resampling, applied to several runs scored on the
@@ -204,7 +204,7 @@ def score_samples(
     for seed in seeds:
         groups = backend.generate(list(pivots), k, replace(params, seed=seed))
         for pivot, group in zip(pivots, groups, strict=True):
-            results = env.score_pivot(pivot, [g.text for g in group])
+            results = env.score(pivot, [g.text for g in group])
             for r in results:
                 records.append(
                     SampleRecord(

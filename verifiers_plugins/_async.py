@@ -1,7 +1,7 @@
 """Every verifier call gets its timeout: sync calls bounded in place or on abandonable threads, coroutines on a loop.
 
 A synchronous `verify` that never returns (a plugin stuck in a socket read, an infinite loop) must
-not hang `step`. `call_bounded` has two ways to bound it:
+not hang `step`. A `Bounder` (held for a chain's whole group) has two ways to bound it:
 
 - in place (`interruptible=True`, used for cheap verifiers on the main thread): a one-shot
   `ITIMER_REAL` timer raises `_Deadline` inside the call when it overruns. It costs two system
@@ -123,17 +123,6 @@ def _run(coro: Any, timeout: float) -> Any:
         future.cancel()
         _abandon(runner)
         raise VerifierTimeout(f"timed out after {timeout:g}s (the coroutine blocked the event loop)") from e
-
-
-def await_result(value: Any, timeout: float) -> Any:
-    """`value` itself, or, when it is awaitable, its result within `timeout` seconds.
-
-    Raises:
-        VerifierTimeout: the awaitable did not finish in time (it is cancelled).
-    """
-    if not inspect.isawaitable(value):
-        return value
-    return _run(_bounded(value, timeout), timeout)
 
 
 def await_all(values: Sequence[Any], timeout: float) -> list[Any]:
@@ -287,35 +276,6 @@ def _timer_free() -> bool:
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         return False
     return _getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
-
-
-def call_each_bounded(calls: Sequence[Callable[[], Any]], timeout: float, interruptible: bool = False) -> list[Any]:
-    """`Bounder().each(...)` for a single run of calls."""
-    with Bounder() as bounder:
-        return await_all(bounder.each(_call, [(fn,) for fn in calls], timeout, interruptible), timeout)
-
-
-def _call(fn: Callable[[], Any]) -> Any:
-    return fn()
-
-
-def call_bounded(fn: Callable[[], T], timeout: float, interruptible: bool = False) -> T:
-    """`fn()`'s result within `timeout` seconds; an awaitable result is then awaited with the same timeout.
-
-    Args:
-        fn: the call.
-        timeout: seconds.
-        interruptible: `fn` may be interrupted where it stands (cheap, pure code): on the main
-            thread it is then bounded in place by a timer signal, with no thread hand-off.
-
-    Raises:
-        VerifierTimeout: `fn` (or the awaitable it returned) did not finish in time; it was
-            interrupted, or abandoned on its daemon thread.
-    """
-    (value,) = call_each_bounded([fn], timeout, interruptible)
-    if isinstance(value, BaseException):
-        raise value
-    return value
 
 
 def _call_on_worker(fn: Callable[[], T], timeout: float) -> T:

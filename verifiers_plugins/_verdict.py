@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -102,11 +102,3 @@ def verifier_meta(verifier: object) -> dict[str, Any]:
         "deterministic": getattr(verifier, "deterministic", True),
         "version": str(getattr(verifier, "version", "1")),
     }
-
-
-def verify_batch(verifier: Any, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
-    """Use the verifier's own `verify_batch` when it has one, else call `verify` per action."""
-    batch = getattr(verifier, "verify_batch", None)
-    if callable(batch):
-        return list(batch(pivot, actions))
-    return [verifier.verify(pivot, a) for a in actions]

@@ -93,7 +93,7 @@ def test_hostile_completions_score_zero_with_a_reason(env_id, cached, tmp_path):
                 continue  # plain text is scored on its merits (similarity may accept a near-copy)
             if reward != 0.0 or info["error"] or not reasons:
                 failures.append(f"{pivot.id} {label}: reward {reward}, error {info['error']!r}, reasons {reasons}")
-        results = env.score_pivot(pivot, list(completions.values()))
+        results = env.score(pivot, list(completions.values()))
         for (label, _), result in zip(completions.items(), results, strict=True):
             if not label.startswith("text/") and (result.reward != 0.0 or result.error):
                 failures.append(f"{pivot.id} {label}: score gave {result.reward}, error {result.error!r}")
