@@ -101,10 +101,13 @@ class Rollouts:
     def __init__(self, model_dir: str, cuts: tuple[int, int, float], data: str | None, max_turns: int) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from trainers.episodes import EpisodeConfig, check_length
+        from trainers.episodes import check_length
+        from trainers.grpo import GRPOConfig
 
-        self.cfg = EpisodeConfig(
+        self.cfg = GRPOConfig(  # the episode-mode config a training run would use, sampling settings only
             model=model_dir,
+            episodes=True,
+            env_id="pivot/tool-use-episode-v0",
             max_history_messages=cuts[0],
             max_prompt_tokens=cuts[1],
             temperature=cuts[2],
@@ -123,9 +126,10 @@ class Rollouts:
 
     def group(self, pivot, n: int, seed: int) -> tuple[list[float], int]:
         """N completions at `pivot`, scored by the pivot env's chain: (rewards, generated tokens)."""
-        from trainers.episodes import prompt_ids, sample_turn
+        from trainers.episodes import sample_turn
+        from trainers.grpo import encode_prompt
 
-        prompt = prompt_ids(self.tok, pivot, self.cfg)
+        prompt = encode_prompt(self.tok, pivot, self.cfg)
         turns = [sample_turn(self.model, self.tok, prompt, self.cfg, seed * 131 + i) for i in range(n)]
         texts = [self.tok.decode(t, skip_special_tokens=True) for t in turns]
         return [r.reward for r in self.pivot_env.score(pivot, texts)], sum(len(t) for t in turns)

@@ -31,21 +31,19 @@ def train(
     out: str = typer.Option("runs/grpo", "--out", help="Output folder (metrics.jsonl, checkpoint, final/)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt when present."),
     episodes: bool = typer.Option(
-        False, "--episodes", help="Episode GRPO: whole episodes from each start (--set takes EpisodeConfig fields)."
+        False,
+        "--episodes",
+        help="Episode mode: G whole episodes from each start (--pivots: D_adv starts; default: each task's start).",
     ),
     overrides: list[str] = typer.Option(
         [], "--set", "-s", help="Any other GRPOConfig field as key=value (repeatable)."
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Train a policy with GRPO on pivots (see docs/training.md for every --set field)."""
-    if episodes:  # end-to-end RL and episodes from D_adv pivots: trainers/episodes.py (docs/episodes.md)
-        from pivot_cli._episodes import train_episodes
-
-        return train_episodes(model, env, pivots, steps, out, overrides, as_json)
+    """Train a policy with GRPO on pivots, or on whole episodes (docs/training.md, docs/episodes.md)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from trainers.grpo import GRPOTrainer
+    from trainers.grpo import EPISODE_ENVS, GRPOTrainer
     from trainers.settings import StageSettings
 
     with user_errors():
@@ -57,10 +55,13 @@ def train(
                 "model": model,
                 "pivots": pivots,
                 "eval_pivots": eval_pivots,
-                "env_id": env,
+                # episode mode runs in the pivot env's episode twin (end-to-end RL, or episodes from D_adv)
+                "env_id": EPISODE_ENVS.get(env, env) if episodes else env,
                 "steps": steps,
                 "output_dir": out,
-                "reward_cache": os.environ.get("PIVOT_CACHE"),  # read here, at the edge; the trainer takes the path
+                "episodes": episodes,
+                # read here, at the edge; the trainer takes the path (episode outcomes have no verdict cache)
+                "reward_cache": None if episodes else os.environ.get("PIVOT_CACHE"),
                 **(saved.to_json() if saved is not None else {}),
             },
             overrides,

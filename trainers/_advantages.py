@@ -59,6 +59,35 @@ def leave_one_out(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     return rewards - others
 
 
+def decided_advantages(fn: AdvantageFn, rewards: torch.Tensor, decided: torch.Tensor, eps: float) -> torch.Tensor:
+    """`fn`'s advantages among each group's decided rewards only; 0 where the reward was not decided.
+
+    A reward that rests on an error (a verifier, or an episode's live state, could not decide)
+    says nothing about its completion: it must neither be pushed down as a failure nor move its
+    group's baseline. A group left with fewer than two decided rewards has no comparison (all 0).
+
+    Args:
+        fn: an estimator of `ADVANTAGES`.
+        rewards: `[P, G]` rewards.
+        decided: `[P, G]` bool, False where the reward rests on an error.
+        eps: passed to `fn`.
+
+    Returns:
+        `[P, G]` advantages; equal to `fn(rewards, eps)` when every reward was decided.
+    """
+    _check(rewards)
+    if decided.shape != rewards.shape:
+        raise ValueError(f"expected decided of shape {tuple(rewards.shape)}, got {tuple(decided.shape)}")
+    if bool(decided.all()):
+        return fn(rewards, eps)
+    out = torch.zeros_like(rewards)
+    for i in range(rewards.shape[0]):
+        keep = decided[i].nonzero().flatten()
+        if len(keep) >= 2:
+            out[i, keep] = fn(rewards[i, keep].unsqueeze(0), eps)[0]
+    return out
+
+
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:
     """`[P]` bool: True for groups whose rewards are all equal (no learning signal)."""
     _check(rewards)

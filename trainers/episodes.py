@@ -1,13 +1,14 @@
-"""Episode GRPO: G whole episodes from one start, one outcome each, readable top to bottom (docs/episodes.md).
+"""Episode rollouts for `GRPOTrainer`'s episode mode: G whole episodes from one start, one outcome each.
 
-One step: draw P starts (pivots of an episode env; each trajectory's first pivot is end-to-end
-RL) -> run G episodes from each, the policy sampling every agent turn from the token sequence so
-far -> one outcome reward per episode -> trajectory-level group advantages -> the clipped ratio
-loss with a k3 KL penalty over every agent token of the episode, observation tokens masked ->
-optimizer step -> one `log_metrics` call. The maths is `trainers/_advantages.py` and
-`trainers/_losses.py`, shared with the pivot trainer (`trainers/grpo.py`).
+`GRPOConfig(episodes=True)` makes the trainer (`trainers/grpo.py`) draw P starts (pivots of an
+episode env; each trajectory's first pivot is end-to-end RL) and hand them to `EpisodeGroups`,
+which runs G episodes from each, the policy sampling every agent turn from the token sequence so
+far, and scores each episode with the task's outcome. The trainer then takes the same step as
+in pivot mode: trajectory-level group advantages (`trainers/_advantages.py`), the clipped ratio
+loss with a k3 KL penalty (`trainers/_losses.py`) over every agent token of the episode, with
+the observation tokens masked, one optimizer step, one `log_metrics` call (docs/episodes.md).
 
-Token-in, token-out: an episode is one token sequence, the prompt, then per turn the sampled
+Token in, token out: an episode is one token sequence, the prompt, then per turn the sampled
 tokens (mask 1) and the observation's tokens (mask 0: tool results, terminal output, the user's
 reply, and the template's framing up to the next assistant header). The policy samples each
 turn from exactly that sequence, so the log-probs the loss recomputes are those of the
@@ -16,11 +17,8 @@ distribution the tokens came from (no re-rendering between sampling and training
 
 from __future__ import annotations
 
-import copy
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -28,84 +26,11 @@ import numpy as np
 import torch
 
 import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
-from pivot_core import Pivot
-from trainers._advantages import ADVANTAGES, zero_variance_groups
-from trainers._losses import LOSSES, masked_mean
+from pivot_core import Pivot, load_pivots
+from pivot_envs.episodes import EpisodeEnv
+from trainers._advantages import decided_advantages
 from trainers.backends._base import template_messages
-from trainers.backends._chat import render_prompt
-from trainers.grpo import MetricsLog
-
-STARTS = ("first", "all")
-
-
-@dataclass(frozen=True)
-class EpisodeConfig:
-    """An episode-GRPO run; `pivot train --episodes` parses this same dataclass."""
-
-    # -- model and data ---------------------------------------------------------------------
-    model: str
-    """Folder of the policy (a transformers causal LM with a chat template); also the reference."""
-    env_id: str = "pivot/tool-use-episode-v0"
-    """Episode env the episodes run in."""
-    dataset: str | None = None
-    """Trajectory or pivot file of the env; its bundled sample when None."""
-    starts: str = "first"
-    """Where episodes start: "first" (each trajectory's first pivot: end-to-end RL), "all", or a pivot file (D_adv)."""
-    output_dir: str = "runs/episodes"
-    """Where metrics.jsonl and the final model go."""
-
-    # -- rollout ----------------------------------------------------------------------------
-    starts_per_step: int = 2
-    """P: starts drawn per step."""
-    group_size: int = 4
-    """G: episodes run from each start (one group)."""
-    max_turns: int = 4
-    """Turn budget: agent turns per episode (the env truncates there; a truncated episode keeps its outcome)."""
-    max_new_tokens: int = 64
-    """Longest agent turn, in tokens."""
-    max_prompt_tokens: int | None = 256
-    """The starting prompt is cut to its last N tokens (None keeps all)."""
-    max_history_messages: int | None = 4
-    """The starting prompt keeps the system message and the last N history messages (None keeps all)."""
-    max_observation_tokens: int = 128
-    """Each observation is cut to its first N tokens (the policy sees the cut one, in sampling and training)."""
-    temperature: float = 1.0
-    """Sampling temperature (the loss's log-probs use the same one)."""
-
-    # -- objective --------------------------------------------------------------------------
-    loss: str = "grpo"
-    """Loss aggregation, a key of `LOSSES`: grpo | dapo | dr_grpo."""
-    advantage: str = "group_norm"
-    """Advantage estimator, a key of `ADVANTAGES`: group_norm | leave_one_out."""
-    clip_eps: float = 0.2
-    """PPO clip range for the importance ratio (symmetric)."""
-    beta: float = 0.04
-    """Weight of the k3 KL penalty to the frozen reference (0: no reference model is kept)."""
-    learning_rate: float = 1e-5
-    """AdamW learning rate."""
-
-    # -- run --------------------------------------------------------------------------------
-    steps: int = 10
-    """Optimizer steps (rollout batches)."""
-    seed: int = 0
-    """Seeds start draws and sampling."""
-    device: str = "cpu"
-    """torch device: cpu, cuda, cuda:1."""
-
-    def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            raise ValueError(f"EpisodeConfig.loss: expected one of {sorted(LOSSES)}, got {self.loss!r}")
-        if self.advantage not in ADVANTAGES:
-            raise ValueError(f"EpisodeConfig.advantage: expected one of {sorted(ADVANTAGES)}, got {self.advantage!r}")
-        for name in ("starts_per_step", "max_turns", "max_new_tokens", "max_observation_tokens", "steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"EpisodeConfig.{name}: expected >= 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise ValueError(
-                f"EpisodeConfig.group_size: expected >= 2 (advantages compare episodes), got {self.group_size}"
-            )
-        if self.starts not in STARTS and not Path(self.starts).is_file():
-            raise ValueError(f"EpisodeConfig.starts: expected one of {STARTS} or a pivot file, got {self.starts!r}")
+from trainers.grpo import EPISODE_ENVS, GRPOConfig, GRPOTrainer, ScoredBatch, encode_prompt
 
 
 @dataclass(frozen=True)
@@ -118,6 +43,7 @@ class Episode:
         agent_mask: 1 on the tokens the policy sampled, 0 on prompt and observation tokens.
         reward: the episode's outcome (`info["outcome"]["reward"]`).
         turns: agent turns taken.
+        prompt_length: how many of `token_ids` are the starting prompt.
         outcome: `info["outcome"]` of the last step.
         completions: each turn's completion text, as handed to `env.step`.
     """
@@ -127,6 +53,7 @@ class Episode:
     agent_mask: tuple[int, ...]
     reward: float
     turns: int
+    prompt_length: int
     outcome: Mapping[str, Any] = field(default_factory=dict)
     completions: tuple[str, ...] = ()
 
@@ -135,8 +62,13 @@ class Episode:
         """Tokens the policy sampled in this episode."""
         return sum(self.agent_mask)
 
+    @property
+    def decided(self) -> bool:
+        """False when the outcome could not be decided (its reward 0 means nothing)."""
+        return self.outcome.get("error") is None
 
-def check_length(cfg: EpisodeConfig, max_positions: int) -> None:
+
+def check_length(cfg: GRPOConfig, max_positions: int) -> None:
     """Refuse budgets whose longest episode would not fit the model (positions past it are garbage)."""
     if not max_positions or cfg.max_prompt_tokens is None:
         return
@@ -144,34 +76,34 @@ def check_length(cfg: EpisodeConfig, max_positions: int) -> None:
     longest = cfg.max_prompt_tokens + cfg.max_turns * (cfg.max_new_tokens + 1 + cfg.max_observation_tokens)
     if longest > max_positions:
         raise ValueError(
-            f"EpisodeConfig: the longest episode is {longest} tokens (max_prompt_tokens + max_turns * "
+            f"GRPOConfig: the longest episode is {longest} tokens (max_prompt_tokens + max_turns * "
             f"(max_new_tokens + 1 + max_observation_tokens)), expected <= the model's {max_positions} positions"
         )
 
 
-def start_ids(env: Any, starts: str) -> list[str]:
-    """The pivot ids episodes start from ("first": each trajectory's first pivot)."""
-    if starts == "all":
-        return [p.id for p in env.pivots]
-    if starts == "first":
+def make_episode_env(cfg: GRPOConfig) -> EpisodeEnv:
+    """The episode env `cfg.env_id` over `cfg.dataset` (its bundled sample when None), with the turn budget."""
+    kwargs: dict[str, Any] = {"max_turns": cfg.max_turns}
+    if cfg.dataset:
+        kwargs["dataset"] = cfg.dataset
+    env = gym.make(cfg.env_id, **kwargs).unwrapped
+    if not isinstance(env, EpisodeEnv):
+        raise ValueError(f"GRPOConfig.env_id: episode mode needs an episode env, got {cfg.env_id!r}")
+    return env
+
+
+def start_ids(env: EpisodeEnv, pivot_file: str | None = None) -> list[str]:
+    """The pivot ids episodes start from: those of `pivot_file`, else each trajectory's first pivot."""
+    if pivot_file is None:
         seen: dict[str, str] = {}
         for p in env.pivots:
             seen.setdefault(str(p.context.get("trajectory_id") or p.id.rsplit("#", 1)[0]), p.id)
         return list(seen.values())
-    from pivot_core import load_pivots
-
     known = {p.id for p in env.pivots}
-    ids = [p.id for p in load_pivots(starts) if p.id in known]
+    ids = [p.id for p in load_pivots(pivot_file) if p.id in known]
     if not ids:
-        raise ValueError(f"starts file {starts!r}: none of its pivots is a pivot of the episode env's dataset")
+        raise ValueError(f"{pivot_file}: none of its pivots is a pivot of the episode env's dataset")
     return ids
-
-
-def prompt_ids(tokenizer: Any, pivot: Pivot, cfg: EpisodeConfig) -> list[int]:
-    """The starting prompt's token ids (the pivot's history with the generation prompt, cut)."""
-    text = render_prompt(tokenizer, pivot, cfg.max_history_messages)
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return ids[-cfg.max_prompt_tokens :] if cfg.max_prompt_tokens else ids
 
 
 def observation_text(tokenizer: Any, new_messages: Sequence[Mapping[str, Any]]) -> str:
@@ -194,7 +126,7 @@ def observation_text(tokenizer: Any, new_messages: Sequence[Mapping[str, Any]]) 
 
 
 @torch.no_grad()
-def sample_turn(model: Any, tokenizer: Any, ids: Sequence[int], cfg: EpisodeConfig, seed: int) -> list[int]:
+def sample_turn(model: Any, tokenizer: Any, ids: Sequence[int], cfg: GRPOConfig, seed: int) -> list[int]:
     """One agent turn sampled after `ids`: the new tokens, through the end-of-turn token when sampled."""
     torch.manual_seed(seed)
     inputs = torch.tensor([list(ids)], device=cfg.device)
@@ -213,11 +145,13 @@ def sample_turn(model: Any, tokenizer: Any, ids: Sequence[int], cfg: EpisodeConf
     return new[: new.index(eos) + 1] if eos is not None and eos in new else new
 
 
-def run_episode(env: Any, model: Any, tokenizer: Any, start: str, cfg: EpisodeConfig, seed: int) -> Episode:
+def run_episode(env: EpisodeEnv, model: Any, tokenizer: Any, start: str, cfg: GRPOConfig, seed: int) -> Episode:
     """One episode from `start`: sample a turn, step the env, append its observation, until it ends."""
     env.reset(seed=seed, options={"pivot_id": start})
-    ids = prompt_ids(tokenizer, env.current, cfg)
-    mask = [0] * len(ids)
+    assert env.current is not None
+    ids = encode_prompt(tokenizer, env.current, cfg)
+    prompt_length = len(ids)
+    mask = [0] * prompt_length
     eos = tokenizer.eos_token_id
     completions: list[str] = []
     model.eval()
@@ -229,7 +163,14 @@ def run_episode(env: Any, model: Any, tokenizer: Any, start: str, cfg: EpisodeCo
         _, reward, terminated, truncated, info = env.step(completions[-1])
         if terminated or truncated:
             return Episode(
-                start, tuple(ids), tuple(mask), float(reward), len(completions), info["outcome"], tuple(completions)
+                start,
+                tuple(ids),
+                tuple(mask),
+                float(reward),
+                len(completions),
+                prompt_length,
+                info["outcome"],
+                tuple(completions),
             )
         # a turn cut by max_new_tokens never sampled its end-of-turn token: the framing supplies it
         closing = [eos] if eos is not None and (not turn or turn[-1] != eos) else []
@@ -239,160 +180,128 @@ def run_episode(env: Any, model: Any, tokenizer: Any, start: str, cfg: EpisodeCo
         mask += [0] * len(observed)
 
 
-def pad_episodes(episodes: Sequence[Episode], pad: int, device: str) -> dict[str, torch.Tensor]:
-    """Right-padded `input_ids`, `attention_mask` `[B, L]` and the loss mask `[B, L - 1]`.
+def episode_batch(groups: Sequence[Sequence[Episode]], advantage_fn: Any, eps: float) -> ScoredBatch:
+    """The trainer's batch from G episodes per start: one outcome reward each, the sampled tokens masked in.
 
-    `loss_mask[b, t]` is 1 when token t + 1 was sampled by the policy: the logit at t predicts it.
+    An episode whose outcome could not be decided (the live state failed) gets advantage 0 and
+    leaves its group's baseline alone, as a verifier error does in pivot mode.
     """
-    length = max(len(e.token_ids) for e in episodes)
-    ids = [list(e.token_ids) + [pad] * (length - len(e.token_ids)) for e in episodes]
-    attn = [[1] * len(e.token_ids) + [0] * (length - len(e.token_ids)) for e in episodes]
-    agent = [list(e.agent_mask) + [0] * (length - len(e.agent_mask)) for e in episodes]
-    return {
-        "input_ids": torch.tensor(ids, device=device),
-        "attention_mask": torch.tensor(attn, device=device),
-        "loss_mask": torch.tensor(agent, device=device, dtype=torch.float32)[:, 1:],
-    }
+    episodes = [e for g in groups for e in g]
+    rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
+    decided = torch.tensor([[e.decided for e in g] for g in groups])
+    agent = sum(e.generated_tokens for e in episodes)
+    return ScoredBatch(
+        pivot_ids=tuple(g[0].start_id for g in groups),
+        prompt_ids=tuple(e.token_ids[: e.prompt_length] for e in episodes),
+        completion_ids=tuple(e.token_ids[e.prompt_length :] for e in episodes),
+        rewards=rewards,
+        accepted=(rewards >= 1.0).float(),
+        advantages=decided_advantages(advantage_fn, rewards, decided, eps).flatten(),
+        verifier_errors=int((~decided).sum()),
+        completion_masks=tuple(e.agent_mask[e.prompt_length :] for e in episodes),
+        stats={
+            "rollout/turns_mean": float(np.mean([e.turns for e in episodes])),
+            "rollout/generated_tokens": float(agent),
+            # what share of the trained-on sequence the policy wrote (the rest is prompt and observations)
+            "rollout/agent_token_share": agent / max(sum(len(e.token_ids) for e in episodes), 1),
+        },
+    )
 
 
-def token_logprobs(model: Any, batch: Mapping[str, torch.Tensor], temperature: float) -> torch.Tensor:
-    """`[B, L - 1]` log-probability of each next token at the sampling temperature (0 counts as 1)."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
-    if temperature > 0 and temperature != 1.0:
-        logits = logits / temperature
-    targets = batch["input_ids"][:, 1:]
-    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-
-
-class EpisodeTrainer:
-    """GRPO over whole episodes; see the module docstring for one step.
+class EpisodeGroups:
+    """Episode mode's rollout strategy: G whole episodes from each start, one outcome reward each.
 
     Args:
-        cfg: the run's configuration.
-        env: an episode env to use instead of `gym.make(cfg.env_id, dataset=..., max_turns=...)`.
+        trainer: the `GRPOTrainer` whose policy samples every agent turn.
+        env: an episode env to use instead of `make_episode_env(trainer.cfg)`.
     """
 
-    def __init__(self, cfg: EpisodeConfig, env: Any = None) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    def __init__(self, trainer: GRPOTrainer, env: Any = None) -> None:
+        cfg = trainer.cfg
+        self.trainer = trainer
+        self.env: EpisodeEnv = env.unwrapped if env is not None else make_episode_env(cfg)
+        if not isinstance(self.env, EpisodeEnv):
+            raise ValueError(f"GRPOTrainer: episode mode needs an episode env, got {type(self.env).__name__}")
+        positions = getattr(getattr(trainer.policy, "config", None), "max_position_embeddings", 0)
+        check_length(cfg, int(positions or 0))
+        self.starts: Sequence[Pivot] = [self.env.pivot(i) for i in start_ids(self.env, cfg.pivots)]
 
-        self.cfg = cfg
-        torch.manual_seed(cfg.seed)
-        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
-        self.policy = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32).to(cfg.device)
-        self.ref = copy.deepcopy(self.policy).eval().requires_grad_(False) if cfg.beta > 0 else None
-        check_length(cfg, int(getattr(self.policy.config, "max_position_embeddings", 0) or 0))
-        kwargs = {"max_turns": cfg.max_turns, **({"dataset": cfg.dataset} if cfg.dataset else {})}
-        self.env = env if env is not None else gym.make(cfg.env_id, **kwargs).unwrapped
-        self.starts = start_ids(self.env, cfg.starts)
-        self.loss_fn = LOSSES[cfg.loss]  # variants are picked once, here
-        self.advantage_fn = ADVANTAGES[cfg.advantage]
-        # no weight decay: a step with zero advantages and zero KL must leave the weights alone
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
-        self.out = Path(cfg.output_dir)
-        self.metrics = MetricsLog(self.out)
-        self.metrics.log_hparams(cfg)
-        self.step_count = 0
-        self.last: dict[str, float] = {}
-
-    def step(self) -> dict[str, float]:
-        """One episode-GRPO step; returns the metrics it logged."""
-        cfg, t0 = self.cfg, time.perf_counter()
-
-        # ---- ROLLOUT: G episodes from each of P starts ----------------------------------------
-        groups = self.rollout(self.draw_starts(self.step_count), seed=cfg.seed * 1_000_003 + self.step_count)
-        t_roll = time.perf_counter()
-
-        # ---- ADVANTAGES: one outcome per episode, compared within its group ------------------
-        rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
-        advantages = self.advantage_fn(rewards, 1e-4).flatten()
-
-        # ---- LOSS + OPTIMIZER: every agent token of each episode, observations masked ---------
-        episodes = [e for g in groups for e in g]
-        terms = self.update(episodes, advantages)
-        t_upd = time.perf_counter()
-
-        # ---- LOG ------------------------------------------------------------------------------
-        self.step_count += 1
-        metrics = {
-            "rollout/reward_mean": float(rewards.mean()),
-            "rollout/zero_var_share": float(zero_variance_groups(rewards).float().mean()),
-            "rollout/turns_mean": float(np.mean([e.turns for e in episodes])),
-            "rollout/generated_tokens": float(sum(e.generated_tokens for e in episodes)),
-            "rollout/outcome_errors": float(sum(e.outcome.get("error") is not None for e in episodes)),
-            **terms,
-            "perf/time_rollout": t_roll - t0,
-            "perf/time_update": t_upd - t_roll,
-        }
-        self.metrics.log_metrics(self.step_count, metrics)
-        self.last = metrics
-        return metrics
-
-    def draw_starts(self, step: int) -> list[str]:
-        """P starts without replacement, seeded by (seed, step)."""
-        rng = np.random.default_rng([self.cfg.seed, step])
-        idx = rng.choice(len(self.starts), size=min(self.cfg.starts_per_step, len(self.starts)), replace=False)
-        return [self.starts[int(i)] for i in idx]
-
-    def rollout(self, starts: Sequence[str], seed: int) -> list[list[Episode]]:
+    def generate(self, starts: Sequence[Pivot], seed: int) -> list[list[Episode]]:
         """G episodes per start, each with its own sampling seed."""
-        g = self.cfg.group_size
-        return [
-            [run_episode(self.env, self.policy, self.tokenizer, s, self.cfg, seed * 101 + i * g + j) for j in range(g)]
-            for i, s in enumerate(starts)
-        ]
+        t, g = self.trainer, self.trainer.cfg.group_size
+        with t.autocast():
+            return [
+                [run_episode(self.env, t.policy, t.tokenizer, s.id, t.cfg, seed * 101 + i * g + j) for j in range(g)]
+                for i, s in enumerate(starts)
+            ]
 
-    def update(self, episodes: Sequence[Episode], advantages: torch.Tensor) -> dict[str, float]:
-        """One optimizer step on the batch of episodes; returns loss metrics."""
-        cfg = self.cfg
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        batch = pad_episodes(episodes, pad, cfg.device)
-        ref_logp = None
-        if self.ref is not None:
-            with torch.no_grad():
-                ref_logp = token_logprobs(self.ref, batch, cfg.temperature)
-        self.policy.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        logp = token_logprobs(self.policy, batch, cfg.temperature)
-        # one pass per rollout batch: the weights have not moved, so old == current (ratio 1)
-        terms = self.loss_fn(
-            logp,
-            logp.detach(),
-            ref_logp,
-            advantages.to(cfg.device),
-            batch["loss_mask"],
-            clip_low=cfg.clip_eps,
-            clip_high=cfg.clip_eps,
-            beta=cfg.beta,
-            max_tokens=cfg.max_turns * cfg.max_new_tokens,  # an episode's agent-token budget (Dr. GRPO's constant)
-        )
-        terms.loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 1.0)
-        self.optimizer.step()
-        return {
-            "loss/total": float(terms.loss.detach()),
-            "loss/policy": float(terms.policy),
-            "loss/kl": float(terms.kl),
-            "loss/grad_norm": float(grad_norm),
-            "loss/agent_token_share": float(masked_mean(batch["loss_mask"], batch["attention_mask"][:, 1:].float())),
-        }
+    def score(self, starts: Sequence[Pivot], groups: Sequence[Sequence[Episode]]) -> ScoredBatch:
+        """The outcomes are in the episodes already: build the batch and its advantages."""
+        return episode_batch(groups, self.trainer.advantage_fn, self.trainer.cfg.advantage_eps)
 
-    def train(self) -> Path:
-        """Run `cfg.steps` steps and save the final model to `output_dir/final`."""
-        while self.step_count < self.cfg.steps:
-            self.step()
-        final = self.out / "final"
-        self.policy.save_pretrained(final)
-        self.tokenizer.save_pretrained(final)
-        return final
+
+# ----------------------------------------------------------------------------------------------
+# The end-to-end arm of a PivotRL comparison
+# ----------------------------------------------------------------------------------------------
+
+
+def end_to_end_config(pivot_arm: GRPOConfig, dataset: str, output_dir: str, max_turns: int | None = None) -> GRPOConfig:
+    """The end-to-end twin of a PivotRL arm: episode GRPO from each training task's initial state.
+
+    Everything but what a group is stays the pivot arm's (model, P, G, steps, sampling,
+    objective, seed), so both arms draw the same number of samples, P x G per step: a
+    completion at a pivot there, a whole episode (up to `max_turns` turns) here. The episodes'
+    turn and token counts are logged (`rollout/turns_mean`, `rollout/generated_tokens`).
+
+    Args:
+        pivot_arm: the PivotRL arm's config (pivot mode, e.g. on D_adv).
+        dataset: the training tasks' trajectories or pivots (every pivot of each training
+            trajectory: the recorded user replays them); each trajectory's first pivot is a start.
+        output_dir: where the arm writes.
+        max_turns: the turn budget; the pivot arm's `max_turns` field when None.
+
+    Raises:
+        ValueError: `pivot_arm` is in episode mode, or its env has no episode env.
+    """
+    if pivot_arm.episodes:
+        raise ValueError("end_to_end_config: expected a pivot-mode arm, got episodes=True")
+    if pivot_arm.env_id not in EPISODE_ENVS:
+        raise ValueError(f"end_to_end_config: expected an env of {sorted(EPISODE_ENVS)}, got {pivot_arm.env_id!r}")
+    return replace(
+        pivot_arm,
+        episodes=True,
+        env_id=EPISODE_ENVS[pivot_arm.env_id],
+        dataset=dataset,
+        pivots=None,
+        max_turns=pivot_arm.max_turns if max_turns is None else max_turns,
+        verifiers=None,
+        reward_cache=None,
+        eval_pivots=None,
+        output_dir=output_dir,
+    )
+
+
+def run_e2e_arm(
+    pivot_arm: GRPOConfig,
+    dataset: str,
+    output_dir: str,
+    max_turns: int | None = None,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, float]:
+    """Train the end-to-end arm (`end_to_end_config`) and return its last metrics; the model is `output_dir/final`."""
+    return GRPOTrainer(end_to_end_config(pivot_arm, dataset, output_dir, max_turns)).train(on_step)
 
 
 __all__ = [
     "Episode",
-    "EpisodeConfig",
-    "EpisodeTrainer",
+    "EpisodeGroups",
+    "check_length",
+    "end_to_end_config",
+    "episode_batch",
+    "make_episode_env",
     "observation_text",
-    "pad_episodes",
+    "run_e2e_arm",
     "run_episode",
+    "sample_turn",
     "start_ids",
-    "token_logprobs",
 ]

@@ -5,6 +5,12 @@ group through the env's verifier chain -> group-normalized advantages -> clipped
 loss with a k3 KL penalty to the frozen reference, over completion tokens only -> optimizer step
 -> one `log_metrics` call. The maths lives in `trainers/_advantages.py` and `trainers/_losses.py`;
 this file wires it to a model, an env and a backend.
+
+Episode mode (`GRPOConfig(episodes=True)`, docs/episodes.md) changes only what a group is: G whole
+episodes from one start in an episode env, one outcome reward each, every agent token of an
+episode its "completion" with the observation tokens masked. The rollout strategy object
+(`PivotGroups` here, `trainers.episodes.EpisodeGroups`) makes the groups; drawing, advantages,
+loss, optimizer, checkpoints and logging are this file's, shared by both modes.
 """
 
 from __future__ import annotations
@@ -13,10 +19,10 @@ import contextlib
 import copy
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -25,7 +31,7 @@ import torch
 import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
 from pivot_core import Pivot, load_pivots
 from pivot_envs import ScoringEnv
-from trainers._advantages import ADVANTAGES, zero_variance_groups
+from trainers._advantages import ADVANTAGES, decided_advantages, zero_variance_groups
 from trainers._losses import LOSSES, LossTerms, batch_denominator, masked_mean, token_entropy
 from trainers.backends._base import Generation, SamplingParams
 from trainers.settings import StageSettings
@@ -39,7 +45,10 @@ class GRPOConfig:
     model: str
     """Folder of the policy (a transformers causal LM with a chat template); also the reference."""
     pivots: str | None = None
-    """Pivot file to train on (e.g. D_adv from `pivot select`); the env's bundled pivots when None."""
+    """Pivot file to train on (e.g. D_adv from `pivot select`); the env's bundled pivots when None.
+
+    In episode mode: the pivots episodes start from (each one a pivot of `dataset`, e.g. D_adv; `dataset` itself
+    for every pivot); each trajectory's first pivot when None, which is end-to-end RL."""
     eval_pivots: str | None = None
     """Held-out pivots scored every `eval_every` steps and at the end, always with the env's default chain."""
     env_id: str = "pivot/tool-use-v0"
@@ -69,11 +78,11 @@ class GRPOConfig:
     advantage: str = "group_norm"
     """Advantage estimator, a key of `ADVANTAGES`: group_norm | leave_one_out."""
     clip_eps: float = 0.2
+    """PPO clip range for the importance ratio (symmetric)."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before each optimizer step."""
     advantage_eps: float = 1e-4
     """Added to a group's reward std by the normalised advantage, so that near-constant groups stay finite."""
-    """PPO clip range for the importance ratio (symmetric)."""
     beta: float = 0.04
     """Weight of the k3 KL penalty to the frozen reference (0: no reference model is kept)."""
     learning_rate: float = 1e-5
@@ -87,13 +96,13 @@ class GRPOConfig:
     steps: int = 20
     """Optimizer steps (rollout batches) to run."""
     seed: int = 0
+    """Seeds pivot draws, sampling and initialization of LoRA weights."""
     rollout_seed_stride: int = 1_000_003
     """Step t samples with seed `seed * rollout_seed_stride + t`: each run's steps draw apart from another seed's."""
     eval_seed_offset: int = 7_777_777
     """Held-out evaluation samples with seed `seed + eval_seed_offset`, apart from every training step."""
     reward_cache: str | None = None
     """The reward-cache SQLite file the scoring envs read and write (None: none; `pivot train` passes $PIVOT_CACHE)."""
-    """Seeds pivot draws, sampling and initialization of LoRA weights."""
     device: str = "cpu"
     """torch device: cpu, cuda, cuda:1."""
     bf16: bool = False
@@ -102,6 +111,16 @@ class GRPOConfig:
     """Train LoRA adapters of this rank (peft) instead of all weights; the reference is the base model."""
     eval_every: int | None = None
     """Every N steps: evaluate on `eval_pivots` and write a resumable checkpoint (None: only at the end)."""
+
+    # -- episode mode: end-to-end RL, or episodes from D_adv pivots (docs/episodes.md) --------
+    episodes: bool = False
+    """Episode mode: a group is G whole episodes from one start in the episode env `env_id`, one outcome each."""
+    dataset: str | None = None
+    """Episode mode: the episode env's trajectory or pivot file (its bundled sample when None)."""
+    max_turns: int = 4
+    """Episode mode: the turn budget, agent turns per episode (the env also truncates at the task's time limit)."""
+    max_observation_tokens: int = 128
+    """Episode mode: each observation is cut to its first N tokens (sampling and training see the cut one)."""
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -124,11 +143,41 @@ class GRPOConfig:
             raise ValueError(f"GRPOConfig.bf16: needs a cuda device, got device={self.device!r}")
         if self.verifiers is not None:
             object.__setattr__(self, "verifiers", tuple(self.verifiers))
+        if self.episodes:
+            self._check_episode_mode()
+        elif self.dataset is not None:
+            raise ValueError(f"GRPOConfig.dataset: episode mode only (episodes=True), got {self.dataset!r}")
+
+    def _check_episode_mode(self) -> None:
+        if self.env_id in EPISODE_ENVS:
+            raise ValueError(
+                f"GRPOConfig.env_id: episode mode needs an episode env, got the pivot env {self.env_id!r} "
+                f"(its episode env is {EPISODE_ENVS[self.env_id]!r})"
+            )
+        if self.pivots is not None and not Path(self.pivots).is_file():
+            raise ValueError(f"GRPOConfig.pivots: expected a pivot file of starts, got {self.pivots!r}")
+        for name in ("max_turns", "max_observation_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GRPOConfig.{name}: expected >= 1, got {getattr(self, name)}")
+        # an episode's reward is the task's own outcome: a verifier chain, its cache and held-out
+        # pivot acceptance belong to pivot mode (evaluate the trained model with `pivot eval`)
+        for name in ("verifiers", "reward_cache", "eval_pivots"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"GRPOConfig.{name}: pivot mode only (episode rewards are task outcomes)")
 
     @property
     def batch_size(self) -> int:
         """Sequences per rollout batch: P * G."""
         return self.pivots_per_step * self.group_size
+
+    @property
+    def completion_budget(self) -> int:
+        """Most tokens the policy samples per sequence: a completion, or an episode's turns (Dr. GRPO's constant)."""
+        return self.max_new_tokens * (self.max_turns if self.episodes else 1)
+
+
+EPISODE_ENVS = {"pivot/tool-use-v0": "pivot/tool-use-episode-v0", "pivot/terminal-v0": "pivot/terminal-episode-v0"}
+"""Pivot env id -> the episode env over the same tasks (`pivot train --episodes` maps its `--env` through it)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -148,7 +197,11 @@ class ScoredBatch:
         accepted: `[P, G]` 1.0 where the chain accepted the completion.
         advantages: `[P * G]` advantages.
         acceptance: per verifier, the share of its verdicts that accepted.
-        verifier_errors: completions whose decision rests on a verifier that could not decide.
+        verifier_errors: completions whose decision rests on a verifier that could not decide (episode
+            mode: episodes whose outcome could not be decided); their advantage is 0.
+        completion_masks: per sequence, 1 on the completion tokens the policy sampled and 0 on the
+            others (episode mode: observations); None when every completion token was sampled.
+        stats: statistics of this rollout strategy, logged as they are (episode mode: turns per episode).
     """
 
     pivot_ids: tuple[str, ...]
@@ -159,17 +212,33 @@ class ScoredBatch:
     advantages: torch.Tensor
     acceptance: dict[str, float] = field(default_factory=dict)
     verifier_errors: int = 0
+    completion_masks: tuple[tuple[int, ...], ...] | None = None
+    stats: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def completion_tokens(self) -> int:
         """Tokens sampled in this batch."""
+        if self.completion_masks is not None:
+            return sum(sum(m) for m in self.completion_masks)
         return sum(len(c) for c in self.completion_ids)
 
 
 def pad_batch(
-    prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad: int, device: str
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    pad: int,
+    device: str,
+    masks: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Left-pad prompts and right-pad completions so every completion starts at the same column.
+
+    Args:
+        prompts: per sequence, the prompt token ids.
+        completions: per sequence, the token ids after the prompt.
+        pad: the padding token id.
+        device: torch device.
+        masks: per sequence, which completion tokens count in the loss (episode mode: 0 on
+            observations); every completion token when None.
 
     Returns:
         `input_ids`, `attention_mask`, `position_ids` (`[B, Lp + Lc]`) and `completion_mask` (`[B, Lc]`).
@@ -177,10 +246,13 @@ def pad_batch(
     lp = max(len(p) for p in prompts)
     lc = max(max(len(c) for c in completions), 1)
     ids, attn, cmask = [], [], []
-    for p, c in zip(prompts, completions, strict=True):
+    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+        mask = [1] * len(c) if masks is None else list(masks[i])
+        if len(mask) != len(c):
+            raise ValueError(f"pad_batch: sequence {i} has {len(c)} completion tokens but a mask of {len(mask)}")
         ids.append([pad] * (lp - len(p)) + list(p) + list(c) + [pad] * (lc - len(c)))
         attn.append([0] * (lp - len(p)) + [1] * (len(p) + len(c)) + [0] * (lc - len(c)))
-        cmask.append([1] * len(c) + [0] * (lc - len(c)))
+        cmask.append(mask + [0] * (lc - len(c)))
     attention = torch.tensor(attn, device=device)
     return {
         "input_ids": torch.tensor(ids, device=device),
@@ -236,6 +308,15 @@ def make_env(cfg: GRPOConfig, pivot_file: str | None) -> gym.Env:
     if cfg.verifiers is not None:
         kwargs["verifiers"] = list(cfg.verifiers)
     return gym.make(cfg.env_id, **kwargs)
+
+
+def encode_prompt(tokenizer: Any, pivot: Pivot, cfg: GRPOConfig) -> list[int]:
+    """A pivot's prompt token ids: its history rendered with the generation prompt, cut as `cfg` says."""
+    from trainers.backends._chat import render_prompt
+
+    text = render_prompt(tokenizer, pivot, cfg.max_history_messages)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return ids[-cfg.max_prompt_tokens :] if cfg.max_prompt_tokens else ids
 
 
 def load_policy(cfg: GRPOConfig) -> tuple[Any, Any, Any]:
@@ -297,24 +378,74 @@ class MetricsLog:
 
 
 # ----------------------------------------------------------------------------------------------
+# Rollout strategies: what one group is
+# ----------------------------------------------------------------------------------------------
+
+
+class Rollout(Protocol):
+    """How a step turns P drawn starts into a scored batch (`PivotGroups`, `trainers.episodes.EpisodeGroups`)."""
+
+    starts: Sequence[Pivot]
+    """The pool each step draws its P starts from."""
+
+    def generate(self, starts: Sequence[Pivot], seed: int) -> list[list[Any]]:
+        """G rollouts per start."""
+        ...
+
+    def score(self, starts: Sequence[Pivot], groups: Sequence[Sequence[Any]]) -> ScoredBatch:
+        """Rewards, advantages and token ids of the groups."""
+        ...
+
+
+class PivotGroups:
+    """PivotRL's rollout: G completions sampled at each pivot, each scored by the env's verifier chain."""
+
+    def __init__(self, trainer: GRPOTrainer) -> None:
+        self.trainer = trainer
+        self.starts: Sequence[Pivot] = trainer.env.pivots
+
+    def generate(self, starts: Sequence[Pivot], seed: int) -> list[list[Generation]]:
+        """`GRPOTrainer.generate` at the training temperature."""
+        return self.trainer.generate(starts, seed)
+
+    def score(self, starts: Sequence[Pivot], groups: Sequence[Sequence[Generation]]) -> ScoredBatch:
+        """`GRPOTrainer.score` in the training env."""
+        return self.trainer.score(self.trainer.env, starts, groups)
+
+
+# ----------------------------------------------------------------------------------------------
 # The trainer
 # ----------------------------------------------------------------------------------------------
 
 
 class GRPOTrainer:
-    """GRPO on pivot envs; see the module docstring for one step.
+    """GRPO on pivot envs, or on whole episodes (episode mode); see the module docstring for one step.
 
     Args:
         cfg: the run's configuration.
         backend: a generation backend sharing the policy's weights, or one with
-            `update_weights(model)` (vLLM); the colocated transformers backend when None.
+            `update_weights(model)` (vLLM); the colocated transformers backend when None. Episode
+            mode samples with the policy itself (token in, token out) and takes none.
+        env: the env to use instead of `gym.make(cfg.env_id, ...)`: a scoring env, or in episode
+            mode an episode env (e.g. one with a user simulator of its own).
     """
 
-    def __init__(self, cfg: GRPOConfig, backend: Any = None) -> None:
+    def __init__(self, cfg: GRPOConfig, backend: Any = None, env: Any = None) -> None:
         self.cfg = cfg
         self.policy, self.ref, self.tokenizer = load_policy(cfg)
-        self.backend = backend or make_backend(cfg, self.policy, self.tokenizer)
-        self.env = make_env(cfg, cfg.pivots).unwrapped
+        self.rollout: Rollout
+        if cfg.episodes:
+            from trainers.episodes import EpisodeGroups  # episodes.py builds on this module
+
+            if backend is not None:
+                raise ValueError("GRPOTrainer: episode mode samples with the policy itself; expected backend=None")
+            self.backend = None
+            self.rollout = EpisodeGroups(self, env)
+            self.env = self.rollout.env
+        else:
+            self.backend = backend or make_backend(cfg, self.policy, self.tokenizer)
+            self.env = env.unwrapped if env is not None else make_env(cfg, cfg.pivots).unwrapped
+            self.rollout = PivotGroups(self)
         # held-out pivots are always scored with the env's default (functional) chain
         self.eval_env = make_env(replace(cfg, verifiers=None), cfg.eval_pivots).unwrapped if cfg.eval_pivots else None
         self.loss_fn = LOSSES[cfg.loss]  # variants are picked once, here
@@ -333,16 +464,16 @@ class GRPOTrainer:
         """One GRPO step; returns the metrics it logged."""
         cfg, t0 = self.cfg, time.perf_counter()
 
-        # ---- GENERATE: G completions for each of P pivots -------------------------------------
-        pivots = self.draw_pivots(self.step_count)
-        groups = self.generate(pivots, seed=cfg.seed * cfg.rollout_seed_stride + self.step_count)
+        # ---- GENERATE: G completions at each of P pivots (episode mode: G episodes from each start)
+        starts = self.draw_pivots(self.step_count)
+        groups = self.rollout.generate(starts, seed=cfg.seed * cfg.rollout_seed_stride + self.step_count)
         t_gen = time.perf_counter()
 
-        # ---- VERIFY: score each group at its pivot, then group advantages -------------------
-        batch = self.score(self.env, pivots, groups)
+        # ---- VERIFY: the chain's reward at each pivot (episode mode: each task's outcome), advantages
+        batch = self.rollout.score(starts, groups)
         t_ver = time.perf_counter()
 
-        # ---- LOSS + OPTIMIZER: clipped ratio + k3 KL over completion tokens ------------------
+        # ---- LOSS + OPTIMIZER: clipped ratio + k3 KL over sampled tokens (observations masked) -
         terms = self.update(batch)
         self.sync_weights()
         t_upd = time.perf_counter()
@@ -375,7 +506,7 @@ class GRPOTrainer:
     def draw_pivots(self, step: int) -> list[Pivot]:
         """P pivots, without replacement within a step; seeded by (seed, step) so a resume repeats it."""
         rng = np.random.default_rng([self.cfg.seed, step])
-        pool = self.env.pivots
+        pool = self.rollout.starts
         idx = rng.choice(len(pool), size=min(self.cfg.pivots_per_step, len(pool)), replace=False)
         return [pool[int(i)] for i in idx]
 
@@ -391,17 +522,21 @@ class GRPOTrainer:
             return self.backend.generate(list(pivots), self.cfg.group_size, params)
 
     def score(self, env: ScoringEnv, pivots: Sequence[Pivot], groups: Sequence[Sequence[Generation]]) -> ScoredBatch:
-        """Verify every group at its pivot (one batched chain call per group) and compute advantages."""
-        rewards, accepts, accepted, errors = [], [], {}, 0
+        """Verify every group at its pivot (one batched chain call per group) and compute advantages.
+
+        A reward resting on a verifier error is no evidence about its completion: its advantage is
+        0 and it does not move its group's baseline (`decided_advantages`).
+        """
+        rewards, accepts, decided, accepted = [], [], [], {}
         for pivot, group in zip(pivots, groups, strict=True):
             results = env.score(pivot, [g.text for g in group])
             rewards.append([r.reward for r in results])
             accepts.append([float(r.accepted) for r in results])
+            decided.append([r.error is None for r in results])
             for r in results:
-                errors += r.error is not None
                 for name, verdict in r.verdicts.items():
                     accepted.setdefault(name, []).append(float(verdict.accepted))
-        reward_t = torch.tensor(rewards, dtype=torch.float32)
+        reward_t, decided_t = torch.tensor(rewards, dtype=torch.float32), torch.tensor(decided)
         prompt_ids = tuple(tuple(self.encode(p)) for p in pivots)
         return ScoredBatch(
             pivot_ids=tuple(p.id for p in pivots),
@@ -409,26 +544,22 @@ class GRPOTrainer:
             completion_ids=tuple(tuple(g.token_ids) for group in groups for g in group),
             rewards=reward_t,
             accepted=torch.tensor(accepts, dtype=torch.float32),
-            advantages=self.advantage_fn(reward_t, self.cfg.advantage_eps).flatten(),
+            advantages=decided_advantages(self.advantage_fn, reward_t, decided_t, self.cfg.advantage_eps).flatten(),
             acceptance={k: sum(v) / len(v) for k, v in sorted(accepted.items())},
-            verifier_errors=errors,
+            verifier_errors=int((~decided_t).sum()),
         )
 
     def encode(self, pivot: Pivot) -> list[int]:
         """Prompt token ids as the backend saw them (its own `encode`, else the same cuts here)."""
         if hasattr(self.backend, "encode"):
             return self.backend.encode(pivot)
-        from trainers.backends._chat import render_prompt
-
-        text = render_prompt(self.tokenizer, pivot, self.cfg.max_history_messages)
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return ids[-self.cfg.max_prompt_tokens :] if self.cfg.max_prompt_tokens else ids
+        return encode_prompt(self.tokenizer, pivot, self.cfg)
 
     def update(self, batch: ScoredBatch) -> dict[str, float]:
         """`epochs_per_batch` passes of `grad_accum` micro-batches; returns loss metrics."""
         cfg, dev = self.cfg, self.cfg.device
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        tensors = pad_batch(batch.prompt_ids, batch.completion_ids, pad, dev)
+        tensors = pad_batch(batch.prompt_ids, batch.completion_ids, pad, dev, batch.completion_masks)
         advantages = batch.advantages.to(dev)
         with torch.no_grad(), self.autocast():
             # one pass per batch: the weights have not moved yet, so old == current (ratio 1)
@@ -438,7 +569,7 @@ class GRPOTrainer:
         n = len(batch.completion_ids)
         chunks = np.array_split(np.arange(n), min(cfg.grad_accum, n))
         # every chunk divides by the whole batch's denominator, so the chunk losses add up to the batch's loss
-        denominator = batch_denominator(cfg.loss, tensors["completion_mask"], cfg.max_new_tokens)
+        denominator = batch_denominator(cfg.loss, tensors["completion_mask"], cfg.completion_budget)
         sums: dict[str, float] = {}
         self.policy.train()
         for _ in range(cfg.epochs_per_batch):
@@ -460,7 +591,7 @@ class GRPOTrainer:
                     clip_high=cfg.clip_eps,
                     beta=cfg.beta,
                     denominator=denominator,
-                    max_tokens=cfg.max_new_tokens,
+                    max_tokens=cfg.completion_budget,
                 )
                 terms.loss.backward()
                 # loss and policy terms add up over chunks; the token means are averaged over them
@@ -510,6 +641,7 @@ class GRPOTrainer:
             "rollout/verifier_errors": float(batch.verifier_errors),
         }
         out.update({f"reward/{name}/mean": v for name, v in batch.acceptance.items()})
+        out.update(batch.stats)
         return out
 
     # -- evaluation, checkpoints, the loop ----------------------------------------------------

@@ -1,4 +1,6 @@
-"""Episode GRPO on the tiny local model in the real airline episode env (STYLE rule 20)."""
+"""GRPOTrainer's episode mode on the tiny local model in the real airline episode env (STYLE rule 20)."""
+
+import math
 
 import pytest
 import torch
@@ -6,15 +8,16 @@ import torch
 import pivot_envs  # noqa: F401
 from pivot_core._formats import write_pivots
 from pivot_envs.episodes import ToolUseEpisodeEnv
+from trainers._advantages import decided_advantages, group_normalized
 from trainers.episodes import (
     Episode,
-    EpisodeConfig,
-    EpisodeTrainer,
     check_length,
+    end_to_end_config,
+    episode_batch,
     observation_text,
-    pad_episodes,
     run_episode,
 )
+from trainers.grpo import GRPOConfig, GRPOTrainer, pad_batch
 from verifiers_plugins import hookimpl
 from verifiers_plugins.builtin.user_simulators import UserReply
 
@@ -46,6 +49,8 @@ class ParityUserPlugin:
 def small(tiny_policy, tmp_path, **overrides):
     fields = dict(
         model=str(tiny_policy.path),
+        episodes=True,
+        env_id="pivot/tool-use-episode-v0",
         output_dir=str(tmp_path / "run"),
         max_prompt_tokens=tiny_policy.max_prompt_tokens,  # the cut the tiny policy was fine-tuned with
         max_history_messages=tiny_policy.max_history_messages,  # idem
@@ -54,7 +59,7 @@ def small(tiny_policy, tmp_path, **overrides):
         temperature=tiny_policy.temperature,  # the temperature at which its samples mix
         learning_rate=1e-3,  # a tiny model needs a large step to move measurably in one step
     )
-    return EpisodeConfig(**{**fields, **overrides})
+    return GRPOConfig(**{**fields, **overrides})
 
 
 def runs(mask):
@@ -103,12 +108,38 @@ def test_observation_text_frames_new_messages_like_the_template(tiny_policy):
     assert text == "\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
 
 
-def test_pad_episodes_loss_mask_marks_tokens_the_policy_sampled():
-    e1 = Episode("a", (5, 6, 7, 8, 9), (0, 0, 1, 0, 1), 1.0, 2)
-    e2 = Episode("a", (5, 6, 7), (0, 1, 1), 0.0, 1)
-    batch = pad_episodes([e1, e2], pad=0, device="cpu")
-    assert batch["loss_mask"].tolist() == [[0, 1, 0, 1], [1, 1, 0, 0]]
-    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+def test_episode_batch_masks_observations_in_the_loss_tensors():
+    # prompt (5, 6), turn 7, observation 8, turn 9 | prompt (5,), turns 6 7 with no observation between
+    e1 = Episode("a", (5, 6, 7, 8, 9), (0, 0, 1, 0, 1), 1.0, 2, prompt_length=2)
+    e2 = Episode("a", (5, 6, 7), (0, 1, 1), 0.0, 1, prompt_length=1)
+    batch = episode_batch([[e1, e2]], group_normalized, 1e-4)
+    assert batch.completion_ids == ((7, 8, 9), (6, 7)) and batch.completion_tokens == 4
+    tensors = pad_batch(batch.prompt_ids, batch.completion_ids, 0, "cpu", batch.completion_masks)
+    # left-padded prompts, right-padded completions: the loss sees the sampled tokens only
+    assert tensors["input_ids"].tolist() == [[5, 6, 7, 8, 9], [0, 5, 6, 7, 0]]
+    assert tensors["completion_mask"].tolist() == [[1, 0, 1], [1, 1, 0]]
+    assert tensors["attention_mask"].tolist() == [[1, 1, 1, 1, 1], [0, 1, 1, 1, 0]]
+    assert batch.advantages[0] > 0 > batch.advantages[1]
+    with pytest.raises(ValueError, match="mask"):
+        pad_batch(batch.prompt_ids, batch.completion_ids, 0, "cpu", ((1, 0), (1, 1)))
+
+
+def test_an_undecided_outcome_gets_no_advantage_and_leaves_the_baseline_alone():
+    ok, failed = (Episode("a", (1, 2), (0, 1), r, 1, prompt_length=1) for r in (1.0, 0.0))
+    broken = Episode("a", (1, 2), (0, 1), 0.0, 1, prompt_length=1, outcome={"error": "user simulator: HTTP 500"})
+    batch = episode_batch([[ok, failed, broken]], group_normalized, 1e-4)
+    expected = group_normalized(torch.tensor([[1.0, 0.0]]), 1e-4)[0]
+    assert torch.allclose(batch.advantages[:2], expected) and batch.advantages[2] == 0.0
+    assert batch.verifier_errors == 1
+    # a group left with one decided reward has nothing to compare against
+    lone = episode_batch([[ok, broken]], group_normalized, 1e-4)
+    assert lone.advantages.tolist() == [0.0, 0.0]
+    # all decided: the estimator itself, untouched
+    rewards = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    assert torch.equal(
+        decided_advantages(group_normalized, rewards, torch.ones(2, 3, dtype=torch.bool), 1e-4),
+        group_normalized(rewards, 1e-4),
+    )
 
 
 @pytest.mark.parametrize("loss", ["grpo", "dr_grpo"])  # dr_grpo needs the episode's token budget as its constant
@@ -118,30 +149,86 @@ def test_episode_grpo_step_changes_parameters_on_a_mixed_group(tiny_policy, tmp_
     starts = tmp_path / "start.jsonl"
     write_pivots([env.pivot(LAST_TURN)], starts)
     cfg = small(
-        tiny_policy, tmp_path, starts=str(starts), starts_per_step=1, group_size=6, max_turns=1, steps=1, loss=loss
+        tiny_policy, tmp_path, pivots=str(starts), pivots_per_step=1, group_size=6, max_turns=1, steps=1, loss=loss
     )
-    trainer = EpisodeTrainer(cfg, env=env)
+    trainer = GRPOTrainer(cfg, env=env)
+    assert [p.id for p in trainer.rollout.starts] == [LAST_TURN]
     before = {k: v.detach().clone() for k, v in trainer.policy.named_parameters()}
     metrics = trainer.step()
     assert metrics["rollout/zero_var_share"] == 0.0, f"the group did not mix outcomes: {metrics}"
     assert torch.isfinite(torch.tensor(metrics["loss/total"]))
     changed = [k for k, v in trainer.policy.named_parameters() if not torch.equal(v, before[k])]
     assert changed, "a step on a mixed group must move the weights"
-    assert 0.0 < metrics["loss/agent_token_share"] < 1.0
+    assert 0.0 < metrics["rollout/agent_token_share"] < 1.0
+    assert metrics["rollout/turns_mean"] == 1.0 and metrics["rollout/verifier_errors"] == 0.0
+
+
+def test_episode_mode_step_trains_on_sampled_tokens_only(tiny_policy, tmp_path, fresh_host):
+    # three-turn episodes: the loss tensors of a real step hold 1 on each sampled turn, 0 on every observation
+    fresh_host.register_plugin(ParityUserPlugin(), name="parity-user")
+    env = ToolUseEpisodeEnv(max_turns=3, user_simulator="parity")
+    every = tmp_path / "every.jsonl"
+    write_pivots(env.pivots, every)
+    cfg = small(tiny_policy, tmp_path, pivots=str(every), pivots_per_step=2, group_size=2, max_turns=3, steps=1)
+    trainer = GRPOTrainer(cfg, env=env)
+    assert len(trainer.rollout.starts) == len(env.pivots)
+    starts = trainer.draw_pivots(0)
+    groups = trainer.rollout.generate(starts, seed=1)
+    batch = trainer.rollout.score(starts, groups)
+    tensors = pad_batch(batch.prompt_ids, batch.completion_ids, 0, "cpu", batch.completion_masks)
+    episodes = [e for g in groups for e in g]
+    assert any(e.turns > 1 for e in episodes), "no episode had an observation between two turns"
+    for row, e in zip(tensors["completion_mask"].tolist(), episodes, strict=True):
+        after_prompt = runs(list(e.agent_mask[e.prompt_length :]))
+        assert [v for v, *_ in after_prompt][::2] == [1] * e.turns  # turn, observation, turn, ...
+        for value, a, b in after_prompt:
+            assert row[a:b] == [value] * (b - a)
+        assert sum(row) == e.generated_tokens
+    assert batch.completion_tokens == sum(e.generated_tokens for e in episodes)
+    assert math.isfinite(trainer.update(batch)["loss/total"])
 
 
 def test_budgets_past_the_models_positions_are_refused():
-    cfg = EpisodeConfig(model="m", max_prompt_tokens=96, max_turns=4, max_new_tokens=64, max_observation_tokens=64)
+    cfg = GRPOConfig(
+        model="m",
+        episodes=True,
+        env_id="pivot/tool-use-episode-v0",
+        max_prompt_tokens=96,
+        max_turns=4,
+        max_new_tokens=64,
+        max_observation_tokens=64,
+    )
     check_length(cfg, 1024)  # 96 + 4 * 129 = 612 fits
     with pytest.raises(ValueError, match="612 tokens"):
         check_length(cfg, 512)
 
 
 def test_config_rejects_bad_values(tmp_path):
+    mode = dict(model="m", episodes=True, env_id="pivot/tool-use-episode-v0")
     with pytest.raises(ValueError, match="group_size"):
-        EpisodeConfig(model="m", group_size=1)
-    with pytest.raises(ValueError, match="starts"):
-        EpisodeConfig(model="m", starts="nowhere.jsonl")
+        GRPOConfig(**mode, group_size=1)
+    with pytest.raises(ValueError, match="pivots"):
+        GRPOConfig(**mode, pivots="nowhere.jsonl")
+    with pytest.raises(ValueError, match="tool-use-episode-v0"):
+        GRPOConfig(model="m", episodes=True)  # the pivot env: the error names its episode env
+    for name, value in (("verifiers", ("exact_match",)), ("reward_cache", "c.sqlite"), ("eval_pivots", "e.jsonl")):
+        with pytest.raises(ValueError, match=name):
+            GRPOConfig(**mode, **{name: value})
+    with pytest.raises(ValueError, match="dataset"):
+        GRPOConfig(model="m", dataset="d.jsonl")  # pivot mode has no episode dataset
+
+
+def test_end_to_end_arm_keeps_the_pivot_arms_budget(tmp_path):
+    arm = GRPOConfig(
+        model="m", pivots="d_adv.jsonl", verifiers=("exact_match",), steps=5, pivots_per_step=4, group_size=8
+    )
+    e2e = end_to_end_config(arm, "train.jsonl", str(tmp_path / "e2e"), max_turns=6)
+    assert (e2e.episodes, e2e.env_id, e2e.dataset) == (True, "pivot/tool-use-episode-v0", "train.jsonl")
+    assert e2e.pivots is None  # each training task's first pivot: its initial state
+    assert (e2e.steps, e2e.pivots_per_step, e2e.group_size, e2e.max_turns) == (5, 4, 8, 6)
+    assert e2e.verifiers is None and e2e.completion_budget == 6 * arm.max_new_tokens
+    with pytest.raises(ValueError, match="pivot-mode"):
+        end_to_end_config(e2e, "train.jsonl", str(tmp_path))
 
 
 def test_pivot_train_episodes_cli_runs_end_to_end(tiny_policy, tmp_path):
@@ -151,7 +238,7 @@ def test_pivot_train_episodes_cli_runs_end_to_end(tiny_policy, tmp_path):
 
     out = tmp_path / "cli"
     sets = [
-        "starts_per_step=1",  # one group: the CLI path, not the maths, is under test here
+        "pivots_per_step=1",  # one group: the CLI path, not the maths, is under test here
         "group_size=2",  # the smallest group
         "max_turns=1",  # one agent turn per episode
         "max_new_tokens=8",  # a few tokens: cheap on 2 cores

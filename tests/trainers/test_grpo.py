@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 import pivot_envs  # noqa: F401
 from pivot_cli import app
 from pivot_cli._train import config_from_overrides
+from trainers.backends._base import Generation
 from trainers.grpo import GRPOConfig, GRPOTrainer, completion_logprobs, pad_batch
 from verifiers_plugins import Verdict, get_host
 from verifiers_plugins.hookspecs import hookimpl
@@ -153,7 +154,8 @@ def test_config_rejects_bad_values_and_parses_overrides():
     assert cfg.group_size == 3 and cfg.lora_rank is None and cfg.verifiers == ("a", "b")
     with pytest.raises(ValueError, match="key=value"):
         config_from_overrides({"model": "m"}, ["nonsense=1"])
-    assert len(GRPOConfig.__dataclass_fields__) <= 32  # every knob a run depends on, and no more
+    # every knob a run depends on, and no more (episode mode: episodes, dataset, max_turns, max_observation_tokens)
+    assert len(GRPOConfig.__dataclass_fields__) <= 34
 
 
 def test_envs_use_the_configured_reward_cache(tmp_path):
@@ -206,3 +208,39 @@ def test_train_returns_nan_metrics_so_the_cli_guard_can_fire(tiny_policy, tmp_pa
     from trainers.settings import StageSettings
 
     assert StageSettings.load(tmp_path / "final") == StageSettings(2, 96, 12, 1.0)
+
+
+class Undecided:
+    """Accepts even-length completions, and cannot decide on those of length 1 mod 4 (an error verdict)."""
+
+    role = "acceptor"
+
+    def verify(self, pivot, action):
+        if len(action.text) % 4 == 1:
+            raise RuntimeError("backend down")
+        return Verdict.accept("even") if len(action.text) % 2 == 0 else Verdict.reject("odd")
+
+
+class UndecidedPlugin:
+    @hookimpl
+    def register_verifiers(self, register):
+        register("undecided", Undecided)
+
+
+def test_a_verifier_error_gets_no_advantage_and_leaves_the_baseline_alone(tiny_policy, tmp_path, fresh_host):
+    # an error verdict's reward (0) is no evidence: it used to be trained on as a failure
+    from trainers._advantages import group_normalized
+
+    fresh_host.register_plugin(UndecidedPlugin(), name="undecided-test")
+    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), verifiers=("undecided",), **SMALL)
+    trainer = GRPOTrainer(cfg)
+    pivots = trainer.draw_pivots(0)
+    texts = [["ab", "abc", "a", "abcd"], ["abcde", "xy", "xyz", "z"]]  # lengths 1 mod 4: "a", "abcde", "z"
+    groups = [[Generation(t, [1], [0.0]) for t in group] for group in texts]
+    batch = trainer.score(trainer.env, pivots, groups)
+    assert batch.verifier_errors == 3
+    adv = batch.advantages.view(2, 4)
+    assert adv[0, 2] == 0 and adv[1, 0] == 0 and adv[1, 3] == 0
+    # the decided ones compare among themselves only
+    assert torch.allclose(adv[0, [0, 1, 3]], group_normalized(torch.tensor([[1.0, 0.0, 1.0]]), 1e-4)[0])
+    assert torch.allclose(adv[1, [1, 2]], group_normalized(torch.tensor([[1.0, 0.0]]), 1e-4)[0])
