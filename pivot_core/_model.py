@@ -106,12 +106,14 @@ class ToolCall:
     id: str = ""
 
     def __post_init__(self) -> None:
-        _require(isinstance(self.name, str), f"ToolCall.name: expected str, got {type(self.name).__name__}")
-        _require(
-            isinstance(self.arguments, str),
-            f"ToolCall.arguments: expected a JSON string, got {type(self.arguments).__name__}",
-        )
-        _require(isinstance(self.id, str), f"ToolCall.id: expected str, got {type(self.id).__name__}")
+        # `if ...: raise` rather than `_require(cond, f"...")`: every parsed completion builds a
+        # ToolCall and a Message, and formatting messages that are never raised was most of their cost.
+        if not isinstance(self.name, str):
+            raise InvalidTrajectory(f"ToolCall.name: expected str, got {type(self.name).__name__}")
+        if not isinstance(self.arguments, str):
+            raise InvalidTrajectory(f"ToolCall.arguments: expected a JSON string, got {type(self.arguments).__name__}")
+        if not isinstance(self.id, str):
+            raise InvalidTrajectory(f"ToolCall.id: expected str, got {type(self.id).__name__}")
 
     def parsed_arguments(self) -> Any:
         """The arguments decoded from JSON, or None when they are not valid, safe JSON (see `decode_json`)."""
@@ -160,28 +162,21 @@ class Message:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        _require(self.role in ROLES, f"Message.role: expected one of {ROLES}, got {self.role!r}")
-        _require(
-            self.content is None or isinstance(self.content, str),
-            f"Message.content: expected str or None, got {type(self.content).__name__}",
-        )
+        if self.role not in ROLES:  # `if ...: raise`, not `_require`: see ToolCall.__post_init__
+            raise InvalidTrajectory(f"Message.role: expected one of {ROLES}, got {self.role!r}")
+        if not (self.content is None or isinstance(self.content, str)):
+            raise InvalidTrajectory(f"Message.content: expected str or None, got {type(self.content).__name__}")
         if not isinstance(self.tool_calls, tuple):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        _require(
-            all(isinstance(c, ToolCall) for c in self.tool_calls),
-            "Message.tool_calls: expected ToolCall items",
-        )
-        _require(
-            not self.tool_calls or self.role == "assistant",
-            f"Message.tool_calls: only assistant messages call tools, got role {self.role!r}",
-        )
-        for attr in ("tool_call_id", "name"):
-            value = getattr(self, attr)
-            _require(
-                value is None or isinstance(value, str),
-                f"Message.{attr}: expected str or None, got {type(value).__name__}",
-            )
-        _require(isinstance(self.extra, Mapping), f"Message.extra: expected a mapping, got {type(self.extra).__name__}")
+        if self.tool_calls and not all(isinstance(c, ToolCall) for c in self.tool_calls):
+            raise InvalidTrajectory("Message.tool_calls: expected ToolCall items")
+        if self.tool_calls and self.role != "assistant":
+            raise InvalidTrajectory(f"Message.tool_calls: only assistant messages call tools, got role {self.role!r}")
+        for attr, value in (("tool_call_id", self.tool_call_id), ("name", self.name)):
+            if not (value is None or isinstance(value, str)):
+                raise InvalidTrajectory(f"Message.{attr}: expected str or None, got {type(value).__name__}")
+        if type(self.extra) is not dict and not isinstance(self.extra, Mapping):  # the ABC check only when needed
+            raise InvalidTrajectory(f"Message.extra: expected a mapping, got {type(self.extra).__name__}")
 
     @property
     def is_tool_call(self) -> bool:

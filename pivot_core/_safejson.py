@@ -73,6 +73,12 @@ def check_value(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
     return None
 
 
+# One decoder for every call: `json.loads(text, parse_constant=..., parse_float=...)` builds a
+# decoder and its scanner per call, which cost more than decoding a tool call's arguments. The
+# stdlib shares its own default decoder across threads the same way.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def decode_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     """`json.loads` for untrusted text; every failure is a `JSONDecodeError`.
 
@@ -91,7 +97,7 @@ def decode_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     if not isinstance(text, str):
         raise json.JSONDecodeError(f"expected JSON text, got {type(text).__name__}", "", 0)
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError:
         raise
     except RecursionError as e:

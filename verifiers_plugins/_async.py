@@ -235,30 +235,31 @@ class Bounder:
             self._armed_for = 0.0
 
     def each(
-        self, fn: Callable[..., Any], argsets: Sequence[tuple[Any, ...]], timeout: float, interruptible: bool
+        self, fn: Callable[..., Any], first: Any, items: Sequence[Any], timeout: float, interruptible: bool
     ) -> list[Any]:
-        """`fn(*args)` for every args tuple, each call within `timeout`.
+        """`fn(first, item)` for every item (a pivot and its actions), each call within `timeout`.
 
         A call that raised or timed out gives its exception. Results are returned as they are: an
         awaitable is the caller's to await (`await_all`).
         """
         if not (interruptible and self.in_place):
             self._disarm()  # a thread hand-off waits in this thread: no alarm may land in the wait
-            return [self._on_worker(partial(fn, *args), timeout) for args in argsets]
+            return [self._on_worker(partial(fn, first, item), timeout) for item in items]
         out: list[Any] = []
-        for args in argsets:
-            now = time.monotonic()
+        append, monotonic = out.append, time.monotonic  # locals: this loop runs once per verifier per candidate
+        for item in items:
+            now = monotonic()
             if self._armed_for != timeout or now - self._armed_at > _REARM_AFTER_S:
                 signal.setitimer(signal.ITIMER_REAL, timeout)
                 self._armed_at, self._armed_for = now, timeout
             self._in_call = True
             try:
-                out.append(fn(*args))
+                append(fn(first, item))
             except _Deadline:
                 self._armed_for = 0.0
-                out.append(VerifierTimeout(f"timed out after {timeout:g}s (interrupted)"))
+                append(VerifierTimeout(f"timed out after {timeout:g}s (interrupted)"))
             except Exception as e:  # handed back as a value: the caller turns it into an error verdict
-                out.append(e)
+                append(e)
             finally:
                 self._in_call = False
         return out

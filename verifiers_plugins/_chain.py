@@ -87,22 +87,15 @@ def as_verdict(name: str, value: object) -> Verdict:
     timeout, or a return value that is not a Verdict. Errors are never a silent 0.
     """
     if isinstance(value, Verdict):
-        return value if value.verifier == name else _named(value, name)
+        return value if value.verifier == name else value.named(name)
     if isinstance(value, VerifierTimeout):
-        return _named(Verdict.failed(f"{name} {value}"), name)
+        return Verdict.failed(f"{name} {value}").named(name)
     if isinstance(value, Exception):
         tb = traceback.format_exception_only(type(value), value)[-1].strip()
-        return _named(Verdict.failed(f"{name} raised {tb}"), name)
+        return Verdict.failed(f"{name} raised {tb}").named(name)
     if isinstance(value, BaseException):
         raise value  # KeyboardInterrupt, SystemExit, CancelledError: not the verifier's fault
-    return _named(Verdict.failed(f"verifier returned {type(value).__name__}, expected Verdict"), name)
-
-
-def _named(verdict: Verdict, name: str) -> Verdict:
-    # `dataclasses.replace` would re-run validation on a verdict that passed it: copy the fields instead
-    named = object.__new__(Verdict)
-    named.__dict__.update(verdict.__dict__, verifier=name)
-    return named
+    return Verdict.failed(f"verifier returned {type(value).__name__}, expected Verdict").named(name)
 
 
 @dataclass(frozen=True)
@@ -117,10 +110,13 @@ class _Step:
     is_async: bool
     # cheap verifiers may be interrupted in place; sandbox and judge calls hold resources and run on a thread
     interruptible: bool
+    verify: Any
+    batch: Any  # the verifier's `verify_batch`, None when it has none
 
     @classmethod
     def of(cls, name: str, verifier: Any) -> _Step:
         meta = verifier_meta(verifier)
+        batch = getattr(verifier, "verify_batch", None)
         return cls(
             name,
             verifier,
@@ -129,6 +125,8 @@ class _Step:
             verify_timeout(verifier),
             is_async_verifier(verifier),
             meta["cost"] == "cheap",
+            getattr(verifier, "verify", None),  # a verifier without one gets error verdicts, not a crash
+            batch if callable(batch) else None,
         )
 
     def run(self, pivot: Pivot, actions: Sequence[Message], bounder: Bounder) -> list[Verdict]:
@@ -141,14 +139,13 @@ class _Step:
         """
         if not actions:
             return []
-        name, verifier = self.name, self.verifier
-        batch = getattr(verifier, "verify_batch", None)
-        if callable(batch):
+        name = self.name
+        if self.batch is not None:
             timeout = self.timeout * len(actions)
             if self.is_async:
-                (value,) = await_all([_called(batch, pivot, actions)], timeout)
+                (value,) = await_all([_called(self.batch, pivot, actions)], timeout)
             else:
-                (value,) = _awaited(bounder.each(batch, [(pivot, actions)], timeout, self.interruptible), timeout)
+                (value,) = _awaited(bounder.each(self.batch, pivot, [actions], timeout, self.interruptible), timeout)
             if isinstance(value, VerifierTimeout):
                 return [as_verdict(name, value) for _ in actions]
             if (
@@ -157,13 +154,14 @@ class _Step:
                 and all(isinstance(v, Verdict) for v in value)
             ):
                 return [as_verdict(name, v) for v in value]
-        verify = verifier.verify
         if self.is_async:
-            values = await_all([_called(verify, pivot, a) for a in actions], self.timeout)
+            values = await_all([_called(self.verify, pivot, a) for a in actions], self.timeout)
         else:
-            argsets = [(pivot, a) for a in actions]
-            values = _awaited(bounder.each(verify, argsets, self.timeout, self.interruptible), self.timeout)
-        return [as_verdict(name, v) for v in values]
+            values = _awaited(bounder.each(self.verify, pivot, actions, self.timeout, self.interruptible), self.timeout)
+        # `as_verdict` inlined for the common case (a Verdict already named, or named now)
+        return [
+            (v if v.verifier == name else v.named(name)) if type(v) is Verdict else as_verdict(name, v) for v in values
+        ]
 
 
 def _awaited(values: list[Any], timeout: float) -> list[Any]:

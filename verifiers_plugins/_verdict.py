@@ -14,7 +14,7 @@ Role = Literal["gate", "acceptor"]
 COST_ORDER: dict[str, int] = {"cheap": 0, "sandbox": 1, "judge": 2}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Verdict:
     """A verifier's score of one candidate action at one pivot.
 
@@ -37,11 +37,37 @@ class Verdict:
     applicable: bool = True
     verifier: str = field(default="", compare=False)
 
-    def __post_init__(self) -> None:
-        if not 0.0 <= float(self.reward) <= 1.0:
-            raise ValueError(f"Verdict.reward: expected a float in [0, 1], got {self.reward!r}")
-        object.__setattr__(self, "reward", float(self.reward))
-        object.__setattr__(self, "accepted", bool(self.accepted))
+    # Written out rather than generated: a chain makes one Verdict per verifier per candidate, and
+    # the generated frozen `__init__` (one `object.__setattr__` per field) cost more than a cheap
+    # verifier's own work. Same arguments, same checks.
+    def __init__(
+        self,
+        reward: float,
+        accepted: bool,
+        reason: str = "",
+        details: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        applicable: bool = True,
+        verifier: str = "",
+    ) -> None:
+        value = float(reward)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"Verdict.reward: expected a float in [0, 1], got {reward!r}")
+        self.__dict__.update(
+            reward=value,
+            accepted=bool(accepted),
+            reason=reason,
+            details=details,
+            error=error,
+            applicable=applicable,
+            verifier=verifier,
+        )
+
+    def named(self, verifier: str) -> Verdict:
+        """This verdict under another verifier's name (validated already, so no checks rerun)."""
+        named = object.__new__(Verdict)
+        named.__dict__.update(self.__dict__, verifier=verifier)
+        return named
 
     @classmethod
     def accept(cls, reason: str = "", **details: Any) -> Verdict:

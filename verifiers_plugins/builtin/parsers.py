@@ -17,6 +17,8 @@ from pivot_core import Message, ToolCall, UnsafeJSON, decode_json
 from verifiers_plugins.hookspecs import hookimpl
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+# `json.dumps(x, ensure_ascii=False)` builds an encoder per call; this one gives the same text.
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _as_call(obj: Any) -> ToolCall | None:
@@ -37,7 +39,7 @@ def _as_call(obj: Any) -> ToolCall | None:
         _check_arguments(args)
     else:
         try:
-            args = json.dumps(args, ensure_ascii=False)
+            args = _ENCODE(args)
         except (TypeError, ValueError):
             return None
     return ToolCall(name=name, arguments=args, id=str(obj.get("id") or ""))
