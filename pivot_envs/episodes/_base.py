@@ -9,7 +9,9 @@ same env runs end-to-end episodes.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,9 @@ from pivot_envs._spaces import ChatSpace, CompletionSpace
 from verifiers_plugins import get_parser
 
 PathLike = str | os.PathLike[str]
+
+TRUNCATIONS = ("max_turns", "time_limit")
+"""`ended_by` values of a truncated episode: the turn budget or the wall-clock limit ran out."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ class EpisodeOutcome:
 
     Attributes:
         reward: 1.0 when the task is done by its own rule, else 0.0.
-        ended_by: what ended the episode ("max_turns" for a truncation).
+        ended_by: what ended the episode (a truncation is one of `TRUNCATIONS`).
         rule: the rule that decided ("tau-bench", "task_tests").
         details: the rule's evidence (which checks passed).
         error: set when the outcome could not be decided (reward is then 0 and means nothing).
@@ -100,19 +105,27 @@ class EpisodeEnv(gym.Env[dict, str]):
         - Reward: 0.0 on every step but the last; the last carries the task's outcome (1.0 = done
           by the task's own rule), also in `info["outcome"]`.
         - `terminated`: the agent or the user ended the task (the domain says how). `truncated`:
-          the turn budget ran out, or the live state failed (`info["outcome"]["error"]` set).
-          Stepping after either raises `ResetNeeded`.
+          the turn budget ran out (`ended_by="max_turns"`), the wall-clock limit did
+          (`"time_limit"`), or the live state failed (`info["outcome"]["error"]` set). Stepping
+          after any of them raises `ResetNeeded`.
+        - The wall-clock limit counts from the end of `reset` through every turn, the policy's
+          own time between steps included (as a Terminal-Bench agent timeout does). A turn that
+          starts after it has run out is not executed; the domain may also stop a turn that
+          runs past it.
         - `reset(seed=..., options={"pivot_id": ID})` restores the state at that pivot; without
           it, a pivot is drawn from `self.np_random`.
         - `info` after reset: `pivot_id`, `domain`, `index`, `num_pivots`, `max_turns` (this
-          episode's budget) and the domain's restore details. After step: `pivot_id`, `turn`,
-          `action` (the parsed message), `new_messages`, and `outcome` on the last step.
+          episode's budget), `time_limit` (seconds, None for none) and the domain's restore
+          details. After step: `pivot_id`, `turn`, `action` (the parsed message),
+          `new_messages`, and `outcome` on the last step.
           Timings never appear in `info`.
 
     Args:
         dataset: files of trajectories or pivots (any format `load_pivots` reads); the domain's
             bundled sample when None.
         max_turns: agent turns per episode; None takes the task's own budget (`default_budget`).
+        time_limit: wall-clock seconds per episode; None takes the task's own (`default_time_limit`),
+            `math.inf` turns it off.
         parser: parser name; the domain's default when None.
         max_completion_chars: the action space's maximum completion length.
     """
@@ -129,6 +142,7 @@ class EpisodeEnv(gym.Env[dict, str]):
         dataset: PathLike | Sequence[PathLike] | None = None,
         *,
         max_turns: int | None = None,
+        time_limit: float | None = None,
         parser: str | None = None,
         max_completion_chars: int = 65536,
         render_mode: str | None = None,
@@ -137,8 +151,11 @@ class EpisodeEnv(gym.Env[dict, str]):
             raise ValueError(f"expected render_mode in {self.metadata['render_modes']}, got {render_mode!r}")
         if max_turns is not None and max_turns < 1:
             raise ValueError(f"{type(self).__name__}: expected max_turns >= 1 or None, got {max_turns}")
+        if time_limit is not None and not time_limit > 0:  # `not >` also refuses NaN
+            raise ValueError(f"{type(self).__name__}: expected time_limit > 0 seconds or None, got {time_limit}")
         self.render_mode = render_mode
         self.max_turns = max_turns
+        self.time_limit = time_limit
         if dataset is None:
             paths: list[PathLike] = list(bundled_paths(self.bundled_files))
         else:
@@ -158,6 +175,7 @@ class EpisodeEnv(gym.Env[dict, str]):
         self.conversation: list[Message] = []
         self.turn = 0
         self.budget = 0
+        self.deadline = math.inf  # time.monotonic() past which the episode is out of time
         self.ended = True
 
     # -- domain hooks ------------------------------------------------------------------------
@@ -170,6 +188,10 @@ class EpisodeEnv(gym.Env[dict, str]):
         """Agent turns allowed from `pivot` when `max_turns` is None."""
         raise NotImplementedError
 
+    def default_time_limit(self, pivot: Pivot) -> float | None:
+        """Wall-clock seconds allowed from `pivot` when `time_limit` is None (None: no limit)."""
+        return None
+
     def restore(self, pivot: Pivot) -> dict[str, Any]:
         """Restore the live state at `pivot`; returns details for the reset `info`."""
         raise NotImplementedError
@@ -179,7 +201,7 @@ class EpisodeEnv(gym.Env[dict, str]):
         raise NotImplementedError
 
     def outcome(self, ended_by: str) -> EpisodeOutcome:
-        """The task's outcome once the episode ended (`ended_by` is "max_turns" for a truncation)."""
+        """The task's outcome once the episode ended (`ended_by` is one of `TRUNCATIONS` for a truncation)."""
         raise NotImplementedError
 
     def release(self) -> None:
@@ -199,14 +221,19 @@ class EpisodeEnv(gym.Env[dict, str]):
         self.conversation = list(self.current.history)
         self.turn = 0
         self.budget = self.max_turns if self.max_turns is not None else max(1, self.default_budget(self.current))
+        limit = self.time_limit if self.time_limit is not None else self.default_time_limit(self.current)
+        limit = None if limit is None or math.isinf(limit) else float(limit)
         self.ended = False
         details = self.restore(self.current)
+        # the agent's clock starts once its state is there: restoring it is the env's time, not the agent's
+        self.deadline = time.monotonic() + limit if limit is not None else math.inf
         info = {
             "pivot_id": self.current.id,
             "domain": self.current.domain,
             "index": index,
             "num_pivots": len(self.pivots),
             "max_turns": self.budget,
+            "time_limit": limit,
             **details,
         }
         return self._observation(), info
@@ -219,10 +246,13 @@ class EpisodeEnv(gym.Env[dict, str]):
         message = with_call_ids(self.parse(text), self.turn)
         self.conversation.append(message)
         self.turn += 1
-        try:
-            result = self.act(message)
-        except Exception as e:  # the live state failed (a plugin simulator, the daemon): an error outcome
-            result = StepResult(error=f"{type(e).__name__}: {e}")
+        if self.remaining() <= 0:
+            result = StepResult()  # the agent's time ran out before this turn: it does not run
+        else:
+            try:
+                result = self.act(message)
+            except Exception as e:  # the live state failed (a plugin simulator, the daemon): an error outcome
+                result = StepResult(error=f"{type(e).__name__}: {e}")
         self.conversation.extend(result.messages)
         info: dict[str, Any] = {
             "pivot_id": self.current.id,
@@ -230,24 +260,40 @@ class EpisodeEnv(gym.Env[dict, str]):
             "action": message.to_json(),
             "new_messages": [chat_message(m) for m in result.messages],
         }
-        terminated = result.ended_by is not None and result.error is None
-        truncated = not terminated and (result.error is not None or self.turn >= self.budget)
+        ended_by = self._ended_by(result)
+        terminated = ended_by is not None and ended_by not in TRUNCATIONS and result.error is None
+        truncated = ended_by is not None and not terminated
         reward = 0.0
-        if terminated or truncated:
+        if ended_by is not None:
             self.ended = True
             try:
-                outcome = self._decide(result)
+                outcome = self._decide(result, ended_by)
             finally:
                 self.release()
             info["outcome"] = outcome.to_json()
             reward = outcome.reward
         return self._observation(), reward, terminated, truncated, info
 
-    def _decide(self, result: StepResult) -> EpisodeOutcome:
+    def remaining(self) -> float:
+        """Wall-clock seconds left in this episode (`math.inf` without a limit)."""
+        return self.deadline - time.monotonic()
+
+    def _ended_by(self, result: StepResult) -> str | None:
+        """Why the episode ends after this step, None when it goes on."""
+        if result.error is not None:
+            return "error"
+        if result.ended_by is not None:
+            return result.ended_by
+        if self.turn >= self.budget:
+            return "max_turns"
+        if self.remaining() <= 0:
+            return "time_limit"
+        return None
+
+    def _decide(self, result: StepResult, ended_by: str) -> EpisodeOutcome:
         """The outcome of an ended episode; a failure to decide is an error outcome, never a guess."""
         if result.error is not None:
             return EpisodeOutcome(0.0, "error", self.rule, error=result.error)
-        ended_by = result.ended_by or "max_turns"
         try:
             return self.outcome(ended_by)
         except Exception as e:  # the outcome check itself failed (tests could not run, the daemon went away)

@@ -6,7 +6,10 @@ verifier's candidate container (no network, no capabilities, the backend's limit
 Terminus JSON message: its keystrokes run one by one in the live shell, and the observation is
 the terminal output in Terminus's framing (`New Terminal Output:`). `task_complete: true` ends the
 episode; a command the sandbox had to stop (timeout, memory, output flood) ends it too, with
-outcome 0, as in the verifier. The container is removed at the end, on reset, on close, and by
+outcome 0, as in the verifier. The episode is truncated at its turn budget and at the task's
+wall-clock limit (task.yaml's `max_agent_timeout_sec`): once the limit has passed no further
+command runs, and a command still running when it passes is stopped there (outcome 0, as any
+command the sandbox stops). The container is removed at the end, on reset, on close, and by
 the backend's exit and signal clean-up if the process dies.
 
 The outcome is the task's tests, run in the final state whatever ended the episode (Terminal-Bench
@@ -49,6 +52,10 @@ class TerminalEpisodeEnv(EpisodeEnv):
     Args:
         dataset: synthesized terminal pivots or trajectories (their pivots carry `context["sandbox"]`).
         max_turns: agent turns per episode; None gives `context["max_turns"]`, else 50, less the history's turns.
+        time_limit: wall-clock seconds per episode; None gives the task's `max_agent_timeout_sec`
+            (a pivot synthesized from a Terminal-Bench folder; others have none), `math.inf` none.
+            It counts from the pivot whichever pivot starts the episode: the record does not say
+            how long the history took.
         backend: a sandbox backend name registered through `register_sandboxes`.
         backend_config: keyword arguments of the backend factory (e.g. `action_timeout`), over
             `task_tests.TEST_LIMITS` (a task's tests run in the episode's container).
@@ -64,6 +71,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
         dataset: PathLike | Sequence[PathLike] | None = None,
         *,
         max_turns: int | None = None,
+        time_limit: float | None = None,
         backend: str = "docker",
         backend_config: Mapping[str, Any] | None = None,
         parser: str | None = None,
@@ -77,6 +85,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
         super().__init__(
             dataset,
             max_turns=max_turns,
+            time_limit=time_limit,
             parser=parser,
             max_completion_chars=max_completion_chars,
             render_mode=render_mode,
@@ -88,6 +97,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
         self.backend = get_host().get("sandboxes", backend)(**config)
         self.session: Any = None
         self._killed: str | None = None
+        self._agent_timeouts: dict[str, float] = {}  # task folder -> its max_agent_timeout_sec
 
     def accepts(self, pivot: Pivot) -> bool:
         """Pivots with a sandbox; anything else in the data is an error naming the pivot."""
@@ -102,6 +112,20 @@ class TerminalEpisodeEnv(EpisodeEnv):
         """The pivot's `max_turns` (or 50) less the agent turns already in the history."""
         total = int(pivot.context.get("max_turns") or DEFAULT_TURNS)
         return total - sum(1 for m in pivot.history if m.role == "assistant")
+
+    def default_time_limit(self, pivot: Pivot) -> float | None:
+        """The task's `max_agent_timeout_sec` (task.yaml) for a pivot synthesized from a Terminal-Bench folder."""
+        task = pivot.context.get("task")
+        if not isinstance(task, Mapping) or not task.get("dir"):
+            return None
+        folder = str(task["dir"])
+        if folder not in self._agent_timeouts:
+            from verifiers_plugins.builtin.task_tests import resolve_task_dir
+            from verifiers_plugins.sandbox import _tasks
+
+            # a folder without a readable task.yaml raises TaskError naming it: its tests could not run either
+            self._agent_timeouts[folder] = _tasks.load_task(resolve_task_dir(folder)).agent_timeout
+        return self._agent_timeouts[folder]
 
     def restore(self, pivot: Pivot) -> dict[str, Any]:
         """Start the episode's container at the pivot's state (snapshot of set-up + history)."""
@@ -121,12 +145,20 @@ class TerminalEpisodeEnv(EpisodeEnv):
         done = "task_complete" if turn.get("task_complete") is True else None
         shown = []
         for command in action_commands(message):
+            left = self.remaining()
+            if left <= 0:  # the agent's time is up: the rest of the turn does not run
+                return StepResult((Message("user", "New Terminal Output:\n\n" + "".join(shown)),), "time_limit")
+            # a command may run until its own timeout or the episode's limit, whichever comes first
+            capped = left < self.backend.limits.action_timeout
             cwd = self.session.cwd
-            run = self.session.run(command)
+            run = self.session.run(command, timeout=left if capped else None)
             if run.killed:
-                self._killed = f"{command[:80]!r}: {run.killed}"
-                shown.append(screen(cwd, command, f"[stopped by the sandbox: {run.killed}]"))
-                return StepResult((Message("user", "New Terminal Output:\n\n" + "".join(shown)),), "killed")
+                at_limit = capped and run.killed == "timeout"
+                why = "the episode's time limit" if at_limit else run.killed
+                self._killed = f"{command[:80]!r}: {why}"
+                shown.append(screen(cwd, command, f"[stopped by the sandbox: {why}]"))
+                text = "New Terminal Output:\n\n" + "".join(shown)
+                return StepResult((Message("user", text),), "time_limit" if at_limit else "killed")
             shown.append(screen(cwd, command, run.output))
         if done and not shown:
             return StepResult((), done)  # a bare "task complete" turn: nothing ran, nothing to show

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from pivot_core import Message, Pivot
-from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
+from pivot_envs.episodes._base import TRUNCATIONS, EpisodeEnv, EpisodeOutcome, PathLike, StepResult
 from verifiers_plugins import get_host, get_user_simulator
 from verifiers_plugins.worlds import PrefixStateCache, ToolWorld, WorldState
 
@@ -71,8 +71,8 @@ def tau_bench_outcome(
         "gold_failed": gold_failed,
         "database": world.description,
     }
-    if ended_by == "max_turns":
-        details["why"] = "tau-bench scores a run only when it is done: one cut by the step limit scores 0"
+    if ended_by in TRUNCATIONS:
+        details["why"] = "tau-bench scores a run only when it is done: one cut by the step limit (or time) scores 0"
         return EpisodeOutcome(0.0, ended_by, "tau-bench", details)
     done = not differs and all(outputs.values())
     return EpisodeOutcome(1.0 if done else 0.0, ended_by, "tau-bench", details)
@@ -84,6 +84,7 @@ class ToolUseEpisodeEnv(EpisodeEnv):
     Args:
         dataset: tau-bench airline trajectories (or pivots of them); the bundled sample when None.
         max_turns: agent turns per episode; None gives the task's 30 steps minus those the history used.
+        time_limit: wall-clock seconds per episode; None for none (tau-bench has no time limit).
         user_simulator: a registered simulator name ("recorded", "llm") or a simulator object.
         user_simulator_config: keyword arguments for the simulator's factory (e.g. `url` for llm).
         db_path: the airline database (see `verifiers_plugins.worlds.locate_db`).
@@ -100,6 +101,7 @@ class ToolUseEpisodeEnv(EpisodeEnv):
         dataset: PathLike | Sequence[PathLike] | None = None,
         *,
         max_turns: int | None = None,
+        time_limit: float | None = None,
         user_simulator: str | Any = "recorded",
         user_simulator_config: Mapping[str, Any] | None = None,
         db_path: PathLike | None = None,
@@ -110,6 +112,7 @@ class ToolUseEpisodeEnv(EpisodeEnv):
         super().__init__(
             dataset,
             max_turns=max_turns,
+            time_limit=time_limit,
             parser=parser,
             max_completion_chars=max_completion_chars,
             render_mode=render_mode,

@@ -123,6 +123,34 @@ def test_adversarial_commands_are_stopped_scored_zero_and_removed(env, command, 
     assert container not in [c.id for c in running if c.labels.get(LABEL) == "episode"]
 
 
+def test_a_command_running_past_the_time_limit_is_stopped_there(dataset):
+    # the command's own timeout (3 s) is longer than what is left of the episode's 1 s
+    e = gym.make("pivot/terminal-episode-v0", dataset=str(dataset), backend_config=CONFIG, time_limit=1.0).unwrapped
+    try:
+        _, info = e.reset(options={"pivot_id": e.pivots[0].id})
+        assert info["time_limit"] == 1.0
+        _, reward, terminated, truncated, info = e.step(terminus("sleep 30"))
+        assert (reward, terminated, truncated, info["outcome"]["ended_by"]) == (0.0, False, True, "time_limit")
+        assert "time limit" in info["outcome"]["details"]["killed"] and e.session is None
+    finally:
+        e.close()
+
+
+def test_a_turn_after_the_time_limit_does_not_run_and_the_tests_decide(dataset):
+    e = gym.make("pivot/terminal-episode-v0", dataset=str(dataset), backend_config=CONFIG, time_limit=8.0).unwrapped
+    try:
+        e.reset(options={"pivot_id": e.pivots[0].id})
+        _, _, terminated, truncated, _ = e.step(terminus(*TASK["solution_commands"]))  # done, not declared
+        assert not (terminated or truncated)
+        time.sleep(max(e.remaining(), 0.0) + 0.1)  # the policy thinks past the limit
+        # had this run, the tests would fail; the agent's time is up, so it does not, and the state passes
+        _, reward, terminated, truncated, info = e.step(terminus("rm /app/project/notes.txt", complete=True))
+    finally:
+        e.close()
+    assert (reward, terminated, truncated, info["outcome"]["ended_by"]) == (1.0, False, True, "time_limit")
+    assert info["new_messages"] == [] and info["outcome"]["details"]["passed"] is True
+
+
 def test_an_output_flood_is_bounded_and_the_episode_goes_on(env):
     env.reset(options={"pivot_id": env.pivots[1].id})
     _, _, terminated, truncated, info = env.step(terminus("yes"))
@@ -223,8 +251,11 @@ def test_terminal_bench_task_complete_at_once_fails_its_tests(tasks_env):
     firsts = {}
     for pivot in tasks_env.pivots:
         firsts.setdefault(pivot.context["trajectory_id"], pivot)
+    # each episode runs under its task's own wall-clock limit, task.yaml's max_agent_timeout_sec
+    limits = {"hello-world": 360.0, "aimo-airline-departures": 480.0, "blind-maze-explorer-5x5": 900.0}
     for pivot in firsts.values():
-        tasks_env.reset(options={"pivot_id": pivot.id})
+        _, info = tasks_env.reset(options={"pivot_id": pivot.id})
+        assert info["time_limit"] == limits[pivot.context["task"]["task_id"]], pivot.id
         _, reward, terminated, _, info = tasks_env.step(terminus(complete=True))
         assert (reward, terminated, info["outcome"]["error"]) == (0.0, True, None), (pivot.id, info["outcome"])
         assert info["outcome"]["details"]["ran"] and info["outcome"]["details"]["counts"].get("FAILED")

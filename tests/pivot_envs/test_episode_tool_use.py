@@ -1,6 +1,7 @@
 """`pivot/tool-use-episode-v0` on the real tau-bench airline trajectories and database."""
 
 import json
+import time
 
 import gymnasium as gym
 import pytest
@@ -115,6 +116,21 @@ def test_truncation_at_max_turns_scores_zero_even_with_the_right_database(shared
     _, reward, terminated, truncated, info = env.step(render_completion(pivot.expert, "tool-use"))
     assert (terminated, truncated, reward) == (False, True, 0.0)
     assert info["outcome"]["ended_by"] == "max_turns" and "step limit" in info["outcome"]["details"]["why"]
+
+
+def test_a_turn_after_a_time_limit_does_not_run_and_scores_zero(shared_data):
+    # tau-bench has no wall-clock limit (time_limit None by default); one given is a cut like the step limit
+    env = ToolUseEpisodeEnv(shared_data / AIRLINE, time_limit=0.05)
+    pivot = next(p for p in env.pivots if p.expert.tool_calls and p.expert.tool_calls[0].name == "book_reservation")
+    _, info = env.reset(options={"pivot_id": pivot.id})
+    assert info["time_limit"] == 0.05
+    time.sleep(0.1)
+    _, reward, terminated, truncated, info = env.step(render_completion(pivot.expert, "tool-use"))
+    assert (terminated, truncated, reward, info["new_messages"]) == (False, True, 0.0, [])
+    assert info["outcome"]["ended_by"] == "time_limit" and "step limit" in info["outcome"]["details"]["why"]
+    assert ToolUseEpisodeEnv(shared_data / AIRLINE).reset(options={"pivot_id": pivot.id})[1]["time_limit"] is None
+    with pytest.raises(ValueError, match="time_limit"):
+        ToolUseEpisodeEnv(shared_data / AIRLINE, time_limit=0)
 
 
 def test_default_budget_is_the_tasks_thirty_steps_less_the_history(airline):
