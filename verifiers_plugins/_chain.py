@@ -6,12 +6,12 @@ import hashlib
 import json
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from verifiers_plugins._async import Bounder, await_all, is_async_verifier, verify_timeout
 from verifiers_plugins._host import get_verifier
-from verifiers_plugins._verdict import COST_ORDER, Verdict, verifier_meta
+from verifiers_plugins._verdict import COST_ORDER, Verdict, is_constant, verifier_meta
 from verifiers_plugins.builtin.exact_match import normalized_action
 from verifiers_plugins.errors import VerifierTimeout
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pivot_core import Message, Pivot
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ChainResult:
     """The chain's decision on one action.
 
@@ -36,6 +36,17 @@ class ChainResult:
     decided_by: str
     verdicts: Mapping[str, Verdict]
     error: str | None = None
+
+    # Written out, as `Verdict.__init__` is: one per scored candidate.
+    def __init__(
+        self,
+        reward: float,
+        accepted: bool,
+        decided_by: str,
+        verdicts: Mapping[str, Verdict],
+        error: str | None = None,
+    ) -> None:
+        self.__dict__.update(reward=reward, accepted=accepted, decided_by=decided_by, verdicts=verdicts, error=error)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the env's `info` and the CLI use it)."""
@@ -112,6 +123,8 @@ class _Step:
     interruptible: bool
     verify: Any
     batch: Any  # the verifier's `verify_batch`, None when it has none
+    # id -> (constant verdict, its copy named after this step): see `_verdict.constant`
+    constants: dict[int, tuple[Verdict, Verdict]] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, name: str, verifier: Any) -> _Step:
@@ -156,12 +169,24 @@ class _Step:
                 return [as_verdict(name, v) for v in value]
         if self.is_async:
             values = await_all([_called(self.verify, pivot, a) for a in actions], self.timeout)
-        else:
-            values = _awaited(bounder.each(self.verify, pivot, actions, self.timeout, self.interruptible), self.timeout)
-        # `as_verdict` inlined for the common case (a Verdict already named, or named now)
-        return [
-            (v if v.verifier == name else v.named(name)) if type(v) is Verdict else as_verdict(name, v) for v in values
-        ]
+            return [as_verdict(name, v) for v in values]
+        values = bounder.each(self.verify, pivot, actions, self.timeout, self.interruptible)
+        verdicts = []
+        for v in values:  # `as_verdict` inlined for the common case: a Verdict, already named or named here
+            if type(v) is not Verdict:  # an exception, a wrong type, or a coroutine from a sync-looking verifier
+                return [as_verdict(name, v) for v in await_all(values, self.timeout)]
+            verdicts.append(v if v.verifier == name else self._named(v))
+        return verdicts
+
+    def _named(self, verdict: Verdict) -> Verdict:
+        """`verdict.named(self.name)`, made once per step for a constant verdict."""
+        hit = self.constants.get(id(verdict))
+        if hit is not None and hit[0] is verdict:
+            return hit[1]
+        named = verdict.named(self.name)
+        if is_constant(verdict):
+            self.constants[id(verdict)] = (verdict, named)
+        return named
 
 
 def _awaited(values: list[Any], timeout: float) -> list[Any]:
@@ -313,15 +338,16 @@ class VerifierChain:
 
     def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[ChainResult]:
         """Score a group of actions at one pivot, each verifier called once on the actions still undecided."""
-        decisions = [_Decision(pivot, a) for a in actions]
+        decisions = live = [_Decision(pivot, a) for a in actions]
+        top_cost = self._top_cost
         with Bounder() as bounder:
             for step in self._steps:
-                live = [i for i, d in enumerate(decisions) if d.result is None]
+                verdicts = step.run(pivot, [d.action for d in live], bounder)
+                for decision, verdict in zip(live, verdicts, strict=True):
+                    decision.add(step, verdict, top_cost)
+                live = [d for d in live if d.result is None]
                 if not live:
                     break
-                verdicts = step.run(pivot, [actions[i] for i in live], bounder)
-                for i, verdict in zip(live, verdicts, strict=True):
-                    decisions[i].add(step, verdict, self._top_cost)
         return [d.finish(self._has_acceptor) for d in decisions]
 
 

@@ -102,6 +102,26 @@ class Verdict:
         }
 
 
+# Verdicts a verifier returns as they are, again and again (a fixed reason, no details): the chain
+# names each one once per chain step instead of copying it for every candidate (see `constant`).
+_CONSTANTS: dict[int, Verdict] = {}
+
+
+def constant(verdict: Verdict) -> Verdict:
+    """Mark a module-level verdict that a verifier returns as is; returns it.
+
+    A chain names every verdict after its verifier (a copy: verdicts are immutable). For a marked
+    verdict it makes that copy once and reuses it, which is most of a cheap gate's cost.
+    """
+    _CONSTANTS[id(verdict)] = verdict
+    return verdict
+
+
+def is_constant(verdict: Verdict) -> bool:
+    """True for a verdict marked by `constant` (held here, so its id names no other object)."""
+    return _CONSTANTS.get(id(verdict)) is verdict
+
+
 @runtime_checkable
 class Verifier(Protocol):
     """What `factory()` returns: an object that scores one parsed action at one pivot.

@@ -6,16 +6,34 @@ from collections.abc import Callable
 
 from pivot_core import Message, Pivot
 from pivot_core.browse import exact_match, token_f1
-from verifiers_plugins._verdict import Verdict
+from verifiers_plugins._memo import call_arguments, per_pivot
+from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.hookspecs import hookimpl
 
 
 def _answer_arg(message: Message) -> str | None:
     if len(message.tool_calls) != 1 or message.tool_calls[0].name != "answer":
         return None
-    args = message.tool_calls[0].parsed_arguments()
+    args = call_arguments(message.tool_calls[0])
     value = args.get("answer") if isinstance(args, dict) else None
     return value if isinstance(value, str) else None
+
+
+@per_pivot
+def _references(pivot: Pivot) -> tuple[str | None, str, tuple[str, ...]]:
+    """(the expert's answer or None, "gold" or "expert", the answers a candidate is compared with)."""
+    expert = _answer_arg(pivot.expert)
+    golds = [
+        g
+        for g in [pivot.context.get("gold_answer"), *(pivot.context.get("gold_answers") or ())]
+        if isinstance(g, str) and g.strip()
+    ]
+    reference = "gold" if golds else "expert"
+    return expert, reference, tuple(golds or ([expert] if expert is not None else []))
+
+
+_NOT_AN_ANSWER = constant(Verdict.skip("expert turn is not an answer call"))
+_NO_ANSWER = constant(Verdict.reject("expected an answer call with a string 'answer'"))
 
 
 class AnswerMatch:
@@ -40,19 +58,12 @@ class AnswerMatch:
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Exact match first, then the best F1 over the references."""
-        expert = _answer_arg(pivot.expert)
+        expert, reference, golds = _references(pivot)
         if expert is None:
-            return Verdict.skip("expert turn is not an answer call")
-        golds = [
-            g
-            for g in [pivot.context.get("gold_answer"), *(pivot.context.get("gold_answers") or ())]
-            if isinstance(g, str) and g.strip()
-        ]
-        reference = "gold" if golds else "expert"
-        golds = golds or [expert]
+            return _NOT_AN_ANSWER
         got = _answer_arg(action)
         if got is None:
-            return Verdict.reject("expected an answer call with a string 'answer'")
+            return _NO_ANSWER
         if any(exact_match(got, g) for g in golds):
             return Verdict.accept("normalised exact match", reference=reference)
         f1 = max(token_f1(got, g) for g in golds)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pivot_core import Message, Pivot
-from verifiers_plugins._verdict import Verdict
+from verifiers_plugins._verdict import Verdict, constant
+from verifiers_plugins.builtin.json_schema import tool_names
 from verifiers_plugins.hookspecs import hookimpl
 
 TOOL_KINDS: dict[str, str] = {"search": "retrieve", "open": "retrieve", "find": "find", "answer": "answer"}
@@ -20,6 +21,9 @@ TOOL_KINDS: dict[str, str] = {"search": "retrieve", "open": "retrieve", "find": 
 def tool_kind(name: str) -> str:
     """The kind of a browse tool (other tools are their own kind)."""
     return TOOL_KINDS.get(name, name)
+
+
+_NO_EXPERT_CALL = constant(Verdict.skip("expert turn calls no tool"))
 
 
 class BrowseToolGate:
@@ -33,11 +37,12 @@ class BrowseToolGate:
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Compare the kind of the candidate's single call with the expert's."""
         if not pivot.expert.tool_calls:
-            return Verdict.skip("expert turn calls no tool")
+            return _NO_EXPERT_CALL
         if len(action.tool_calls) != 1:
             return Verdict.reject(f"expected exactly one tool call, got {len(action.tool_calls)}")
         want, got = pivot.expert.tool_calls[0].name, action.tool_calls[0].name
-        if pivot.tool_names and got not in pivot.tool_names:
+        names = tool_names(pivot)
+        if names and got not in names:
             return Verdict.reject(f"unknown tool {got!r}; expected one of {sorted(pivot.tool_names)}")
         details = {"expected_tool": want, "got_tool": got, "expected_kind": tool_kind(want), "got_kind": tool_kind(got)}
         if tool_kind(want) != tool_kind(got):

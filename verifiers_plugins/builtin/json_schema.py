@@ -11,8 +11,8 @@ import fastjsonschema
 import jsonschema
 
 from pivot_core import TERMINUS_SCHEMA, Message, Pivot, parse_terminus
-from verifiers_plugins._memo import per_pivot
-from verifiers_plugins._verdict import Verdict
+from verifiers_plugins._memo import call_arguments, per_candidate, per_pivot
+from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.hookspecs import hookimpl
 
 
@@ -29,6 +29,7 @@ def is_terminus(pivot: Pivot) -> bool:
 # the schema itself, so its id cannot be reused by another object while it is cached. The entry is
 # (schema, jsonschema validator, fastjsonschema function or None): fastjsonschema's generated code
 # answers "valid" about 10x faster; jsonschema stays the judge whenever it says anything else.
+# The oldest entry goes first when it is full.
 _VALIDATORS: OrderedDict[int, tuple[Mapping[str, Any], Any, Any]] = OrderedDict()
 _VALIDATORS_SIZE = 1024
 _VALIDATORS_LOCK = threading.Lock()
@@ -36,11 +37,9 @@ _VALIDATORS_LOCK = threading.Lock()
 
 def validators_for(schema: Mapping[str, Any]) -> tuple[Any, Any]:
     """(jsonschema validator or None when the schema is unusable, fastjsonschema function or None), compiled once."""
-    with _VALIDATORS_LOCK:
-        hit = _VALIDATORS.get(id(schema))
-        if hit is not None and hit[0] is schema:
-            _VALIDATORS.move_to_end(id(schema))
-            return hit[1], hit[2]
+    hit = _VALIDATORS.get(id(schema))  # without the lock: a dict lookup is atomic, and the entry holds the schema
+    if hit is not None and hit[0] is schema:
+        return hit[1], hit[2]
     try:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
@@ -80,8 +79,30 @@ def schema_errors(instance: Any, schema: Mapping[str, Any]) -> list[str]:
 
 
 @per_pivot
-def _tool_names(pivot: Pivot) -> frozenset[str]:
+def tool_names(pivot: Pivot) -> frozenset[str]:
+    """The names of the pivot's tools."""
     return frozenset(pivot.tool_names)
+
+
+@per_pivot
+def tool_schemas(pivot: Pivot) -> Mapping[str, Mapping[str, Any] | None]:
+    """`pivot.tool_schema(name)` for every tool of the pivot (the first schema of a name, as `tool_schema` finds)."""
+    schemas: dict[str, Mapping[str, Any] | None] = {}
+    for name in pivot.tool_names:
+        schemas.setdefault(name, pivot.tool_schema(name))
+    return schemas
+
+
+@per_candidate
+def terminus_of(message: Message) -> dict[str, Any] | None:
+    """`parse_terminus(message.content)`, once per candidate (shared: never mutate it)."""
+    return parse_terminus(message.content)
+
+
+_TERMINUS_MISSING = constant(Verdict.reject("expected a Terminus JSON object with 'commands', found none"))
+_TERMINUS_VALID = constant(Verdict.accept("valid Terminus JSON"))
+_NO_SCHEMA = constant(Verdict.skip("text turn with no schema"))
+_CALLS_VALID = constant(Verdict.accept("arguments valid against the tool schemas"))
 
 
 class JsonSchemaGate:
@@ -97,28 +118,29 @@ class JsonSchemaGate:
         if action.tool_calls:
             return self._verify_calls(pivot, action)
         if is_terminus(pivot):
-            obj = parse_terminus(action.content)
+            obj = terminus_of(action)
             if obj is None:
-                return Verdict.reject("expected a Terminus JSON object with 'commands', found none")
+                return _TERMINUS_MISSING
             errors = schema_errors(obj, TERMINUS_SCHEMA)
             if errors:
                 return Verdict.reject(f"Terminus JSON invalid: {errors[0]}", errors=errors)
-            return Verdict.accept("valid Terminus JSON")
-        return Verdict.skip("text turn with no schema")
+            return _TERMINUS_VALID
+        return _NO_SCHEMA
 
     def _verify_calls(self, pivot: Pivot, action: Message) -> Verdict:
-        known = _tool_names(pivot)
+        known = tool_names(pivot)
+        schemas = tool_schemas(pivot)
         for call in action.tool_calls:
             if known and call.name not in known:
                 return Verdict.reject(f"unknown tool {call.name!r}; expected one of {sorted(known)}")
-            args = call.parsed_arguments()
+            args = call_arguments(call)
             if not isinstance(args, dict):
                 return Verdict.reject(f"{call.name}: arguments are not a JSON object: {call.arguments[:80]!r}")
-            schema = pivot.tool_schema(call.name)
+            schema = schemas.get(call.name)
             errors = schema_errors(args, schema) if schema else []
             if errors:
                 return Verdict.reject(f"{call.name}: arguments invalid {errors[0]}", errors=errors)
-        return Verdict.accept("arguments valid against the tool schemas")
+        return _CALLS_VALID
 
 
 @hookimpl

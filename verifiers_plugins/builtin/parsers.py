@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pivot_core import Message, ToolCall, UnsafeJSON, decode_json
+from verifiers_plugins._memo import remember_arguments
 from verifiers_plugins.hookspecs import hookimpl
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -37,12 +38,16 @@ def _as_call(obj: Any) -> ToolCall | None:
     args = fn.get("arguments", fn.get("parameters", {}))
     if isinstance(args, str):
         _check_arguments(args)
-    else:
-        try:
-            args = _ENCODE(args)
-        except (TypeError, ValueError):
-            return None
-    return ToolCall(name=name, arguments=args, id=str(obj.get("id") or ""))
+        return ToolCall(name=name, arguments=args, id=str(obj.get("id") or ""))
+    try:
+        text = _ENCODE(args)
+    except (TypeError, ValueError):
+        return None
+    call = ToolCall(name=name, arguments=text, id=str(obj.get("id") or ""))
+    # `args` came out of `decode_json` and `text` is its encoding, so decoding `text` gives `args`
+    # back: the verifiers read it without decoding the call a second time.
+    remember_arguments(call, args)
+    return call
 
 
 def _check_arguments(args: str) -> None:

@@ -15,13 +15,24 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from pivot_core import Message, Pivot
-from pivot_core.browse import DEFAULT_K, SearchBackend, call_k, find_sentences, normalize_answer, open_backend, resolve
-from verifiers_plugins._verdict import Verdict
+from pivot_core.browse import (
+    DEFAULT_K,
+    Document,
+    SearchBackend,
+    call_k,
+    find_sentences,
+    normalize_answer,
+    open_backend,
+    resolve,
+)
+from verifiers_plugins._memo import call_arguments, per_pivot
+from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.hookspecs import hookimpl
 
 _HITS_CACHE_SIZE = 4096
@@ -31,8 +42,28 @@ RETRIEVAL_TOOLS = {"search": "query", "open": "title", "find": "keyword"}
 def _call(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     if not message.tool_calls:
         return None
-    args = message.tool_calls[0].parsed_arguments()
+    args = call_arguments(message.tool_calls[0])
     return message.tool_calls[0].name, args if isinstance(args, dict) else None
+
+
+@dataclass(frozen=True)
+class _ExpertForm:
+    """What every candidate at a pivot is compared with: the expert's call and the documents it may reach."""
+
+    call: tuple[str, dict[str, Any] | None] | None
+    wanted: frozenset[str]
+
+
+@per_pivot
+def _expert_form(pivot: Pivot) -> _ExpertForm:
+    ctx = pivot.context
+    unopened_gold = set(ctx.get("gold_doc_ids") or ()) - set(ctx.get("opened_doc_ids") or ())
+    wanted = {ctx.get("target_doc_id")} | unopened_gold
+    wanted.discard(None)
+    return _ExpertForm(_call(pivot.expert), frozenset(wanted))
+
+
+_NOT_RETRIEVAL = constant(Verdict.skip("expert turn is not a search, open or find call"))
 
 
 def _arg(name: str, args: Mapping[str, Any]) -> str:
@@ -66,6 +97,7 @@ class RetrievalMatch:
         # index is read-only, so the hits of a query never change within a process).
         self._backends: dict[Any, SearchBackend] = {}
         self._hits: OrderedDict[tuple[Any, str, int], list[str]] = OrderedDict()
+        self._docs: OrderedDict[tuple[Any, str], Document | None] = OrderedDict()
 
     def backend(self, pivot: Pivot) -> SearchBackend:
         """The backend for this pivot's corpus (opened once per corpus)."""
@@ -88,9 +120,10 @@ class RetrievalMatch:
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Dispatch on the candidate's tool."""
-        expert = _call(pivot.expert)
+        form = _expert_form(pivot)
+        expert = form.call
         if expert is None or expert[0] not in RETRIEVAL_TOOLS:
-            return Verdict.skip("expert turn is not a search, open or find call")
+            return _NOT_RETRIEVAL
         if len(action.tool_calls) > 1:  # a spray of calls must not win on its best one
             return Verdict.reject(f"expected one tool call, got {len(action.tool_calls)}")
         cand = _call(action)
@@ -101,10 +134,7 @@ class RetrievalMatch:
             return Verdict.reject(f"{name}: expected a non-empty {RETRIEVAL_TOOLS[name]!r} argument")
         if not pivot.context.get("replayable"):
             return self._as_text(expert, name, args)
-        ctx = pivot.context
-        unopened_gold = set(ctx.get("gold_doc_ids") or ()) - set(ctx.get("opened_doc_ids") or ())
-        wanted = {ctx.get("target_doc_id")} | unopened_gold
-        wanted.discard(None)
+        wanted = set(form.wanted)
         if name == "search":
             return self._search(pivot, args, wanted)
         if name == "open":
@@ -120,8 +150,19 @@ class RetrievalMatch:
             return Verdict.accept(f"top-{k} contains {found[0]} at rank {hits.index(found[0]) + 1}", **details)
         return Verdict.reject(f"top-{k} contains neither the expert's document nor an unopened gold one", **details)
 
+    def _resolved(self, pivot: Pivot, title: Any) -> Document | None:
+        """`resolve(backend, title)`, looked up once per corpus and title (the index is read-only, as for hits)."""
+        key = (self.corpus if self.corpus is not None else repr(pivot.context.get("corpus")), repr(title))
+        if key in self._docs:
+            return self._docs[key]
+        doc = resolve(self.backend(pivot), title)
+        self._docs[key] = doc
+        while len(self._docs) > _HITS_CACHE_SIZE:
+            self._docs.popitem(last=False)
+        return doc
+
     def _open(self, pivot: Pivot, args: Mapping[str, Any], wanted: set[str]) -> Verdict:
-        doc = resolve(self.backend(pivot), args["title"])
+        doc = self._resolved(pivot, args["title"])
         details = {"opened": doc.doc_id if doc else None, "wanted": sorted(wanted)}
         if doc is None:
             return Verdict.reject(f"no document titled {args['title']!r}", **details)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pivot_core import Message, Pivot
-from verifiers_plugins._verdict import Verdict
+from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.hookspecs import hookimpl
 
 
@@ -19,13 +19,17 @@ class TurnKindGate:
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Compare whether expert and candidate call tools."""
-        want = "tool_call" if pivot.expert.is_tool_call else "text"
-        got = "tool_call" if action.is_tool_call else "text"
+        want = "tool_call" if pivot.expert.tool_calls else "text"
+        got = "tool_call" if action.tool_calls else "text"
         if want != got:
             return Verdict.reject(f"expected a {want} turn, got a {got} turn", expected=want, got=got)
         if got == "text" and not action.text.strip():
-            return Verdict.reject("expected a non-empty reply, got an empty completion")
-        return Verdict.accept(f"{got} turn as expected")
+            return _EMPTY
+        return _AS_EXPECTED[got]
+
+
+_EMPTY = constant(Verdict.reject("expected a non-empty reply, got an empty completion"))
+_AS_EXPECTED = {kind: constant(Verdict.accept(f"{kind} turn as expected")) for kind in ("tool_call", "text")}
 
 
 @hookimpl
