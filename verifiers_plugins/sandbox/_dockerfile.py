@@ -15,6 +15,7 @@ Public API:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import posixpath
@@ -22,7 +23,7 @@ import re
 import shlex
 import tarfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,14 +195,30 @@ def hosts_in(text: str, allowed: frozenset[str]) -> list[str]:
     return out
 
 
+# Downloads whose host no URL names: a model or data set by its hub id.
+HUB_DOWNLOADS = (
+    re.compile(
+        r"from_pretrained|load_dataset|snapshot_download|hf_hub_download|huggingface-cli|SentenceTransformer\("
+        r"|\bmteb\s+run\b.*\s-m\s"
+    ),
+    "huggingface.co",
+)
+
+
+def implicit_hosts(text: str) -> list[str]:
+    """Hosts a text fetches from without naming them (a hub model or data set), as `hosts_in` would list them."""
+    pattern, host = HUB_DOWNLOADS
+    return [host] if pattern.search(text) else []
+
+
 def foreign_hosts(instructions: Sequence[Instruction], allowed: frozenset[str]) -> list[tuple[str, Instruction]]:
     """Hosts that RUN/ADD steps name beyond the registries in `allowed` (the build cannot reach them)."""
-    return [
-        (host, ins)
-        for ins in instructions
-        if ins.keyword in ("RUN", "ADD")
-        for host in hosts_in(ins.args + "".join(ins.heredocs), allowed)
-    ]
+    out = []
+    for ins in instructions:
+        if ins.keyword in ("RUN", "ADD"):
+            text = ins.args + "".join(ins.heredocs)
+            out += [(host, ins) for host in hosts_in(text, allowed) + implicit_hosts(text) if host not in allowed]
+    return out
 
 
 def copy_sources(ins: Instruction, context: Path, values: Mapping[str, str]) -> tuple[list[Path], str]:
@@ -243,19 +260,46 @@ def context_files(instructions: Sequence[Instruction], context: Path) -> list[Pa
     return sorted(files)
 
 
-def _tar_of(paths: Sequence[Path], dest: str, dest_is_dir: bool, add: bool) -> bytes:
-    """A tar to unpack at `/`: files and folders of the context placed at `dest` as docker COPY places them."""
+def rewritten(path: Path, rewrite: Callable[[str], str] | None) -> bytes | None:
+    """The bytes `rewrite` makes of a small text file, None when it leaves the file as it is."""
+    if rewrite is None or not path.is_file() or path.stat().st_size > 1_000_000:
+        return None
+    try:
+        text = path.read_text()
+    except (UnicodeDecodeError, OSError):
+        return None
+    new = rewrite(text)
+    return new.encode() if new != text else None
+
+
+def _tar_of(
+    paths: Sequence[Path], dest: str, dest_is_dir: bool, add: bool, rewrite: Callable[[str], str] | None = None
+) -> bytes:
+    """A tar to unpack at `/`: files and folders of the context placed at `dest` as docker COPY places them.
+
+    `rewrite` is applied to the text files (`_equivalents.registry_equivalent`: a script's fetch from
+    outside the registries replaced by the registry's package).
+    """
     buf = io.BytesIO()
+
+    def put(path: Path, arcname: str) -> None:
+        info = tar.gettarinfo(str(path), arcname=arcname)
+        data = rewritten(path, rewrite) if info.isfile() else None
+        if data is None:
+            tar.add(str(path), arcname=arcname, recursive=False)
+            return
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path in paths:
             if path.is_dir():
                 for sub in sorted(path.rglob("*")):
-                    tar.add(str(sub), arcname=posixpath.join(dest, sub.relative_to(path).as_posix()), recursive=False)
+                    put(sub, posixpath.join(dest, sub.relative_to(path).as_posix()))
                 continue
             if add and tarfile.is_tarfile(path):
                 continue  # extracted by the caller
-            target = posixpath.join(dest, path.name) if dest_is_dir else dest
-            tar.add(str(path), arcname=target, recursive=False)
+            put(path, posixpath.join(dest, path.name) if dest_is_dir else dest)
     return buf.getvalue()
 
 
@@ -284,6 +328,7 @@ class _Session:
         self.cmd: list[str] | None = None
         self.labels = dict(labels)
         self.env_set: dict[str, str] = {}
+        self.rewrite: Callable[[str], str] | None = None
         api = client.api
         host_config = api.create_host_config(
             network_mode="host" if access else "none",
@@ -316,7 +361,8 @@ class _Session:
         exec_id = self.api.exec_create(
             self.id, wrapped, user=user or self.user, workdir=cwd or self.workdir, environment=environment
         )["Id"]
-        out = self.api.exec_start(exec_id, stream=False, demux=False) or b""
+        with api_timeout(self.api, timeout + 60):  # `timeout` kills the step itself; a silent step is no hang
+            out = self.api.exec_start(exec_id, stream=False, demux=False) or b""
         code = self.api.exec_inspect(exec_id).get("ExitCode")
         text = out.decode(errors="replace")
         return (code if code is not None else -1), text[-2000:]
@@ -329,6 +375,22 @@ class _Session:
             self.api.remove_container(self.id, force=True)
         except Exception:  # noqa: BLE001 - best effort: the label lets `pivot sandbox gc` find it later
             pass
+
+
+# Committing a task image of several GB (torch and its CUDA wheels, MTEB) takes minutes on a busy
+# machine; the client's default of 60 s read timeout gave up while the daemon was still writing.
+COMMIT_TIMEOUT = 1800.0
+
+
+@contextlib.contextmanager
+def api_timeout(api: Any, seconds: float) -> Iterator[None]:
+    """Raise a docker API client's read timeout for the calls inside (a long silent step, a large commit)."""
+    before = api.timeout
+    api.timeout = max(before or 0, seconds)
+    try:
+        yield
+    finally:
+        api.timeout = before
 
 
 def _abs(workdir: str, path: str) -> str:
@@ -371,7 +433,7 @@ def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> 
                 s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
             else:
                 s.run(["mkdir", "-p", posixpath.dirname(dest_abs)], user="0", timeout=30, cwd="/")
-            s.api.put_archive(s.id, "/", _tar_of(paths, dest_abs.lstrip("/"), as_dir, kw == "ADD"))
+            s.api.put_archive(s.id, "/", _tar_of(paths, dest_abs.lstrip("/"), as_dir, kw == "ADD", s.rewrite))
             for path in paths:
                 if kw == "ADD" and path.is_file() and tarfile.is_tarfile(path):
                     with open(path, "rb") as f:
@@ -415,17 +477,20 @@ def build(
     labels: Mapping[str, str] = (),
     step_timeout: float = 1800.0,
     progress: Callable[[Instruction], None] | None = None,
+    rewrite: Callable[[str], str] | None = None,
 ) -> BuildResult:
     """Run the instructions (FROM excluded: `base` is the image it maps to) and commit the result as `tag`.
 
     The committed image has an empty ENTRYPOINT (sandbox containers choose their own command), the
-    Dockerfile's CMD as a label, and ENV/WORKDIR/USER as the Dockerfile left them.
+    Dockerfile's CMD as a label, and ENV/WORKDIR/USER as the Dockerfile left them. `rewrite` is applied
+    to the text files COPY/ADD put in (the caller rewrites RUN lines itself).
 
     Raises:
         DockerfileError: a step failed; the message names the file, line and step.
     """
     started = time.monotonic()
     session = _Session(client, base, access, {LABEL: "task", **dict(labels)})
+    session.rewrite = rewrite
     try:
         for ins in instructions:
             if ins.keyword == "FROM" or ins.keyword in IGNORED:
@@ -443,7 +508,8 @@ def build(
         }
         changes += [f"LABEL {k}={json.dumps(v)}" for k, v in all_labels.items()]
         repo, _, version = tag.partition(":")
-        image = client.api.commit(session.id, repository=repo, tag=version or "latest", changes=changes)
+        with api_timeout(client.api, COMMIT_TIMEOUT):
+            image = client.api.commit(session.id, repository=repo, tag=version or "latest", changes=changes)
     finally:
         session.remove()
     return BuildResult(

@@ -24,7 +24,8 @@ from typing import Any
 
 from pivot_core import Message, Pivot, Trajectory, extract_pivots, iter_jsonl, write_pivots
 from verifiers_plugins.errors import SandboxError
-from verifiers_plugins.sandbox._dockerfile import hosts_in
+from verifiers_plugins.sandbox._dockerfile import HUB_DOWNLOADS, hosts_in
+from verifiers_plugins.sandbox._equivalents import registry_equivalent
 from verifiers_plugins.sandbox._plugin import docker_backend
 from verifiers_plugins.sandbox._spec import SandboxSpec
 
@@ -39,7 +40,7 @@ FETCH = re.compile(
 )
 # Downloads whose host no URL in the command names.
 IMPLICIT_HOSTS = (
-    (re.compile(r"from_pretrained|load_dataset|snapshot_download|hf_hub_download|huggingface-cli"), "huggingface.co"),
+    HUB_DOWNLOADS,
     (re.compile(r"\bgit\s+clone\s+(?!https?://|git@)\S+/\S+"), "a git remote"),
 )
 PROMPT = (
@@ -120,28 +121,6 @@ def skip_reason(record: Mapping[str, Any], registries: frozenset[str] | None = N
     return None
 
 
-# Installers fetched from a host outside the registries whose program a registry also serves: the
-# solution command is replaced by the registry's package (the trajectory shows the replacement).
-# uv's installer puts `uv` in ~/.local/bin and writes ~/.local/bin/env; pip's user install does the same.
-REGISTRY_EQUIVALENTS = (
-    (
-        re.compile(r"^\s*curl -LsSf https://astral\.sh/uv/install\.sh \| (?:ba)?sh\s*$"),
-        "python3 -m pip install --quiet --user --break-system-packages uv"
-        ' && printf \'export PATH="$HOME/.local/bin:$PATH"\\n\' > "$HOME/.local/bin/env"'
-        # uv trusts its own roots by default; the replay's CA bundle (the machine's, mounted) is the system one
-        ' && mkdir -p "$HOME/.config/uv" && printf \'native-tls = true\\n\' > "$HOME/.config/uv/uv.toml"',
-    ),
-)
-
-
-def registry_equivalent(command: str) -> str:
-    """`command`, or the registry's equivalent when it fetches an installer from outside the registries."""
-    for pattern, replacement in REGISTRY_EQUIVALENTS:
-        if pattern.match(command):
-            return replacement
-    return command
-
-
 def needs_network(commands: Sequence[str]) -> bool:
     """True when an action's effect depends on the network (a package install, a download)."""
     return any(NETWORK.search(c) for c in commands)
@@ -153,11 +132,14 @@ def synthesize_task(
     backend: Any,
     task: Mapping[str, Any] | None = None,
     registries: frozenset[str] | None = None,
+    timeout: float | None = None,
 ) -> tuple[Trajectory | None, str]:
     """Run one task's solution; (trajectory, "") on success, (None, reason) when skipped.
 
     `task` (the task folder's `context.task`) and `registries` are given when the solution runs in
-    the task's own image with registry access.
+    the task's own image with registry access. `timeout` bounds each command (default: the backend's
+    replay timeout): a command still running then is a skip, since every pivot's state after it
+    would have to replay it again.
     """
     if spec.replay_access:
         record = {
@@ -168,10 +150,13 @@ def synthesize_task(
     if reason:
         return None, reason
     commands = [c for c in record["solution_commands"] if c.strip()]
-    runs = backend.transcript(spec, commands)
+    runs = backend.transcript(spec, commands, timeout=timeout)
     steps = []
     for i, (raw, cwd) in enumerate(runs):
         output = raw.stdout.decode(errors="replace")
+        if raw.killed == "timeout":
+            bound = f"{timeout:.0f} s" if timeout else "the replay timeout"
+            return None, f"command {i + 1} ({commands[i].strip()[:60]!r}) still ran after {bound}: the session hangs"
         if raw.killed:
             return None, f"command {i + 1} was stopped by the sandbox ({raw.killed})"
         if raw.exit_code != 0 and not spec.replay_access:
@@ -266,7 +251,9 @@ def _in_task_image(record: Mapping[str, Any], folder: Path, backend: Any) -> tup
         replay_access=True,
     )
     meta = {"task_id": task.task_id, "dir": str(folder.resolve()), "test_timeout": task.tests.timeout}
-    traj, reason = synthesize_task(record, spec, backend, meta, registry_hosts())
+    # one command of the oracle session may take what the task gives the whole agent (Terminal-Bench's bound)
+    timeout = min(backend.limits.replay_timeout, task.agent_timeout)
+    traj, reason = synthesize_task(record, spec, backend, meta, registry_hosts(), timeout)
     return traj, reason, built.image
 
 

@@ -27,6 +27,7 @@ shell="/bin/bash", replay_access=True)`, the agent's commands through the sandbo
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import io
 import json
@@ -44,10 +45,11 @@ import yaml
 from verifiers_plugins.errors import TaskError
 from verifiers_plugins.sandbox import _dockerfile as df
 from verifiers_plugins.sandbox._access import build_access
+from verifiers_plugins.sandbox._equivalents import registry_equivalent
 from verifiers_plugins.sandbox._images import ROOTS, build_root_image, image_exists
 from verifiers_plugins.sandbox._spec import LABEL
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 TASK_REPO = "pivot-gym/task"
 TESTS_VENV = "/opt/pivot-tests"
 TESTS_DIR = "/tests"
@@ -94,6 +96,18 @@ BASES: tuple[tuple[re.Pattern[str], Base], ...] = (
             "/app",
             True,
             "Debian trixie, not Ubuntu 24.04: same apt-get, Debian's packages (Python 3.13 not 3.12, glibc 2.41)",
+        ),
+    ),
+    (
+        # pins made for 3.8/3.9 (pandas 1.3, numpy 1.21) have wheels for 3.9, none for bookworm's 3.11
+        re.compile(r"^python:3\.[89](\.\d+)?-slim(-bookworm|-bullseye)?$"),
+        Base(
+            "pivot-gym/base:python-3-slim-bullseye",
+            "pivot-gym/root:bullseye",
+            "/",
+            False,
+            "bullseye's Python 3.9 under the name asked for (the minor version differs unless 3.9 was asked; "
+            "Debian bullseye, not bookworm)",
         ),
     ),
     (
@@ -305,31 +319,62 @@ def ensure_base(client: Any, name: str) -> tuple[str, str]:
     base = map_base(name)
     if base is None:
         raise TaskError(f"base image {name!r} has no local equivalent (no registry is reachable)")
-    if image_exists(client, base.tag):
+    steps = [] if base.managed else ["RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED", PIP_OWNS_PYTHON_PACKAGES]
+    text = "\n".join([f"FROM {base.root}", *steps, f"WORKDIR {base.workdir}"]) + "\n"
+    # a base built by an older recipe is rebuilt (its id changes, so the task images on it rebuild once)
+    recipe = hashlib.sha256(text.encode()).hexdigest()[:16]
+    if image_exists(client, base.tag) and client.images.get(base.tag).labels.get(f"{LABEL}.recipe") == recipe:
         return base.tag, base.note
     build_root_image(client, base.root)
-    steps = [] if base.managed else ["RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED"]
-    text = "\n".join([f"FROM {base.root}", *steps, f"WORKDIR {base.workdir}"]) + "\n"
     suite = ROOTS[base.root][0]
     instructions = df.parse(text, f"<base {base.tag}>")
-    df.build(client, instructions, Path("/nonexistent"), base.root, base.tag, None, labels={f"{LABEL}.suite": suite})
+    access = None if base.managed else build_access(suite)
+    labels = {f"{LABEL}.suite": suite, f"{LABEL}.recipe": recipe}
+    df.build(client, instructions, Path("/nonexistent"), base.root, base.tag, access, labels=labels)
     return base.tag, base.note
 
 
-def _tools_steps(plan: TestPlan) -> str:
-    """Dockerfile text of the test-tools layer (run as root, with build access)."""
+# python.org images (python:3.x-slim, t-bench's python-3-13) have pip, and every Python package, owned by
+# pip in /usr/local. Debian's Python sees the packages Debian installed (pip, setuptools, wheel, packaging,
+# asciinema, ...) in /usr/lib/python3/dist-packages, and pip cannot upgrade those ("installed by debian":
+# `pip install transformers torch` failed on setuptools). So the base gets a pip-owned copy of each, at
+# the same version, in /usr/local (first on sys.path: an upgrade replaces that copy), and python.org's
+# `site-packages` path as a link to Debian's `dist-packages` (a Dockerfile that edits
+# /usr/local/lib/python3.X/site-packages edits what Python imports). A release PyPI does not have stays
+# Debian's (the build log says which).
+PIP_OWNS_PYTHON_PACKAGES = (
+    "RUN set -e; d=$(python3 -c 'import sys; print(\"/usr/local/lib/python%d.%d\" % sys.version_info[:2])');"
+    ' mkdir -p "$d/dist-packages"; [ -e "$d/site-packages" ] || ln -s dist-packages "$d/site-packages";'
+    " python3 -m pip list --path /usr/lib/python3/dist-packages --format freeze 2>/dev/null > /tmp/debian.txt;"
+    " python3 -m pip install -q --no-cache-dir --no-deps --ignore-installed -r /tmp/debian.txt"
+    ' || while read -r req; do python3 -m pip install -q --no-cache-dir --no-deps --ignore-installed "$req"'
+    ' || echo "pivot-gym: $req stays Debian\x27s"; done < /tmp/debian.txt; rm -f /tmp/debian.txt'
+)
+
+
+def _tools_steps(plan: TestPlan) -> tuple[str, str]:
+    """Dockerfile text of the test-tools layer (run as root, with build access): (before, after) the task's steps.
+
+    The venv with pytest (and run-tests.sh's apt packages) comes before the Dockerfile's own steps, which
+    may break the network or pip on purpose (broken-networking, broken-python). The rest of run-tests.sh's
+    packages comes after them: the venv sees the image's own packages, so a torch the Dockerfile installed
+    is not installed a second time (several GB).
+    """
     lines = []
     if plan.apt:
         lines.append(
             "RUN --user=0 apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
             + " ".join(shlex.quote(p) for p in plan.apt)
         )
-    pkgs = " ".join(shlex.quote(p) for p in plan.pip)
+    pip = f"{TESTS_VENV}/bin/python -m pip install -q --disable-pip-version-check"
+    first = [p for p in plan.pip if re.match(r"pytest\b", p)] or ["pytest"]
+    rest = [p for p in plan.pip if p not in first]
     lines.append(
         f"RUN --user=0 python3 -m venv --system-site-packages {TESTS_VENV}"
-        f" && {TESTS_VENV}/bin/python -m pip install -q --disable-pip-version-check {pkgs}"
+        f" && {pip} {' '.join(shlex.quote(p) for p in first)}"
     )
-    return "\n".join(lines) + "\n"
+    after = f"RUN --user=0 {pip} {' '.join(shlex.quote(p) for p in rest)}\n" if rest else ""
+    return "\n".join(lines) + "\n", after
 
 
 def script_hosts(task: Task, instructions: Sequence[df.Instruction], allowed: frozenset[str]) -> list[tuple[str, str]]:
@@ -338,9 +383,19 @@ def script_hosts(task: Task, instructions: Sequence[df.Instruction], allowed: fr
     found = []
     for path in df.context_files(instructions, task.context):
         if path.name in run_text and path.stat().st_size < 1_000_000:
-            for host in df.hosts_in(_without_heredocs(path.read_text(errors="replace")), allowed):
+            text = _without_heredocs(registry_equivalent(path.read_text(errors="replace")))  # what the build copies
+            for host in df.hosts_in(text, allowed) + df.implicit_hosts(text):
                 found.append((path.relative_to(task.context.resolve()).as_posix(), host))
     return found
+
+
+def equivalent_instruction(ins: df.Instruction) -> df.Instruction:
+    """A RUN step with its fetches from outside the registries replaced by the registry's package."""
+    if ins.keyword != "RUN":
+        return ins
+    return dataclasses.replace(
+        ins, args=registry_equivalent(ins.args), heredocs=tuple(registry_equivalent(h) for h in ins.heredocs)
+    )
 
 
 def _without_heredocs(script: str) -> str:
@@ -379,6 +434,13 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
     started = time.monotonic()
     if task.compose:
         return _skip(task, task.compose, started)
+    if not task.dockerfile and task.meta.get("env_name"):
+        return _skip(
+            task,
+            f"task.yaml names the shared environment {task.meta['env_name']!r} (Terminal-Bench's "
+            "shared/environments/, which the task folder does not hold) and the folder has no Dockerfile",
+            started,
+        )
     if not task.dockerfile:
         return _skip(task, "no Dockerfile in the task folder", started)
     try:
@@ -387,7 +449,10 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
         base_name = frm.args.split()[0]
         base, note = ensure_base(client, base_name)
         access = build_access(client.images.get(base).labels.get(f"{LABEL}.suite", "trixie"))
-        tools = df.parse(_tools_steps(task.tests), "<test tools>", fragment=True) if not task.tests.problem else []
+        before, after = _tools_steps(task.tests) if not task.tests.problem else ("", "")
+        tools = df.parse(before, "<test tools>", fragment=True)
+        tools_after = df.parse(after, "<test tools>", fragment=True)
+        instructions = [equivalent_instruction(i) for i in instructions]
         foreign = df.foreign_hosts(instructions, access.hosts)
         if foreign:
             host, ins = foreign[0]
@@ -412,8 +477,8 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base)}
         # the tests' tools first (FROM stays first): a Dockerfile may break the network or pip on purpose
         # (broken-networking, broken-python); the venv sees what the Dockerfile installs later all the same
-        steps = instructions[:1] + tools + instructions[1:]
-        result = df.build(client, steps, task.context, base, tag, access, labels=labels)
+        steps = instructions[:1] + tools + instructions[1:] + tools_after
+        result = df.build(client, steps, task.context, base, tag, access, labels=labels, rewrite=registry_equivalent)
     except (df.DockerfileError, TaskError) as e:
         return _skip(task, str(e), started)
     _touch(client, tag)

@@ -191,3 +191,58 @@ def test_adversarial_suite_on_a_task_image(env):
         elif expected:
             assert expected in verdict.reason, (name, verdict.reason)
     assert verifier.verify(pivot, pivot.expert).accepted
+
+
+def _scratch_task(tmp_path: Path, dockerfile: str, solution: str = "true\n") -> Path:
+    folder = tmp_path / "scratch-task"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests" / "test_outputs.py").write_text("def test_ok():\n    assert True\n")
+    (folder / "task.yaml").write_text("instruction: nothing\nmax_test_timeout_sec: 30\nmax_agent_timeout_sec: 5\n")
+    (folder / "Dockerfile").write_text(dockerfile)
+    (folder / "solution.sh").write_text(solution)
+    return folder
+
+
+def test_a_dockerfile_can_upgrade_a_package_debian_installed_in_the_python_base(tmp_path, docker_client):
+    # Debian's Python sees Debian's setuptools (78.1.1 in trixie); pip refused to uninstall it ("installed by
+    # debian"), which stopped `pip install transformers torch` (oom). The base now has pip-owned copies in
+    # /usr/local, and python.org's site-packages path.
+    folder = _scratch_task(
+        tmp_path,
+        "FROM ghcr.io/laude-institute/t-bench/python-3-13:latest\n"
+        'RUN pip install --no-cache-dir --upgrade "setuptools>78.1.1"\n'
+        "RUN rm -rf /usr/local/lib/python3.13/site-packages/wheel\n",
+    )
+    report = _tasks.task_image(docker_client, _tasks.load_task(folder), keep=64)
+    assert report.status == "built", report
+    out = (
+        docker_client.containers.run(
+            report.image,
+            [
+                "python",
+                "-c",
+                "import setuptools, importlib.util as u; print(setuptools.__version__, setuptools.__file__, "
+                "u.find_spec('wheel') and u.find_spec('wheel').origin)",
+            ],
+            remove=True,
+            network_mode="none",
+        )
+        .decode()
+        .split()
+    )
+    version, path, wheel = out
+    assert tuple(int(x) for x in version.split(".")[:2]) > (78, 1) and path.startswith("/usr/local/"), out
+    # the Dockerfile's rm of python.org's path removed the pip-owned copy Python imported first
+    assert not wheel.startswith("/usr/local/"), out
+    docker_client.images.remove(report.image, force=True)
+
+
+def test_a_solution_command_that_hangs_is_a_bounded_skip(tmp_path, docker_client, images):
+    from verifiers_plugins.sandbox._plugin import docker_backend
+    from verifiers_plugins.sandbox._synthesize import REPLAY_LIMITS, synthesize
+
+    folder = _scratch_task(tmp_path, (BUNDLED / "hello-world" / "Dockerfile").read_text())
+    record = {"task_id": "scratch-task", "instruction": "x", "solution_commands": ["echo ok", "sleep 600"]}
+    (row,) = synthesize([record], "", docker_backend(**REPLAY_LIMITS), tasks_dir=folder.parent)
+    # bounded by the task's max_agent_timeout_sec (5 s), not the 900 s replay bound
+    assert row["status"] == "skipped" and "command 2 ('sleep 600') still ran after 5 s" in row["reason"], row

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from verifiers_plugins.sandbox import _access, _tasks
 from verifiers_plugins.sandbox import _dockerfile as df
+from verifiers_plugins.sandbox._equivalents import registry_equivalent
 
 REGISTRIES = frozenset({"deb.example", "pypi.example"})
 
@@ -133,7 +136,10 @@ def test_broken_task_yaml_names_file_and_line(tmp_path: Path):
 def test_base_names_map_without_registry_hosts():
     assert _tasks.map_base("ghcr.io/laude-institute/t-bench/python-3-13:latest").tag.endswith("python-3-13")
     assert _tasks.map_base("ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest").root == "pivot-gym/root:trixie"
-    assert _tasks.map_base("python:3.9-slim-bookworm").root == "pivot-gym/root:bookworm"
+    # pins made for 3.8/3.9 (fix-pandas-version: pandas 1.3, numpy 1.21) have wheels for bullseye's 3.9 only
+    assert _tasks.map_base("python:3.8-slim-bookworm").root == "pivot-gym/root:bullseye"
+    assert _tasks.map_base("python:3.9-slim-bookworm").root == "pivot-gym/root:bullseye"
+    assert _tasks.map_base("python:3.10-slim-bookworm").root == "pivot-gym/root:bookworm"
     assert _tasks.map_base("debian:bullseye-slim").root == "pivot-gym/root:bullseye"
     assert _tasks.map_base("localstack/localstack:4.3") is None
 
@@ -209,3 +215,50 @@ def test_task_tests_without_a_usable_task_is_a_skip_or_an_error_never_a_raise(tm
     assert not TaskTests(mode="final").verify(_pivot(longer), action).applicable
     with pytest.raises(ValueError, match="mode"):
         TaskTests(mode="sometimes")
+
+
+def test_registry_equivalents_replace_only_fetches_a_registry_also_serves():
+    torch = "pip install torch==2.7.0 torchvision==0.22.0 --index-url https://download.pytorch.org/whl/cpu && ls"
+    assert registry_equivalent(torch) == "pip install torch==2.7.0 torchvision==0.22.0 && ls"
+    script = "apt-get install -y curl\ncurl -LsSf https://astral.sh/uv/install.sh | sh\nsource $HOME/.local/bin/env\n"
+    out = registry_equivalent(script)
+    assert "astral.sh" not in out and "pip install --quiet --user --break-system-packages uv" in out
+    assert out.startswith("apt-get install -y curl\n") and out.endswith("source $HOME/.local/bin/env\n")
+    assert r"printf 'native-tls = true\n'" in out  # the replacement's own backslashes are kept
+    # other hosts, and other indexes, stay as they are: the build names them and skips
+    for kept in (
+        "pip install torch --index-url https://download.pytorch.org/whl/cu121",
+        "pip install x --index-url https://pypi.example.org/simple",
+        "curl -LsSf https://astral.sh/ruff/install.sh | sh",
+        "wget https://github.com/x/y/releases/latest/download/z",
+    ):
+        assert registry_equivalent(kept) == kept
+
+
+def test_a_copied_script_that_fetches_uv_builds_and_other_hosts_still_skip(tmp_path: Path):
+    folder = _task_folder(tmp_path, None)
+    (folder / "install.sh").write_text("apt-get install -y curl\ncurl -LsSf https://astral.sh/uv/install.sh | sh\n")
+    (folder / "fetch.sh").write_text("wget https://github.com/x/y/archive/z.tar.gz\n")
+    text = "FROM t-bench/python-3-13\nWORKDIR /app\nCOPY install.sh fetch.sh /app/\nRUN bash /app/install.sh\n"
+    instructions = df.parse(text, "Dockerfile")
+    task = _tasks.load_task(folder)
+    assert _tasks.script_hosts(task, instructions, REGISTRIES) == []  # fetch.sh is copied but never run
+    run_both = df.parse(text + "RUN bash /app/fetch.sh\n", "Dockerfile")
+    assert _tasks.script_hosts(task, run_both, REGISTRIES) == [("fetch.sh", "github.com")]
+    # the copy the build puts into the image holds the registry's equivalent
+    data = df._tar_of([folder / "install.sh"], "app", True, False, registry_equivalent)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        body = tar.extractfile("app/install.sh").read().decode()
+    assert "astral.sh" not in body and "uv" in body
+
+
+def test_a_torch_index_step_maps_to_pypi_and_the_tests_venv_reuses_the_image_torch(tmp_path: Path):
+    ins = df.parse("FROM x\nRUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n")[1]
+    ins = _tasks.equivalent_instruction(ins)
+    assert ins.args == "pip install torch==2.7.0" and df.foreign_hosts([ins], REGISTRIES) == []
+    folder = _task_folder(tmp_path, "pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n")
+    before, after = _tasks._tools_steps(_tasks.load_task(folder).tests)
+    # pytest first (a Dockerfile may break pip later); torch after the task's steps, where the venv
+    # (with the system site-packages) finds the torch the Dockerfile installed
+    assert "pytest" in before and "torch" not in before
+    assert "torch==2.7.0" in after and "pytest" not in after
