@@ -132,9 +132,16 @@ def normalize_shell(command: str) -> str:
     return " ".join(out)
 
 
-def action_text(message: Message) -> str:
-    """The comparable text of a non-tool action: shell commands when it runs some, else its content."""
-    cmds = shell_actions(message) if not message.tool_calls else []
+def action_text(message: Message, commands: list[str] | None = None) -> str:
+    """The comparable text of a non-tool action: shell commands when it runs some, else its content.
+
+    Args:
+        message: the assistant turn.
+        commands: `shell_actions(message)` when the caller has them already (they are not derived again).
+    """
+    if message.tool_calls:
+        return message.text
+    cmds = shell_actions(message) if commands is None else commands
     if cmds:
         return "\n".join(normalize_shell(c) for c in cmds)
     return message.text

@@ -41,6 +41,8 @@ def _finite_float(text: str) -> float:
 
 def has_lone_surrogate(text: str) -> bool:
     """True when `text` holds a surrogate code point (it cannot be encoded as UTF-8)."""
+    if text.isascii():  # a flag Python keeps on every string: no copy made to find out
+        return False
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -171,18 +171,18 @@ class _Step:
             values = await_all([_called(self.verify, pivot, a) for a in actions], self.timeout)
             return [as_verdict(name, v) for v in values]
         values = bounder.each(self.verify, pivot, actions, self.timeout, self.interruptible)
-        verdicts = []
-        for v in values:  # `as_verdict` inlined for the common case: a Verdict, already named or named here
+        verdicts, constants = [], self.constants
+        for v in values:  # `as_verdict` inlined for the common case: a Verdict, named here unless it is already
             if type(v) is not Verdict:  # an exception, a wrong type, or a coroutine from a sync-looking verifier
                 return [as_verdict(name, v) for v in await_all(values, self.timeout)]
-            verdicts.append(v if v.verifier == name else self._named(v))
+            if v.verifier != name:
+                hit = constants.get(id(v))  # a constant's named copy, made once (see `_verdict.constant`)
+                v = hit[1] if hit is not None and hit[0] is v else self._named(v)
+            verdicts.append(v)
         return verdicts
 
     def _named(self, verdict: Verdict) -> Verdict:
-        """`verdict.named(self.name)`, made once per step for a constant verdict."""
-        hit = self.constants.get(id(verdict))
-        if hit is not None and hit[0] is verdict:
-            return hit[1]
+        """`verdict.named(self.name)`, kept for the next time when the verdict is a constant."""
         named = verdict.named(self.name)
         if is_constant(verdict):
             self.constants[id(verdict)] = (verdict, named)

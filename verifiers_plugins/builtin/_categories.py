@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Mapping
 
 from pivot_core import SHELL_TOOLS, Message, ToolCall, bash_blocks, parse_terminus, terminus_keystrokes
+from verifiers_plugins._memo import call_arguments
 
 CATEGORIES = ("search", "read", "edit", "run", "plan", "finish", "other")
 
@@ -304,7 +305,7 @@ def _verb_category(words: list[str], table: Mapping[str, str]) -> str:
 
 def call_category(call: ToolCall, table: Mapping[str, str] = TOOL_ALIASES) -> str:
     """Category of a tool call: shell tools by their command, editors by their sub-command, others by name."""
-    args = call.parsed_arguments()
+    args = call_arguments(call)
     args = args if isinstance(args, dict) else {}
     name = call.name.lower()
     if name in SHELL_TOOLS or name in ("bash", "shell", "local_shell"):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from rapidfuzz import fuzz
 
 from pivot_core import SHELL_TOOLS, Message, ToolCall
+from verifiers_plugins._memo import call_arguments, per_candidate
 from verifiers_plugins.builtin._categories import (
     command_category,
     command_verb,
@@ -168,27 +169,23 @@ def _python_run(args: list[str], cwd: str, body: str) -> TestRun | None:
     return _run(_join(cwd, args[i]), args[i + 1 :], cwd)
 
 
+# A quoted string (to its close, or to the end when it never closes; `\` escapes inside double
+# quotes only), an escaped character, a separator (`&&`, `||`, `;`, `|`, newline), or a run of
+# anything else (a lone `&`, as in `2>&1` or a background job, does not split).
+_SHELL_TOKEN = re.compile(r"""'[^']*'?|"(?:\\[\s\S]|[^"\\])*"?|\\[\s\S]?|&&|\|\||[;|\n]|[^'"\\;|\n&]+|&""")
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "\n"})
+
+
 def shell_segments(line: str) -> list[str]:
     """The simple commands of a line (or lines), split at `&&`, `||`, `;`, `|` and newlines outside quotes."""
-    out, start, quote, i = [], 0, "", 0
-    while i < len(line):
-        c = line[i]
-        if quote:
-            if c == quote:
-                quote = ""
-            elif c == "\\" and quote == '"':
-                i += 1
-        elif c in "'\"":
-            quote = c
-        elif c == "\\":
-            i += 1
-        elif c in ";|\n" or line[i : i + 2] == "&&":  # a lone `&` (`2>&1`, background) does not split
-            out.append(line[start:i])
-            i += 2 if line[i + 1 : i + 2] == c and c in "|&" else 1
-            start = i
-            continue
-        i += 1
-    out.append(line[start:])
+    out, current = [], []
+    for token in _SHELL_TOKEN.findall(line):  # one regex pass: a loop over characters cost 4x as much
+        if token in _SEPARATORS:
+            out.append("".join(current))
+            current = []
+        else:
+            current.append(token)
+    out.append("".join(current))
     return [seg.strip() for seg in out if seg.strip()]
 
 
@@ -409,7 +406,7 @@ def _clip(text: str) -> str:
 
 def call_target(call: ToolCall) -> Target:
     """Target of a tool call: shell tools by their command, others by their path/range/text arguments."""
-    args = call.parsed_arguments()
+    args = call_arguments(call)
     args = args if isinstance(args, dict) else {}
     cmd = args.get("command", args.get("cmd"))
     if call.name.lower() in SHELL_TOOLS or call.name.lower() in ("bash", "shell"):
@@ -446,6 +443,12 @@ def action_targets(message: Message) -> list[Target]:
     return [command_target(c) for c in message_commands(message)]
 
 
+@per_candidate
+def targets_of(message: Message) -> tuple[Target, ...]:
+    """`action_targets(message)`, once per message object (the expert's, or a candidate's for every SWE check)."""
+    return tuple(action_targets(message))
+
+
 def _added_words(target: Target) -> set[str]:
     return set(re.findall(r"\w+", target.written)) - set(re.findall(r"\w+", target.anchor))
 
@@ -476,7 +479,7 @@ def extra_effects(expert: Message, action: Message) -> str | None:
 
     The one check both SWE acceptors (`tool_name`, `swe_target`) apply after a category match.
     """
-    want, got = action_targets(expert), action_targets(action)
+    want, got = targets_of(expert), targets_of(action)
     for i, g in enumerate(got):
         problem = effects_problem(want[i] if i < len(want) else Target(), g)
         if problem:
@@ -493,14 +496,20 @@ def rider_problem(expert: Message, action: Message) -> str | None:
     """
     if expert.tool_calls or action.tool_calls:
         return None
-    want, got = message_commands(expert), message_commands(action)
+    want, got = _command_facts(expert), message_commands(action)
     for i, command in enumerate(got):
-        mine = want[i] if i < len(want) else ""
-        if len(shell_segments(command)) > len(shell_segments(mine)):
-            extra = command_effects(command) - command_effects(mine)
+        segments, effects = want[i] if i < len(want) else (0, frozenset())
+        if len(shell_segments(command)) > segments:
+            extra = command_effects(command) - effects
             if extra:
                 return f"also runs {sorted(extra)[:3]}, which the expert's action does not"
     return None
+
+
+@per_candidate
+def _command_facts(message: Message) -> tuple[tuple[int, frozenset[str]], ...]:
+    """(number of simple commands, effects) of each text-form command of a turn (the expert's, in `rider_problem`)."""
+    return tuple((len(shell_segments(c)), command_effects(c)) for c in message_commands(message))
 
 
 def target_problem(want: Target, got: Target, category: str) -> str | None:

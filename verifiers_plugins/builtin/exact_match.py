@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pivot_core import Message, Pivot, normalize_shell
+from verifiers_plugins._memo import call_arguments
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import message_commands
 from verifiers_plugins.builtin.string_similarity import normalize_text
@@ -40,7 +41,7 @@ def normalized_action(message: Message) -> tuple[str, tuple[str, ...]]:
     if message.tool_calls:
         items = []
         for c in message.tool_calls:
-            args = c.parsed_arguments()
+            args = call_arguments(c)
             body = json.dumps(canonical(args), sort_keys=True) if args is not None else c.arguments.strip()
             items.append(f"{c.name}({body})")
         return "calls", tuple(sorted(items))

@@ -70,7 +70,7 @@ def parse_text(text: str, parse_error: str | None = None) -> Message:
 
 def parse_hermes(text: str) -> Message:
     """`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks (Hermes, Qwen); rest is content."""
-    if not isinstance(text, str):
+    if not isinstance(text, str) or "<tool_call>" not in text:  # most completions of a group: no regex
         return parse_text(text)
     calls: list[ToolCall] = []
     for block in _TOOL_CALL.findall(text):

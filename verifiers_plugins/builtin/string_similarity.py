@@ -20,7 +20,7 @@ from rapidfuzz import fuzz
 
 from pivot_core import Message, Pivot, action_text, shell_actions
 from verifiers_plugins._memo import per_pivot
-from verifiers_plugins._verdict import Verdict
+from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.builtin._targets import is_path, normalize_path
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -61,18 +61,19 @@ class StringSimilarity:
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Compare the comparable text of expert and candidate."""
-        if pivot.expert.is_tool_call:
-            return Verdict.skip("expert called a tool: compared by tool_args")
+        if pivot.expert.tool_calls:
+            return _EXPERT_CALLED
         expert = _expert_form(pivot)
+        commands = shell_actions(action) if not action.tool_calls else []  # derived once, for both checks
         if expert.commands is not None:
-            mismatch = command_mismatch(expert.commands, shell_actions(action) if not action.tool_calls else [])
+            mismatch = command_mismatch(expert.commands, commands)
             if mismatch:
                 return Verdict.reject(mismatch)
-        want, got = expert.text, normalize_text(action_text(action))
+        want, got = expert.text, normalize_text(action_text(action, commands))
         if not got:
-            return Verdict.reject("empty completion")
+            return _EMPTY
         if not want:
-            return Verdict.reject("expert turn has no comparable text")
+            return _NO_EXPERT_TEXT
         score = fuzz.ratio(want, got) / 100.0
         details = {"similarity": round(score, 4), "threshold": self.threshold}
         if score >= self.threshold:
@@ -80,6 +81,9 @@ class StringSimilarity:
         return Verdict.reject(f"similarity {score:.2f} < {self.threshold}", **details)
 
 
+_EXPERT_CALLED = constant(Verdict.skip("expert called a tool: compared by tool_args"))
+_EMPTY = constant(Verdict.reject("empty completion"))
+_NO_EXPERT_TEXT = constant(Verdict.reject("expert turn has no comparable text"))
 _OPERATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "\n"})
 
 

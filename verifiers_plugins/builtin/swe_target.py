@@ -15,8 +15,7 @@ from collections.abc import Callable
 
 from pivot_core import Message, Pivot
 from verifiers_plugins._verdict import Verdict
-from verifiers_plugins.builtin._categories import action_categories
-from verifiers_plugins.builtin._targets import action_targets, extra_effects, target_problem
+from verifiers_plugins.builtin._targets import extra_effects, target_problem, targets_of
 from verifiers_plugins.builtin.tool_name import ToolName
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -54,10 +53,10 @@ class SweTarget:
         return Verdict.reject(str(why), reward=reward, **details)
 
     def _target_problem(self, pivot: Pivot, action: Message) -> str | None:
-        want, got = action_targets(pivot.expert), action_targets(action)
+        want, got = targets_of(pivot.expert), targets_of(action)
         if not got:
             return "the completion takes no action"
-        cats = action_categories(pivot.expert, self.category.table)
+        cats = self.category.expert_categories(pivot.expert)
         for i, w in enumerate(want[: len(got)]):
             problem = target_problem(w, got[i], cats[i] if i < len(cats) else "other")
             if problem:

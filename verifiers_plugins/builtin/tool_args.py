@@ -21,8 +21,9 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from pivot_core import SHELL_TOOLS, Message, Pivot, ToolCall, normalize_shell
-from verifiers_plugins._verdict import Verdict
-from verifiers_plugins.builtin.json_schema import schema_errors
+from verifiers_plugins._memo import call_arguments
+from verifiers_plugins._verdict import Verdict, constant
+from verifiers_plugins.builtin.json_schema import schema_errors, tool_schemas
 from verifiers_plugins.builtin.string_similarity import digit_tokens, normalize_text
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -170,6 +171,10 @@ def object_diff(
     return diffs
 
 
+_NO_EXPERT_CALL = constant(Verdict.skip("expert turn calls no tool"))
+_NO_CALL = constant(Verdict.reject("expected a tool call, got none"))
+
+
 class ToolArgs:
     """Accepts when every expert call has a matching candidate call (name + arguments), one to one.
 
@@ -192,10 +197,10 @@ class ToolArgs:
         """Match expert calls to candidate calls as a multiset."""
         want = list(pivot.expert.tool_calls)
         if not want:
-            return Verdict.skip("expert turn calls no tool")
+            return _NO_EXPERT_CALL
         got = list(action.tool_calls)
         if not got:
-            return Verdict.reject("expected a tool call, got none")
+            return _NO_CALL
         if len(got) != len(want):
             return Verdict.reject(
                 f"expected {len(want)} tool call(s), got {len(got)}", expected=len(want), got=len(got)
@@ -212,14 +217,14 @@ class ToolArgs:
     def _compare(self, pivot: Pivot, want: ToolCall, got: ToolCall) -> str | None:
         if want.name != got.name:
             return f"expected tool {want.name!r}, got {got.name!r}"
-        got_args = got.parsed_arguments()
+        got_args = call_arguments(got)
         if not isinstance(got_args, dict):
             return f"{got.name}: arguments are not a JSON object"
-        schema = pivot.tool_schema(want.name)
+        schema = tool_schemas(pivot).get(want.name)
         errors = schema_errors(got_args, schema) if schema else []
         if errors:
             return f"{got.name}: arguments invalid {errors[0]}"
-        want_args = want.parsed_arguments()
+        want_args = call_arguments(want)
         if not isinstance(want_args, dict):
             return None if want.arguments.strip() == got.arguments.strip() else f"{got.name}: arguments differ"
         shell = [k for k in SHELL_ARGS if want.name in SHELL_TOOLS and isinstance(want_args.get(k), str)]

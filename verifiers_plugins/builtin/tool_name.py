@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from pivot_core import Message, Pivot
+from verifiers_plugins._memo import call_arguments, per_candidate
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import (
     TOOL_ALIASES,
@@ -39,7 +40,7 @@ def _same_other_call(pivot: Pivot, action: Message) -> bool:
     if not want or len(want) != len(got):
         return False
     for w, g in zip(want, got, strict=True):
-        wa, ga = w.parsed_arguments(), g.parsed_arguments()
+        wa, ga = call_arguments(w), call_arguments(g)
         if w.name != g.name or not isinstance(ga, dict) or not isinstance(wa, dict):
             return False
         if any(ga.get(k) in (None, "", [], {}) for k in wa):
@@ -50,7 +51,7 @@ def _same_other_call(pivot: Pivot, action: Message) -> bool:
 def _missing_arguments(pivot: Pivot, action: Message) -> str | None:
     """A call to the expert's own tool must fill every argument the expert filled (no schema needed)."""
     for w, g in zip(pivot.expert.tool_calls, action.tool_calls, strict=False):
-        wa, ga = w.parsed_arguments(), g.parsed_arguments()
+        wa, ga = call_arguments(w), call_arguments(g)
         if w.name != g.name or not isinstance(wa, dict):
             continue
         if not isinstance(ga, dict):
@@ -84,10 +85,12 @@ class ToolName:
     def __init__(self, by_category: bool = True) -> None:
         self.by_category = by_category
         self.table = category_table()
+        # The expert's categories, once per expert message (this instance's table decides them).
+        self.expert_categories = per_candidate(lambda message: tuple(action_categories(message, self.table)))
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Compare action counts, then categories (or names)."""
-        want = action_categories(pivot.expert, self.table)
+        want = list(self.expert_categories(pivot.expert))
         if not want:
             return Verdict.skip("expert turn takes no action: nothing to categorise")
         terminus = pivot.context.get("format") == "terminus" and not pivot.expert.tool_calls
