@@ -43,7 +43,7 @@ def parse_terminus(text: str | None) -> dict[str, Any] | None:
 
     JSON that decodes to an unsafe value (see `decode_json`) is no Terminus turn: it scores 0.
     """
-    if not text:
+    if not text or "{" not in text:  # no object to find (and no decode error raised to find that out)
         return None
     for candidate in (text.strip(), *(m.group(0) for m in _JSON_OBJECT.finditer(text))):
         try:

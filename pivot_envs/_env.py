@@ -208,6 +208,9 @@ class PivotEnv(gym.Env[dict, str]):
         """
         texts = [c if isinstance(c, str) else str(c) for c in completions]
         limit = self.action_space.max_length
+        if all(len(t) <= limit for t in texts):  # the common case, without the bookkeeping below
+            messages = [self.parse(t) for t in texts]
+            return list(zip(messages, self.chain_for(pivot).verify_batch(pivot, messages), strict=True))
         fits = [i for i, t in enumerate(texts) if len(t) <= limit]
         messages = {i: self.parse(texts[i]) for i in fits}
         results = dict(zip(fits, self.chain_for(pivot).verify_batch(pivot, [messages[i] for i in fits]), strict=True))

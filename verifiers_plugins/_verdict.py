@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -108,11 +109,22 @@ _CONSTANTS: dict[int, Verdict] = {}
 
 
 def constant(verdict: Verdict) -> Verdict:
-    """Mark a module-level verdict that a verifier returns as is; returns it.
+    """`verdict` as a module-level constant that a verifier returns as is, again and again.
 
-    A chain names every verdict after its verifier (a copy: verdicts are immutable). For a marked
-    verdict it makes that copy once and reuses it, which is most of a cheap gate's cost.
+    A chain names every verdict after its verifier (a copy: verdicts are immutable). For a constant
+    it makes that copy once and reuses it, which is most of a cheap gate's cost. The constant's
+    details are a read-only view: every caller that gets the verdict shares them.
     """
+    if verdict.details is not None and not isinstance(verdict.details, MappingProxyType):
+        verdict = Verdict(
+            verdict.reward,
+            verdict.accepted,
+            verdict.reason,
+            MappingProxyType(dict(verdict.details)),
+            verdict.error,
+            verdict.applicable,
+            verdict.verifier,
+        )
     _CONSTANTS[id(verdict)] = verdict
     return verdict
 

@@ -105,6 +105,13 @@ def test_a_constant_verdict_is_named_after_each_step_that_returns_it_and_stays_u
     assert _Constant.verdict.verifier == ""
 
 
+def test_a_constant_verdicts_details_are_read_only_for_everyone_who_shares_it():
+    shared = constant(Verdict.reject("wrong kind", expected="text", got="tool_call"))
+    with pytest.raises(TypeError):
+        shared.details["expected"] = "tool_call"  # type: ignore[index]
+    assert shared.to_json()["details"] == {"expected": "text", "got": "tool_call"}
+
+
 @pytest.mark.parametrize(
     ("line", "segments"),
     [

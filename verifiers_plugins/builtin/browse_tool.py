@@ -44,10 +44,20 @@ class BrowseToolGate:
         names = tool_names(pivot)
         if names and got not in names:
             return Verdict.reject(f"unknown tool {got!r}; expected one of {sorted(pivot.tool_names)}")
-        details = {"expected_tool": want, "got_tool": got, "expected_kind": tool_kind(want), "got_kind": tool_kind(got)}
-        if tool_kind(want) != tool_kind(got):
-            return Verdict.reject(f"expected a {tool_kind(want)} call ({want}), got {got}", **details)
-        return Verdict.accept(f"{got} is a {tool_kind(got)} call like the expert's {want}", **details)
+        if want in TOOL_KINDS and got in TOOL_KINDS:  # the browse tools: one constant verdict per pair
+            return _BROWSE_PAIRS[want, got]
+        return kind_verdict(want, got)
+
+
+def kind_verdict(want: str, got: str) -> Verdict:
+    """The verdict on a call to `got` where the expert called `want` (their kinds decide)."""
+    details = {"expected_tool": want, "got_tool": got, "expected_kind": tool_kind(want), "got_kind": tool_kind(got)}
+    if tool_kind(want) != tool_kind(got):
+        return Verdict.reject(f"expected a {tool_kind(want)} call ({want}), got {got}", **details)
+    return Verdict.accept(f"{got} is a {tool_kind(got)} call like the expert's {want}", **details)
+
+
+_BROWSE_PAIRS = {(w, g): constant(kind_verdict(w, g)) for w in TOOL_KINDS for g in TOOL_KINDS}
 
 
 @hookimpl

@@ -73,9 +73,11 @@ def parse_hermes(text: str) -> Message:
     if not isinstance(text, str) or "<tool_call>" not in text:  # most completions of a group: no regex
         return parse_text(text)
     calls: list[ToolCall] = []
-    for block in _TOOL_CALL.findall(text):
+    outside: list[str] = []  # the text around the blocks: one regex pass finds both
+    end = 0
+    for match in _TOOL_CALL.finditer(text):
         try:
-            call = _as_call(decode_json(block))
+            call = _as_call(decode_json(match.group(1)))
         except UnsafeJSON as e:
             return parse_text(text, f"<tool_call> block: {e.msg}")
         except json.JSONDecodeError:
@@ -84,9 +86,12 @@ def parse_hermes(text: str) -> Message:
             # A malformed block is kept as text: the verifiers will reject it with a reason.
             return parse_text(text)
         calls.append(call)
+        outside.append(text[end : match.start()])
+        end = match.end()
     if not calls:
         return parse_text(text)
-    content = _TOOL_CALL.sub("", text).strip()
+    outside.append(text[end:])
+    content = "".join(outside).strip()
     return Message(role="assistant", content=content or None, tool_calls=tuple(calls))
 
 

@@ -22,14 +22,19 @@ class TurnKindGate:
         want = "tool_call" if pivot.expert.tool_calls else "text"
         got = "tool_call" if action.tool_calls else "text"
         if want != got:
-            return Verdict.reject(f"expected a {want} turn, got a {got} turn", expected=want, got=got)
+            return _MISMATCH[want]
         if got == "text" and not action.text.strip():
             return _EMPTY
         return _AS_EXPECTED[got]
 
 
+_KINDS = ("tool_call", "text")
+_MISMATCH = {
+    want: constant(Verdict.reject(f"expected a {want} turn, got a {got} turn", expected=want, got=got))
+    for want, got in (_KINDS, _KINDS[::-1])
+}
 _EMPTY = constant(Verdict.reject("expected a non-empty reply, got an empty completion"))
-_AS_EXPECTED = {kind: constant(Verdict.accept(f"{kind} turn as expected")) for kind in ("tool_call", "text")}
+_AS_EXPECTED = {kind: constant(Verdict.accept(f"{kind} turn as expected")) for kind in _KINDS}
 
 
 @hookimpl
