@@ -11,10 +11,12 @@ and a shell command) with
 Both run single-threaded in this process on the same rows, so verdicts/s is per core; the ratio
 is what to read on a noisy machine.
 
-    python bench/verify_throughput.py [--seconds S] [--json]
+    python bench/verify_throughput.py [--seconds S] [--json] [--domains] [--profile N]
 
 The last line of the table is `chain/bare: N.NNx`; `--json` prints `chain_verdicts_per_s`,
-`bare_verdicts_per_s` and `ratio`.
+`bare_verdicts_per_s` and `ratio`. `--domains` adds the same two figures per domain (each timed
+alone, in the same process); `--profile N` prints the N functions of one chain pass with the most
+time of their own (cProfile, to stderr).
 """
 
 from __future__ import annotations
@@ -136,9 +138,8 @@ def timed(fn, seconds: float) -> tuple[float, object]:
             return n / elapsed, result
 
 
-def run(seconds: float = 2.0) -> dict:
-    data = groups()
-    verdicts_per_pass = sum(len(c) for *_, c in data)
+def passes(data: list) -> tuple:
+    """(one chain pass, one bare pass) over `data`'s groups, each returning the accept decisions."""
 
     def chain_pass():
         return [[r.accepted for r in env.score(pivot, comps)] for env, pivot, _, comps in data]
@@ -150,13 +151,45 @@ def run(seconds: float = 2.0) -> dict:
             out.append([bare_accept(want, c) for c in comps])
         return out
 
+    return chain_pass, bare_pass
+
+
+def per_domain(data: list, seconds: float) -> dict:
+    """`{domain: {chain_verdicts_per_s, bare_verdicts_per_s, ratio}}`, each domain's groups timed alone."""
+    out = {}
+    for domain in dict.fromkeys(pivot.domain for _, pivot, _, _ in data):
+        rows = [g for g in data if g[1].domain == domain]
+        chain_pass, bare_pass = passes(rows)
+        n = sum(len(c) for *_, c in rows)
+        chain_per_s, bare_per_s = timed(chain_pass, seconds)[0] * n, timed(bare_pass, seconds)[0] * n
+        out[domain] = {"chain_verdicts_per_s": chain_per_s, "bare_verdicts_per_s": bare_per_s}
+        out[domain]["ratio"] = chain_per_s / bare_per_s
+    return out
+
+
+def profile(top: int) -> None:
+    """Print the `top` functions of one chain pass (after a warm one) with the most time of their own."""
+    import cProfile
+    import pstats
+
+    chain_pass, _ = passes(groups())
+    chain_pass()
+    profiler = cProfile.Profile()
+    profiler.runcall(chain_pass)
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(top)
+
+
+def run(seconds: float = 2.0, domains: bool = False) -> dict:
+    data = groups()
+    verdicts_per_pass = sum(len(c) for *_, c in data)
+    chain_pass, bare_pass = passes(data)
     chain_pass(), bare_pass()  # warm: imports, compiled schemas, the tool world's database
     chain_rate, chain_out = timed(chain_pass, seconds)
     bare_rate, bare_out = timed(bare_pass, seconds)
     flat_chain = [a for g in chain_out for a in g]
     flat_bare = [a for g in bare_out for a in g]
     chain_per_s, bare_per_s = chain_rate * verdicts_per_pass, bare_rate * verdicts_per_pass
-    return {
+    report = {
         "pivots": len(data),
         "verdicts_per_pass": verdicts_per_pass,
         "chain_verdicts_per_s": chain_per_s,
@@ -166,19 +199,29 @@ def run(seconds: float = 2.0) -> dict:
         "bare_accept_rate": sum(flat_bare) / len(flat_bare),
         "agreement": sum(a == b for a, b in zip(flat_chain, flat_bare, strict=True)) / len(flat_chain),
     }
+    if domains:
+        report["domains"] = per_domain(data, seconds)
+    return report
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=2.0, help="time each way for at least this long")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--domains", action="store_true", help="also time each domain's groups alone")
+    ap.add_argument("--profile", type=int, metavar="N", help="print one chain pass's top N functions (cProfile)")
     args = ap.parse_args()
-    r = run(args.seconds)
+    if args.profile:
+        profile(args.profile)
+    r = run(args.seconds, domains=args.domains)
     if args.json:
         print(json.dumps(r))
         return
     print(f"{r['pivots']} real pivots x 5 candidates, single thread")
-    print(f"{'':24}{'chain':>12}{'bare':>12}")
+    print(f"{'':24}{'chain':>12}{'bare':>12}{'chain/bare':>12}")
+    for domain, d in r.get("domains", {}).items():
+        rates = f"{d['chain_verdicts_per_s']:>12.0f}{d['bare_verdicts_per_s']:>12.0f}"
+        print(f"{'  ' + domain:24}{rates}{d['ratio']:>11.2f}x")
     print(f"{'verdicts/s/core':24}{r['chain_verdicts_per_s']:>12.0f}{r['bare_verdicts_per_s']:>12.0f}")
     print(f"{'accept rate':24}{r['chain_accept_rate']:>12.2f}{r['bare_accept_rate']:>12.2f}")
     print(f"the two agree on {r['agreement']:.0%} of verdicts")

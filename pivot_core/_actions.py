@@ -35,6 +35,7 @@ TERMINUS_SCHEMA: dict[str, Any] = {
 }
 
 _SHELL_FENCES = ("bash", "sh", "shell", "console")
+_SHORT_FLAGS = re.compile(r"-[A-Za-z]{1,6}")
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
@@ -121,7 +122,7 @@ def normalize_shell(command: str) -> str:
     out: list[str] = []
     flags: list[str] = []
     for w in words:
-        if re.fullmatch(r"-[A-Za-z]{1,6}", w):
+        if _SHORT_FLAGS.fullmatch(w):
             flags.extend("-" + ch for ch in w[1:])
             continue
         if flags:

@@ -162,6 +162,12 @@ GIT_SUBCOMMANDS = {
 _SUBMIT_MARK = "COMPLETE_TASK_AND_SUBMIT"
 _PREFIX_WORDS = ("sudo", "env", "time", "timeout", "nohup", "nice")
 _DURATION = re.compile(r"\d+(?:\.\d+)?[smhd]?")
+# Compiled once (every candidate's command meets them; `re.match(pattern, ...)` looks each up per call).
+_ASSIGNMENT = re.compile(r"\w+=\S*")
+_SUBMIT = re.compile(r"submit\b")
+_HEREDOC_START = re.compile(r"<<-?\s*['\"]?\w+['\"]?")
+_REDIRECT_WRITE = re.compile(r"(echo|printf|cat)\b[^|]*[^2&]>>?\s*\S")
+_OPERATOR_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
 
 
 def strip_prefixes(words: list[str]) -> list[str]:
@@ -179,7 +185,7 @@ def strip_prefixes(words: list[str]) -> list[str]:
                 i += 2 if words[i] in ("-n", "-s", "-k", "--signal", "--kill-after", "-u") else 1
             if word == "timeout" and i < len(words) and _DURATION.fullmatch(words[i]):
                 i += 1
-        elif re.fullmatch(r"\w+=\S*", word):
+        elif _ASSIGNMENT.fullmatch(word):
             i += 1
         else:
             break
@@ -255,13 +261,13 @@ def command_category(command: str, table: Mapping[str, str] = TOOL_ALIASES) -> s
     text = command.strip()
     if not text:
         return "other"
-    if _SUBMIT_MARK in text or re.match(r"submit\b", text):
+    if _SUBMIT_MARK in text or _SUBMIT.match(text):
         return "finish"
-    if re.search(r"<<-?\s*['\"]?\w+['\"]?", text) and ">" in first_line(text):
+    if _HEREDOC_START.search(text) and ">" in first_line(text):
         return "edit"  # `cat <<'EOF' > file` / `cat > file <<EOF`: a heredoc write
-    if re.match(r"(echo|printf|cat)\b[^|]*[^2&]>>?\s*\S", first_line(text)):
+    if _REDIRECT_WRITE.match(first_line(text)):
         return "edit"  # `echo x > file`: a redirect write
-    segments = [s for s in re.split(r"\s*(?:&&|\|\||;|\|)\s*", first_line(text)) if s.strip()]
+    segments = [s for s in _OPERATOR_SPLIT.split(first_line(text)) if s.strip()]
     for k, segment in enumerate(segments):
         words = strip_prefixes(_words(segment))
         if not words or words[0] in ("cd", "pushd", "source", "export", "set"):
@@ -282,7 +288,7 @@ def first_line(command: str) -> str:
 
 def command_verb(command: str) -> str:
     """The program a command runs (after `cd`, env assignments and prefixes), "" when none."""
-    for segment in re.split(r"\s*(?:&&|\|\||;|\|)\s*", first_line(command)):
+    for segment in _OPERATOR_SPLIT.split(first_line(command)):
         words = strip_prefixes(_words(segment))
         if words and words[0] not in ("cd", "pushd", "source", "export", "set"):
             return words[0].rsplit("/", 1)[-1]

@@ -24,6 +24,7 @@ from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.builtin._targets import is_path, normalize_path
 from verifiers_plugins.hookspecs import hookimpl
 
+_QUOTES = re.compile(r"[\"'`]")
 _DIGIT_TOKEN = re.compile(r"[\w\-.:/@#+$]*\d[\w\-.:/@#+]*")
 
 
@@ -38,7 +39,7 @@ def digit_tokens(text: str) -> list[str]:
 def normalize_text(text: str) -> str:
     """NFKC, case-folded, punctuation-light, whitespace-collapsed."""
     text = unicodedata.normalize("NFKC", text).casefold()
-    text = re.sub(r"[\"'`]", "", text)
+    text = _QUOTES.sub("", text)
     return " ".join(text.split())
 
 
