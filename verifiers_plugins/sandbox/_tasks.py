@@ -608,10 +608,23 @@ class TestOutcome:
     reason: str
 
 
+def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """A tests entry as `docker cp` leaves it for root: owned by root and writable by its owner.
+
+    The task folder may be read-only (a shared data copy): tests that write beside themselves
+    (`shutil.copytree(..., TEST_DIR + "/src")`) then failed, since the sandbox's root has no
+    CAP_DAC_OVERRIDE to write into a mode-555 folder it owns no more than Terminal-Bench's root does.
+    """
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mode |= 0o200
+    return info
+
+
 def _tests_tar(task: Task) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(str(task.dir / "tests"), arcname=".")
+        tar.add(str(task.dir / "tests"), arcname=".", filter=_owned_by_root)
     return buf.getvalue()
 
 

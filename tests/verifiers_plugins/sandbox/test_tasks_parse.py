@@ -262,3 +262,19 @@ def test_a_torch_index_step_maps_to_pypi_and_the_tests_venv_reuses_the_image_tor
     # (with the system site-packages) finds the torch the Dockerfile installed
     assert "pytest" in before and "torch" not in before
     assert "torch==2.7.0" in after and "pytest" not in after
+
+
+def test_tests_are_delivered_writable_by_root_from_a_read_only_task_folder(tmp_path: Path):
+    # the shared task folders are read-only (mode 555); the sandbox's root has no CAP_DAC_OVERRIDE, so a
+    # test that copies files beside itself (fix-pandas-version: copytree into TEST_DIR) failed to collect
+    folder = _task_folder(tmp_path, None)
+    (folder / "tests" / "test_outputs.py").chmod(0o444)
+    (folder / "tests").chmod(0o555)
+    try:
+        data = _tasks._tests_tar(_tasks.load_task(folder))
+    finally:
+        (folder / "tests").chmod(0o755)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = tar.getmembers()
+    assert {m.name for m in members} == {".", "./test_outputs.py"}
+    assert all(m.uid == 0 and m.gid == 0 and m.mode & 0o200 for m in members), [(m.name, oct(m.mode)) for m in members]
