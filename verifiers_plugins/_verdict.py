@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -103,6 +102,22 @@ class Verdict:
         }
 
 
+class ReadOnlyDetails(dict):
+    """The details of a constant verdict: a dict (JSON, `dict(...)` and `==` work) that refuses changes.
+
+    A `MappingProxyType` would not pickle, and verdicts cross process boundaries (Ray executors);
+    this pickles and copies as a plain dict.
+    """
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("the details of a constant verdict are shared by every call that returns it: read-only")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
 # Verdicts a verifier returns as they are, again and again (a fixed reason, no details): the chain
 # names each one once per chain step instead of copying it for every candidate (see `constant`).
 _CONSTANTS: dict[int, Verdict] = {}
@@ -115,12 +130,12 @@ def constant(verdict: Verdict) -> Verdict:
     it makes that copy once and reuses it, which is most of a cheap gate's cost. The constant's
     details are a read-only view: every caller that gets the verdict shares them.
     """
-    if verdict.details is not None and not isinstance(verdict.details, MappingProxyType):
+    if verdict.details is not None and not isinstance(verdict.details, ReadOnlyDetails):
         verdict = Verdict(
             verdict.reward,
             verdict.accepted,
             verdict.reason,
-            MappingProxyType(dict(verdict.details)),
+            ReadOnlyDetails(verdict.details),
             verdict.error,
             verdict.applicable,
             verdict.verifier,

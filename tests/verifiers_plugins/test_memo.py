@@ -1,6 +1,8 @@
 """Shared derived forms on the reward path: computed once per object, equal to a fresh derivation, never mutated."""
 
+import copy
 import json
+import pickle
 
 import gymnasium as gym
 import pytest
@@ -110,6 +112,16 @@ def test_a_constant_verdicts_details_are_read_only_for_everyone_who_shares_it():
     with pytest.raises(TypeError):
         shared.details["expected"] = "tool_call"  # type: ignore[index]
     assert shared.to_json()["details"] == {"expected": "text", "got": "tool_call"}
+
+
+def test_results_holding_constant_verdicts_cross_process_boundaries():
+    # Ray executors and vector envs pickle results: a constant's read-only details must pickle too.
+    env = gym.make("pivot/browse-v0").unwrapped
+    pivot = next(p for p in env.pivots if p.expert.tool_calls)
+    results = env.score(pivot, ["plain text where a tool call belongs", "ls"])
+    assert results[0].verdicts["turn_kind"].reason == "expected a tool_call turn, got a text turn"
+    assert pickle.loads(pickle.dumps(results)) == results
+    assert copy.deepcopy(results) == results
 
 
 @pytest.mark.parametrize(
