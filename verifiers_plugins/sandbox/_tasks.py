@@ -54,6 +54,7 @@ TASK_REPO = "pivot-gym/task"
 TESTS_VENV = "/opt/pivot-tests"
 TESTS_DIR = "/tests"
 MAX_TASK_IMAGES = 24
+TEST_LOG_TAIL = 200_000  # bytes of a test run's output kept: its end holds pytest's summary
 CHUNK = 60_000  # bytes of base64 per delivery command: one argv string stays far below the kernel's 128 KiB
 
 
@@ -645,7 +646,10 @@ def test_commands(task: Task, nonce: str, workdir: str) -> list[str]:
     commands.append(
         f"base64 -d {stage} | tar -xz -C {TESTS_DIR} && rm -f {stage}; "
         f"cd {shlex.quote(workdir)} 2>/dev/null; "
-        f"TEST_DIR={TESTS_DIR} PATH={TESTS_VENV}/bin:$PATH bash -c {shlex.quote(script)}; "
+        # only the end of a long log (path-tracing prints its progress) is kept: the output cap would cut
+        # pytest's summary and the status line; pipefail keeps the tests' own status
+        f"set -o pipefail; TEST_DIR={TESTS_DIR} PATH={TESTS_VENV}/bin:$PATH bash -c {shlex.quote(script)} 2>&1"
+        f" | tail -c {TEST_LOG_TAIL}; "
         f'st=$?; echo; echo "{nonce} $st"'
     )
     return commands
