@@ -93,12 +93,25 @@ def make_episode_env(cfg: GRPOConfig) -> EpisodeEnv:
 
 
 def start_ids(env: EpisodeEnv, pivot_file: str | None = None) -> list[str]:
-    """The pivot ids episodes start from: those of `pivot_file`, else each trajectory's first pivot."""
+    """The pivot ids episodes start from: those of `pivot_file`, else each trajectory's first pivot.
+
+    Raises:
+        ValueError: without `pivot_file`, a trajectory whose first pivot in the data is not the
+            task's initial state (an agent turn is already in its history: the data lacks the
+            trajectory's first pivots, so its episodes would not be end to end).
+    """
     if pivot_file is None:
-        seen: dict[str, str] = {}
+        seen: dict[str, Pivot] = {}
         for p in env.pivots:
-            seen.setdefault(str(p.context.get("trajectory_id") or p.id.rsplit("#", 1)[0]), p.id)
-        return list(seen.values())
+            seen.setdefault(str(p.context.get("trajectory_id") or p.id.rsplit("#", 1)[0]), p)
+        for first in seen.values():
+            turns = sum(m.role == "assistant" for m in first.history)
+            if turns:
+                raise ValueError(
+                    f"expected each trajectory's first pivot to be its task's initial state, got {first.id!r} "
+                    f"with {turns} agent turns before it (give the episode env every pivot of each trajectory)"
+                )
+        return [p.id for p in seen.values()]
     known = {p.id for p in env.pivots}
     ids = [p.id for p in load_pivots(pivot_file) if p.id in known]
     if not ids:

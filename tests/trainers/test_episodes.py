@@ -16,6 +16,7 @@ from trainers.episodes import (
     episode_batch,
     observation_text,
     run_episode,
+    start_ids,
 )
 from trainers.grpo import GRPOConfig, GRPOTrainer, pad_batch
 from verifiers_plugins import hookimpl
@@ -216,6 +217,16 @@ def test_config_rejects_bad_values(tmp_path):
             GRPOConfig(**mode, **{name: value})
     with pytest.raises(ValueError, match="dataset"):
         GRPOConfig(model="m", dataset="d.jsonl")  # pivot mode has no episode dataset
+
+
+def test_end_to_end_starts_must_be_initial_states(tmp_path):
+    env = ToolUseEpisodeEnv()
+    firsts = start_ids(env)
+    assert firsts and all(not any(m.role == "assistant" for m in env.pivot(i).history) for i in firsts)
+    late = tmp_path / "late.jsonl"  # a split that kept only later pivots of each trajectory
+    write_pivots([p for p in env.pivots if p.id not in set(firsts)], late)
+    with pytest.raises(ValueError, match="initial state"):
+        start_ids(ToolUseEpisodeEnv(late))
 
 
 def test_end_to_end_arm_keeps_the_pivot_arms_budget(tmp_path):
