@@ -25,7 +25,9 @@ from pivot_core import ToolCall
 T = TypeVar("T")
 
 _PIVOTS = 4096
-_CANDIDATES = 16384  # a few groups of the largest G, with room for every chain that reads them
+# A GRPO group or two (the expert's entry and its candidates'); bounded low because an entry holds
+# its message, and a completion may be 64 KB (`max_completion_chars`).
+_CANDIDATES = 1024
 
 
 def _per_object(fn: Callable[[Any], T], size: int) -> Callable[[Any], T]:
