@@ -16,6 +16,7 @@ as decoded). Nothing here is keyed by text, so a completion parsed anew is deriv
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -32,7 +33,7 @@ _CANDIDATES = 1024
 
 def _per_object(fn: Callable[[Any], T], size: int) -> Callable[[Any], T]:
     """`fn(obj)` memoised by the identity of `obj` (the oldest of `size` entries goes first)."""
-    cache: dict[int, tuple[Any, T]] = {}
+    cache: OrderedDict[int, tuple[Any, T]] = OrderedDict()  # O(1) to drop the oldest (a dict's first key is not)
     lock = threading.Lock()
 
     @wraps(fn)
@@ -50,7 +51,7 @@ def _per_object(fn: Callable[[Any], T], size: int) -> Callable[[Any], T]:
         with lock:
             cache[id(obj)] = (obj, value)
             while len(cache) > size:
-                del cache[next(iter(cache))]
+                cache.popitem(last=False)
 
     memoised.remember = remember  # type: ignore[attr-defined]
     return memoised

@@ -21,7 +21,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from pivot_core import SHELL_TOOLS, Message, Pivot, ToolCall, normalize_shell
-from verifiers_plugins._memo import call_arguments
+from verifiers_plugins._memo import call_arguments, per_candidate
 from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.builtin.json_schema import schema_errors, tool_schemas
 from verifiers_plugins.builtin.string_similarity import digit_tokens, normalize_text
@@ -171,6 +171,15 @@ def object_diff(
     return diffs
 
 
+@per_candidate
+def _shell_arguments(call: ToolCall) -> dict[str, str]:
+    """The command arguments of a shell tool's call, normalised (`normalize_shell`); once per expert call."""
+    args = call_arguments(call)
+    if call.name not in SHELL_TOOLS or not isinstance(args, dict):
+        return {}
+    return {k: normalize_shell(args[k]) for k in SHELL_ARGS if isinstance(args.get(k), str)}
+
+
 _NO_EXPERT_CALL = constant(Verdict.skip("expert turn calls no tool"))
 _NO_CALL = constant(Verdict.reject("expected a tool call, got none"))
 
@@ -227,12 +236,11 @@ class ToolArgs:
         want_args = call_arguments(want)
         if not isinstance(want_args, dict):
             return None if want.arguments.strip() == got.arguments.strip() else f"{got.name}: arguments differ"
-        shell = [k for k in SHELL_ARGS if want.name in SHELL_TOOLS and isinstance(want_args.get(k), str)]
+        expert_shell = _shell_arguments(want)
+        shell = list(expert_shell)
         # A shell command is no prose: `<expert command> && rm -rf ~` is 90 % alike and does something else.
         diffs = [
-            k
-            for k in shell
-            if not isinstance(got_args.get(k), str) or normalize_shell(want_args[k]) != normalize_shell(got_args[k])
+            k for k in shell if not isinstance(got_args.get(k), str) or expert_shell[k] != normalize_shell(got_args[k])
         ]
         rest_want = {k: v for k, v in want_args.items() if k not in shell}
         rest_got = {k: v for k, v in got_args.items() if k not in shell}
