@@ -519,13 +519,15 @@ def _touch(client: Any, tag: str) -> None:
 
 def evict(client: Any, keep: int) -> list[str]:
     """Remove the least recently used task images past `keep` (use: built or reused by any process, else created)."""
-    images = client.images.list(filters={"label": f"{LABEL}=task"})
-    tagged = [(t, img) for img in images for t in img.tags if t.startswith(TASK_REPO + ":")]
+    # one listing call: `client.images.list` inspects each image after listing, and an image that another
+    # process evicted in between raised ImageNotFound here (two builds at once: a benchmark and the tests)
+    rows = client.api.images(filters={"label": f"{LABEL}=task"})
+    tagged = [(t, row) for row in rows for t in row.get("RepoTags") or () if t.startswith(TASK_REPO + ":")]
 
     def last_used(item: tuple[str, Any]) -> float:
-        tag, img = item
+        tag, row = item
         stamp = _stamp(tag)
-        return stamp.stat().st_mtime if stamp.is_file() else _created(img)
+        return stamp.stat().st_mtime if stamp.is_file() else float(row.get("Created") or 0)
 
     removed = []
     for tag, _img in sorted(tagged, key=last_used, reverse=True)[keep:]:
@@ -535,16 +537,6 @@ def evict(client: Any, keep: int) -> list[str]:
         except Exception:  # noqa: BLE001 - an image in use stays; the next eviction retries
             pass
     return removed
-
-
-def _created(img: Any) -> float:
-    from datetime import datetime
-
-    raw = (img.attrs.get("Created") or "")[:19]
-    try:
-        return datetime.fromisoformat(raw).timestamp()
-    except ValueError:
-        return 0.0
 
 
 def build_tasks(
