@@ -242,6 +242,27 @@ def test_end_to_end_arm_keeps_the_pivot_arms_budget(tmp_path):
         end_to_end_config(e2e, "train.jsonl", str(tmp_path))
 
 
+def test_run_e2e_arm_trains_from_each_tasks_initial_state(tiny_policy, tmp_path):
+    from pivot_envs._env import bundled_paths
+    from trainers.episodes import run_e2e_arm
+
+    arm = GRPOConfig(  # a PivotRL arm as the demo builds one, shrunk: one group of two, one step
+        model=str(tiny_policy.path),
+        output_dir=str(tmp_path / "pivotrl"),
+        pivots_per_step=1,
+        group_size=2,
+        max_new_tokens=8,
+        max_prompt_tokens=tiny_policy.max_prompt_tokens,
+        max_history_messages=tiny_policy.max_history_messages,
+        steps=1,
+    )
+    data = str(bundled_paths(["tool_use_tau_airline_exec.jsonl"])[0])
+    seen = []
+    metrics = run_e2e_arm(arm, data, str(tmp_path / "e2e"), max_turns=1, on_step=lambda step, m: seen.append(step))
+    assert seen == [1] and metrics["rollout/turns_mean"] == 1.0
+    assert (tmp_path / "e2e" / "final" / "model.safetensors").is_file()
+
+
 def test_pivot_train_episodes_cli_runs_end_to_end(tiny_policy, tmp_path):
     from typer.testing import CliRunner
 
