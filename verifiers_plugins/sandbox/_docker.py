@@ -29,6 +29,7 @@ from verifiers_plugins.sandbox import _action as act
 from verifiers_plugins.sandbox import _cleanup
 from verifiers_plugins.sandbox import _containers as ct
 from verifiers_plugins.sandbox import _runner as rn
+from verifiers_plugins.sandbox._dockerfile import COMMIT_TIMEOUT, api_timeout
 from verifiers_plugins.sandbox._images import ensure_image
 from verifiers_plugins.sandbox._netns import NetnsHolders
 from verifiers_plugins.sandbox._spec import LABEL, Effect, Limits, SandboxSpec
@@ -221,7 +222,9 @@ class DockerBackend:
             try:
                 tag = f"{key[:16]}-{os.getpid()}"
                 changes = [f"LABEL {k}={v}" for k, v in ct.labels("snapshot", self.token).items()]
-                box.container.commit(repository="pivot-gym/snapshot", tag=tag, changes=changes)
+                # a state holding a large install (torch with its CUDA wheels: GB) commits for minutes
+                with api_timeout(self.client.api, COMMIT_TIMEOUT):
+                    box.container.commit(repository="pivot-gym/snapshot", tag=tag, changes=changes)
             finally:
                 self._discard(box)
             self._count("snapshots_built")

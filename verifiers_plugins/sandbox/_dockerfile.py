@@ -22,6 +22,7 @@ import posixpath
 import re
 import shlex
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -382,15 +383,30 @@ class _Session:
 COMMIT_TIMEOUT = 1800.0
 
 
+_TIMEOUTS_LOCK = threading.Lock()
+_RAISED: dict[int, list[Any]] = {}  # id(api) -> [timeout before the first raise, active raises, largest asked]
+
+
 @contextlib.contextmanager
 def api_timeout(api: Any, seconds: float) -> Iterator[None]:
-    """Raise a docker API client's read timeout for the calls inside (a long silent step, a large commit)."""
-    before = api.timeout
-    api.timeout = max(before or 0, seconds)
+    """Raise a docker API client's read timeout for the calls inside (a long silent step, a large commit).
+
+    The client is shared by the backend's threads: the timeout goes back to its own value when the last
+    of overlapping raises ends (a thread's request takes the timeout when it starts).
+    """
+    with _TIMEOUTS_LOCK:
+        entry = _RAISED.setdefault(id(api), [api.timeout, 0, 0.0])
+        entry[1] += 1
+        entry[2] = max(entry[2], seconds)
+        api.timeout = max(entry[0] or 0, entry[2])
     try:
         yield
     finally:
-        api.timeout = before
+        with _TIMEOUTS_LOCK:
+            entry[1] -= 1
+            if entry[1] == 0:
+                api.timeout = entry[0]
+                del _RAISED[id(api)]
 
 
 def _abs(workdir: str, path: str) -> str:

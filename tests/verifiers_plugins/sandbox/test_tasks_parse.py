@@ -278,3 +278,20 @@ def test_tests_are_delivered_writable_by_root_from_a_read_only_task_folder(tmp_p
         members = tar.getmembers()
     assert {m.name for m in members} == {".", "./test_outputs.py"}
     assert all(m.uid == 0 and m.gid == 0 and m.mode & 0o200 for m in members), [(m.name, oct(m.mode)) for m in members]
+
+
+def test_overlapping_raised_client_timeouts_end_at_the_clients_own():
+    # builds and snapshot commits of large images raise the shared client's 60 s read timeout; two threads'
+    # raises may overlap, and the last to end must restore the client's own value (not the other's raise)
+    import docker
+
+    api = docker.APIClient(base_url="unix:///nonexistent.sock", timeout=60, version="1.41")  # never connects
+    first = df.api_timeout(api, 1800)
+    second = df.api_timeout(api, 900)
+    first.__enter__()
+    second.__enter__()
+    assert api.timeout == 1800
+    first.__exit__(None, None, None)
+    assert api.timeout == 1800  # the second commit still runs
+    second.__exit__(None, None, None)
+    assert api.timeout == 60
