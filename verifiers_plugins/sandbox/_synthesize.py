@@ -116,8 +116,8 @@ def skip_reason(record: Mapping[str, Any], registries: frozenset[str] | None = N
         if hosts:
             return f"solution command {i + 1} needs {hosts[0]}, outside the registries: {command.strip()[:60]!r}"
         for word, host in IMPLICIT_HOSTS:
-            if word.search(command):
-                return f"solution command {i + 1} needs {host} ({word.pattern!r}): {command.strip()[:60]!r}"
+            if m := word.search(command):
+                return f"solution command {i + 1} needs {host} ({m.group(0).strip()!r}): {command.strip()[:60]!r}"
     return None
 
 
