@@ -295,3 +295,20 @@ def test_overlapping_raised_client_timeouts_end_at_the_clients_own():
     assert api.timeout == 1800  # the second commit still runs
     second.__exit__(None, None, None)
     assert api.timeout == 60
+
+
+def test_hub_downloads_by_id_are_named_in_builds_and_solutions(tmp_path: Path):
+    from verifiers_plugins.sandbox._synthesize import skip_reason
+
+    # eval-mteb's solution fetched its model by id: replayed, it failed without saying why
+    record = {"solution_commands": ["mteb --help", "mteb run -m BAAI/bge-small-en-v1.5 -t STS12"]}
+    assert skip_reason(record, REGISTRIES) == (
+        "solution command 2 needs huggingface.co ('mteb run -m'): 'mteb run -m BAAI/bge-small-en-v1.5 -t STS12'"
+    )
+    # reshard-c4-data's Dockerfile runs a copied setup.py that calls load_dataset
+    folder = _task_folder(tmp_path, None)
+    (folder / "setup.py").write_text("from datasets import load_dataset\nload_dataset('allenai/c4')\n")
+    text = "FROM t-bench/python-3-13\nCOPY setup.py ./\nRUN python setup.py\n"
+    assert _tasks.script_hosts(_tasks.load_task(folder), df.parse(text), REGISTRIES) == [("setup.py", "huggingface.co")]
+    step = df.parse("FROM x\nRUN python -c 'from transformers import AutoModel; AutoModel.from_pretrained(\"m\")'\n")
+    assert [host for host, _ in df.foreign_hosts(step, REGISTRIES)] == ["huggingface.co"]
