@@ -87,11 +87,13 @@ def gc(client: Any, *, everything: bool = False, owner: str | None = None) -> Gc
                 n_containers += 1
             except docker.errors.APIError:
                 pass
-    for img in client.images.list(filters={"label": f"{LABEL}=snapshot"}):
-        who = (img.labels or {}).get(f"{LABEL}.owner", "")
+    # the same for images: `client.images.list` inspects each one, and a snapshot another process (or a
+    # backend's background removal) deleted meanwhile raised ImageNotFound out of a backend's start
+    for img in client.api.images(filters={"label": f"{LABEL}=snapshot"}):
+        who = (img.get("Labels") or {}).get(f"{LABEL}.owner", "")
         if everything or (owner is not None and who == owner) or (owner is None and not owner_alive(who)):
             try:
-                answer = client.api.remove_image(img.id, force=True)
+                answer = client.api.remove_image(img["Id"], force=True)
             except docker.errors.APIError:
                 continue
             # The daemon lists what it untagged and what it deleted; only a deletion frees the image.
