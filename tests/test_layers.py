@@ -34,6 +34,10 @@ def test_packages_reach_each_other_only_through_their_public_surface():
                 top, *rest = node.module.split(".")
                 if top in PACKAGES and top != package and any(part.startswith("_") for part in rest):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}")
+                # `from pkg.sub import _private` reaches a private module (or name) just the same
+                hidden = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if top in PACKAGES and top != package and hidden:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {hidden} from {node.module}")
     assert not offenders, "\n".join(offenders)
 
 

@@ -15,7 +15,7 @@ the backend's exit and signal clean-up if the process dies.
 The outcome is the task's tests, run in the final state whatever ended the episode (Terminal-Bench
 runs them after a timeout too). A pivot synthesized from a Terminal-Bench task folder
 (`context["task"]["dir"]`) is scored by the task's own pytest suite, delivered only now and read
-through a nonce status line (issue 17's `_tasks.test_commands`/`test_outcome`, as `task_tests`
+through a nonce status line (the sandbox's `test_commands`/`test_outcome`, as `task_tests`
 does). A pivot without a task folder may name shell checks in `context["task_tests"]`:
 `{"commands": [commands run as root that must all exit 0], "timeout": seconds}`. A pivot with
 neither has no outcome: its episodes end with an error outcome, never a guessed reward.
@@ -121,10 +121,10 @@ class TerminalEpisodeEnv(EpisodeEnv):
         folder = str(task["dir"])
         if folder not in self._agent_timeouts:
             from verifiers_plugins.builtin.task_tests import resolve_task_dir
-            from verifiers_plugins.sandbox import _tasks
+            from verifiers_plugins.sandbox import load_task
 
             # a folder without a readable task.yaml raises TaskError naming it: its tests could not run either
-            self._agent_timeouts[folder] = _tasks.load_task(resolve_task_dir(folder)).agent_timeout
+            self._agent_timeouts[folder] = load_task(resolve_task_dir(folder)).agent_timeout
         return self._agent_timeouts[folder]
 
     def restore(self, pivot: Pivot) -> dict[str, Any]:
@@ -201,13 +201,13 @@ class TerminalEpisodeEnv(EpisodeEnv):
     def _task_tests(self, task_dir: str, ended_by: str) -> EpisodeOutcome:
         """The Terminal-Bench task's own pytest suite, delivered now and run in the live container (issue 17)."""
         from verifiers_plugins.builtin.task_tests import resolve_task_dir
-        from verifiers_plugins.sandbox import SandboxError, _tasks
+        from verifiers_plugins.sandbox import SandboxError, load_task, test_commands, test_outcome
 
         try:
-            task = _tasks.load_task(resolve_task_dir(task_dir))
+            task = load_task(resolve_task_dir(task_dir))
             nonce = "pivot-tests-" + secrets.token_hex(8)  # a status line the policy cannot forge
             outputs = []
-            for command in _tasks.test_commands(task, nonce, self.session.spec.workdir):
+            for command in test_commands(task, nonce, self.session.spec.workdir):
                 run = self.session.run_direct(command, timeout=task.tests.timeout + 60.0)
                 outputs.append(run.output)
                 if run.killed:
@@ -215,7 +215,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
                     return EpisodeOutcome(0.0, ended_by, self.rule, details)
         except SandboxError as e:  # the tests cannot run here: no outcome rather than a guess
             return EpisodeOutcome(0.0, ended_by, self.rule, error=f"task tests: {e}")
-        result = _tasks.test_outcome("".join(outputs), nonce)
+        result = test_outcome("".join(outputs), nonce)
         details = {"passed": result.passed, "ran": result.ran, "counts": dict(result.counts), "reason": result.reason}
         return EpisodeOutcome(1.0 if result.passed else 0.0, ended_by, self.rule, details)
 

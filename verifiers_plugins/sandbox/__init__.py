@@ -23,6 +23,9 @@ _LAZY = {
     "synthesize_file": "_synthesize",
     "build_tasks": "_tasks",
     "task_dirs": "_tasks",
+    "load_task": "_tasks",
+    "test_commands": "_tasks",
+    "test_outcome": "_tasks",
 }
 
 
@@ -41,6 +44,9 @@ __all__ = [
     "removed_in_this_process",
     "synthesize_file",
     "task_dirs",
+    "load_task",
+    "test_commands",
+    "test_outcome",
     "LABEL",
     "Comparison",
     "Effect",
