@@ -58,12 +58,15 @@ def pretrain(
     world: str = typer.Option("tau-airline", "--world", help="Tool world the synthetic conversations come from."),
     corpus: Path | None = typer.Option(None, "--corpus", help="Training pivots added to the tokenizer corpus only."),
     conversations: int = typer.Option(-1, "--conversations", help="Synthetic conversations (-1: the default)."),
-    steps: int = typer.Option(-1, "--steps", help="Optimizer steps (-1: the default)."),
+    steps: int = typer.Option(-1, "--steps", help="Optimizer steps on the conversations (-1: the default)."),
+    drill_steps: int = typer.Option(
+        -1, "--drill-steps", help="Optimizer steps on copy drills first (-1: the default)."
+    ),
     quick: bool = typer.Option(False, "--quick", help="The CI shape: a small model and a short run."),
     seed: int = typer.Option(0, "--seed", help="Seeds the conversations, the initialisation and the batches."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Pretrain a small model on synthetic conversations of a tool world (ids copied from the context)."""
+    """Pretrain a small model on copy drills, then synthetic conversations of a tool world (ids copied from context)."""
     from dataclasses import replace
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -80,10 +83,12 @@ def pretrain(
             config = replace(config, conversations=conversations)
         if steps >= 0:
             config = replace(config, steps=steps)
+        if drill_steps >= 0:
+            config = replace(config, drill_steps=drill_steps)
         extra = list(load_pivots(corpus)) if corpus else []
         columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True, disable=as_json) as bar:
-            task = bar.add_task("pretrain", total=max(config.steps, 1))
+            task = bar.add_task("pretrain", total=max(config.total_steps, 1))
             summary = run_pretrain(out, config, corpus=extra, log=lambda step, m: bar.update(task, completed=step))
     if as_json:
         emit_json(summary)

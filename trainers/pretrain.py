@@ -61,7 +61,11 @@ class PretrainConfig:
     Attributes:
         world: the tool world conversations are generated from.
         conversations: synthetic conversations (each gives several pivots).
-        steps: optimizer steps.
+        drill_steps: optimizer steps on copy drills (`copy_drills`, fresh data each step) before
+            the conversations: the copy skill first, then the conversations that use it.
+        drill_batch_size: drills per step.
+        drill_prompt_tokens: prompt tokens a drill keeps (short: the id is near, steps are cheap).
+        steps: optimizer steps on the synthetic conversations.
         batch_size: pivots per step.
         lr: peak learning rate.
         model: the model's shape.
@@ -71,6 +75,11 @@ class PretrainConfig:
 
     world: str = "tau-airline"
     conversations: int = 600
+    # measured on PRETRAIN_MODEL (docs/training.md): copy accuracy on held-out drills 0/40 after
+    # 400 conversation steps, 6/40 after 600 drill steps; the clean copy task needs ~600 steps
+    drill_steps: int = 1200
+    drill_batch_size: int = 32
+    drill_prompt_tokens: int = 64
     steps: int = 200
     batch_size: int = 16
     lr: float = 3e-3
@@ -82,14 +91,25 @@ class PretrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.conversations < 1 or self.steps < 0:
+        if self.conversations < 1 or self.steps < 0 or self.drill_steps < 0:
             raise ValueError(f"PretrainConfig: expected conversations >= 1 and steps >= 0, got {self}")
 
     def quick(self) -> PretrainConfig:
         """The CI shape: fewer conversations and steps, the small model, shorter prompts."""
         return replace(
-            self, conversations=150, steps=100, batch_size=8, model=QUICK_MODEL, settings=StageSettings(2, 160, 64, 0.7)
+            self,
+            conversations=150,
+            drill_steps=60,
+            steps=100,
+            batch_size=8,
+            model=QUICK_MODEL,
+            settings=StageSettings(2, 160, 64, 0.7),
         )
+
+    @property
+    def total_steps(self) -> int:
+        """Drill and conversation steps together (the stage's progress)."""
+        return self.drill_steps + self.steps
 
 
 # -- synthetic conversations -------------------------------------------------------------------
@@ -231,6 +251,62 @@ def _book(w: ConversationWriter, uid: str, flights: Sequence[tuple[str, str, str
     w.say("Which flight would you like to book?")
 
 
+DRILL_WANTS = {
+    "get_user_details": ("look up my profile", "check my account", "see my reservations"),
+    "get_reservation_details": ("check a reservation", "look at my booking", "see my trip details"),
+    "cancel_reservation": ("cancel a reservation", "cancel my booking", "cancel my trip"),
+}
+DRILL_SAYS = {
+    "user_id": ("My user id is {v}.", "Hi, I'm {v} and I want to {want}.", "{v}", "Sure, it's {v}.", "User ID: {v}"),
+    "reservation_id": (
+        "The reservation id is {v}.",
+        "I want to {want}: {v}.",
+        "{v}",
+        "It's reservation {v}.",
+        "Hi, I'd like to {want}. The confirmation number is {v}.",
+    ),
+}
+
+
+def copy_drills(world: Any, n: int, seed: int = 0) -> list[Pivot]:
+    """`n` one-turn chats whose call copies an id the user just said: a copy skill taught on fresh data.
+
+    Real conversations repeat a few hundred users, so a small model trained on them can lower
+    its loss by memorising which id goes with which context instead of copying. Here every drill
+    draws a fresh (phrasing, id, distractor) triple from the whole database, so copying is the
+    only rule that fits; measured on a clean copy task, this model shape learns it in a few hundred
+    steps this way. A distractor id of the other kind sits in the chat half the time, so the call
+    must also copy the right kind.
+    """
+    rng = random.Random(seed)
+    ids = {"user_id": sorted(world.tables["users"]), "reservation_id": sorted(world.tables["reservations"])}
+    schemas = tuple(world.schemas())
+    out: list[Pivot] = []
+    for i in range(n):
+        tool = rng.choice(tuple(DRILL_WANTS))
+        key = "user_id" if tool == "get_user_details" else "reservation_id"
+        value = rng.choice(ids[key])
+        said = _say(rng, DRILL_SAYS[key], v=value, want=_say(rng, DRILL_WANTS[tool]))
+        history = [Message("user", said)]
+        if rng.random() < 0.5:
+            other = "reservation_id" if key == "user_id" else "user_id"
+            history.insert(0, Message("user", _say(rng, DRILL_SAYS[other], v=rng.choice(ids[other]), want="get help")))
+            history.insert(1, Message("assistant", "Thanks. What else can you tell me?"))
+        call = ToolCall(tool, json.dumps({key: value}), f"call_{i}")
+        context = {"world": world.name, "trajectory_id": f"drill/{world.name}/{i}", "synthetic": True}
+        out.append(
+            Pivot(
+                f"drill/{world.name}/{i}#{len(history)}",
+                "tool-use",
+                tuple(history),
+                Message("assistant", None, (call,)),
+                schemas,
+                context,
+            )
+        )
+    return out
+
+
 def _flight_days(world: Any, limit: int = 400) -> list[tuple[str, str, str, str]]:
     """(origin, destination, date, flight number) of available flights, in database order."""
     out = []
@@ -241,6 +317,11 @@ def _flight_days(world: Any, limit: int = 400) -> list[tuple[str, str, str, str]
             if on_day.get("status") == "available" and day >= "2024-05-15":
                 out.append((flight["origin"], flight["destination"], day, number))
     return out[:: max(1, len(out) // limit)]
+
+
+def world_words(world: Any) -> dict[str, list[str]]:
+    """The airline world's entity ids by kind (users, reservations, flights): whole tokens of the policy."""
+    return {kind: sorted(world.tables[kind]) for kind in ("users", "reservations", "flights") if kind in world.tables}
 
 
 def synthetic_pivots(world: Any, conversations: int, seed: int = 0, system: str | None = None) -> list[Pivot]:
@@ -300,7 +381,7 @@ def pretrain(
     log: Callable[[int, dict[str, float]], None] | None = None,
     world: Any = None,
 ) -> dict[str, Any]:
-    """Build a tokenizer and a random-init model, then train it on synthetic pivots of the world.
+    """Build a tokenizer and a random-init model, then train it on copy drills and synthetic conversations.
 
     Args:
         out: the model folder written (weights, tokenizer, stage settings).
@@ -334,11 +415,35 @@ def pretrain(
         seed=config.seed,
         log_every=1,
     )
-    with tempfile.TemporaryDirectory(prefix="pivot-pretrain-") as init:
+    drills = SFTConfig(
+        steps=config.drill_steps,
+        batch_size=config.drill_batch_size,
+        lr=config.lr,
+        warmup_steps=min(30, max(1, config.drill_steps // 10)),
+        max_history_messages=s.max_history_messages,
+        max_prompt_tokens=config.drill_prompt_tokens,
+        max_completion_tokens=s.max_new_tokens,
+        temperature=s.temperature,
+        seed=config.seed,
+        log_every=1,
+    )
+    with tempfile.TemporaryDirectory(prefix="pivot-pretrain-") as work:
+        init = Path(work) / "init"
         built = build_tiny_model(
-            init, pivots=[*last_turns(pivots), *last_turns(corpus)], config=replace(config.model, seed=config.seed)
+            init,
+            pivots=[*last_turns(pivots), *last_turns(corpus)],
+            config=replace(config.model, seed=config.seed),
+            words=world_words(world),
         )
-        summary = train_sft(init, pivots, out, sft, log=log)
+        if config.drill_steps:
+            # every drill is seen once: copying is the only rule that fits fresh data
+            drilled = copy_drills(world, config.drill_steps * config.drill_batch_size, config.seed)
+            drill_summary = train_sft(init, drilled, Path(work) / "drilled", drills, log=log)
+            init = Path(work) / "drilled"
+        shifted = None if log is None else (lambda step, m: log(config.drill_steps + step, m))
+        summary = train_sft(init, pivots, out, sft, log=shifted)
+    if config.drill_steps:
+        summary["drill_last_loss"] = drill_summary["last_loss"]
     info = {**summary, "parameters": built["parameters"], "synthetic_pivots": len(pivots), "world": world.name}
     (Path(out) / "pivot_pretrain.json").write_text(json.dumps(info, indent=2, default=str))
     return info

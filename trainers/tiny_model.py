@@ -13,7 +13,7 @@ The model is a random-init Qwen3-style decoder (about 1M parameters, fp32): figu
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,9 +114,14 @@ def corpus_texts(pivots: Iterable[Any], tokenizer: Any) -> list[str]:
     return texts
 
 
-def build_tokenizer(texts: Sequence[str], vocab_size: int, split_spaces: bool = False) -> Any:
-    """Train a byte-level BPE on `texts` and wrap it as a transformers fast tokenizer (see `TinyModelConfig`)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+def build_tokenizer(
+    texts: Sequence[str], vocab_size: int, split_spaces: bool = False, words: Sequence[str] = ()
+) -> Any:
+    """Train a byte-level BPE on `texts` and wrap it as a transformers fast tokenizer (see `TinyModelConfig`).
+
+    `words` become whole tokens (matched only as whole words): see `build_tiny_model`.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
@@ -139,6 +144,7 @@ def build_tokenizer(texts: Sequence[str], vocab_size: int, split_spaces: bool = 
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE
     )
     tok.add_tokens(list(TAG_TOKENS))
+    tok.add_tokens([AddedToken(w, single_word=True, normalized=False) for w in dict.fromkeys(words)])
     return tok
 
 
@@ -151,7 +157,10 @@ def _bootstrap_tokenizer() -> Any:
 
 
 def build_tiny_model(
-    out: str | Path, pivots: Sequence[Any] | None = None, config: TinyModelConfig | None = None
+    out: str | Path,
+    pivots: Sequence[Any] | None = None,
+    config: TinyModelConfig | None = None,
+    words: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Write a tokenizer + random-init Qwen3-style causal LM to `out` (loadable with from_pretrained).
 
@@ -159,6 +168,13 @@ def build_tiny_model(
         out: output folder.
         pivots: the tokenizer's training corpus; the bundled pivots of every domain when None.
         config: model shape.
+        words: whole-word tokens by kind, e.g. a tool world's entity ids (`world_words`). A BPE
+            splits an id like `NQNU5R` into pieces, and copying a run of pieces from the
+            conversation into a call needs induction circuits that a model of this size does not
+            form in a CPU budget. As one token each, an id is copied by a single attention step,
+            and with tied embeddings that works even for an id the model never saw in training.
+            For attention to find "the user id" among thousands of ids it rarely sees, each
+            kind's embeddings start from a shared direction plus their own random part.
 
     Returns:
         A summary: path, parameter count, vocabulary size.
@@ -168,7 +184,9 @@ def build_tiny_model(
 
     config = config or TinyModelConfig()
     pivots = list(pivots) if pivots is not None else bundled_pivots()
-    tok = build_tokenizer(corpus_texts(pivots, _bootstrap_tokenizer()), config.vocab_size, config.split_spaces)
+    words = dict(words or {})
+    texts = corpus_texts(pivots, _bootstrap_tokenizer())
+    tok = build_tokenizer(texts, config.vocab_size, config.split_spaces, [w for ws in words.values() for w in ws])
     torch.manual_seed(config.seed)
     model_config = Qwen3Config(
         vocab_size=len(tok),
@@ -185,6 +203,7 @@ def build_tiny_model(
         pad_token_id=tok.pad_token_id,
     )
     model = Qwen3ForCausalLM(model_config).to(torch.float32)
+    _kind_embeddings(model, tok, words)
     model.generation_config.eos_token_id = model_config.eos_token_id
     model.generation_config.pad_token_id = model_config.pad_token_id
     out = Path(out)
@@ -195,6 +214,19 @@ def build_tiny_model(
     summary = {"path": str(out), "parameters": params, "vocab_size": len(tok), "corpus_pivots": len(pivots)}
     (out / "pivot_tiny.json").write_text(json.dumps({**summary, "config": config.__dict__}, indent=2))
     return summary
+
+
+def _kind_embeddings(model: Any, tokenizer: Any, words: Mapping[str, Sequence[str]]) -> None:
+    """Start each kind's word embeddings at (shared direction + own random part) / sqrt(2): same scale."""
+    import torch
+
+    table = model.get_input_embeddings().weight
+    std = model.config.initializer_range
+    with torch.no_grad():
+        for ws in words.values():
+            ids = tokenizer.convert_tokens_to_ids(list(dict.fromkeys(ws)))
+            shared = torch.randn(table.shape[1]) * std
+            table[ids] = (shared + torch.randn(len(ids), table.shape[1]) * std) / 2**0.5
 
 
 def bundled_pivots() -> list[Any]:

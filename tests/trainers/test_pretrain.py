@@ -38,3 +38,47 @@ def test_quick_config_is_smaller_and_saves_its_settings_shape():
     full, quick = PretrainConfig(), PretrainConfig().quick()
     assert quick.steps < full.steps and quick.conversations < full.conversations
     assert quick.model.split_spaces and full.model.split_spaces
+
+
+def test_copy_drills_call_with_an_id_the_user_just_said_and_are_fresh():
+    from trainers.pretrain import copy_drills
+
+    world = tau_airline()
+    drills = copy_drills(world, 300, seed=2)
+    values = []
+    for p in drills:
+        (call,) = p.expert.tool_calls
+        ((key, value),) = json.loads(call.arguments).items()
+        assert key == ("user_id" if call.name == "get_user_details" else "reservation_id")
+        assert value in p.history[-1].content  # the last user message says it: copy, not recall
+        table = world.tables["users" if key == "user_id" else "reservations"]
+        assert value in table  # a real id, so the call runs in the world
+        values.append(value)
+    assert len(set(values)) > 0.8 * len(values)  # drawn from the whole database, not a few ids
+    assert any(len(p.history) > 1 for p in drills)  # some carry a distractor id of the other kind
+    assert [p.id for p in copy_drills(world, 300, seed=2)] == [p.id for p in drills]
+
+
+def test_world_ids_are_whole_tokens_with_a_shared_direction_per_kind(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.pretrain import QUICK_MODEL, world_words
+    from trainers.tiny_model import build_tiny_model
+
+    world = tau_airline()
+    words = world_words(world)
+    pivots = synthetic_pivots(world, 4, seed=0)
+    build_tiny_model(tmp_path, pivots=last_turns(pivots), config=QUICK_MODEL, words=words)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    uid, rid = words["users"][0], words["reservations"][0]
+    text = f'Hi, I\'m {uid}. {{"reservation_id": "{rid}"}} x{rid}'
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    pieces = [tok.decode([i]) for i in ids]
+    assert uid in pieces and rid in pieces and tok.decode(ids) == text
+    assert pieces.count(rid) == 1  # inside "x<id>" it is not a word: BPE pieces there
+    emb = AutoModelForCausalLM.from_pretrained(tmp_path).get_input_embeddings().weight.detach()
+    users = emb[tok.convert_tokens_to_ids(words["users"][:50])]
+    others = emb[:50]
+    cos = torch.nn.functional.cosine_similarity
+    assert cos(users[0], users[1:], dim=-1).mean() > 0.3 > cos(users[0], others, dim=-1).abs().mean()
