@@ -17,6 +17,8 @@ Stages, each printed with its elapsed time and a progress bar:
    | `pivotrl` | D_adv | GRPO, functional reward (the env's default chain) |
    | `strict` | D_adv | GRPO, strict reward (`exact_match`): only the reward differs from pivotrl |
    | `no_filter` | D_cand | GRPO, functional reward: only the filter differs from pivotrl |
+   | `e2e` | training tasks | end-to-end episode GRPO from each task's initial state (the same trainer
+     in episode mode, the recorded user, tau-bench's outcome): only what a group is differs |
 
 6. **eval** every arm and seed on the held-out tool-call pivots (`pivot eval`: K samples at the
    training temperature, functional chain), with 95 % bootstrap intervals clustered by trajectory,
@@ -46,6 +48,7 @@ import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
 from pivot_core import Pivot, load_pivots, select_pivots, split_pivots, write_pivots
 from trainers._advantages import zero_variance_groups
 from trainers.backends._base import SamplingParams
+from trainers.episodes import end_to_end_config
 from trainers.eval import SampleRecord, cluster_counts, contrast_ci, local_backend, score_samples
 from trainers.grpo import GRPOConfig, GRPOTrainer
 from trainers.pretrain import PretrainConfig
@@ -53,7 +56,8 @@ from trainers.settings import StageSettings
 
 ENV_ID = "pivot/tool-use-v0"
 STRICT_VERIFIERS = ("exact_match",)
-ARMS = ("sft", "pivotrl", "strict", "no_filter")
+ARMS = ("sft", "pivotrl", "strict", "no_filter", "e2e")
+TRAIN_SETS = {"sft": "D_adv", "pivotrl": "D_adv", "strict": "D_adv", "no_filter": "D_cand", "e2e": "episodes"}
 BUNDLED_DATA = "tool_use_tau_airline_exec.jsonl"
 FULL_DATA = Path("tool_use") / "tau_bench_airline_gpt4o.jsonl"
 
@@ -111,6 +115,10 @@ class DemoConfig:
     """One run per arm and seed."""
     eval_k: int = 4
     """Samples per held-out pivot per arm and seed."""
+    e2e_max_turns: int = 3
+    """Agent turns per end-to-end episode (the e2e arm)."""
+    e2e_max_observation_tokens: int = 96
+    """Tokens kept of each observation in an episode (prompt + turns must fit the model's positions)."""
     threads: int | None = None
     """Torch threads; `cpu_threads()` (1 on a busy machine, else every core) when None."""
 
@@ -135,6 +143,8 @@ class DemoConfig:
             sft_arm_lr=1e-3,
             seeds=(0, 1),
             eval_k=2,
+            e2e_max_turns=2,
+            e2e_max_observation_tokens=64,
         )
 
     @property
@@ -239,28 +249,17 @@ def sft_arm(sft: Path, d_adv: Sequence[Pivot], out: Path, cfg: DemoConfig, seed:
     """Same-data SFT continued from the SFT model on D_adv's expert turns, steps x (P x G) examples."""
     from trainers.sft import SFTConfig, train_sft
 
-    s = cfg.settings
-    config = SFTConfig(
-        steps=cfg.steps,
-        batch_size=cfg.pivots_per_step * cfg.group_size,
-        lr=cfg.sft_arm_lr,
-        warmup_steps=1,
-        max_history_messages=s.max_history_messages,
-        max_prompt_tokens=s.max_prompt_tokens,
-        max_completion_tokens=s.max_new_tokens,
-        temperature=s.temperature,
-        seed=seed,
-        log_every=1,
+    batch = cfg.pivots_per_step * cfg.group_size
+    config = SFTConfig.from_settings(
+        cfg.settings, steps=cfg.steps, batch_size=batch, lr=cfg.sft_arm_lr, warmup_steps=1, seed=seed, log_every=1
     )
     train_sft(sft, list(d_adv), out / "final", config, log=lambda step, m: advance(1))
 
 
-def grpo_arm(
-    sft: Path, pivot_file: Path, out: Path, cfg: DemoConfig, seed: int, verifiers: Sequence[str] | None, advance
-) -> list[dict[str, float]]:
-    """GRPO from the SFT model on one pivot file; returns the per-step metrics."""
+def arm_config(sft: Path, pivot_file: Path, out: Path, cfg: DemoConfig, seed: int, verifiers: Sequence[str] | None):
+    """The GRPO config of a pivot arm (the e2e arm is its episode-mode twin)."""
     s = cfg.settings
-    grpo = GRPOConfig(
+    return GRPOConfig(
         model=str(sft),
         pivots=str(pivot_file),
         env_id=ENV_ID,
@@ -277,6 +276,10 @@ def grpo_arm(
         beta=cfg.beta,
         seed=seed,
     )
+
+
+def grpo_arm(grpo: GRPOConfig, out: Path, advance: Callable) -> list[dict[str, float]]:
+    """Train one GRPO arm (pivot or episode mode); returns the per-step metrics."""
     (out / "metrics.jsonl").unlink(missing_ok=True)  # a rerun starts a fresh log
     steps: list[dict[str, float]] = []
 
@@ -325,19 +328,22 @@ def arm_rows(
         steps = [m for s in seeds for m in runs.get((arm, s), [])]
         if arm == "sft":  # no rollouts: the share its data faces under the reference policy
             zero_var, reward_std = float(zero_variance_groups(adv_prof).float().mean()), float(adv_prof.std(1).mean())
+            turns = 0.0
         else:
             zero_var = float(np.mean([m["rollout/zero_var_share"] for m in steps]))
             reward_std = float(np.mean([m["rollout/reward_std"] for m in steps]))
+            turns = float(np.mean([m.get("rollout/turns_mean", 1.0) for m in steps]))  # a pivot rollout is one turn
         per_seed = [float(sum(r.accepted for r in records[(arm, s)]) / len(records[(arm, s)])) for s in seeds]
         rows.append(
             {
                 "method": arm,
-                "train_set": "D_cand" if arm == "no_filter" else "D_adv",
+                "train_set": TRAIN_SETS[arm],
                 "heldout_accept": value,
                 "heldout_ci": [low, high],
                 "heldout_per_seed": per_seed,
                 "zero_var_share": zero_var,
                 "reward_std": reward_std,
+                "turns_per_rollout": turns,
                 "seeds": list(seeds),
                 "weight_change": [changes[(arm, s)] for s in seeds],
             }
@@ -358,11 +364,8 @@ def plot_results(rows: Sequence[dict[str, Any]], runs: dict, seeds: Sequence[int
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for arm, label in (
-        ("pivotrl", "pivotrl (D_adv)"),
-        ("strict", "strict (D_adv)"),
-        ("no_filter", "no_filter (D_cand)"),
-    ):
+    for arm in ("pivotrl", "strict", "no_filter", "e2e"):
+        label = f"{arm} ({TRAIN_SETS[arm]})"
         per_seed = [[m["rollout/reward_std"] for m in runs[(arm, s)]] for s in seeds]
         ys = np.mean(np.array(per_seed), axis=0)
         ax.plot(range(1, len(ys) + 1), ys, marker="o", label=label)
@@ -408,9 +411,10 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
         split = split_pivots(list(load_pivots(data)), heldout=cfg.heldout, by="auto", seed=cfg.split_seed)
         train = evenly(split.train, cfg.max_train_pivots)
         write_pivots(train, root / "train.jsonl")
+        write_pivots(split.train, root / "train_split.jsonl")  # whole training trajectories: the e2e arm's tasks
         advance(1, f"{data.name} by {split.by}: {len(split.train)} train / {len(split.heldout)} held-out pivots")
 
-    with log.stage("pretrain", cfg.pretrain.steps) as advance:
+    with log.stage("pretrain", cfg.pretrain.total_steps) as advance:
         info = pretrain(root / "pretrain", cfg.pretrain, corpus=list(split.train), log=lambda st, m: advance(1))
         advance(0, f"{info['parameters'] / 1e6:.1f}M params, {info['synthetic_pivots']} synthetic pivots")
 
@@ -420,16 +424,7 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
             root / "pretrain",
             list(split.train),
             sft,
-            SFTConfig(
-                steps=cfg.sft_steps,
-                batch_size=16,
-                lr=cfg.sft_lr,
-                max_history_messages=s.max_history_messages,
-                max_prompt_tokens=s.max_prompt_tokens,
-                max_completion_tokens=s.max_new_tokens,
-                temperature=s.temperature,
-                log_every=1,
-            ),
+            SFTConfig.from_settings(s, steps=cfg.sft_steps, batch_size=16, lr=cfg.sft_lr, log_every=1),
             log=lambda st, m: advance(1),
         )
         advance(0, f"{len(split.train)} pivots, {summary['targets_cut']} targets longer than the budget")
@@ -473,8 +468,11 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
                     sft_arm(sft, d_adv, out, cfg, seed, advance)
                     continue
                 pivot_file = root / ("d_cand.jsonl" if arm == "no_filter" else "d_adv.jsonl")
-                verifiers = STRICT_VERIFIERS if arm == "strict" else None
-                runs[(arm, seed)] = grpo_arm(sft, pivot_file, out, cfg, seed, verifiers, advance)
+                grpo = arm_config(sft, pivot_file, out, cfg, seed, STRICT_VERIFIERS if arm == "strict" else None)
+                if arm == "e2e":  # the pivotrl arm's twin: same trainer, samples and seed; episodes for groups
+                    grpo = end_to_end_config(grpo, str(root / "train_split.jsonl"), str(out), cfg.e2e_max_turns)
+                    grpo = replace(grpo, max_observation_tokens=cfg.e2e_max_observation_tokens)
+                runs[(arm, seed)] = grpo_arm(grpo, out, advance)
 
     records: dict[tuple[str, int], list[SampleRecord]] = {}
     changes: dict[tuple[str, int], float] = {}

@@ -73,6 +73,17 @@ class SFTConfig:
         if self.max_completion_tokens < 1:
             raise ValueError(f"SFTConfig.max_completion_tokens: expected >= 1, got {self.max_completion_tokens}")
 
+    @classmethod
+    def from_settings(cls, settings: StageSettings, **fields: Any) -> SFTConfig:
+        """A run on the prompt cuts and completion budget of `settings`; the other fields from `fields`."""
+        return cls(
+            max_history_messages=settings.max_history_messages,
+            max_prompt_tokens=settings.max_prompt_tokens,
+            max_completion_tokens=settings.max_new_tokens,
+            temperature=settings.temperature,
+            **fields,
+        )
+
     def settings(self) -> StageSettings:
         """The stage settings this run trains with (saved beside the weights)."""
         return StageSettings(

@@ -32,10 +32,16 @@ def test_demo_quick_runs_every_stage_and_each_arm_learns(tmp_path):
     for r in rows.values():
         assert 0.0 <= r["heldout_ci"][0] <= r["heldout_accept"] <= r["heldout_ci"][1] <= 1.0
         assert len(r["seeds"]) == len(r["heldout_per_seed"]) == len(r["weight_change"]) >= 2
+        assert math.isfinite(r["reward_std"]) and 0.0 <= r["zero_var_share"] <= 1.0
+    for r in (rows[m] for m in ARMS if m != "e2e"):
         # an arm changed its parameters (a no_filter seed whose batches all had equal rewards
         # rightly stays put: zero advantages and a zero KL at the reference give no gradient)
         assert max(r["weight_change"]) > 0, f"{r['method']} did not change its parameters"
-        assert math.isfinite(r["reward_std"]) and 0.0 <= r["zero_var_share"] <= 1.0
+    # the end-to-end arm ran whole episodes through the same trainer; with outcome rewards on this
+    # budget its groups rarely mix, so it may rightly stay put (the paper's point about e2e RL)
+    e2e = rows["e2e"]
+    assert e2e["turns_per_rollout"] > rows["pivotrl"]["turns_per_rollout"] == 1.0
+    assert e2e["weight_change"][0] > 0 or e2e["zero_var_share"] == 1.0
     # selection: GRPO batches drawn from D_adv have fewer zero-variance groups than from D_cand
     assert rows["pivotrl"]["zero_var_share"] < rows["no_filter"]["zero_var_share"]
     assert data["contrast"]["d_cand_zero_var_share"] > 0.0
