@@ -143,7 +143,7 @@ def demo_pivotrl(
         False, "--quick", help="The CI configuration: bundled sample, small model, every stage."
     ),
 ) -> None:
-    """Split by task, pretrain, SFT, profile, D_adv; sft/pivotrl/strict/no_filter arms x seeds; held-out CIs."""
+    """Split by task, pretrain, SFT, profile, D_adv; sft/pivotrl/strict/no_filter/e2e arms x seeds; held-out CIs."""
     from dataclasses import replace
 
     from pivot_cli._models import quiet_transformers
