@@ -56,8 +56,8 @@ from trainers.settings import StageSettings
 
 ENV_ID = "pivot/tool-use-v0"
 STRICT_VERIFIERS = ("exact_match",)
-ARMS = ("sft", "pivotrl", "strict", "no_filter", "e2e")
 TRAIN_SETS = {"sft": "D_adv", "pivotrl": "D_adv", "strict": "D_adv", "no_filter": "D_cand", "e2e": "episodes"}
+ARMS = tuple(TRAIN_SETS)  # every arm and what it trains on, in table order
 BUNDLED_DATA = "tool_use_tau_airline_exec.jsonl"
 FULL_DATA = Path("tool_use") / "tau_bench_airline_gpt4o.jsonl"
 
