@@ -186,5 +186,11 @@ def terminal_bench(
     rows = [(r["task_id"], r["status"], r.get("reason", "")[:70]) for r in report["tasks"]]
     print_table("terminal-bench synthesis", ["task", "status", "reason"], rows)
     console.print(
-        f"{report['succeeded']} of {report['total']} tasks synthesized; {report['pivots']} pivots written to {out}"
+        f"{report['succeeded']} of {report['total']} tasks synthesized"
+        + (
+            f" (+{report['partial']} up to a command that needs a host outside the registries)"
+            if report.get("partial")
+            else ""
+        )
+        + f"; {report['pivots']} pivots written to {out}"
     )

@@ -87,7 +87,7 @@ class TaskTests:
     role = "acceptor"
     cost = "sandbox"
     deterministic = True
-    version = "2"  # 2: tests delivered writable by root; long test logs keep their status line
+    version = "3"  # 2: tests delivered writable by root; long test logs keep their status line. 3: skips a cut solution
 
     def __init__(self, mode: str = "continuation", command_timeout: float = 60.0) -> None:
         if mode not in MODES:
@@ -110,6 +110,9 @@ class TaskTests:
             return [Verdict.skip("pivot has no task context (not synthesized from a task folder)")] * len(actions)
         if (pivot.context.get("sandbox") or {}).get("expert_needs_network"):
             return [Verdict.skip("the expert action needs the network: tests cannot run it")] * len(actions)
+        if truncated := pivot.context.get("truncated"):
+            # the expert's session stops at a command that cannot run here: no finished state to test
+            return [Verdict.skip(f"the solution is cut here: {truncated.get('reason', '')}")] * len(actions)
         history = history_commands(pivot)
         solution = [str(c) for c in task.get("solution") or []]
         at = len(history)
@@ -155,6 +158,12 @@ def oracle_check(context: Mapping[str, Any]) -> dict[str, Any]:
     task = context.get("task") or {}
     if spec is None or not task.get("dir"):
         return {"before": None, "after": None, "reason": "no task context"}
+    if truncated := context.get("truncated"):
+        return {
+            "before": None,
+            "after": None,
+            "reason": f"the oracle solution cannot run to its end here: {truncated.get('reason', '')}",
+        }
     solution = [str(c) for c in task.get("solution") or []]
     task_dir = resolve_task_dir(str(task["dir"]))
     out: dict[str, Any] = {}

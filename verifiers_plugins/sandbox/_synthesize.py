@@ -9,7 +9,11 @@ turn (Terminus JSON with its keystrokes) and its real output the next user turn.
 needs the network is marked `context.sandbox.expert_needs_network` (no container without a network
 can reproduce it: the static part of the chain scores it). Each pivot also carries `context.task`
 (the folder, the solution, the test timeout) for `task_tests`. Tasks that need a host outside the
-registries, a custom environment, or a folder that cannot build are skipped with one reason.
+registries, a custom environment, or a folder that cannot build are skipped with one reason; a
+solution that reaches such a host only after some commands is synthesized up to that command
+(status `partial`, `context.truncated`): the pivots before it have states the sandbox rebuilds, the
+pivot at it is scored by the static part of the chain, and `task_tests` skips them all (the expert's
+session cannot be finished here, so the tests cannot judge a continuation).
 Terminal-Bench data carries a canary: use the output for tests and demos, never training.
 """
 
@@ -66,8 +70,14 @@ def _turn(analysis: str, plan: str, commands: Sequence[str], complete: bool) -> 
     return Message("assistant", json.dumps(body, ensure_ascii=False), extra={"synthesized": True})
 
 
-def terminus_messages(instruction: str, workdir: str, steps: Sequence[tuple[str, int, str, str]]) -> list[Message]:
-    """The Terminus chat of a session: steps are (command, exit code, output, cwd after)."""
+def terminus_messages(
+    instruction: str, workdir: str, steps: Sequence[tuple[str, int, str, str]], cut_at: str | None = None
+) -> list[Message]:
+    """The Terminus chat of a session: steps are (command, exit code, output, cwd after).
+
+    The chat ends with a turn that declares the task done; with `cut_at` (the command the session
+    could not run here) it ends with the turn that runs it instead, and no output after it.
+    """
     messages = [
         Message(
             "user",
@@ -76,14 +86,17 @@ def terminus_messages(instruction: str, workdir: str, steps: Sequence[tuple[str,
     ]
     cwd = workdir
     for i, (command, _code, output, after) in enumerate(steps):
-        analysis = (
-            "The terminal is ready and nothing has run yet."
-            if i == 0
-            else f"The previous command finished with exit status {steps[i - 1][1]}."
+        messages.append(
+            _turn(_analysis(steps, i), f"Step {i + 1} of the solution: run `{command[:200]}`.", [command], False)
         )
-        messages.append(_turn(analysis, f"Step {i + 1} of the solution: run `{command[:200]}`.", [command], False))
         messages.append(Message("user", "New Terminal Output:\n\n" + _screen(cwd, command, output)))
         cwd = after or cwd
+    if cut_at is not None:
+        i = len(steps)
+        messages.append(
+            _turn(_analysis(steps, i), f"Step {i + 1} of the solution: run `{cut_at[:200]}`.", [cut_at], False)
+        )
+        return messages
     messages.append(
         _turn(
             f"The last command finished with exit status {steps[-1][1]}; the task is done.",
@@ -93,6 +106,12 @@ def terminus_messages(instruction: str, workdir: str, steps: Sequence[tuple[str,
         )
     )
     return messages
+
+
+def _analysis(steps: Sequence[tuple[str, int, str, str]], i: int) -> str:
+    if i == 0:
+        return "The terminal is ready and nothing has run yet."
+    return f"The previous command finished with exit status {steps[i - 1][1]}."
 
 
 def skip_reason(record: Mapping[str, Any], registries: frozenset[str] | None = None) -> str | None:
@@ -107,17 +126,22 @@ def skip_reason(record: Mapping[str, Any], registries: frozenset[str] | None = N
     if not commands:
         return "no solution commands"
     for i, command in enumerate(commands):
-        if registries is None:
-            m = NETWORK.search(command)
-            if m:
-                return f"needs the network ({m.group(0)!r} in {command.strip()[:60]!r})"
-            continue
-        hosts = hosts_in(command, registries) if FETCH.search(command) else []
-        if hosts:
-            return f"solution command {i + 1} needs {hosts[0]}, outside the registries: {command.strip()[:60]!r}"
-        for word, host in IMPLICIT_HOSTS:
-            if m := word.search(command):
-                return f"solution command {i + 1} needs {host} ({m.group(0).strip()!r}): {command.strip()[:60]!r}"
+        if reason := command_skip_reason(command, registries):
+            return f"solution command {i + 1} {reason}"
+    return None
+
+
+def command_skip_reason(command: str, registries: frozenset[str] | None) -> str | None:
+    """Why one solution command cannot run here ("needs HOST, outside the registries: ..."), None when it may."""
+    if registries is None:
+        m = NETWORK.search(command)
+        return f"needs the network ({m.group(0)!r} in {command.strip()[:60]!r})" if m else None
+    hosts = hosts_in(command, registries) if FETCH.search(command) else []
+    if hosts:
+        return f"needs {hosts[0]}, outside the registries: {command.strip()[:60]!r}"
+    for word, host in IMPLICIT_HOSTS:
+        if m := word.search(command):
+            return f"needs {host} ({m.group(0).strip()!r}): {command.strip()[:60]!r}"
     return None
 
 
@@ -146,11 +170,25 @@ def synthesize_task(
             **record,
             "solution_commands": [registry_equivalent(c) for c in record.get("solution_commands") or []],
         }
-    reason = skip_reason(record, registries if spec.replay_access else None)
-    if reason:
-        return None, reason
-    commands = [c for c in record["solution_commands"] if c.strip()]
-    runs = backend.transcript(spec, commands, timeout=timeout)
+    registries = registries if spec.replay_access else None
+    commands = [c for c in record.get("solution_commands") or [] if c.strip()]
+    # In the task's own image a solution may run up to a command that needs a host outside the
+    # registries: the session is synthesized up to it (the pivots before it have states we rebuild).
+    cut = None
+    if registries is not None and not record.get("env_name"):
+        cut = next((i for i, c in enumerate(commands) if command_skip_reason(c, registries)), None)
+    if cut is None or cut == 0:
+        reason = skip_reason(record, registries)
+        if reason:
+            return None, reason
+    truncated = None
+    if cut is not None:
+        reason = f"solution command {cut + 1} " + (command_skip_reason(commands[cut], registries) or "")
+        if all(needs_network([c]) for c in commands[:cut]):
+            # every pivot before the cut would be scored statically: nothing of this task executes
+            return None, f"{reason}; every command before it needs the network"
+        truncated = {"at_command": cut + 1, "reason": reason}
+    runs = backend.transcript(spec, commands[:cut] if cut is not None else commands, timeout=timeout)
     steps = []
     for i, (raw, cwd) in enumerate(runs):
         output = raw.stdout.decode(errors="replace")
@@ -182,12 +220,15 @@ def synthesize_task(
     }
     if task:
         context["task"] = {**task, "solution": commands}
+    if truncated:
+        context["truncated"] = truncated
     if record.get("canary_guid"):
         context["canary_guid"] = record["canary_guid"]  # contamination marker: tests and demos only
+    cut_at = commands[cut] if cut is not None else None
     traj = Trajectory(
         id=f"synth/{record.get('id') or task_id}",
         domain="terminal",
-        messages=tuple(terminus_messages(record.get("instruction", ""), spec.workdir, steps)),
+        messages=tuple(terminus_messages(record.get("instruction", ""), spec.workdir, steps, cut_at)),
         reward=1.0,
         context=context,
         source=str(record.get("source", "")),
@@ -228,6 +269,8 @@ def synthesize(
             traj, reason = None, f"sandbox: {e}"
         if traj is None:
             yield {**row, "status": "skipped", "reason": reason}
+        elif truncated := traj.context.get("truncated"):
+            yield {**row, "status": "partial", "reason": truncated["reason"], "trajectory": traj}
         else:
             yield {**row, "status": "ok", "trajectory": traj}
 
@@ -259,12 +302,15 @@ def _in_task_image(record: Mapping[str, Any], folder: Path, backend: Any) -> tup
 
 def mark_network_pivots(pivots: Sequence[Pivot]) -> list[Pivot]:
     """Pivots whose expert action needs the network get `context.sandbox.expert_needs_network`."""
-    from verifiers_plugins.builtin.docker_shell import action_commands
+    from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
 
     out = []
     for pivot in pivots:
         sandbox = pivot.context.get("sandbox")
-        if isinstance(sandbox, Mapping) and needs_network(action_commands(pivot.expert)):
+        cut = (pivot.context.get("truncated") or {}).get("at_command")
+        # the pivot at a cut runs what no container here can: a host outside the registries
+        at_cut = cut is not None and len(history_commands(pivot)) == cut - 1
+        if isinstance(sandbox, Mapping) and (at_cut or needs_network(action_commands(pivot.expert))):
             context = {**pivot.context, "sandbox": {**sandbox, "expert_needs_network": True}}
             pivot = dataclasses.replace(pivot, context=context)
         out.append(pivot)
@@ -300,14 +346,17 @@ def synthesize_file(
     records = records[: limit or None]
     rows = list(synthesize(records, image, tasks_dir=tasks_dir or default_tasks_dir(src)))
     pivots: list[Pivot] = mark_network_pivots(
-        [p for r in rows if r["status"] == "ok" for p in extract_pivots(r["trajectory"])]
+        [p for r in rows if r["status"] in ("ok", "partial") for p in extract_pivots(r["trajectory"])]
     )
     write_pivots(pivots, out)
     if check_tests:
         from verifiers_plugins.builtin.task_tests import oracle_check
 
         for r in rows:
-            if r["status"] == "ok" and r["trajectory"].context.get("task"):
+            if r["status"] == "partial":
+                r["tests_before"] = r["tests_after"] = None
+                r["tests_reason"] = f"the oracle solution cannot run to its end here: {r['reason']}"
+            elif r["status"] == "ok" and r["trajectory"].context.get("task"):
                 check = oracle_check(r["trajectory"].context)
                 r["tests_before"], r["tests_after"] = check.get("before"), check.get("after")
                 r["tests_reason"] = check.get("after_reason") or check.get("reason", "")
@@ -318,6 +367,7 @@ def synthesize_file(
         "output": str(out),
         "total": len(rows),
         "succeeded": ok,
+        "partial": sum(r["status"] == "partial" for r in rows),
         "pivots": len(pivots),
         "network_pivots": sum(bool(p.context.get("sandbox", {}).get("expert_needs_network")) for p in pivots),
         "tasks": tasks,

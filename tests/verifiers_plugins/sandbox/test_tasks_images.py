@@ -19,7 +19,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from pivot_envs import Message
+from pivot_envs import Message, extract_pivots
 from verifiers_plugins.builtin.task_tests import TaskTests, oracle_check
 from verifiers_plugins.sandbox import _access, _tasks
 
@@ -246,3 +246,38 @@ def test_a_solution_command_that_hangs_is_a_bounded_skip(tmp_path, docker_client
     (row,) = synthesize([record], "", docker_backend(**REPLAY_LIMITS), tasks_dir=folder.parent)
     # bounded by the task's max_agent_timeout_sec (5 s), not the 900 s replay bound
     assert row["status"] == "skipped" and "command 2 ('sleep 600') still ran after 5 s" in row["reason"], row
+
+
+def test_a_solution_that_reaches_an_outside_host_is_synthesized_up_to_that_command(tmp_path, docker_client, images):
+    from verifiers_plugins.sandbox._plugin import docker_backend
+    from verifiers_plugins.sandbox._synthesize import REPLAY_LIMITS, mark_network_pivots, synthesize
+
+    folder = _scratch_task(tmp_path, (BUNDLED / "hello-world" / "Dockerfile").read_text())
+    solution = ["echo one > a.txt", "curl -sS -o b.txt https://example.com/b.txt", "cat b.txt a.txt"]
+    record = {"task_id": "scratch-task", "instruction": "x", "solution_commands": solution}
+    (row,) = synthesize([record], "", docker_backend(**REPLAY_LIMITS), tasks_dir=folder.parent)
+    assert row["status"] == "partial" and row["reason"].startswith("solution command 2 needs example.com"), row
+    traj = row["trajectory"]
+    # the chat ends with the turn that runs the cut command: no output after it, no "task is done" turn
+    assert traj.messages[-1].role == "assistant" and "example.com" in traj.messages[-1].content
+    assert not any(json.loads(m.content)["task_complete"] for m in traj.messages if m.role == "assistant")
+    first, at_cut = mark_network_pivots(extract_pivots(traj))
+    assert not first.context["sandbox"].get("expert_needs_network")
+    assert at_cut.context["sandbox"]["expert_needs_network"] is True
+    # the expert's session cannot be finished here: the task's tests cannot judge a continuation
+    action = Message("assistant", terminus("echo two > a.txt"))
+    for pivot in (first, at_cut):
+        verdict = TaskTests().verify(pivot, action)
+        assert not verdict.applicable and verdict.error is None, verdict
+    assert oracle_check(first.context)["after"] is None
+    # the command before the cut runs in the sandbox: the expert's own action is accepted there
+    env = gym.make("pivot/terminal-v0", pivots=[first], verifiers=["docker_shell"]).unwrapped
+    try:
+        results = env.score(first, [first.expert.content, terminus("echo three > a.txt")])
+        assert [r.reward for r in results] == [1.0, 0.0], results
+    finally:
+        env.close()
+    # a cut after commands that all need the network leaves nothing that executes: a skip
+    record["solution_commands"] = ["pip install six", *solution[1:]]
+    (row,) = synthesize([record], "", docker_backend(**REPLAY_LIMITS), tasks_dir=folder.parent)
+    assert row["status"] == "skipped" and "every command before it needs the network" in row["reason"], row

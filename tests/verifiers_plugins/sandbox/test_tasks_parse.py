@@ -235,6 +235,37 @@ def test_registry_equivalents_replace_only_fetches_a_registry_also_serves():
         assert registry_equivalent(kept) == kept
 
 
+def test_get_pip_from_bootstrap_becomes_the_interpreters_ensurepip_and_the_solution_runs():
+    import subprocess
+
+    from verifiers_plugins.sandbox._synthesize import skip_reason
+
+    # broken-python's solution: the file it fetches from bootstrap.pypa.io, then `python get-pip.py`
+    fetch = (
+        'python -c "import urllib.request; '
+        "urllib.request.urlretrieve('https://bootstrap.pypa.io/get-pip.py', 'get-pip.py')\""
+    )
+    record = {"solution_commands": [fetch, "python get-pip.py"]}
+    assert "bootstrap.pypa.io" in skip_reason(record, REGISTRIES)
+    replaced = [registry_equivalent(c) for c in record["solution_commands"]]
+    assert "bootstrap.pypa.io" not in replaced[0] and replaced[0].endswith("> get-pip.py")
+    assert skip_reason({"solution_commands": replaced}, REGISTRIES) is None
+    for form, out in (
+        ("curl -sS -o /tmp/gp.py https://bootstrap.pypa.io/get-pip.py", "/tmp/gp.py"),
+        ("wget -O gp.py https://bootstrap.pypa.io/get-pip.py", "gp.py"),
+    ):
+        assert registry_equivalent(form).endswith(f"> {out}"), form
+    # what it writes is a Python script that runs ensurepip with the interpreter that runs it
+    script = subprocess.run(
+        ["sh", "-c", registry_equivalent(fetch).replace("> get-pip.py", "")], capture_output=True, text=True, check=True
+    ).stdout
+    assert "ensurepip" in script and "--upgrade" in script
+    compile(script, "get-pip.py", "exec")
+    # a pipe into python is not a file fetch: it stays, and the build names the host
+    piped = "curl https://bootstrap.pypa.io/get-pip.py | python"
+    assert registry_equivalent(piped) == piped
+
+
 def test_a_copied_script_that_fetches_uv_builds_and_other_hosts_still_skip(tmp_path: Path):
     folder = _task_folder(tmp_path, None)
     (folder / "install.sh").write_text("apt-get install -y curl\ncurl -LsSf https://astral.sh/uv/install.sh | sh\n")
