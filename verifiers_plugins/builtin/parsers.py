@@ -9,7 +9,6 @@ completion stays text (it scores 0 with the verifiers' reason) and `extra["parse
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +16,7 @@ from pivot_core import Message, ToolCall, UnsafeJSON, decode_json
 from verifiers_plugins._memo import remember_arguments
 from verifiers_plugins.hookspecs import hookimpl
 
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 # `json.dumps(x, ensure_ascii=False)` builds an encoder per call; this one gives the same text.
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -68,16 +67,33 @@ def parse_text(text: str, parse_error: str | None = None) -> Message:
     return Message(role="assistant", content=text if isinstance(text, str) else str(text), extra=extra)
 
 
+def tool_call_blocks(text: str) -> list[tuple[int, int, str]]:
+    r"""`(start, end, body)` of each `<tool_call>...</tool_call>` block, the body stripped of whitespace.
+
+    What `re.finditer(r"<tool_call>\s*(.*?)\s*</tool_call>", text, re.DOTALL)` finds (each opening
+    tag pairs with the next closing tag; `\s` and `str.strip` are the same Unicode whitespace), by
+    `str.find`: the regex's lazy scan cost as much as decoding the call.
+    """
+    blocks, pos = [], 0
+    while (start := text.find(_OPEN, pos)) >= 0:
+        close = text.find(_CLOSE, start + len(_OPEN))
+        if close < 0:
+            break
+        pos = close + len(_CLOSE)
+        blocks.append((start, pos, text[start + len(_OPEN) : close].strip()))
+    return blocks
+
+
 def parse_hermes(text: str) -> Message:
     """`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks (Hermes, Qwen); rest is content."""
-    if not isinstance(text, str) or "<tool_call>" not in text:  # most completions of a group: no regex
+    if not isinstance(text, str) or _OPEN not in text:  # most completions of a group: no scan
         return parse_text(text)
     calls: list[ToolCall] = []
-    outside: list[str] = []  # the text around the blocks: one regex pass finds both
+    outside: list[str] = []  # the text around the blocks: one pass finds both
     end = 0
-    for match in _TOOL_CALL.finditer(text):
+    for start, stop, body in tool_call_blocks(text):
         try:
-            call = _as_call(decode_json(match.group(1)))
+            call = _as_call(decode_json(body))
         except UnsafeJSON as e:
             return parse_text(text, f"<tool_call> block: {e.msg}")
         except json.JSONDecodeError:
@@ -86,8 +102,8 @@ def parse_hermes(text: str) -> Message:
             # A malformed block is kept as text: the verifiers will reject it with a reason.
             return parse_text(text)
         calls.append(call)
-        outside.append(text[end : match.start()])
-        end = match.end()
+        outside.append(text[end:start])
+        end = stop
     if not calls:
         return parse_text(text)
     outside.append(text[end:])

@@ -1,0 +1,33 @@
+"""Hand-written scanners give exactly what the slower standard tool they replace gives."""
+
+import random
+import re
+import sys
+
+from verifiers_plugins.builtin.parsers import tool_call_blocks
+
+# The pattern the Hermes parser used before `tool_call_blocks`, and the bench's bare comparison still uses.
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_PIECES = ["<tool_call>", "</tool_call>", "<tool_call", "tool_call>", " ", "\n", "\t", "\u00a0", "\u2028", "\x0b"]
+_PIECES += ["x", '{"name": "f"}', "<", "/", ">", "\u00e9"]
+
+
+def _texts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 12))) for _ in range(n)]
+
+
+def test_tool_call_blocks_finds_what_the_regex_finds():
+    texts = _texts(5000) + ["<tool_call>\n{}\n</tool_call>", "<tool_call>a<tool_call>b</tool_call>", "<tool_call> "]
+    for text in texts:
+        want = [(m.start(), m.end(), m.group(1)) for m in _TOOL_CALL.finditer(text)]
+        assert tool_call_blocks(text) == want, text
+    # the random texts reach every case: no block, one, several, and an opening tag never closed
+    counts = {len(tool_call_blocks(t)) for t in texts}
+    assert {0, 1, 2} <= counts
+    assert any("<tool_call>" in t and not tool_call_blocks(t) for t in texts)
+
+
+def test_regex_whitespace_is_str_strip_whitespace_for_every_code_point():
+    space = re.compile(r"\s")
+    assert [i for i in range(sys.maxunicode + 1) if bool(space.match(chr(i))) != chr(i).isspace()] == []
