@@ -46,7 +46,12 @@ class ChainResult:
         verdicts: Mapping[str, Verdict],
         error: str | None = None,
     ) -> None:
-        self.__dict__.update(reward=reward, accepted=accepted, decided_by=decided_by, verdicts=verdicts, error=error)
+        d = self.__dict__  # item stores: cheaper than `update(**kwargs)`, which builds a dict first
+        d["reward"] = reward
+        d["accepted"] = accepted
+        d["decided_by"] = decided_by
+        d["verdicts"] = verdicts
+        d["error"] = error
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the env's `info` and the CLI use it)."""
@@ -216,23 +221,23 @@ def safe_verify_batch(name: str, verifier: Any, pivot: Pivot, actions: Sequence[
 
 
 class _Decision:
-    """The chain's decision on one action, built one verdict at a time in run order.
+    """The acceptors' decision on one action that passed every gate, built one verdict at a time in run order.
 
-    The chain's one short-circuit rule: a gate that rejects decides; an acceptor that accepts
-    decides, unless a more faithful (costlier) acceptor follows it in the chain. Then the
-    acceptance is provisional: the faithful acceptor runs and its verdict decides whenever it
-    applies to the pivot (a cheap string match may not accept `<expert>; rm -rf /app/*` ahead of
-    the sandbox). Only an action identical to the expert's after normalisation is accepted by a
-    cheap verifier outright. When nothing accepts, the result carries the best partial reward and
-    the error of an acceptor that could not decide, so that "could not decide" never reads as a
-    plain wrong answer.
+    The chain's one acceptor rule: an acceptor that accepts decides, unless a more faithful
+    (costlier) acceptor follows it in the chain. Then the acceptance is provisional: the faithful
+    acceptor runs and its verdict decides whenever it applies to the pivot (a cheap string match
+    may not accept `<expert>; rm -rf /app/*` ahead of the sandbox). Only an action identical to
+    the expert's after normalisation is accepted by a cheap verifier outright. When nothing
+    accepts, the result carries the best partial reward and the error of an acceptor that could
+    not decide, so that "could not decide" never reads as a plain wrong answer. (The gate rule,
+    a gate that rejects decides, is `VerifierChain.verify_batch`'s.)
     """
 
     __slots__ = ("action", "best", "identical", "pivot", "provisional", "provisional_cost", "result", "verdicts")
 
-    def __init__(self, pivot: Pivot, action: Message) -> None:
+    def __init__(self, pivot: Pivot, action: Message, verdicts: dict[str, Verdict]) -> None:
         self.pivot, self.action = pivot, action
-        self.verdicts: dict[str, Verdict] = {}
+        self.verdicts = verdicts  # the gates' verdicts so far; the acceptors' join them in run order
         self.best: Verdict | None = None
         self.provisional: Verdict | None = None
         self.provisional_cost = -1
@@ -246,13 +251,9 @@ class _Decision:
         return self.identical
 
     def add(self, step: _Step, verdict: Verdict, top_cost: int) -> None:
-        """Fold in the next verdict; sets `result` once the chain has decided."""
+        """Fold in the next acceptor's verdict; sets `result` once the chain has decided."""
         self.verdicts[step.name] = verdict
         if not verdict.applicable:
-            return
-        if step.gate:
-            if not verdict.accepted:
-                self.result = ChainResult(0.0, False, step.name, self.verdicts, verdict.error)
             return
         if self.provisional is not None and step.cost > self.provisional_cost:
             self.provisional = None  # a more faithful acceptor applies: it decides, the cheap acceptance does not
@@ -305,7 +306,9 @@ class VerifierChain:
         self.steps: list[tuple[str, Any]] = [nv for _, nv in sorted(indexed, key=key)]
         self.config = dict(config or {})
         self._steps = [_Step.of(n, v) for n, v in self.steps]
-        acceptors = [st for st in self._steps if not st.gate]
+        # sorted gates first, so a group meets every gate before any acceptor
+        self._gates = [st for st in self._steps if st.gate]
+        acceptors = self._acceptors = [st for st in self._steps if not st.gate]
         self._has_acceptor = bool(acceptors)
         # the most faithful acceptor's cost: cheaper acceptors only accept provisionally (see `_Decision`)
         self._top_cost = max((st.cost for st in acceptors), default=0)
@@ -337,18 +340,39 @@ class VerifierChain:
         return self.verify_batch(pivot, [action])[0]
 
     def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[ChainResult]:
-        """Score a group of actions at one pivot, each verifier called once on the actions still undecided."""
-        decisions = live = [_Decision(pivot, a) for a in actions]
-        top_cost = self._top_cost
+        """Score a group of actions at one pivot, each verifier called once on the actions still undecided.
+
+        The gate rule lives here: a gate that rejects (an error verdict is a rejection) decides.
+        Actions that pass every gate go to the acceptors (`_Decision`).
+        """
+        results: list[ChainResult | None] = [None] * len(actions)
+        records: list[dict[str, Verdict]] = [{} for _ in actions]  # each action's verdicts, in run order
+        live = list(range(len(actions)))
         with Bounder() as bounder:
-            for step in self._steps:
-                verdicts = step.run(pivot, [d.action for d in live], bounder)
-                for decision, verdict in zip(live, verdicts, strict=True):
-                    decision.add(step, verdict, top_cost)
-                live = [d for d in live if d.result is None]
+            for step in self._gates:
+                name, passed = step.name, []
+                verdicts = step.run(pivot, [actions[i] for i in live], bounder)
+                for i, verdict in zip(live, verdicts, strict=True):
+                    records[i][name] = verdict
+                    if verdict.accepted or not verdict.applicable:
+                        passed.append(i)
+                    else:
+                        results[i] = ChainResult(0.0, False, name, records[i], verdict.error)
+                live = passed
                 if not live:
                     break
-        return [d.finish(self._has_acceptor) for d in decisions]
+            decisions = [(i, _Decision(pivot, actions[i], records[i])) for i in live]
+            undecided, top_cost = [d for _, d in decisions], self._top_cost
+            for step in self._acceptors if undecided else ():
+                verdicts = step.run(pivot, [d.action for d in undecided], bounder)
+                for decision, verdict in zip(undecided, verdicts, strict=True):
+                    decision.add(step, verdict, top_cost)
+                undecided = [d for d in undecided if d.result is None]
+                if not undecided:
+                    break
+        for i, decision in decisions:
+            results[i] = decision.finish(self._has_acceptor)
+        return results  # type: ignore[return-value]  (every entry is set: by a gate, else by its decision)
 
 
 def same_action(expert: Message, action: Message) -> bool:
