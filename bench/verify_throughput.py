@@ -11,12 +11,14 @@ and a shell command) with
 Both run single-threaded in this process on the same rows, so verdicts/s is per core; the ratio
 is what to read on a noisy machine.
 
-    python bench/verify_throughput.py [--seconds S] [--json] [--domains] [--profile N]
+    python bench/verify_throughput.py [--seconds S] [--json] [--domains] [--stages] [--profile N]
 
 The last line of the table is `chain/bare: N.NNx`; `--json` prints `chain_verdicts_per_s`,
 `bare_verdicts_per_s` and `ratio`. `--domains` adds the same two figures per domain (each timed
-alone, in the same process); `--profile N` prints the N functions of one chain pass with the most
-time of their own (cProfile, to stderr).
+alone, in the same process); `--stages` adds where a chain verdict's time goes (CPU microseconds
+per verdict: parsing, each verifier's calls as the chain makes them, and the chain's own
+bookkeeping, which is the rest); `--profile N` prints the N functions of one chain pass with the
+most time of their own (cProfile, to stderr).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -167,6 +170,76 @@ def per_domain(data: list, seconds: float) -> dict:
     return out
 
 
+class _Recorder:
+    """A chain step's verifier that notes which actions the chain hands it (by identity), then delegates."""
+
+    def __init__(self, verifier) -> None:
+        self.verifier, self.seen = verifier, []
+        for attr in ("role", "cost", "deterministic", "version", "timeout"):
+            if hasattr(verifier, attr):
+                setattr(self, attr, getattr(verifier, attr))
+
+    def verify(self, pivot, action):
+        self.seen.append(id(action))
+        return self.verifier.verify(pivot, action)
+
+
+def stages(data: list, rounds: int = 15) -> dict:
+    """`{stage: microseconds per verdict}`: parse, each verifier's calls, the chain's bookkeeping, the total.
+
+    A replay of the chain's work, timed stage by stage: each group's completions parsed anew (as
+    `env.score` does, so the forms a verifier derives from a candidate are computed by the first
+    verifier that asks, and counted there), then each verifier called on the actions the chain
+    handed it. Bookkeeping is a whole `env.score` pass minus that replay. Rounds interleave the
+    replay, the chain pass and the bare pass; each figure is the median over rounds.
+    """
+    from verifiers_plugins import VerifierChain
+
+    plan = []  # per group: the env, the pivot, the completions, [(step name, verify, action indices)]
+    for env, pivot, _, comps in data:
+        recorders = [(name, _Recorder(v)) for name, v in env.chain.steps]
+        messages = [env.parse(c) for c in comps]
+        VerifierChain(recorders).verify_batch(pivot, messages)
+        where = {id(m): i for i, m in enumerate(messages)}
+        steps = [(name, r.verifier.verify, [where[a] for a in r.seen]) for name, r in recorders]
+        plan.append((env, pivot, comps, [s for s in steps if s[2]]))
+    n = sum(len(c) for *_, c in data)
+    order = list(dict.fromkeys(name for *_, steps in plan for name, _, _ in steps))
+
+    def replay() -> dict[str, float]:
+        spent = dict.fromkeys(["parse", *order], 0.0)
+        clock = time.perf_counter
+        for env, pivot, comps, steps in plan:
+            t0 = clock()
+            messages = [env.parse(c) for c in comps]
+            t1 = clock()
+            spent["parse"] += t1 - t0
+            for name, verify, indices in steps:
+                for i in indices:
+                    verify(pivot, messages[i])
+                t0, t1 = t1, clock()
+                spent[name] += t1 - t0
+        return spent
+
+    def once(fn) -> float:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+
+    chain_pass, bare_pass = passes(data)
+    replay(), chain_pass(), bare_pass()
+    samples: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for stage, spent in replay().items():
+            samples.setdefault(stage, []).append(spent)
+        samples.setdefault("total", []).append(once(chain_pass))
+        samples.setdefault("bare comparison", []).append(once(bare_pass))
+    out = {stage: statistics.median(v) * 1e6 / n for stage, v in samples.items()}
+    out["chain bookkeeping"] = out["total"] - sum(out[s] for s in ["parse", *order])
+    out["calls"] = {name: sum(len(i) for *_, steps in plan for s, _, i in steps if s == name) for name in order}
+    return out
+
+
 def profile(top: int) -> None:
     """Print the `top` functions of one chain pass (after a warm one) with the most time of their own."""
     import cProfile
@@ -179,7 +252,7 @@ def profile(top: int) -> None:
     pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(top)
 
 
-def run(seconds: float = 2.0, domains: bool = False) -> dict:
+def run(seconds: float = 2.0, domains: bool = False, with_stages: bool = False) -> dict:
     data = groups()
     verdicts_per_pass = sum(len(c) for *_, c in data)
     chain_pass, bare_pass = passes(data)
@@ -201,6 +274,8 @@ def run(seconds: float = 2.0, domains: bool = False) -> dict:
     }
     if domains:
         report["domains"] = per_domain(data, seconds)
+    if with_stages:
+        report["stages"] = stages(data)
     return report
 
 
@@ -209,11 +284,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="time each way for at least this long")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--domains", action="store_true", help="also time each domain's groups alone")
+    ap.add_argument("--stages", action="store_true", help="also print where a chain verdict's time goes")
     ap.add_argument("--profile", type=int, metavar="N", help="print one chain pass's top N functions (cProfile)")
     args = ap.parse_args()
     if args.profile:
         profile(args.profile)
-    r = run(args.seconds, domains=args.domains)
+    r = run(args.seconds, domains=args.domains, with_stages=args.stages)
     if args.json:
         print(json.dumps(r))
         return
@@ -225,6 +301,17 @@ def main() -> None:
     print(f"{'verdicts/s/core':24}{r['chain_verdicts_per_s']:>12.0f}{r['bare_verdicts_per_s']:>12.0f}")
     print(f"{'accept rate':24}{r['chain_accept_rate']:>12.2f}{r['bare_accept_rate']:>12.2f}")
     print(f"the two agree on {r['agreement']:.0%} of verdicts")
+    if "stages" in r:
+        st = dict(r["stages"])
+        calls = st.pop("calls")
+        print("us per verdict (median of 15 rounds; a verifier's line counts the forms it derives first)")
+        for stage, us in st.items():
+            note = (
+                f"  ({calls[stage]} calls, {us * r['verdicts_per_pass'] / calls[stage]:.1f} us each)"
+                if stage in calls
+                else ""
+            )
+            print(f"  {stage:22}{us:>8.2f}{note}")
     print(f"chain/bare: {r['ratio']:.2f}x")
 
 

@@ -2,9 +2,11 @@
 
 import random
 import re
+import shlex
 import sys
 
 from verifiers_plugins.builtin.parsers import tool_call_blocks
+from verifiers_plugins.builtin.string_similarity import shell_tokens
 
 # The pattern the Hermes parser used before `tool_call_blocks`, and the bench's bare comparison still uses.
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -31,3 +33,29 @@ def test_tool_call_blocks_finds_what_the_regex_finds():
 def test_regex_whitespace_is_str_strip_whitespace_for_every_code_point():
     space = re.compile(r"\s")
     assert [i for i in range(sys.maxunicode + 1) if bool(space.match(chr(i))) != chr(i).isspace()] == []
+
+
+def _shlex_tokens(line: str) -> list[str]:
+    """What `simple_commands` asked shlex for before `shell_tokens` had its fast path."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lexer.whitespace = " \t\r"
+    return list(iter(lexer.get_token, lexer.eof))
+
+
+def test_shell_tokens_are_shlex_tokens_on_every_ascii_character_and_random_command_lines():
+    rng = random.Random(0)
+    words = ["ls", "-la", "cd", "/app", "&&", "||", "|", ";", "&", ">", "2>&1", "$HOME", "a=b", "*.py", "~/x", "(", ")"]
+    words += ["\n", " ", "\t", "\r", "\x0b", "{a,b}", "x[0]", "@", "%", "^", "!", ",", ":", "+", "<", "`", "é", "#"]
+    lines = [chr(c) for c in range(128)] + [chr(a) + chr(b) for a in range(32, 127) for b in (32, 38, 59, 97, 124)]
+    lines += [
+        "".join(rng.choice(words) + rng.choice(["", " "]) for _ in range(rng.randint(0, 10))) for _ in range(5000)
+    ]
+    fast = 0
+    for line in lines:
+        try:
+            want = _shlex_tokens(line)
+        except ValueError:
+            continue  # unbalanced quotes: shlex itself answers (and raises) for such lines
+        assert shell_tokens(line) == want, repr(line)
+        fast += line.isascii() and not any(c in line for c in "'\"\\#")
+    assert fast > 3000  # most lines took the fast path, so it is what was compared

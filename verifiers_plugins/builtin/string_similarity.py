@@ -107,11 +107,9 @@ def simple_commands(actions: list[str]) -> list[list[str]] | None:
     """The simple commands of shell actions as word lists, split at control operators; None if unparseable."""
     out: list[list[str]] = []
     for action in actions:
-        lexer = shlex.shlex(action.replace("\\\n", " "), posix=True, punctuation_chars=";&|")
-        lexer.whitespace = " \t\r"  # newlines separate commands
         current: list[str] = []
         try:
-            for token in _tokens(lexer):
+            for token in shell_tokens(action.replace("\\\n", " ")):
                 if token in _OPERATORS:
                     if current:
                         out.append(current)
@@ -125,7 +123,27 @@ def simple_commands(actions: list[str]) -> list[list[str]] | None:
     return out
 
 
-def _tokens(lexer: shlex.shlex) -> list[str]:
+# What shlex (posix, punctuation `;&|`, whitespace " \t\r") reads from an ASCII line with no quote,
+# backslash or `#`: a run of its word characters (letters, digits and `_~-./*?=`), a run of
+# punctuation, or any other character alone (`$`, `>`, `(`, a newline); whitespace separates.
+_PLAIN_TOKEN = re.compile(r"[A-Za-z0-9_~\-./*?=]+|[;&|]+|[^ \t\r]")
+_SHLEX_SPECIAL = re.compile(r"['\"\\#]")
+
+
+def shell_tokens(line: str) -> list[str]:
+    """The tokens shlex reads from a command line, newlines kept as tokens (they separate commands).
+
+    A line without quoting, escapes or comments (most commands) is split by one regex pass that
+    gives shlex's tokens exactly (`tests/verifiers_plugins/test_scan_fast_paths.py` compares them);
+    any other line goes to shlex itself, character by character in Python.
+
+    Raises:
+        ValueError: unbalanced quotes (shlex's error).
+    """
+    if line.isascii() and not _SHLEX_SPECIAL.search(line):
+        return _PLAIN_TOKEN.findall(line)
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lexer.whitespace = " \t\r"  # newlines separate commands
     tokens = []
     while (token := lexer.get_token()) != lexer.eof:
         tokens.append(token)
