@@ -1,11 +1,12 @@
 """Hand-written scanners give exactly what the slower standard tool they replace gives."""
 
+import json
 import random
 import re
 import shlex
 import sys
 
-from verifiers_plugins.builtin.parsers import tool_call_blocks
+from verifiers_plugins.builtin.parsers import parse_hermes, tool_call_blocks
 from verifiers_plugins.builtin.string_similarity import shell_tokens
 
 # The pattern the Hermes parser used before `tool_call_blocks`, and the bench's bare comparison still uses.
@@ -59,3 +60,13 @@ def test_shell_tokens_are_shlex_tokens_on_every_ascii_character_and_random_comma
         assert shell_tokens(line) == want, repr(line)
         fast += line.isascii() and not any(c in line for c in "'\"\\#")
     assert fast > 3000  # most lines took the fast path, so it is what was compared
+
+
+def test_a_parsed_calls_arguments_are_what_json_dumps_writes():
+    # (a string is the arguments text itself, kept as it is, so none is here)
+    values = [{}, [], {"s": 'é\u2028\x00"\\'}, 0, -1, 10**30, 1.5, 1e-7, 1e22, True, None, {"a": [1, {"b": None}]}]
+    values += [{"k": list(range(3)), "n": {"m": {"o": [True, False, 2.25]}}}, ["\ud7ff", "\U0001f600"], {"é": "x"}]
+    for value in values:
+        text = "<tool_call>" + json.dumps({"name": "f", "arguments": value}) + "</tool_call>"
+        (call,) = parse_hermes(text).tool_calls
+        assert call.arguments == json.dumps(value, ensure_ascii=False)

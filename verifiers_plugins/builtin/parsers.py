@@ -9,6 +9,7 @@ completion stays text (it scores 0 with the verifiers' reason) and `extra["parse
 from __future__ import annotations
 
 import json
+import json.encoder
 from collections.abc import Callable
 from typing import Any
 
@@ -17,8 +18,24 @@ from verifiers_plugins._memo import remember_arguments
 from verifiers_plugins.hookspecs import hookimpl
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
-# `json.dumps(x, ensure_ascii=False)` builds an encoder per call; this one gives the same text.
-_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def _encoder() -> Callable[[Any], str]:
+    """`json.dumps(value, ensure_ascii=False)`, with the C encoder made once.
+
+    `JSONEncoder.encode` builds a C encoder (and a dict of the containers it has seen) for every
+    call: half the cost of encoding a tool call's arguments. This one is built once with the same
+    settings; it skips the cycle check, which a value decoded from JSON text never needs.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (another Python): the encoder itself
+        return _ENCODER.encode
+    iterencode = make(None, _ENCODER.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(iterencode(value, 0))
+
+
+_ENCODE = _encoder()
 
 
 def _as_call(obj: Any) -> ToolCall | None:
@@ -34,15 +51,16 @@ def _as_call(obj: Any) -> ToolCall | None:
     name = fn.get("name") if isinstance(fn, dict) else None
     if not isinstance(name, str) or not name:
         return None
-    args = fn.get("arguments", fn.get("parameters", {}))
+    args = fn["arguments"] if "arguments" in fn else fn.get("parameters", {})
+    call_id = str(obj.get("id") or "")
     if isinstance(args, str):
         _check_arguments(args)
-        return ToolCall(name=name, arguments=args, id=str(obj.get("id") or ""))
+        return ToolCall(name, args, call_id)
     try:
         text = _ENCODE(args)
     except (TypeError, ValueError):
         return None
-    call = ToolCall(name=name, arguments=text, id=str(obj.get("id") or ""))
+    call = ToolCall(name, text, call_id)
     # `args` came out of `decode_json` and `text` is its encoding, so decoding `text` gives `args`
     # back: the verifiers read it without decoding the call a second time.
     remember_arguments(call, args)
