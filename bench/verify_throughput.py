@@ -15,9 +15,9 @@ is what to read on a noisy machine.
 
 The last line of the table is `chain/bare: N.NNx`; `--json` prints `chain_verdicts_per_s`,
 `bare_verdicts_per_s` and `ratio`. `--domains` adds the same two figures per domain (each timed
-alone, in the same process); `--stages` adds where a chain verdict's time goes (CPU microseconds
-per verdict: parsing, each verifier's calls as the chain makes them, and the chain's own
-bookkeeping, which is the rest); `--profile N` prints the N functions of one chain pass with the
+alone, in the same process); `--stages` adds where a chain verdict's time goes (microseconds per
+verdict: parsing, each verifier's calls as the chain makes them, and the rest, which is mostly
+the chain's own bookkeeping); `--profile N` prints the N functions of one chain pass with the
 most time of their own (cProfile, to stderr).
 """
 
@@ -190,7 +190,9 @@ def stages(data: list, rounds: int = 15) -> dict:
     A replay of the chain's work, timed stage by stage: each group's completions parsed anew (as
     `env.score` does, so the forms a verifier derives from a candidate are computed by the first
     verifier that asks, and counted there), then each verifier called on the actions the chain
-    handed it. Bookkeeping is a whole `env.score` pass minus that replay. Rounds interleave the
+    handed it. The rest is a whole `env.score` pass minus that replay: the chain's bookkeeping
+    (bounding each call, naming verdicts, folding decisions, building results), and whatever the
+    calls cost more inside the chain than alone (caches shared with it). Rounds interleave the
     replay, the chain pass and the bare pass; each figure is the median over rounds.
     """
     from verifiers_plugins import VerifierChain
@@ -235,7 +237,7 @@ def stages(data: list, rounds: int = 15) -> dict:
         samples.setdefault("total", []).append(once(chain_pass))
         samples.setdefault("bare comparison", []).append(once(bare_pass))
     out = {stage: statistics.median(v) * 1e6 / n for stage, v in samples.items()}
-    out["chain bookkeeping"] = out["total"] - sum(out[s] for s in ["parse", *order])
+    out["chain (the rest)"] = out["total"] - sum(out[s] for s in ["parse", *order])
     out["calls"] = {name: sum(len(i) for *_, steps in plan for s, _, i in steps if s == name) for name in order}
     return out
 
