@@ -372,7 +372,7 @@ class VerifierChain:
                     break
         for i, decision in decisions:
             results[i] = decision.finish(self._has_acceptor)
-        return results  # type: ignore[return-value]  (every entry is set: by a gate, else by its decision)
+        return results  # type: ignore[return-value]  # every entry is set: by a gate, else by its decision
 
 
 def same_action(expert: Message, action: Message) -> bool:
