@@ -94,3 +94,41 @@ def test_profile_outcome_is_the_one_classification_report_and_selection_share(re
         # a group the report calls zero-variance is one selection drops for zero variance
         assert row["zero_variance"] == (1.0 if profile.zero_variance else 0.0)
         assert profile.zero_variance == (dropped_as is not None and dropped_as.startswith("zero_variance"))
+
+
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (lambda: ToolCall(1), "ToolCall.name"),
+        (lambda: ToolCall("f", {"a": 1}), "ToolCall.arguments"),
+        (lambda: ToolCall("f", "{}", None), "ToolCall.id"),
+        (lambda: Message("robot"), "Message.role"),
+        (lambda: Message("assistant", 5), "Message.content"),
+        (lambda: Message("assistant", None, ("f",)), "Message.tool_calls"),
+        (lambda: Message("tool", "x", (), 7), "Message.tool_call_id"),
+        (lambda: Message("tool", "x", (), "c1", 7), "Message.name"),
+        (lambda: Message("assistant", "x", extra=None), "Message.extra"),
+        (lambda: Message("assistant", "x", extra=[("a", 1)]), "Message.extra"),
+    ],
+)
+def test_message_and_tool_call_check_every_field_when_built(build, field):
+    # their __init__ is written out for speed: it must keep every check the generated one made
+    with pytest.raises(InvalidTrajectory, match=field):
+        build()
+
+
+def test_message_and_tool_call_keep_their_dataclass_behaviour():
+    import copy
+    import dataclasses
+    import pickle
+
+    call = ToolCall("f")
+    assert (call.arguments, call.id) == ("{}", "")
+    msg = Message("assistant", None, [call])  # a list of calls is kept as a tuple
+    assert msg.tool_calls == (call,) and msg.extra == {} and Message("user").extra is not Message("user").extra
+    assert msg == Message(role="assistant", tool_calls=(ToolCall(name="f", arguments="{}"),), extra={"x": 1})
+    assert hash(msg) == hash(Message("assistant", None, (call,)))
+    assert dataclasses.replace(msg, content="c").content == "c"
+    assert pickle.loads(pickle.dumps(msg)) == msg == copy.deepcopy(msg)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        msg.content = "x"
