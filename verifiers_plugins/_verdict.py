@@ -53,20 +53,21 @@ class Verdict:
         value = float(reward)
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"Verdict.reward: expected a float in [0, 1], got {reward!r}")
-        self.__dict__.update(
-            reward=value,
-            accepted=bool(accepted),
-            reason=reason,
-            details=details,
-            error=error,
-            applicable=applicable,
-            verifier=verifier,
-        )
+        d = self.__dict__  # item stores: cheaper than `update(**kwargs)`, which builds a dict first
+        d["reward"] = value
+        d["accepted"] = bool(accepted)
+        d["reason"] = reason
+        d["details"] = details
+        d["error"] = error
+        d["applicable"] = applicable
+        d["verifier"] = verifier
 
     def named(self, verifier: str) -> Verdict:
         """This verdict under another verifier's name (validated already, so no checks rerun)."""
         named = object.__new__(Verdict)
-        named.__dict__.update(self.__dict__, verifier=verifier)
+        d = named.__dict__
+        d.update(self.__dict__)
+        d["verifier"] = verifier
         return named
 
     @classmethod
