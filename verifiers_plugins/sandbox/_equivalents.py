@@ -4,9 +4,10 @@ Terminal-Bench tasks fetch a few things from outside the package registries that
 as well: uv's installer script (uv is a wheel on PyPI), torch's CPU wheels from download.pytorch.org
 (the same torch release is on PyPI) and pip's installer `get-pip.py` (the interpreter's own `ensurepip`
 installs the same program from the wheel it carries). Such a fetch is replaced by the registry's
-package; anything else from outside stays a skip with the host named. One table, used by build steps (RUN lines and the scripts
-copied from the task folder, `_tasks.task_image`) and by the replay of an oracle solution
-(`_synthesize.synthesize_task`); the trajectory and the image show the replacement, not the original.
+package; anything else from outside stays a skip with the host named. One table, used by build
+steps (RUN lines and the scripts copied from the task folder, `_tasks.task_image`) and by the replay
+of an oracle solution (`_synthesize.synthesize_task`); the trajectory and the image show the
+replacement, not the original.
 
 Public API:
     registry_equivalent(text) -> str       (every line of `text`, each fetch of the table replaced)
@@ -30,7 +31,7 @@ _UV = (
 # the interpreter ships (Debian: /usr/share/python-wheels), with no download at all.
 _GET_PIP = (
     'printf \'import subprocess, sys\\nsys.exit(subprocess.call([sys.executable, "-m", "ensurepip", '
-    '"--upgrade", "--default-pip"]))\\n\' > \\g<out>'
+    '"--upgrade", "--default-pip"]))\\n\' > {out}'
 )
 
 EQUIVALENTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
@@ -55,8 +56,8 @@ EQUIVALENTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
         re.compile(
             r"""^[ \t]*(?:python3?[ \t]+-c[ \t]+(?P<q>["'])[^\n]*?urlretrieve\(\s*["']https://bootstrap\.pypa\.io/"""
             r"""get-pip\.py["']\s*,\s*["'](?P<out>[\w./-]+)["']\s*\)[^\n]*?(?P=q)"""
-            r"""|(?:curl[ \t]+(?:-[a-zA-Z]+[ \t]+)*-o|wget[ \t]+(?:-[a-zA-Z]+[ \t]+)*-O)[ \t]+(?P<out2>[\w./-]+)[ \t]+"""
-            r"""https://bootstrap\.pypa\.io/get-pip\.py)[ \t]*$""",
+            r"""|(?:curl[ \t]+(?:-[a-zA-Z]+[ \t]+)*-o|wget[ \t]+(?:-[a-zA-Z]+[ \t]+)*-O)[ \t]+"""
+            r"""(?P<out2>[\w./-]+)[ \t]+https://bootstrap\.pypa\.io/get-pip\.py)[ \t]*$""",
             re.M,
         ),
         _GET_PIP,
@@ -74,6 +75,6 @@ def registry_equivalent(text: str) -> str:
 
 
 def _expand(match: re.Match[str], replacement: str) -> str:
-    """`replacement` with `\\g<out>` set to the file the fetch wrote; every other backslash stays as written."""
+    """`replacement` with `{out}` set to the file the fetch wrote; its backslashes stay as written."""
     out = match.groupdict().get("out") or match.groupdict().get("out2") or ""
-    return replacement.replace("\\g<out>", out)
+    return replacement.replace("{out}", out)
