@@ -136,8 +136,11 @@ def demo_pivotrl(
     ),
     steps: int = typer.Option(-1, "--steps", help="Updates per arm (-1: the configuration's)."),
     seeds: str = typer.Option("", "--seeds", help="Comma-separated seeds, one run per arm and seed (default 0,1,2)."),
-    data: Path | None = typer.Option(
-        None, "--data", help="Airline pivots (default: the full tau-bench file if found)."
+    data: str | None = typer.Option(
+        None,
+        "--data",
+        help="Airline pivots file (default: the full tau-bench file if found), or 'synthetic': conversations "
+        "written by the airline world, held out by conversation (no e2e arm).",
     ),
     quick: bool = typer.Option(
         False, "--quick", help="The CI configuration: bundled sample, small model, every stage."
@@ -158,7 +161,7 @@ def demo_pivotrl(
         if seeds.strip():
             cfg = replace(cfg, seeds=tuple(int(x) for x in seeds.split(",") if x.strip()))
         if data is not None:
-            cfg = replace(cfg, data=str(data))
+            cfg = replace(cfg, data=data)
         result = run_demo(cfg, log=StageLog(console))
     rows = result["rows"]
     print_table(

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pivot_cli import app
-from trainers.demo import ARMS, DemoConfig, evenly
+from trainers.demo import ARMS, SYNTHETIC, DemoConfig, demo_arms, evenly, synthetic_data
 
 
 def test_quick_configuration_keeps_every_stage_small():
@@ -15,6 +15,27 @@ def test_quick_configuration_keeps_every_stage_small():
     assert quick.pretrain.steps > 0 and quick.sft_steps > 0 and quick.steps > 0 and len(quick.seeds) >= 2
     assert quick.pretrain.model.hidden_size < DemoConfig().pretrain.model.hidden_size
     assert evenly(list(range(10)), 3) == [0, 4, 9] and evenly([1, 2], None) == [1, 2]
+
+
+def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path):
+    from pivot_core import load_pivots, split_pivots
+
+    pivots = list(load_pivots(synthetic_data(20, tmp_path / "synthetic.jsonl")))
+    assert len(pivots) >= 20 and all(p.context["world"] == "tau-airline" for p in pivots)
+    assert any(p.expert.tool_calls for p in pivots)
+    split = split_pivots(pivots, heldout=0.25, by="auto", seed=0)
+    assert split.by == "trajectory"
+    train = {p.context["trajectory_id"] for p in split.train}
+    assert train and not train & {p.context["trajectory_id"] for p in split.heldout}
+    # the world writes them with their own seed: the same file twice, not the pretraining's conversations
+    assert [p.expert for p in load_pivots(synthetic_data(20, tmp_path / "again.jsonl"))] == [p.expert for p in pivots]
+    from trainers.pretrain import PretrainConfig, synthetic_pivots
+    from verifiers_plugins import get_host
+
+    world = get_host().get("tool_worlds", "tau-airline")()
+    pretraining = synthetic_pivots(world, 20, PretrainConfig().seed)
+    assert [p.history[1:] for p in pretraining] != [p.history[1:] for p in pivots]
+    assert demo_arms(SYNTHETIC) == tuple(a for a in ARMS if a != "e2e") and demo_arms(None) == ARMS
 
 
 @pytest.mark.slow
