@@ -140,7 +140,7 @@ def demo_pivotrl(
         None,
         "--data",
         help="Airline pivots file (default: the full tau-bench file if found), or 'synthetic': conversations "
-        "written by the airline world, held out by conversation (no e2e arm).",
+        "written by the airline world, held out by conversation, with the arms' settings for them (no e2e arm).",
     ),
     quick: bool = typer.Option(
         False, "--quick", help="The CI configuration: bundled sample, small model, every stage."
@@ -150,7 +150,7 @@ def demo_pivotrl(
     from dataclasses import replace
 
     from pivot_cli._models import quiet_transformers
-    from trainers.demo import DemoConfig, StageLog, run_demo
+    from trainers.demo import SYNTHETIC, DemoConfig, StageLog, run_demo
 
     quiet_transformers()
     with user_errors():
@@ -160,7 +160,9 @@ def demo_pivotrl(
             cfg = replace(cfg, steps=steps)
         if seeds.strip():
             cfg = replace(cfg, seeds=tuple(int(x) for x in seeds.split(",") if x.strip()))
-        if data is not None:
+        if data == SYNTHETIC and not quick:
+            cfg = cfg.on_synthetic()
+        elif data is not None:
             cfg = replace(cfg, data=data)
         result = run_demo(cfg, log=StageLog(console))
     rows = result["rows"]
