@@ -174,16 +174,19 @@ def synthesize_task(
     commands = [c for c in record.get("solution_commands") or [] if c.strip()]
     # In the task's own image a solution may run up to a command that needs a host outside the
     # registries: the session is synthesized up to it (the pivots before it have states we rebuild).
-    cut = None
+    cut, why = None, None
     if registries is not None and not record.get("env_name"):
-        cut = next((i for i, c in enumerate(commands) if command_skip_reason(c, registries)), None)
+        for i, command in enumerate(commands):
+            if why := command_skip_reason(command, registries):
+                cut = i
+                break
     if cut is None or cut == 0:
         reason = skip_reason(record, registries)
         if reason:
             return None, reason
     truncated = None
     if cut is not None:
-        reason = f"solution command {cut + 1} " + (command_skip_reason(commands[cut], registries) or "")
+        reason = f"solution command {cut + 1} {why}"
         if all(needs_network([c]) for c in commands[:cut]):
             # every pivot before the cut would be scored statically: nothing of this task executes
             return None, f"{reason}; every command before it needs the network"
@@ -353,10 +356,8 @@ def synthesize_file(
         from verifiers_plugins.builtin.task_tests import oracle_check
 
         for r in rows:
-            if r["status"] == "partial":
-                r["tests_before"] = r["tests_after"] = None
-                r["tests_reason"] = f"the oracle solution cannot run to its end here: {r['reason']}"
-            elif r["status"] == "ok" and r["trajectory"].context.get("task"):
+            # a partial row's oracle_check says why its tests cannot judge it (context.truncated)
+            if r["status"] in ("ok", "partial") and r["trajectory"].context.get("task"):
                 check = oracle_check(r["trajectory"].context)
                 r["tests_before"], r["tests_after"] = check.get("before"), check.get("after")
                 r["tests_reason"] = check.get("after_reason") or check.get("reason", "")
