@@ -62,6 +62,9 @@ def pretrain(
     drill_steps: int = typer.Option(
         -1, "--drill-steps", help="Optimizer steps on copy drills first (-1: the default)."
     ),
+    drill_cycles: int = typer.Option(
+        -1, "--drill-cycles", help="Runs of the drill steps, each restarting the learning rate (-1: the default)."
+    ),
     quick: bool = typer.Option(False, "--quick", help="The CI shape: a small model and a short run."),
     seed: int = typer.Option(0, "--seed", help="Seeds the conversations, the initialisation and the batches."),
     as_json: bool = JSON_OPTION,
@@ -85,6 +88,8 @@ def pretrain(
             config = replace(config, steps=steps)
         if drill_steps >= 0:
             config = replace(config, drill_steps=drill_steps)
+        if drill_cycles >= 0:
+            config = replace(config, drill_cycles=drill_cycles)
         extra = list(load_pivots(corpus)) if corpus else []
         columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True, disable=as_json) as bar:
@@ -93,10 +98,13 @@ def pretrain(
     if as_json:
         emit_json(summary)
     else:
+        losses = [x for x in (summary.get("drill_last_loss"), summary["last_loss"]) if x is not None]
+        skill = summary["copy_skill"]
         console.print(
             f"pretrained a {summary['parameters']:,}-parameter model on {summary['synthetic_pivots']} synthetic "
-            f"{world} pivots in {summary['seconds']} s; "
-            f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}; saved to {out}"
+            f"{world} pivots; last loss {' then '.join(f'{x:.3f}' for x in losses) or 'none (no steps)'}; "
+            f"greedy copy {skill['drills']:.2f} on unseen drills, {skill['conversations']:.2f} on unseen "
+            f"conversations; saved to {out}"
         )
 
 

@@ -478,7 +478,12 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
 
     with log.stage("pretrain", cfg.pretrain.total_steps) as advance:
         info = pretrain(root / "pretrain", cfg.pretrain, corpus=list(split.train), log=lambda st, m: advance(1))
-        advance(0, f"{info['parameters'] / 1e6:.1f}M params, {info['synthetic_pivots']} synthetic pivots")
+        skill = info["copy_skill"]
+        advance(
+            0,
+            f"{info['parameters'] / 1e6:.1f}M params, {info['synthetic_pivots']} synthetic pivots; greedy copy "
+            f"{skill['drills']:.2f} on unseen drills, {skill['conversations']:.2f} on unseen conversations",
+        )
 
     sft = root / "sft"
     with log.stage("sft", cfg.sft_steps) as advance:

@@ -82,3 +82,22 @@ def test_world_ids_are_whole_tokens_with_a_shared_direction_per_kind(tmp_path):
     others = emb[:50]
     cos = torch.nn.functional.cosine_similarity
     assert cos(users[0], users[1:], dim=-1).mean() > 0.3 > cos(users[0], others, dim=-1).abs().mean()
+
+
+def test_drill_steps_split_into_runs_that_each_restart_the_learning_rate(tmp_path):
+    from dataclasses import replace
+
+    from trainers.pretrain import cycle_steps, pretrain
+
+    assert cycle_steps(1200, 2) == [600, 600] and cycle_steps(7, 3) == [3, 2, 2] and cycle_steps(1, 3) == [1]
+    config = replace(PretrainConfig().quick(), conversations=6, drill_steps=20, drill_cycles=2, steps=2)
+    lrs: dict[int, float] = {}
+    info = pretrain(tmp_path / "m", config, log=lambda step, m: lrs.setdefault(step, m["perf/lr"]))
+    drill = [lrs[s] for s in sorted(lrs)][:20]
+    # the first run decays, then the second one starts again where the first one started
+    assert drill[10] > 5 * drill[9] and drill[10] == drill[0] and drill[19] == drill[9]
+    assert len(info["drill_cycle_losses"]) == 2 and info["drill_last_loss"] == info["drill_cycle_losses"][1]
+    skill = info["copy_skill"]  # greedy, through the env's scoring path, on calls never trained on
+    assert set(skill) == {"drills", "conversations"} and all(0.0 <= v <= 1.0 for v in skill.values())
+    saved = json.loads((tmp_path / "m" / "pivot_pretrain.json").read_text())
+    assert saved["copy_skill"] == skill
