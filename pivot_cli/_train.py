@@ -166,9 +166,11 @@ def demo_pivotrl(
             cfg = replace(cfg, data=data)
         result = run_demo(cfg, log=StageLog(console))
     rows = result["rows"]
+    text = "heldout_text_accept" in rows[0]
     print_table(
         f"PivotRL demo: held-out tool-call acceptance, mean of {len(cfg.seeds)} seeds, 95 % CI clustered by trajectory",
-        ["method", "train set", "heldout_accept", "95% CI", "zero_var_share", "reward_std"],
+        ["method", "train set", "heldout_accept", "95% CI", "zero_var_share", "reward_std"]
+        + (["text turns", "95% CI"] if text else []),
         [
             [
                 r["method"],
@@ -178,16 +180,26 @@ def demo_pivotrl(
                 r["zero_var_share"],
                 r["reward_std"],
             ]
+            + ([r["heldout_text_accept"], "[{:.3f}, {:.3f}]".format(*r["heldout_text_ci"])] if text else [])
             for r in rows
         ],
         fmt=lambda x: f"{x:.3f}" if isinstance(x, float) else str(x),
     )
     c = result["contrast"]
     console.print(
-        f"pivotrl - sft: {c['pivotrl_minus_sft']:+.3f}, 95 % CI [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] "
-        f"({c['clusters']} held-out trajectories); RL start (SFT model): {c['sft_start_accept']:.3f}",
+        f"RL start (SFT model): {c['sft_start_accept']:.3f}; differences paired over held-out trajectories:",
         markup=False,
     )
+    for name, part in (("tool calls", c), ("text turns", c.get("text"))):
+        if part is not None:
+            console.print(
+                f"  {name} ({part['clusters']} trajectories): "
+                + "; ".join(
+                    f"pivotrl - {arm} {v['pivotrl_minus']:+.3f} [{v['ci'][0]:+.3f}, {v['ci'][1]:+.3f}]"
+                    for arm, v in part["vs"].items()
+                ),
+                markup=False,
+            )
     console.print(f"plots: {', '.join(result['plots'])}; total {result['seconds']:.0f} s")
     if json_out is not None:
         import json

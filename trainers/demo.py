@@ -119,6 +119,9 @@ class DemoConfig:
     """Training pivots profiled (D_cand), drawn evenly over the training split; None: all."""
     max_heldout_pivots: int | None = 24
     """Held-out tool-call pivots evaluated, drawn evenly; None: all."""
+    max_heldout_text: int | None = 0
+    """Held-out text turns evaluated as well (a second measure: the chain judges them by similarity to
+    the expert's text, so a paraphrase can pass), drawn evenly; 0: none, None: all."""
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     """Synthetic pretraining (model shape, steps, stage settings)."""
     sft_steps: int = 200
@@ -162,6 +165,7 @@ class DemoConfig:
             heldout=0.34,
             max_train_pivots=24,
             max_heldout_pivots=8,
+            max_heldout_text=8,
             pretrain=self.pretrain.quick(),
             sft_steps=150,
             sft_lr=4e-3,
@@ -198,6 +202,7 @@ class DemoConfig:
             sft_lr=1e-3,
             max_train_pivots=640,
             max_heldout_pivots=64,
+            max_heldout_text=96,
             steps=30,
             learning_rate=1e-4,
             sft_arm_lr=1e-4,
@@ -366,6 +371,25 @@ def weight_change(a: Path, b: Path) -> float:
 # -- results -----------------------------------------------------------------------------------------
 
 
+def arm_intervals(
+    records: dict[tuple[str, int], list[SampleRecord]], seeds: Sequence[int], arms: Sequence[str]
+) -> tuple[dict[str, tuple[float, float, float]], dict[str, Any]]:
+    """Per arm, `(mean over seeds, low, high)`; per other arm, pivotrl minus it with its paired interval.
+
+    Every interval resamples the same held-out trajectories for every run (`contrast_ci`), so a
+    difference between two arms is judged on the pivots both were scored on.
+    """
+    keys = [(arm, s) for arm in arms for s in seeds]
+    _, succ, trials = cluster_counts([records[k] for k in keys])
+    per_arm = {arm: contrast_ci(succ, trials, [1.0 / len(seeds) if k[0] == arm else 0.0 for k in keys]) for arm in arms}
+    contrasts = {}
+    for other in (a for a in arms if a != "pivotrl" and "pivotrl" in arms):
+        w = [(1.0 if k[0] == "pivotrl" else -1.0 if k[0] == other else 0.0) / len(seeds) for k in keys]
+        diff, low, high = contrast_ci(succ, trials, w)
+        contrasts[other] = {"pivotrl_minus": diff, "ci": [low, high]}
+    return per_arm, {"vs": contrasts, "clusters": int(succ.shape[0])}
+
+
 def arm_rows(
     records: dict[tuple[str, int], list[SampleRecord]],
     runs: dict[tuple[str, int], list[dict[str, float]]],
@@ -375,13 +399,11 @@ def arm_rows(
     seeds: Sequence[int],
     arms: Sequence[str] = ARMS,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One row per arm (mean over seeds, clustered paired intervals) and the pivotrl - sft contrast."""
-    keys = [(arm, s) for arm in arms for s in seeds]
-    _, succ, trials = cluster_counts([records[k] for k in keys])
+    """One row per arm (mean over seeds, clustered paired intervals) and pivotrl's contrasts with the others."""
+    per_arm, paired = arm_intervals(records, seeds, arms)
     rows = []
     for arm in arms:
-        w = [1.0 / len(seeds) if k[0] == arm else 0.0 for k in keys]
-        value, low, high = contrast_ci(succ, trials, w)
+        value, low, high = per_arm[arm]
         steps = [m for s in seeds for m in runs.get((arm, s), [])]
         if arm == "sft":  # no rollouts: the share its data faces under the reference policy
             zero_var, reward_std = float(zero_variance_groups(adv_prof).float().mean()), float(adv_prof.std(1).mean())
@@ -405,9 +427,9 @@ def arm_rows(
                 "weight_change": [changes[(arm, s)] for s in seeds],
             }
         )
-    w = [(1.0 if k[0] == "pivotrl" else -1.0 if k[0] == "sft" else 0.0) / len(seeds) for k in keys]
-    diff, low, high = contrast_ci(succ, trials, w)
-    contrast = {"pivotrl_minus_sft": diff, "ci": [low, high], "clusters": int(succ.shape[0])}
+    sft = paired["vs"]["sft"]
+    contrast = {"pivotrl_minus_sft": sft["pivotrl_minus"], "ci": sft["ci"], "clusters": paired["clusters"]}
+    contrast["vs"] = paired["vs"]
     contrast["d_cand_zero_var_share"] = float(zero_variance_groups(prof).float().mean())
     return rows, contrast
 
@@ -509,6 +531,12 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
             f"held out: {len(heldout)} of the {len(fitting)} tool calls that fit {s.max_new_tokens} tokens "
             f"({len(calls)} in all)"
         )
+        texts = [p for p in split.heldout if not p.expert.tool_calls]
+        text_fitting = [p for p in texts if expert_tokens(tokenizer, p) <= s.max_new_tokens]
+        heldout_text = evenly(text_fitting, cfg.max_heldout_text) if cfg.max_heldout_text != 0 else []
+        if heldout_text:
+            write_pivots(heldout_text, root / "heldout_text.jsonl")
+            log.line(f"held out as well: {len(heldout_text)} of the {len(text_fitting)} text turns that fit")
 
     with log.stage("profile", len(train)) as advance:
         d_cand = profile_stage(sft, train, root / "d_cand.jsonl", cfg, advance)
@@ -545,8 +573,9 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
                 runs[(arm, seed)] = grpo_arm(grpo, out, advance)
 
     records: dict[tuple[str, int], list[SampleRecord]] = {}
+    text_records: dict[tuple[str, int], list[SampleRecord]] = {}
     changes: dict[tuple[str, int], float] = {}
-    env = gym.make(ENV_ID, pivots=list(heldout)).unwrapped
+    env = gym.make(ENV_ID, pivots=[*heldout, *heldout_text]).unwrapped
     params = SamplingParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature)
     with log.stage("eval", len(arms) * len(cfg.seeds) + 1) as advance:
         base, _ = local_backend(sft)
@@ -558,12 +587,21 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
                 backend, _ = local_backend(folder)
                 # one sampling seed per (arm, seed): arms are compared on equal terms
                 records[(arm, seed)] = score_samples(backend, env, heldout, cfg.eval_k, params, seeds=(10_000 + seed,))
+                if heldout_text:
+                    text_records[(arm, seed)] = score_samples(
+                        backend, env, heldout_text, cfg.eval_k, params, seeds=(10_000 + seed,)
+                    )
                 changes[(arm, seed)] = weight_change(sft, folder)
                 advance(1, f"{arm} seed {seed}")
 
     adv_prof = torch.tensor([list(p.profile.rewards) for p in d_adv])
     rows, contrast = arm_rows(records, runs, prof, adv_prof, changes, cfg.seeds, arms)
     contrast["sft_start_accept"] = float(np.mean([r.accepted for r in base_records]))
+    if heldout_text:
+        per_arm, contrast["text"] = arm_intervals(text_records, cfg.seeds, arms)
+        for row in rows:
+            value, low, high = per_arm[row["method"]]
+            row["heldout_text_accept"], row["heldout_text_ci"] = value, [low, high]
     plots = plot_results(rows, runs, cfg.seeds, root, arms)
     result = {
         "rows": rows,
@@ -575,6 +613,7 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
             "d_cand": len(d_cand),
             "d_adv": len(d_adv),
             "heldout_eval": len(heldout),
+            "heldout_text_eval": len(heldout_text),
             "parameters": info["parameters"],
         },
         "stages": {k: round(v, 1) for k, v in log.stages.items()},

@@ -39,6 +39,23 @@ def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path)
 
 
 @pytest.mark.slow
+def test_arm_intervals_pair_every_arm_with_pivotrl_on_the_same_trajectories():
+    from trainers.demo import arm_intervals
+    from trainers.eval import SampleRecord
+
+    def run(accepted):  # one sample per trajectory
+        return [SampleRecord(f"p{i}", f"t{i}", "calculate", "tool_call", 0, a, False) for i, a in enumerate(accepted)]
+
+    good, bad = [1.0] * 4 + [1.0, 0.0, 1.0, 0.0], [0.0] * 4 + [1.0, 0.0, 1.0, 0.0]
+    records = {("sft", 0): run(bad), ("pivotrl", 0): run(good), ("strict", 0): run(good)}
+    per_arm, paired = arm_intervals(records, (0,), ("sft", "pivotrl", "strict"))
+    assert per_arm["pivotrl"][0] == 0.75 and per_arm["sft"][0] == 0.25
+    assert set(paired["vs"]) == {"sft", "strict"} and paired["clusters"] == 8
+    assert paired["vs"]["strict"] == {"pivotrl_minus": 0.0, "ci": [0.0, 0.0]}  # identical runs: a point
+    sft = paired["vs"]["sft"]
+    assert sft["pivotrl_minus"] == 0.5 and 0.0 < sft["ci"][0] <= 0.5 <= sft["ci"][1] <= 1.0
+
+
 def test_demo_quick_runs_every_stage_and_each_arm_learns(tmp_path):
     out = tmp_path / "results.json"
     result = CliRunner().invoke(
@@ -68,6 +85,10 @@ def test_demo_quick_runs_every_stage_and_each_arm_learns(tmp_path):
     assert data["contrast"]["d_cand_zero_var_share"] > 0.0
     low, high = data["contrast"]["ci"]
     assert low <= data["contrast"]["pivotrl_minus_sft"] <= high
+    # held-out text turns are a second measure, with pivotrl's paired differences to every other arm
+    assert data["sizes"]["heldout_text_eval"] > 0 and set(data["contrast"]["text"]["vs"]) == set(ARMS) - {"pivotrl"}
+    assert all(r["heldout_text_ci"][0] <= r["heldout_text_accept"] <= r["heldout_text_ci"][1] for r in rows.values())
+    assert "pivotrl - no_filter" in result.output
     for plot in data["plots"]:
         assert (tmp_path / "demo" / plot.rsplit("/", 1)[-1]).stat().st_size > 0
     # every model folder carries its stage settings
