@@ -15,8 +15,8 @@ pivots whose acceptable set holds more than the expert's action.
 This samples G completions per pivot from a model, scores them through the env's one scoring path
 (the default, functional chain, and `exact_match`), and prints per pivot: acceptance under each,
 the distinct accepted completions (the acceptable set the policy reaches), and the cosine between
-the GRPO gradient of the group (the trainer's own loss, beta 0) and the SFT gradient on an accepted
-completion, for a group of 8 (what training uses) and of G.
+the GRPO gradient of the group (the trainer's own loss, beta 0) and the SFT gradient on the expert's
+turn (the sft arm's own example and loss), for a group of 8 (what training uses) and of G.
 
     python bench/grpo_vs_sft_gradient.py --model runs/pivotrl-demo/sft --pivots runs/pivotrl-demo/d_adv.jsonl \
         [--n 12] [--group 64] [--json]
@@ -49,7 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, type=Path, help="policy folder (its saved stage settings apply)")
     parser.add_argument("--pivots", required=True, type=Path, help="pivots (e.g. D_adv: mixed under the policy)")
-    parser.add_argument("--n", type=int, default=12, help="pivots measured (tool calls with mixed rewards first)")
+    parser.add_argument("--n", type=int, default=12, help="pivots measured (the first with mixed rewards)")
+    parser.add_argument("--turns", choices=("tool", "text", "all"), default="tool", help="which expert turns")
     parser.add_argument("--group", type=int, default=64, help="completions sampled per pivot")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
@@ -62,8 +63,9 @@ def main() -> None:
     from pivot_core import load_pivots
     from trainers._advantages import group_normalized
     from trainers._losses import batch_denominator
-    from trainers.grpo import GRPOConfig, GRPOTrainer, pad_batch
+    from trainers.grpo import GRPOConfig, GRPOTrainer, completion_logprobs, pad_batch
     from trainers.settings import settings_of
+    from trainers.sft import SFTConfig, build_example
 
     torch.set_num_threads(1)
     s = settings_of(args.model)
@@ -99,14 +101,19 @@ def main() -> None:
             )  # fmt: skip
             return flat_grad(policy, terms.loss)
 
-        def sft_grad(prompt, completion):
-            t = pad_batch([prompt], [completion], pad, "cpu")
-            logp, _ = trainer.logprobs(policy, t)
+        sft_cfg = SFTConfig.from_settings(s, steps=1)
+
+        def sft_grad(pivot):
+            # the sft arm's own example (prompt cut, expert target) and loss (token mean, raw logits)
+            ex = build_example(trainer.tokenizer, pivot, sft_cfg)
+            start = sum(1 for label in ex.labels if label == -100)
+            t = pad_batch([list(ex.input_ids[:start])], [list(ex.input_ids[start:])], pad, "cpu")
+            logp, _ = completion_logprobs(policy, t, 1.0)
             return flat_grad(policy, -(logp * t["completion_mask"]).sum() / t["completion_mask"].sum())
 
         rows = []
-        calls = [p for p in pivots if p.expert.tool_calls]
-        for i, pivot in enumerate(calls):
+        chosen = [p for p in pivots if args.turns == "all" or (args.turns == "tool") == bool(p.expert.tool_calls)]
+        for i, pivot in enumerate(chosen):
             if len(rows) >= args.n:
                 break
             (group,) = trainer.generate([pivot], seed=args.seed * 1_000 + i)
@@ -118,7 +125,7 @@ def main() -> None:
             prompt = trainer.encode(pivot)
             comps = [list(g.token_ids) for g in group]
             accepted = [c for c, r in zip(comps, rewards, strict=True) if r]
-            g_sft = sft_grad(prompt, accepted[0])
+            g_sft = sft_grad(pivot)
             cos = {}
             for size in sorted({8, args.group}):
                 sub, sub_r = comps[:size], rewards[:size]
@@ -128,7 +135,7 @@ def main() -> None:
             rows.append(
                 {
                     "pivot": pivot.id,
-                    "tool": pivot.expert.tool_calls[0].name,
+                    "tool": pivot.expert.tool_calls[0].name if pivot.expert.tool_calls else "text",
                     "accept": sum(rewards) / len(rewards),
                     "accept_exact": sum(exact) / len(exact),
                     "distinct_accepted": len({g.text.strip() for g, r in zip(group, rewards, strict=True) if r}),
@@ -151,7 +158,8 @@ def main() -> None:
     for size in sorted({8, args.group}):
         vals = [r["cos"][size] for r in rows if size in r["cos"]]
         if vals:
-            print(f"median cosine(GRPO, SFT) at G={size}: {statistics.median(vals):.2f} over {len(vals)} pivots")
+            median = statistics.median(vals)
+            print(f"median cosine(GRPO, SFT on the expert) at G={size}: {median:.2f} over {len(vals)} pivots")
     gap = sum(r["accept"] - r["accept_exact"] for r in rows) / max(1, len(rows))
     print(f"functional minus exact acceptance, mean over pivots: {gap:+.3f}")
 
