@@ -184,15 +184,14 @@ class DemoConfig:
     def on_synthetic(self) -> DemoConfig:
         """The run on `"synthetic"` data, with the arms' settings measured on it.
 
-        Measured: from a drill model trained in two runs of 600 steps, SFT on this data starts at 0.254
-        held out; this preset's own pretraining (one run of 1,200 drill steps) started SFT at 0.027, so
-        the drill schedule is still to match (docs/training.md).
-
-        Pretraining stops after the copy drills (the sft stage trains on the same kind of conversations;
-        a conversation stage at the pretraining's 3e-3 eroded the copy skill, 13 to 8 of 40), SFT runs
-        at 1e-3, and the arms take 30 updates at 1e-4 (at 1e-3 GRPO collapsed in 2 steps) over D_adv
-        from 640 profiled pivots, so an arm's 120 pivots are mostly fresh: from 64 (D_adv 28) the
-        policy learnt those pivots, and held-out did not move (docs/training.md).
+        Pretraining stops after the copy drills, in two runs of 600 steps (`drill_cycles`): the sft
+        stage trains on the same kind of conversations, and a conversation stage at the pretraining's
+        3e-3 eroded the copy skill (13 to 8 of 40). SFT runs at 1e-3. Each arm takes 30 updates at
+        1e-4 (at 1e-3 GRPO collapsed in 2 steps) over D_adv from 640 profiled pivots, so an arm's 120
+        pivots are mostly fresh. Held-out: 64 tool calls and 96 text turns. On these pivots the
+        verifier accepts one completion per tool call, so a GRPO step is a reweighted SFT step
+        (`bench/grpo_vs_sft_gradient.py`) and the arms are not expected to separate on tool calls
+        (docs/training.md).
         """
         return replace(
             self,
