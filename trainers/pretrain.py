@@ -80,9 +80,9 @@ class PretrainConfig:
     # measured on PRETRAIN_MODEL (docs/training.md): greedy copy accuracy on unseen calls 0/40
     # after 400 conversation steps; 6/40 after 600 drill steps, 33/40 after 1,200 (the phase change)
     drill_steps: int = 1200
-    # measured: 1,200 drill steps in one run ended at loss 0.16 per token and its SFT policy at 0.027
-    # held out; two runs of 600 (the second restarting the learning rate) reached 0.04, 33/40 drill
-    # copies, and an SFT policy at 0.254 (docs/training.md)
+    # measured (docs/training.md): 1,200 drill steps in one run ended at loss 0.16 per token and its SFT
+    # policy at 0.027 held out; two runs of 600 (the second restarting the learning rate) reached 0.04
+    # and an SFT policy at 0.254, and 0.035 again from this seed; one other tokenizer stalled at 0.26
     drill_cycles: int = 2
     drill_batch_size: int = 32
     drill_prompt_tokens: int = 64
