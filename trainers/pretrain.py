@@ -426,9 +426,7 @@ def pretrain(
         )
 
     sft = stage(config.steps, config.batch_size, s)
-    drills = stage(
-        config.drill_steps, config.drill_batch_size, replace(s, max_prompt_tokens=config.drill_prompt_tokens)
-    )
+    drill_settings = replace(s, max_prompt_tokens=config.drill_prompt_tokens)
     with tempfile.TemporaryDirectory(prefix="pivot-pretrain-") as work:
         init = Path(work) / "init"
         built = build_tiny_model(
@@ -442,7 +440,7 @@ def pretrain(
         for cycle, steps in enumerate(cycle_steps(config.drill_steps, config.drill_cycles)):
             # every drill is seen once: copying is the only rule that fits fresh data
             drilled = copy_drills(world, steps * config.drill_batch_size, config.seed + 1000 * cycle)
-            run = replace(drills, steps=steps, warmup_steps=min(30, max(1, steps // 10)), seed=config.seed + cycle)
+            run = replace(stage(steps, config.drill_batch_size, drill_settings), seed=config.seed + cycle)
             at = done
             shifted = None if log is None else (lambda step, m, at=at: log(at + step, m))
             drill_losses.append(train_sft(init, drilled, Path(work) / f"drilled{cycle}", run, log=shifted)["last_loss"])
