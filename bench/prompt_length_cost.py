@@ -63,7 +63,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the demo uses 1 on a busy machine)")
     parser.add_argument("--stages", type=Path, default=None, help="a demo's --json output to project")
-    parser.add_argument("--drill-share", type=float, default=0.8, help="share of pretraining spent on drills")
+    # the synthetic run's pretraining is copy drills only (`DemoConfig.on_synthetic`: no conversation steps)
+    parser.add_argument("--drill-share", type=float, default=1.0, help="share of pretraining spent on drills")
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
 
