@@ -6,11 +6,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from pivot_cli._common import JSON_OPTION, console, emit_json, fail, print_table, user_errors
+
+if TYPE_CHECKING:
+    from trainers.demo import DemoConfig
 
 demo_app = typer.Typer(help="End-to-end demonstrations.", no_args_is_help=True)
 
@@ -129,6 +132,29 @@ def _coerce(type_name: str, raw: str) -> Any:
     return raw
 
 
+def demo_config(
+    out: Path, quick: bool = False, data: str | None = None, steps: int = -1, seeds: str = "", profile_turns: str = ""
+) -> DemoConfig:
+    """The demo's configuration from the CLI's options: the preset first (quick, synthetic), then the overrides."""
+    from dataclasses import replace
+
+    from trainers.demo import SYNTHETIC, DemoConfig
+
+    cfg = DemoConfig(out=str(out))
+    cfg = cfg.quick() if quick else cfg
+    if data == SYNTHETIC and not quick:
+        cfg = cfg.on_synthetic()  # before the overrides: the preset sets steps of its own
+    elif data is not None:
+        cfg = replace(cfg, data=data)
+    if steps > 0:
+        cfg = replace(cfg, steps=steps)
+    if seeds.strip():
+        cfg = replace(cfg, seeds=tuple(int(x) for x in seeds.split(",") if x.strip()))
+    if profile_turns:
+        cfg = replace(cfg, profile_turns=profile_turns)
+    return cfg
+
+
 def demo_pivotrl(
     out: Path = typer.Option(Path("runs/pivotrl-demo"), "--out", help="Working folder (models, profiles, runs)."),
     json_out: Path | None = typer.Option(
@@ -145,25 +171,20 @@ def demo_pivotrl(
     quick: bool = typer.Option(
         False, "--quick", help="The CI configuration: bundled sample, small model, every stage."
     ),
+    profile_turns: str = typer.Option(
+        "",
+        "--profile-turns",
+        help="Training turns D_cand is drawn from: 'all' or 'tool_calls' (default: the configuration's; "
+        "with tool_calls, held-out text turns measure what training on tool calls does to them).",
+    ),
 ) -> None:
     """Split by task, pretrain, SFT, profile, D_adv; sft/pivotrl/strict/no_filter/e2e arms x seeds; held-out CIs."""
-    from dataclasses import replace
-
     from pivot_cli._models import quiet_transformers
-    from trainers.demo import SYNTHETIC, DemoConfig, StageLog, run_demo
+    from trainers.demo import StageLog, run_demo
 
     quiet_transformers()
     with user_errors():
-        cfg = DemoConfig(out=str(out))
-        cfg = cfg.quick() if quick else cfg
-        if steps > 0:
-            cfg = replace(cfg, steps=steps)
-        if seeds.strip():
-            cfg = replace(cfg, seeds=tuple(int(x) for x in seeds.split(",") if x.strip()))
-        if data == SYNTHETIC and not quick:
-            cfg = cfg.on_synthetic()
-        elif data is not None:
-            cfg = replace(cfg, data=data)
+        cfg = demo_config(out, quick=quick, data=data, steps=steps, seeds=seeds, profile_turns=profile_turns)
         result = run_demo(cfg, log=StageLog(console))
     rows = result["rows"]
     text = "heldout_text_accept" in rows[0]
@@ -187,13 +208,14 @@ def demo_pivotrl(
     )
     c = result["contrast"]
     console.print(
-        f"RL start (SFT model): {c['sft_start_accept']:.3f}; differences paired over held-out trajectories:",
+        "Differences paired over held-out trajectories (RL start: the SFT model):",
         markup=False,
     )
-    for name, part in (("tool calls", c), ("text turns", c.get("text"))):
+    untrained = " (no arm trains on them)" if cfg.profile_turns == "tool_calls" else ""
+    for name, part in (("tool calls", c), (f"text turns{untrained}", c.get("text"))):
         if part is not None:
             console.print(
-                f"  {name} ({part['clusters']} trajectories): "
+                f"  {name} ({part['clusters']} trajectories, RL start {part['sft_start_accept']:.3f}): "
                 + "; ".join(
                     f"pivotrl - {arm} {v['pivotrl_minus']:+.3f} [{v['ci'][0]:+.3f}, {v['ci'][1]:+.3f}]"
                     for arm, v in part["vs"].items()

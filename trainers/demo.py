@@ -58,6 +58,7 @@ ENV_ID = "pivot/tool-use-v0"
 STRICT_VERIFIERS = ("exact_match",)
 TRAIN_SETS = {"sft": "D_adv", "pivotrl": "D_adv", "strict": "D_adv", "no_filter": "D_cand", "e2e": "episodes"}
 ARMS = tuple(TRAIN_SETS)  # every arm and what it trains on, in table order
+PROFILE_TURNS = ("all", "tool_calls")  # which training turns D_cand is drawn from
 BUNDLED_DATA = "tool_use_tau_airline_exec.jsonl"
 FULL_DATA = Path("tool_use") / "tau_bench_airline_gpt4o.jsonl"
 
@@ -117,6 +118,10 @@ class DemoConfig:
     """Seeds which tasks are held out."""
     max_train_pivots: int | None = 64
     """Training pivots profiled (D_cand), drawn evenly over the training split; None: all."""
+    profile_turns: str = "all"
+    """Turns of the training split profiled: `"all"`, or `"tool_calls"`: every arm then trains on tool
+    calls alone, and the held-out text turns (`max_heldout_text`) measure what training on one kind of
+    turn does to the other (the paper's out-of-domain retention)."""
     max_heldout_pivots: int | None = 24
     """Held-out tool-call pivots evaluated, drawn evenly; None: all."""
     max_heldout_text: int | None = 0
@@ -155,6 +160,10 @@ class DemoConfig:
     threads: int | None = None
     """Torch threads; `cpu_threads()` (1 on a busy machine, else every core) when None."""
 
+    def __post_init__(self) -> None:
+        if self.profile_turns not in PROFILE_TURNS:
+            raise ValueError(f"DemoConfig.profile_turns: expected one of {PROFILE_TURNS}, got {self.profile_turns!r}")
+
     def quick(self) -> DemoConfig:
         """The CI configuration: the bundled sample, a small model, short stages; every stage kept."""
         from importlib import resources
@@ -186,12 +195,13 @@ class DemoConfig:
 
         Pretraining stops after the copy drills, in two runs of 600 steps (`drill_cycles`): the sft
         stage trains on the same kind of conversations, and a conversation stage at the pretraining's
-        3e-3 eroded the copy skill (13 to 8 of 40). SFT runs at 1e-3. Each arm takes 30 updates at
-        1e-4 (at 1e-3 GRPO collapsed in 2 steps) over D_adv from 640 profiled pivots, so an arm's 120
-        pivots are mostly fresh. Held-out: 64 tool calls and 96 text turns. On these pivots the
-        verifier accepts one completion per tool call, so a GRPO step is a reweighted SFT step
-        (`bench/grpo_vs_sft_gradient.py`) and the arms are not expected to separate on tool calls
-        (docs/training.md).
+        3e-3 eroded the copy skill (13 to 8 of 40). SFT runs at 1e-3. D_cand is 640 tool-call pivots
+        of the training split (`profile_turns`), and each arm takes 100 updates at 1e-4 (at 1e-3 GRPO
+        collapsed in 2 steps). Held-out: 64 tool calls, the kind every arm trains on, and 96 text
+        turns, the kind none does. On these tool calls the verifier accepts one completion, so a GRPO
+        step is a reweighted SFT step (`bench/grpo_vs_sft_gradient.py`) and the arms are not expected
+        to separate there; on the text turns, what each update does to a kind it never trains on
+        separates them (docs/training.md).
         """
         return replace(
             self,
@@ -200,9 +210,10 @@ class DemoConfig:
             sft_steps=300,
             sft_lr=1e-3,
             max_train_pivots=640,
+            profile_turns="tool_calls",
             max_heldout_pivots=64,
             max_heldout_text=96,
-            steps=30,
+            steps=100,
             learning_rate=1e-4,
             sft_arm_lr=1e-4,
         )
@@ -273,6 +284,13 @@ def cpu_threads() -> int:
 
 
 # -- stages ------------------------------------------------------------------------------------------
+
+
+def profile_pool(pivots: Sequence[Pivot], turns: str) -> list[Pivot]:
+    """The training pivots that may be profiled: all of them, or the tool calls (`DemoConfig.profile_turns`)."""
+    if turns not in PROFILE_TURNS:
+        raise ValueError(f"profile_pool: expected turns in {PROFILE_TURNS}, got {turns!r}")
+    return list(pivots) if turns == "all" else [p for p in pivots if p.expert.tool_calls]
 
 
 def evenly(items: Sequence[Any], n: int | None) -> list[Any]:
@@ -492,7 +510,7 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
         else:
             data = Path(cfg.data) if cfg.data else default_data()
         split = split_pivots(list(load_pivots(data)), heldout=cfg.heldout, by="auto", seed=cfg.split_seed)
-        train = evenly(split.train, cfg.max_train_pivots)
+        train = evenly(profile_pool(split.train, cfg.profile_turns), cfg.max_train_pivots)
         write_pivots(train, root / "train.jsonl")
         write_pivots(split.train, root / "train_split.jsonl")  # whole training trajectories: the e2e arm's tasks
         advance(1, f"{data.name} by {split.by}: {len(split.train)} train / {len(split.heldout)} held-out pivots")
@@ -583,6 +601,7 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
     with log.stage("eval", len(arms) * len(cfg.seeds) + 1) as advance:
         base, _ = local_backend(sft)
         base_records = score_samples(base, env, heldout, cfg.eval_k, params, seeds=(10_000,))
+        base_text = score_samples(base, env, heldout_text, cfg.eval_k, params, seeds=(10_000,)) if heldout_text else []
         advance(1)
         for arm in arms:
             for seed in cfg.seeds:
@@ -602,6 +621,7 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
     contrast["sft_start_accept"] = float(np.mean([r.accepted for r in base_records]))
     if heldout_text:
         per_arm, contrast["text"] = arm_intervals(text_records, cfg.seeds, arms)
+        contrast["text"]["sft_start_accept"] = float(np.mean([r.accepted for r in base_text]))
         for row in rows:
             value, low, high = per_arm[row["method"]]
             row["heldout_text_accept"], row["heldout_text_ci"] = value, [low, high]

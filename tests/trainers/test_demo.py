@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pivot_cli import app
-from trainers.demo import ARMS, SYNTHETIC, DemoConfig, demo_arms, evenly, synthetic_data
+from trainers.demo import ARMS, SYNTHETIC, DemoConfig, demo_arms, evenly, profile_pool, synthetic_data
 
 
 def test_quick_configuration_keeps_every_stage_small():
@@ -36,6 +36,22 @@ def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path)
     pretraining = synthetic_pivots(world, 20, PretrainConfig().seed)
     assert [p.history[1:] for p in pretraining] != [p.history[1:] for p in pivots]
     assert demo_arms(SYNTHETIC) == tuple(a for a in ARMS if a != "e2e") and demo_arms(None) == ARMS
+
+
+def test_profile_turns_keep_the_tool_calls_and_the_cli_overrides_come_after_the_preset(tmp_path):
+    from pivot_cli._train import demo_config
+    from pivot_core import load_pivots
+
+    pivots = list(load_pivots(synthetic_data(10, tmp_path / "synthetic.jsonl")))
+    calls = profile_pool(pivots, "tool_calls")
+    assert calls and all(p.expert.tool_calls for p in calls) and len(calls) < len(pivots)
+    assert profile_pool(pivots, "all") == pivots
+    with pytest.raises(ValueError, match="tool_calls"):
+        DemoConfig(profile_turns="text")
+    # the synthetic preset sets its own steps: --steps must still win (it used to be overwritten)
+    cfg = demo_config(tmp_path, data=SYNTHETIC, steps=7, seeds="4,5", profile_turns="all")
+    assert (cfg.steps, cfg.seeds, cfg.profile_turns, cfg.data) == (7, (4, 5), "all", SYNTHETIC)
+    assert demo_config(tmp_path, data=SYNTHETIC).profile_turns == "tool_calls"
 
 
 @pytest.mark.slow
@@ -89,6 +105,7 @@ def test_demo_quick_runs_every_stage_and_each_arm_learns(tmp_path):
     assert data["sizes"]["heldout_text_eval"] > 0 and set(data["contrast"]["text"]["vs"]) == set(ARMS) - {"pivotrl"}
     assert all(r["heldout_text_ci"][0] <= r["heldout_text_accept"] <= r["heldout_text_ci"][1] for r in rows.values())
     assert "pivotrl - no_filter" in result.output
+    assert 0.0 <= data["contrast"]["text"]["sft_start_accept"] <= 1.0 and "RL start" in result.output
     for plot in data["plots"]:
         assert (tmp_path / "demo" / plot.rsplit("/", 1)[-1]).stat().st_size > 0
     # every model folder carries its stage settings
