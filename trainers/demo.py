@@ -161,8 +161,7 @@ class DemoConfig:
     """Torch threads; `cpu_threads()` (1 on a busy machine, else every core) when None."""
 
     def __post_init__(self) -> None:
-        if self.profile_turns not in PROFILE_TURNS:
-            raise ValueError(f"DemoConfig.profile_turns: expected one of {PROFILE_TURNS}, got {self.profile_turns!r}")
+        profile_pool((), self.profile_turns)  # the one check of the value, at construction rather than mid-run
 
     def quick(self) -> DemoConfig:
         """The CI configuration: the bundled sample, a small model, short stages; every stage kept."""
@@ -289,7 +288,7 @@ def cpu_threads() -> int:
 def profile_pool(pivots: Sequence[Pivot], turns: str) -> list[Pivot]:
     """The training pivots that may be profiled: all of them, or the tool calls (`DemoConfig.profile_turns`)."""
     if turns not in PROFILE_TURNS:
-        raise ValueError(f"profile_pool: expected turns in {PROFILE_TURNS}, got {turns!r}")
+        raise ValueError(f"profile_turns: expected one of {PROFILE_TURNS}, got {turns!r}")
     return list(pivots) if turns == "all" else [p for p in pivots if p.expert.tool_calls]
 
 
