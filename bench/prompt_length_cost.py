@@ -71,6 +71,7 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from pivot_cli._common import print_table
     from pivot_core import load_pivots, split_pivots
     from trainers.backends._base import SamplingParams
     from trainers.backends._transformers import TransformersBackend, TransformersConfig
@@ -160,16 +161,24 @@ def main() -> None:
     if opts.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{data.name}: {len(chosen)} held-out tool calls, PRETRAIN_MODEL shape, {opts.threads} torch thread(s)")
-    print(f"{'cut':<32} {'prompt tokens (median / max)':>29} {'train step (s)':>15} {'sample (s)':>11}")
-    for r in rows:
-        lengths = f"{r['prompt_tokens_median']:.0f} / {r['prompt_tokens_max']}"
-        print(f"{r['cut']:<32} {lengths:>29} {r['train_step_s']:>15.2f} {r['sample_s']:>11.2f}")
-    print(f"{'uncut / demo':<32} {'':>29} {ratio['train']:>14.1f}x {ratio['sample']:>10.1f}x")
-    print(f"\n{'stage':<10} {'measured (s)':>13} {'projected uncut (s)':>20}")
-    for stage, v in projected.items():
-        print(f"{stage:<10} {v['measured_s']:>13.0f} {v['projected_s']:>20.0f}")
-    print(f"{'total':<10} {total[0]:>13.0f} {total[1]:>20.0f}  ({total[1] / 3600:.1f} h against the 1 h budget)")
+    print_table(
+        f"{data.name}: {len(chosen)} held-out tool calls, PRETRAIN_MODEL shape, {opts.threads} torch thread(s)",
+        ["cut", "prompt tokens (median / max)", "micro-batch", "train step (s)", "sample (s)"],
+        [
+            *(
+                [r["cut"], f"{r['prompt_tokens_median']:.0f} / {r['prompt_tokens_max']}", r["micro_batch"]]
+                + [f"{r['train_step_s']:.2f}", f"{r['sample_s']:.2f}"]
+                for r in rows
+            ),
+            ["uncut / demo", "", "", f"{ratio['train']:.1f}x", f"{ratio['sample']:.1f}x"],
+        ],
+    )
+    print_table(
+        f"stages projected uncut ({total[1] / 3600:.1f} h against the 1 h budget)",
+        ["stage", "measured (s)", "projected uncut (s)"],
+        [[stage, f"{v['measured_s']:.0f}", f"{v['projected_s']:.0f}"] for stage, v in projected.items()]
+        + [["total", f"{total[0]:.0f}", f"{total[1]:.0f}"]],
+    )
 
 
 if __name__ == "__main__":
