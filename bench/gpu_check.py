@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 import pivot_envs  # noqa: F401
+from trainers.demo.tiny_model import TinyModelConfig, build_tiny_model
 from trainers.grpo import GRPOConfig, GRPOTrainer
-from trainers.tiny_model import TinyModelConfig, build_tiny_model
 
 SIZES = {
     # ~50M parameters: 10 layers x (attention 1.6M + MLP 3.4M) + embeddings

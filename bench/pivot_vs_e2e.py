@@ -227,8 +227,8 @@ def terminal_policy(folder: str, domain: Domain) -> tuple[str, tuple[int, int, f
     """The tiny test policy fine-tuned on the bundled terminal expert turns that fit the turn budget (built once)."""
     from pivot_core import render_completion
     from pivot_envs._env import bundled_paths
+    from trainers.demo.tiny_model import build_test_policy
     from trainers.sft import SFTConfig, train_sft
-    from trainers.tiny_model import build_test_policy
 
     tiny = build_test_policy(os.environ.get("PIVOT_TINY_POLICY_DIR", "runs/bench-tiny-policy"))
     cuts = (tiny.max_history_messages, tiny.max_prompt_tokens, 1.0)
@@ -282,7 +282,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from pivot_envs._env import bundled_paths
-    from trainers.tiny_model import build_test_policy
+    from trainers.demo.tiny_model import build_test_policy
 
     domain = DOMAINS[args.domain]
     data = args.data

@@ -123,8 +123,8 @@ def row_sandbox(opts: argparse.Namespace) -> Row:
 
 def row_grpo(opts: argparse.Namespace) -> Row:
     try:
+        from trainers.demo.tiny_model import build_tiny_model
         from trainers.grpo import GRPOConfig, GRPOTrainer
-        from trainers.tiny_model import build_tiny_model
     except ImportError as e:
         raise NotAvailable(f"the GRPO trainer is not on this branch ({e.name})") from e
     import torch

@@ -18,12 +18,12 @@ import os
 import time
 
 import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
+from pivot_core import history_commands
 from pivot_envs import extract_pivots
-from verifiers_plugins.builtin.docker_shell import history_commands
-from verifiers_plugins.sandbox import SandboxSpec
-from verifiers_plugins.sandbox._docker import DockerBackend
-from verifiers_plugins.sandbox._images import BUSYBOX_TAG, build_busybox_image
-from verifiers_plugins.sandbox._synthesize import synthesize
+from pivot_sandbox import SandboxSpec
+from pivot_sandbox._docker import DockerBackend
+from pivot_sandbox._images import BUSYBOX_TAG, build_busybox_image
+from pivot_tasks import synthesize
 
 TASK = {
     "task_id": "bench-notes",

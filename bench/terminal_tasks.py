@@ -22,14 +22,14 @@ from collections import Counter
 from pathlib import Path
 
 import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
+from pivot_core import action_commands, history_commands
 from pivot_core._jsonl import iter_jsonl
 from pivot_envs import extract_pivots
-from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
+from pivot_sandbox import SandboxSpec, _tasks
+from pivot_sandbox._docker import DockerBackend
+from pivot_sandbox._plugin import docker_backend
+from pivot_tasks import REPLAY_LIMITS, mark_network_pivots, synthesize
 from verifiers_plugins.builtin.task_tests import oracle_check
-from verifiers_plugins.sandbox import SandboxSpec, _tasks
-from verifiers_plugins.sandbox._docker import DockerBackend
-from verifiers_plugins.sandbox._plugin import docker_backend
-from verifiers_plugins.sandbox._synthesize import REPLAY_LIMITS, mark_network_pivots, synthesize
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "terminal"
 

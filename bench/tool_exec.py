@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from pivot_envs import Message, ToolCall, load_pivots
+from pivot_tool_worlds import replay_messages, tau_airline
+from pivot_tool_worlds._effects import compare_effects, execute_turn
+from pivot_tool_worlds._tau_airline import _bundled
 from verifiers_plugins.builtin.tool_exec import ToolExec
-from verifiers_plugins.worlds import replay_messages, tau_airline
-from verifiers_plugins.worlds._effects import compare_effects, execute_turn
-from verifiers_plugins.worlds._tau_airline import _bundled
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "tool_use" / "tau_bench_airline_gpt4o.jsonl"
 

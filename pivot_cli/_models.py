@@ -39,7 +39,7 @@ def tiny(
 ) -> None:
     """Train a byte-level BPE on pivots and write a random-init Qwen3-style model (~1M params)."""
     from pivot_envs import load_pivots
-    from trainers.tiny_model import TinyModelConfig, build_tiny_model
+    from trainers.demo.tiny_model import TinyModelConfig, build_tiny_model
 
     quiet_transformers()
 
@@ -75,8 +75,8 @@ def pretrain(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from pivot_envs import load_pivots
-    from trainers.pretrain import PretrainConfig
-    from trainers.pretrain import pretrain as run_pretrain
+    from trainers.demo.pretrain import PretrainConfig
+    from trainers.demo.pretrain import pretrain as run_pretrain
 
     quiet_transformers()
     with user_errors():

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _client():  # noqa: ANN202 - the docker client type is only known once docker is imported
-    from verifiers_plugins.sandbox import SandboxError, docker_backend
+    from pivot_sandbox import SandboxError, docker_backend
 
     try:
         return docker_backend().client
@@ -40,7 +40,7 @@ def build_image(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Build a base image offline: Debian bookworm minbase (debootstrap) or static busybox."""
-    from verifiers_plugins.sandbox import BUILDERS, image_exists
+    from pivot_sandbox import BUILDERS, image_exists
 
     kind = kind or ("busybox" if "busybox" in tag else "debian")
     if kind not in BUILDERS:
@@ -73,7 +73,7 @@ def build_task(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Build one task's image offline from its own Dockerfile (base images mapped to local ones)."""
-    from verifiers_plugins.sandbox import build_tasks as run_builds
+    from pivot_sandbox import build_tasks as run_builds
 
     with user_errors():
         (row,) = [r.to_json() for r in run_builds(_client(), [task_dir], force=force)]
@@ -93,8 +93,8 @@ def build_tasks(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Build every task image of a folder; each task that cannot build says why."""
-    from verifiers_plugins.sandbox import build_tasks as run_builds
-    from verifiers_plugins.sandbox import task_dirs
+    from pivot_sandbox import build_tasks as run_builds
+    from pivot_sandbox import task_dirs
 
     with user_errors():
         dirs = task_dirs(tasks_dir, [t for t in only.split(",") if t.strip()])
@@ -108,7 +108,7 @@ def build_tasks(
 
 def info(as_json: bool = JSON_OPTION) -> None:
     """How this machine's sandbox runs: the daemon, the command transport, where change sets come from."""
-    from verifiers_plugins.sandbox import SandboxError, docker_backend
+    from pivot_sandbox import SandboxError, docker_backend
 
     try:
         backend = docker_backend()
@@ -137,8 +137,8 @@ def gc(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Remove leftover pivot-gym containers and snapshot images (of processes that are gone)."""
-    from verifiers_plugins.sandbox import gc as run_gc
-    from verifiers_plugins.sandbox import removed_in_this_process
+    from pivot_sandbox import gc as run_gc
+    from pivot_sandbox import removed_in_this_process
 
     run_gc(_client(), everything=everything)
     # Connecting already swept dead owners' leftovers: count that sweep too, not only this call.
@@ -166,7 +166,7 @@ def terminal_bench(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run each task's oracle solution command by command and write Terminus trajectories' pivots."""
-    from verifiers_plugins.sandbox import synthesize_file
+    from pivot_tasks import synthesize_file
 
     if tasks_dir is not None and not tasks_dir.is_dir():
         fail(f"--tasks-dir {tasks_dir}: not a folder")

@@ -59,7 +59,7 @@ def serve(
     """
     from pivot_cli._server import ServerConfig
     from pivot_cli._server import serve as run_server
-    from pivot_core import resolve_tokens
+    from pivot_cli._server_guard import resolve_tokens
 
     kwargs = env_kwargs(dataset, verifiers)
     if protocol == "openenv":

@@ -39,6 +39,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pivot_cli._server_guard import TokenAuth, request_timeout_protocol, resolve_tokens
 from pivot_cli._server_requests import (
     BadRequest,
     ResetRequest,
@@ -51,7 +52,6 @@ from pivot_cli._server_requests import (
 )
 from pivot_cli._server_sessions import Sessions
 from pivot_cli.errors import Busy, SessionNotFound, SessionRefused
-from pivot_core import TokenAuth, request_timeout_protocol, resolve_tokens
 from pivot_core.errors import UnknownPivot
 from pivot_envs import PivotEnv
 

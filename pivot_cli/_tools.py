@@ -44,8 +44,8 @@ def replay(
 ) -> None:
     """Replay every recorded tool call of every trajectory on a fresh initial state; compare outputs."""
     from pivot_core import detect_format, get_format
+    from pivot_tool_worlds import replay_trajectories
     from verifiers_plugins import get_host
-    from verifiers_plugins.worlds import replay_trajectories
 
     with user_errors():
         factory = get_host().get("tool_worlds", world)

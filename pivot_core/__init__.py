@@ -7,13 +7,18 @@ build on it. `pivot_envs` re-exports the names users reach for first (`Message`,
 from pivot_core._actions import (
     SHELL_TOOLS,
     TERMINUS_SCHEMA,
+    action_commands,
     action_text,
     bash_blocks,
+    fenced_commands,
+    history_commands,
+    message_commands,
     normalize_shell,
     parse_terminus,
     shell_actions,
     terminus_keystrokes,
 )
+from pivot_core._compare import canonical, digit_tokens, normalize_text, normalized_action
 from pivot_core._formats import (
     FORMATS,
     Format,
@@ -24,14 +29,14 @@ from pivot_core._formats import (
     register_format,
     write_pivots,
 )
+from pivot_core._hosts import is_loopback
 from pivot_core._jsonl import iter_jsonl, write_jsonl
 from pivot_core._model import DOMAINS, ROLES, Message, Pivot, Profile, ToolCall, Trajectory
-from pivot_core._paths import cache_dir
+from pivot_core._paths import SHARED_DATA_ENV, cache_dir, shared_data_file, shared_data_roots
 from pivot_core._pivots import Selection, extract_pivots, select_pivots
 from pivot_core._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
 from pivot_core._render import DOMAIN_PARSERS, chat_message, observation, render_completion
 from pivot_core._safejson import decode_json
-from pivot_core._server_guard import TokenAuth, is_loopback, request_timeout_protocol, resolve_tokens
 from pivot_core._split import split_pivots, trajectory_key
 from pivot_core.errors import (
     DataFileError,
@@ -58,19 +63,29 @@ __all__ = [
     "PivotSequence",
     "Profile",
     "ROLES",
+    "SHARED_DATA_ENV",
     "SHELL_TOOLS",
     "Selection",
     "ServeRefused",
     "TERMINUS_SCHEMA",
-    "TokenAuth",
     "ToolCall",
     "Trajectory",
     "UnknownFormat",
     "UnknownPivot",
     "UnsafeJSON",
+    "action_commands",
+    "history_commands",
+    "message_commands",
+    "fenced_commands",
+    "canonical",
+    "digit_tokens",
+    "normalize_text",
+    "normalized_action",
     "action_text",
     "bash_blocks",
     "cache_dir",
+    "shared_data_file",
+    "shared_data_roots",
     "candidate_ids",
     "chat_message",
     "decode_json",
@@ -88,8 +103,6 @@ __all__ = [
     "parse_terminus",
     "register_format",
     "render_completion",
-    "request_timeout_protocol",
-    "resolve_tokens",
     "select_pivots",
     "shell_actions",
     "split_pivots",

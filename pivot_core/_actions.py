@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
 from typing import Any
 
-from pivot_core._model import Message
+from pivot_core._model import Message, Pivot
 from pivot_core._safejson import decode_json
 
 # Terminus 2 turns carry analysis/plan/task_complete; Terminus 1 turns state_analysis/explanation/
@@ -146,3 +147,57 @@ def action_text(message: Message, commands: list[str] | None = None) -> str:
     if cmds:
         return "\n".join(normalize_shell(c) for c in cmds)
     return message.text
+
+
+# tmux key names a Terminus turn may send; they run nothing in a fresh shell.
+_KEYS = frozenset({"C-c", "C-d", "C-z", "C-l", "Enter", "Escape", "q"})
+
+
+def action_commands(message: Message) -> list[str]:
+    """The shell commands a message runs, as a shell would receive them (Enter and key names dropped)."""
+    out = []
+    for keys in shell_actions(message):
+        command = keys.rstrip("\n").strip()
+        if command and command not in _KEYS:
+            out.append(command)
+    return out
+
+
+def history_commands(pivot: Pivot) -> list[str]:
+    """Every shell command of the assistant turns before the pivot, in order."""
+    return [c for m in pivot.history if m.role == "assistant" for c in action_commands(m)]
+
+
+def fenced_commands(text: str | None) -> list[str]:
+    """Commands in fenced blocks: ```bash blocks, else a bare ``` block that ends the turn.
+
+    Classic SWE-agent turns are a thought followed by one bare-fenced command, and SWE-agent
+    runs the last block; a bare block with more text after it is an example or a quotation
+    (e.g. inside an echoed prompt), not the turn's action.
+    """
+    blocks = bash_blocks(text)
+    if blocks:
+        return blocks
+    body = (text or "").rstrip()
+    if not body.endswith("```"):
+        return []
+    lines = body[:-3].rstrip(" ").splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip() == "```":
+            command = "\n".join(lines[i + 1 :]).strip()
+            return [command] if command else []
+    return []
+
+
+def message_commands(message: Message) -> list[str]:
+    """The text-form actions of a turn: Terminus keystrokes, else fenced commands."""
+    return list(_text_commands(message.content or ""))
+
+
+@functools.lru_cache(maxsize=2048)
+def _text_commands(text: str) -> tuple[str, ...]:
+    # Cached: every verifier of a chain (and the audit) asks for the same turn's commands.
+    obj = parse_terminus(text)
+    if obj is not None:
+        return tuple(k for k in terminus_keystrokes(obj) if k.strip())
+    return tuple(fenced_commands(text))

@@ -11,3 +11,27 @@ def cache_dir(*parts: str) -> Path:
     env = os.environ.get("PIVOT_CACHE_DIR")
     base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pivot-gym"
     return base.joinpath(*parts)
+
+
+SHARED_DATA_ENV = "PIVOT_SHARED_DATA"
+
+
+def shared_data_file(relative: str) -> Path | None:
+    """`relative` under the first shared-data folder that holds it, else None.
+
+    The folders, in order: `$PIVOT_SHARED_DATA`; `shared/data` beside the checkout (a development
+    tree); `cache_dir("shared-data")`, where `pivot data fetch` lays the public sources out.
+    """
+    for root in shared_data_roots():
+        if (root / relative).exists():
+            return root / relative
+    return None
+
+
+def shared_data_roots() -> list[Path]:
+    """The folders searched for the full public data, in order (see `shared_data_file`)."""
+    env = os.environ.get(SHARED_DATA_ENV)
+    roots = [Path(env)] if env else []
+    roots.append(Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    roots.append(cache_dir("shared-data"))
+    return roots

@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 
 from pivot_core._formats import FORMATS
-from verifiers_plugins.worlds import recorded_calls, replay_trajectories, tau_airline
-from verifiers_plugins.worlds._tau_airline import SUBSET_FILE, TABLES, load_tables
+from pivot_tool_worlds import recorded_calls, replay_trajectories, tau_airline
+from pivot_tool_worlds._tau_airline import SUBSET_FILE, TABLES, load_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "pivot_core" / "data"

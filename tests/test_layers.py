@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("pivot_core", "verifiers_plugins", "pivot_envs", "trainers", "pivot_cli")
+PACKAGES = (
+    "pivot_core",
+    "pivot_sandbox",
+    "pivot_tool_worlds",
+    "verifiers_plugins",
+    "pivot_tasks",
+    "pivot_envs",
+    "trainers",
+    "pivot_cli",
+)
 
 
 def _package_files():

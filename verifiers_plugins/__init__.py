@@ -33,32 +33,18 @@ from verifiers_plugins._scaffold import write_scaffold
 from verifiers_plugins._verdict import Verdict, Verifier, verifier_meta
 from verifiers_plugins.errors import (
     BrokenPluginWarning,
-    DockerfileError,
     DuplicateName,
     JudgeAnswerError,
     PluginError,
     RewardCacheError,
-    RunnerLost,
-    SandboxError,
-    SandboxUnavailable,
-    TaskError,
-    ToolFailure,
     UnknownVerifier,
     VerifierTimeout,
-    WorldDataError,
 )
 from verifiers_plugins.hookspecs import HOOK_API_VERSION, hookimpl, hookspec
 
 __all__ = [
     "BrokenPluginWarning",
-    "DockerfileError",
     "JudgeAnswerError",
-    "RunnerLost",
-    "SandboxError",
-    "SandboxUnavailable",
-    "TaskError",
-    "ToolFailure",
-    "WorldDataError",
     "get_user_simulator",
     "is_async_verifier",
     "write_scaffold",

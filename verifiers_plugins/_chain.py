@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pivot_core import normalized_action
 from verifiers_plugins._async import Bounder, await_all, is_async_verifier, verify_timeout
 from verifiers_plugins._host import get_verifier
 from verifiers_plugins._verdict import COST_ORDER, Verdict, is_constant, verifier_meta
-from verifiers_plugins.builtin.exact_match import normalized_action
 from verifiers_plugins.errors import VerifierTimeout
 
 if TYPE_CHECKING:

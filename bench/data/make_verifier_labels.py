@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from pivot_core import message_commands  # noqa: E402
 from pivot_envs import load_pivots  # noqa: E402
-from verifiers_plugins.builtin._categories import message_commands  # noqa: E402
+from pivot_tool_worlds._effects import execute_turn  # noqa: E402
 from verifiers_plugins.builtin.tool_exec import ToolExec  # noqa: E402
-from verifiers_plugins.worlds._effects import execute_turn  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "verifier_labels.jsonl"
 AIRLINE = "tool_use/tau_bench_airline_gpt4o.jsonl"

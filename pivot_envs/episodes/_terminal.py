@@ -1,6 +1,6 @@
 """`pivot/terminal-episode-v0`: Terminus episodes in one live container, scored by the task's own tests.
 
-Each episode holds one live container of the sandbox backend (`verifiers_plugins.sandbox`
+Each episode holds one live container of the sandbox backend (`pivot_sandbox`
 `Session`), started from the backend's snapshot of the pivot's state and made like a
 verifier's candidate container (no network, no capabilities, the backend's limits). A turn is a
 Terminus JSON message: its keystrokes run one by one in the live shell, and the observation is
@@ -27,10 +27,9 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from pivot_core import Message, Pivot, parse_terminus
+from pivot_core import Message, Pivot, action_commands, history_commands, parse_terminus
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
 from verifiers_plugins import get_host
-from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
 
 DEFAULT_TURNS = 50  # Terminal-Bench bounds an agent by time, not turns; a turn budget keeps RL episodes finite
 OUTPUT_CHARS = 4000  # as much terminal output per command as the synthesized trajectories show
@@ -120,8 +119,8 @@ class TerminalEpisodeEnv(EpisodeEnv):
             return None
         folder = str(task["dir"])
         if folder not in self._agent_timeouts:
+            from pivot_sandbox import load_task
             from verifiers_plugins.builtin.task_tests import resolve_task_dir
-            from verifiers_plugins.sandbox import load_task
 
             # a folder without a readable task.yaml raises TaskError naming it: its tests could not run either
             self._agent_timeouts[folder] = load_task(resolve_task_dir(folder)).agent_timeout
@@ -129,7 +128,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
 
     def restore(self, pivot: Pivot) -> dict[str, Any]:
         """Start the episode's container at the pivot's state (snapshot of set-up + history)."""
-        from verifiers_plugins.sandbox import SandboxSpec, open_session
+        from pivot_sandbox import SandboxSpec, open_session
 
         spec = SandboxSpec.from_context(pivot.context)
         history = history_commands(pivot)
@@ -200,8 +199,8 @@ class TerminalEpisodeEnv(EpisodeEnv):
 
     def _task_tests(self, task_dir: str, ended_by: str) -> EpisodeOutcome:
         """The Terminal-Bench task's own pytest suite, delivered now and run in the live container (issue 17)."""
+        from pivot_sandbox import SandboxError, load_task, test_commands, test_outcome
         from verifiers_plugins.builtin.task_tests import resolve_task_dir
-        from verifiers_plugins.sandbox import SandboxError, load_task, test_commands, test_outcome
 
         try:
             task = load_task(resolve_task_dir(task_dir))

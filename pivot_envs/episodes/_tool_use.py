@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 from pivot_core import Message, Pivot
 from pivot_envs.episodes._base import TRUNCATIONS, EpisodeEnv, EpisodeOutcome, PathLike, StepResult
+from pivot_tool_worlds import PrefixStateCache, ToolWorld, WorldState
 from verifiers_plugins import get_host, get_user_simulator
-from verifiers_plugins.worlds import PrefixStateCache, ToolWorld, WorldState
 
 WORLD = "tau-airline"
 TERMINATE_TOOLS = ("transfer_to_human_agents",)
@@ -87,7 +87,7 @@ class ToolUseEpisodeEnv(EpisodeEnv):
         time_limit: wall-clock seconds per episode; None for none (tau-bench has no time limit).
         user_simulator: a registered simulator name ("recorded", "llm") or a simulator object.
         user_simulator_config: keyword arguments for the simulator's factory (e.g. `url` for llm).
-        db_path: the airline database (see `verifiers_plugins.worlds.locate_db`).
+        db_path: the airline database (see `pivot_tool_worlds.locate_db`).
         parser: parser name; hermes when None.
         max_completion_chars: the action space's maximum completion length.
     """

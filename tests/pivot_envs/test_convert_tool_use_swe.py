@@ -118,7 +118,7 @@ def test_expert_action_scores_one_under_the_default_chain(converted, rel):
 
 def test_mini_swe_agent_turns_rejected_by_the_harness_are_history_not_pivots(converted):
     pivots = converted["swe/mini_swe_agent_gemini3pro_swebench_verified.jsonl"]
-    from verifiers_plugins.builtin._categories import message_commands
+    from pivot_core import message_commands
 
     assert all(len(message_commands(p.expert)) == 1 for p in pivots)
     rejected = [m for p in pivots for m in p.history if m.role == "assistant" and len(message_commands(m)) != 1]

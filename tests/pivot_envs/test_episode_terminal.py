@@ -41,8 +41,8 @@ def terminus(*commands, complete=False):
 
 @pytest.fixture(scope="module")
 def busybox():
-    from verifiers_plugins.sandbox import SandboxUnavailable, docker_backend
-    from verifiers_plugins.sandbox._images import build_busybox_image
+    from pivot_sandbox import SandboxUnavailable, docker_backend
+    from pivot_sandbox._images import build_busybox_image
 
     try:
         client = docker_backend().client
@@ -53,8 +53,8 @@ def busybox():
 
 @pytest.fixture(scope="module")
 def dataset(busybox, tmp_path_factory):
-    from verifiers_plugins.sandbox import docker_backend
-    from verifiers_plugins.sandbox._synthesize import synthesize_task, task_spec
+    from pivot_sandbox import docker_backend
+    from pivot_tasks import synthesize_task, task_spec
 
     traj, reason = synthesize_task(TASK, task_spec(TASK, busybox), docker_backend())
     assert traj is not None, reason
@@ -110,7 +110,7 @@ def test_a_command_that_breaks_a_file_fails_the_tests(env):
 
 @pytest.mark.parametrize(("command", "why"), [("sleep 30", "timeout"), ("while :; do :; done", "timeout")])
 def test_adversarial_commands_are_stopped_scored_zero_and_removed(env, command, why, busybox):
-    from verifiers_plugins.sandbox import LABEL
+    from pivot_sandbox import LABEL
 
     env.reset(options={"pivot_id": env.pivots[1].id})
     container = env.session.container_id
@@ -182,7 +182,7 @@ def test_pivot_without_tests_is_an_error_outcome(dataset, tmp_path):
 
 
 def test_check_env_and_close_leaves_no_container(dataset):
-    from verifiers_plugins.sandbox import LABEL
+    from pivot_sandbox import LABEL
 
     e = gym.make("pivot/terminal-episode-v0", dataset=str(dataset), backend_config={**CONFIG, "max_snapshots": 8})
     e = e.unwrapped
@@ -204,7 +204,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_sigterm_mid_episode_leaves_nothing(dataset, busybox):
-    from verifiers_plugins.sandbox import LABEL, docker_backend
+    from pivot_sandbox import LABEL, docker_backend
 
     client = docker_backend().client
     script = CHILD.replace("PATH", repr(str(dataset)))

@@ -11,9 +11,9 @@ import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_core._model import Message
 from pivot_core._render import render_completion
 from pivot_envs.episodes import ToolUseEpisodeEnv, tau_bench_outcome
+from pivot_tool_worlds import same_output, tau_airline
 from verifiers_plugins import hookimpl
 from verifiers_plugins.builtin.user_simulators import STOP_TOKEN, UserReply, user_view
-from verifiers_plugins.worlds import same_output, tau_airline
 
 AIRLINE = "tool_use/tau_bench_airline_gpt4o.jsonl"
 WRITES = ("book_reservation", "cancel_reservation", "send_certificate", "update_reservation_flights")
@@ -174,7 +174,7 @@ def test_recorded_user_runs_out_and_ends_the_conversation(airline):
 
 
 def test_a_failed_write_on_the_subset_database_is_an_error_not_a_reward(shared_data):
-    from verifiers_plugins.worlds._tau_airline import SUBSET_FILE, _bundled
+    from pivot_tool_worlds._tau_airline import SUBSET_FILE, _bundled
 
     env = gym.make("pivot/tool-use-episode-v0", db_path=_bundled(SUBSET_FILE)).unwrapped
     pivot = env.pivots[0]

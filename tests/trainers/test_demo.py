@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pivot_cli import app
-from trainers.demo import ARMS, SYNTHETIC, DemoConfig, demo_arms, evenly, profile_pool, synthetic_data
+from trainers.demo.run import ARMS, SYNTHETIC, DemoConfig, demo_arms, evenly, profile_pool, synthetic_data
 
 
 def test_quick_configuration_keeps_every_stage_small():
@@ -29,7 +29,7 @@ def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path)
     assert train and not train & {p.context["trajectory_id"] for p in split.heldout}
     # the world writes them with their own seed: the same file twice, not the pretraining's conversations
     assert [p.expert for p in load_pivots(synthetic_data(20, tmp_path / "again.jsonl"))] == [p.expert for p in pivots]
-    from trainers.pretrain import PretrainConfig, synthetic_pivots
+    from trainers.demo.pretrain import PretrainConfig, synthetic_pivots
     from verifiers_plugins import get_host
 
     world = get_host().get("tool_worlds", "tau-airline")()
@@ -56,7 +56,7 @@ def test_profile_turns_keep_the_tool_calls_and_the_cli_overrides_come_after_the_
 
 @pytest.mark.slow
 def test_arm_intervals_pair_every_arm_with_pivotrl_on_the_same_trajectories():
-    from trainers.demo import arm_intervals
+    from trainers.demo.run import arm_intervals
     from trainers.eval import SampleRecord
 
     def run(accepted):  # one sample per trajectory

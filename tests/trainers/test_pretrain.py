@@ -2,8 +2,8 @@
 
 import json
 
-from trainers.pretrain import PretrainConfig, last_turns, synthetic_pivots
-from verifiers_plugins.worlds import tau_airline
+from pivot_tool_worlds import tau_airline
+from trainers.demo.pretrain import PretrainConfig, last_turns, synthetic_pivots
 
 
 def test_synthetic_calls_copy_their_ids_from_the_history_and_run_in_the_world():
@@ -41,7 +41,7 @@ def test_quick_config_is_smaller_and_saves_its_settings_shape():
 
 
 def test_copy_drills_call_with_an_id_the_user_just_said_and_are_fresh():
-    from trainers.pretrain import copy_drills
+    from trainers.demo.pretrain import copy_drills
 
     world = tau_airline()
     drills = copy_drills(world, 300, seed=2)
@@ -63,8 +63,8 @@ def test_world_ids_are_whole_tokens_with_a_shared_direction_per_kind(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.pretrain import QUICK_MODEL, world_words
-    from trainers.tiny_model import build_tiny_model
+    from trainers.demo.pretrain import QUICK_MODEL, world_words
+    from trainers.demo.tiny_model import build_tiny_model
 
     world = tau_airline()
     words = world_words(world)
@@ -87,7 +87,7 @@ def test_world_ids_are_whole_tokens_with_a_shared_direction_per_kind(tmp_path):
 def test_drill_steps_split_into_runs_that_each_restart_the_learning_rate(tmp_path):
     from dataclasses import replace
 
-    from trainers.pretrain import cycle_steps, pretrain
+    from trainers.demo.pretrain import cycle_steps, pretrain
 
     assert cycle_steps(1200, 2) == [600, 600] and cycle_steps(7, 3) == [3, 2, 2] and cycle_steps(1, 3) == [1]
     config = replace(PretrainConfig().quick(), conversations=6, drill_steps=20, drill_cycles=2, steps=2)

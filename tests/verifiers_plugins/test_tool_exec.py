@@ -10,10 +10,10 @@ import pytest
 
 from pivot_core._render import render_completion
 from pivot_envs import Message, Pivot, ToolCall, load_pivots
+from pivot_tool_worlds._effects import execute_turn
+from pivot_tool_worlds._tau_airline import _bundled
 from verifiers_plugins import VerifierChain, audit, audit_failures
 from verifiers_plugins.builtin.tool_exec import ToolExec
-from verifiers_plugins.worlds._effects import execute_turn
-from verifiers_plugins.worlds._tau_airline import _bundled
 
 AIRLINE = "tool_use/tau_bench_airline_gpt4o.jsonl"
 WORLD_CHAIN = ["turn_kind", "tool_exec", "string_similarity"]
@@ -293,8 +293,8 @@ def test_identical_candidates_in_a_group_execute_once(airline_pivots, verifier, 
 
 
 def test_a_plugin_world_is_executed_through_the_hook():
+    from pivot_tool_worlds import Tool, ToolFailure, ToolWorld
     from verifiers_plugins import get_host, hookimpl
-    from verifiers_plugins.worlds import Tool, ToolFailure, ToolWorld
 
     schema = {
         "type": "function",

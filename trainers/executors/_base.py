@@ -64,8 +64,8 @@ def route_key(pivot: Pivot) -> str:
     if not pivot.context.get("sandbox"):
         return "pivot:" + pivot.content_hash()
     # Plain-data modules of the sandbox: they import no docker.
-    from verifiers_plugins.builtin.docker_shell import history_commands
-    from verifiers_plugins.sandbox import SandboxError, SandboxSpec
+    from pivot_core import history_commands
+    from pivot_sandbox import SandboxError, SandboxSpec
 
     try:
         spec = SandboxSpec.from_context(pivot.context)

@@ -15,7 +15,12 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from pivot_core import SHELL_TOOLS, Message, ToolCall, bash_blocks, parse_terminus, terminus_keystrokes
+from pivot_core import (
+    SHELL_TOOLS,
+    Message,
+    ToolCall,
+    message_commands,
+)
 from verifiers_plugins._memo import call_arguments
 
 CATEGORIES = ("search", "read", "edit", "run", "plan", "finish", "other")
@@ -202,41 +207,6 @@ def category_table() -> dict[str, str]:
             raise ValueError(f"plugin {reg.plugin!r} maps {alias!r} to {reg.obj!r}; expected one of {CATEGORIES}")
         table[alias.lower()] = reg.obj
     return table
-
-
-def fenced_commands(text: str | None) -> list[str]:
-    """Commands in fenced blocks: ```bash blocks, else a bare ``` block that ends the turn.
-
-    Classic SWE-agent turns are a thought followed by one bare-fenced command, and SWE-agent
-    runs the last block; a bare block with more text after it is an example or a quotation
-    (e.g. inside an echoed prompt), not the turn's action.
-    """
-    blocks = bash_blocks(text)
-    if blocks:
-        return blocks
-    body = (text or "").rstrip()
-    if not body.endswith("```"):
-        return []
-    lines = body[:-3].rstrip(" ").splitlines()
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].strip() == "```":
-            command = "\n".join(lines[i + 1 :]).strip()
-            return [command] if command else []
-    return []
-
-
-def message_commands(message: Message) -> list[str]:
-    """The text-form actions of a turn: Terminus keystrokes, else fenced commands."""
-    return list(_text_commands(message.content or ""))
-
-
-@functools.lru_cache(maxsize=2048)
-def _text_commands(text: str) -> tuple[str, ...]:
-    # Cached: every verifier of a chain (and the audit) asks for the same turn's commands.
-    obj = parse_terminus(text)
-    if obj is not None:
-        return tuple(k for k in terminus_keystrokes(obj) if k.strip())
-    return tuple(fenced_commands(text))
 
 
 @functools.lru_cache(maxsize=8192)

@@ -24,15 +24,9 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
-from pivot_core import SHELL_TOOLS, Message, ToolCall
+from pivot_core import SHELL_TOOLS, Message, ToolCall, message_commands
 from verifiers_plugins._memo import call_arguments, per_candidate
-from verifiers_plugins.builtin._categories import (
-    command_category,
-    command_verb,
-    first_line,
-    message_commands,
-    strip_prefixes,
-)
+from verifiers_plugins.builtin._categories import command_category, command_verb, first_line, strip_prefixes
 
 _PATH_KEYS = ("path", "file_path", "file", "filename", "file_name", "dir", "directory", "target_file")
 _PATTERN_FIRST = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}  # their first positional is a pattern

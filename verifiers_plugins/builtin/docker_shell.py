@@ -14,39 +14,24 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pivot_core import Message, Pivot, shell_actions
-from verifiers_plugins._host import get_host
-from verifiers_plugins._verdict import Verdict
-from verifiers_plugins.errors import SandboxError
-from verifiers_plugins.hookspecs import hookimpl
-from verifiers_plugins.sandbox._effects import (
+from pivot_core import Message, Pivot, action_commands, history_commands
+from pivot_sandbox import (
     STDERR_MODES,
+    Effect,
+    SandboxSpec,
     Unstable,
     compare_effects,
+    docker_backend,
     path_shape,
     reason_for,
     unstable_parts,
 )
-from verifiers_plugins.sandbox._spec import Effect, SandboxSpec
+from pivot_sandbox.errors import SandboxError
+from verifiers_plugins._host import get_host
+from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.hookspecs import hookimpl
 
-# tmux key names a Terminus turn may send; they run nothing in a fresh shell.
-_KEYS = frozenset({"C-c", "C-d", "C-z", "C-l", "Enter", "Escape", "q"})
 _EXPERT_CACHE_SIZE = 4096
-
-
-def action_commands(message: Message) -> list[str]:
-    """The shell commands a message runs, as a shell would receive them (Enter and key names dropped)."""
-    out = []
-    for keys in shell_actions(message):
-        command = keys.rstrip("\n").strip()
-        if command and command not in _KEYS:
-            out.append(command)
-    return out
-
-
-def history_commands(pivot: Pivot) -> list[str]:
-    """Every shell command of the assistant turns before the pivot, in order."""
-    return [c for m in pivot.history if m.role == "assistant" for c in action_commands(m)]
 
 
 class DockerShell:
@@ -221,6 +206,4 @@ def register_verifiers(register: Callable[..., None]) -> None:
 @hookimpl
 def register_sandboxes(register: Callable[..., None]) -> None:
     """Register the built-in `docker` backend (docker itself is imported on first use)."""
-    from verifiers_plugins.sandbox._plugin import docker_backend
-
     register("docker", docker_backend)

@@ -10,45 +10,12 @@ analysis) is not part of the action and is ignored.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
-from pivot_core import Message, Pivot, normalize_shell
-from verifiers_plugins._memo import call_arguments
+from pivot_core import Message, Pivot, normalized_action
 from verifiers_plugins._verdict import Verdict
-from verifiers_plugins.builtin._categories import message_commands
-from verifiers_plugins.builtin.string_similarity import normalize_text
 from verifiers_plugins.hookspecs import hookimpl
-
-
-def canonical(value: Any) -> Any:
-    """Numbers as one type (integral floats become ints); containers recursively."""
-    if isinstance(value, bool) or value is None or isinstance(value, str) or isinstance(value, int):
-        return value  # an int stays exact (a float of a 400-digit int would overflow)
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, list):
-        return [canonical(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): canonical(v) for k, v in value.items()}
-    return value
-
-
-def normalized_action(message: Message) -> tuple[str, tuple[str, ...]]:
-    """`(kind, items)`: the comparable form of a turn (kind is calls, commands or text)."""
-    if message.tool_calls:
-        items = []
-        for c in message.tool_calls:
-            args = call_arguments(c)
-            body = json.dumps(canonical(args), sort_keys=True) if args is not None else c.arguments.strip()
-            items.append(f"{c.name}({body})")
-        return "calls", tuple(sorted(items))
-    cmds = message_commands(message)
-    if cmds:
-        return "commands", tuple(normalize_shell(c) for c in cmds)
-    return "text", (normalize_text(message.text),)
 
 
 class ExactMatch:

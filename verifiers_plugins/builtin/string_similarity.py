@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import re
 import shlex
-import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
-from pivot_core import Message, Pivot, action_text, shell_actions
+from pivot_core import Message, Pivot, action_text, normalize_text, shell_actions
 from verifiers_plugins._memo import per_pivot
 from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.builtin._targets import is_path, normalize_path
@@ -26,21 +25,6 @@ from verifiers_plugins.hookspecs import hookimpl
 
 _QUOTES = re.compile(r"[\"'`]")
 _DIGIT_TOKEN = re.compile(r"[\w\-.:/@#+$]*\d[\w\-.:/@#+]*")
-
-
-def digit_tokens(text: str) -> list[str]:
-    """Ids, numbers and dates inside free text (sorted, case-folded): they must agree exactly.
-
-    "move FQ8APE to HAT171" and "move FQ8APX to HAT171" read alike; they are two different requests.
-    """
-    return sorted(t.strip(".,:;").casefold() for t in _DIGIT_TOKEN.findall(text))
-
-
-def normalize_text(text: str) -> str:
-    """NFKC, case-folded, punctuation-light, whitespace-collapsed."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = _QUOTES.sub("", text)
-    return " ".join(text.split())
 
 
 class StringSimilarity:

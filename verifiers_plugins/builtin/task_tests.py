@@ -25,13 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_core import Message, Pivot
+from pivot_core import Message, Pivot, action_commands, history_commands
+from pivot_sandbox import SandboxSpec, needs_network
+from pivot_sandbox.errors import SandboxError
 from verifiers_plugins._verdict import Verdict
-from verifiers_plugins.builtin.docker_shell import action_commands, history_commands
-from verifiers_plugins.errors import SandboxError
 from verifiers_plugins.hookspecs import hookimpl
-from verifiers_plugins.sandbox._spec import SandboxSpec
-from verifiers_plugins.sandbox._synthesize import needs_network
 
 MODES = ("continuation", "final")
 # Limits of a test run: the tests of a task need more than a candidate's 10 s and 256 MB.
@@ -41,7 +39,7 @@ TEST_LIMITS = {"memory": "2g", "pids": 1024, "replay_timeout": 900.0, "compare_c
 
 
 def _backend(timeout: float) -> Any:
-    from verifiers_plugins.sandbox._plugin import docker_backend
+    from pivot_sandbox import docker_backend
 
     return docker_backend(action_timeout=float(timeout), **TEST_LIMITS)
 
@@ -63,16 +61,16 @@ def run_tests(
     Raises:
         SandboxError: the state could not be built or the tests cannot run here (`TaskError`).
     """
-    from verifiers_plugins.sandbox import _tasks
+    from pivot_sandbox import TestOutcome, load_task, test_commands, test_outcome
 
-    task = _tasks.load_task(task_dir)
+    task = load_task(task_dir)
     nonce = "pivot-tests-" + secrets.token_hex(8)
-    tests = _tasks.test_commands(task, nonce, spec.workdir)
+    tests = test_commands(task, nonce, spec.workdir)
     budget = timeout + task.tests.timeout + 60.0
     effect = _backend(budget).run(spec, list(history), [*commands, *tests])
-    outcome = _tasks.test_outcome(effect.stdout, nonce)
+    outcome = test_outcome(effect.stdout, nonce)
     if effect.killed:
-        return _tasks.TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({effect.killed})")
+        return TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({effect.killed})")
     return outcome
 
 

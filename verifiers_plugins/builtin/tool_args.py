@@ -20,11 +20,10 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from pivot_core import SHELL_TOOLS, Message, Pivot, ToolCall, normalize_shell
+from pivot_core import SHELL_TOOLS, Message, Pivot, ToolCall, digit_tokens, normalize_shell, normalize_text
 from verifiers_plugins._memo import call_arguments, per_candidate
 from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.builtin.json_schema import schema_errors, tool_schemas
-from verifiers_plugins.builtin.string_similarity import digit_tokens, normalize_text
 from verifiers_plugins.hookspecs import hookimpl
 
 _ID_LIKE = re.compile(r"^[\w\-.:/@#+]*\d[\w\-.:/@#+]*$|^[A-Z0-9_\-]+$")

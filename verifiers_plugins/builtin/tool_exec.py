@@ -3,7 +3,7 @@
 For a pivot whose context names a tool world (`context["world"]`, e.g. "tau-airline"), the
 state at the pivot is rebuilt by replaying the history's tool calls (cached per prefix), then
 the expert turn and each candidate turn run on their own copy-on-write fork of it. The
-candidate is accepted when the effects match (see `verifiers_plugins.worlds._effects`): equal
+candidate is accepted when the effects match (see `pivot_tool_worlds._effects`): equal
 outputs after canonical JSON, equal state changes, parallel calls as a set. Pivots with no
 world, and text turns, are not applicable (the chain moves on).
 """
@@ -17,12 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pivot_core import Message, Pivot
+from pivot_tool_worlds import Effect, PivotState, PrefixStateCache, ToolWorld, compare_effects, execute_turn
 from verifiers_plugins._host import get_host
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
-from verifiers_plugins.worlds._cache import PivotState, PrefixStateCache
-from verifiers_plugins.worlds._effects import Effect, compare_effects, execute_turn
-from verifiers_plugins.worlds._world import ToolWorld
 
 
 class ToolExec:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pivot_core import Message, Pivot
+from pivot_core import Message, Pivot, message_commands
 from verifiers_plugins._memo import call_arguments, per_candidate
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import (
@@ -22,7 +22,6 @@ from verifiers_plugins.builtin._categories import (
     action_count,
     category_table,
     command_verb,
-    message_commands,
 )
 from verifiers_plugins.builtin._targets import rider_problem
 from verifiers_plugins.hookspecs import hookimpl

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pivot_tool_worlds import tau_airline
 from verifiers_plugins.hookspecs import hookimpl
-from verifiers_plugins.worlds import tau_airline
 
 
 @hookimpl

@@ -54,7 +54,7 @@ def env():
 
 @pytest.fixture(scope="module")
 def tokenizer(env):
-    from trainers.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
+    from trainers.demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
 
     return build_tokenizer(corpus_texts(env.pivots, _bootstrap_tokenizer()), 1024)
 

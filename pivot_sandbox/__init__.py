@@ -1,0 +1,92 @@
+"""Shell sandboxes: restore a pivot's state in a container and capture what an action does.
+
+The Docker backend (`pivot_sandbox._docker.DockerBackend`) is loaded lazily through
+the `register_sandboxes` hook, so importing this package never imports docker.
+"""
+
+import importlib
+
+from pivot_sandbox._effects import (
+    STDERR_MODES,
+    Comparison,
+    Unstable,
+    compare_effects,
+    normalize_output,
+    path_shape,
+    reason_for,
+    unstable_parts,
+)
+from pivot_sandbox._equivalents import registry_equivalent
+from pivot_sandbox._network import NETWORK, needs_network
+from pivot_sandbox._plugin import docker_backend
+from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec
+from pivot_sandbox.errors import DockerfileError, RunnerLost, SandboxError, SandboxUnavailable, TaskError
+
+# What needs the Docker SDK (sessions, task images, synthesis, clean-up) is imported when first asked
+# for: every verifier module of this package imports the package, and the static chains must not pay
+# for docker.
+_LAZY = {
+    "BUILDERS": "_images",
+    "image_exists": "_images",
+    "gc": "_cleanup",
+    "removed_in_this_process": "_cleanup",
+    "open_session": "_session",
+    "task_image": "_tasks",
+    "registry_hosts": "_access",
+    "HUB_DOWNLOADS": "_dockerfile",
+    "hosts_in": "_dockerfile",
+    "build_tasks": "_tasks",
+    "task_dirs": "_tasks",
+    "load_task": "_tasks",
+    "test_commands": "_tasks",
+    "test_outcome": "_tasks",
+    "TestOutcome": "_tasks",
+    "TESTS_VENV": "_tasks",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"pivot_sandbox.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "BUILDERS",
+    "build_tasks",
+    "gc",
+    "image_exists",
+    "open_session",
+    "removed_in_this_process",
+    "HUB_DOWNLOADS",
+    "NETWORK",
+    "hosts_in",
+    "needs_network",
+    "registry_equivalent",
+    "registry_hosts",
+    "task_image",
+    "task_dirs",
+    "load_task",
+    "test_commands",
+    "test_outcome",
+    "LABEL",
+    "STDERR_MODES",
+    "TESTS_VENV",
+    "TestOutcome",
+    "path_shape",
+    "reason_for",
+    "Comparison",
+    "Effect",
+    "Limits",
+    "DockerfileError",
+    "RunnerLost",
+    "SandboxError",
+    "TaskError",
+    "SandboxSpec",
+    "SandboxUnavailable",
+    "Unstable",
+    "compare_effects",
+    "docker_backend",
+    "normalize_output",
+    "unstable_parts",
+]

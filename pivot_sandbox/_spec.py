@@ -1,0 +1,143 @@
+"""Plain data of the sandbox: what to start (`SandboxSpec`), its limits, and what an action did (`Effect`).
+
+Nothing here imports docker: the verifier and the effect comparison only need these types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pivot_sandbox.errors import SandboxError
+
+LABEL = "pivot-gym"  # every container and snapshot image the project starts carries this label
+DEFAULT_USER = "1000:1000"
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Where a pivot's actions run: `pivot.context["sandbox"]`.
+
+    Attributes:
+        image: the base image (built locally: `pivot sandbox build-image`).
+        setup: shell commands run as root before the history, in order (task files, packages).
+        workdir: the working directory the agent starts in; created and handed to `user`.
+        user: the uid:gid actions run as ("root" keeps root; set-up always runs as root).
+        shell: the shell that interprets actions (`/bin/sh` works in every image).
+        env: extra environment variables.
+        replay_access: set-up and history replay get the machine's build-time registry access (host
+            network, apt/pip configuration and CA bundle mounted: `_access.py`), for expert steps such as
+            `pip install`; the containers that run candidates keep `--network none` whatever this says.
+    """
+
+    image: str
+    setup: tuple[str, ...] = ()
+    workdir: str = "/app"
+    user: str = DEFAULT_USER
+    shell: str = "/bin/sh"
+    env: Mapping[str, str] = field(default_factory=dict)
+    replay_access: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.image, str) or not self.image:
+            raise SandboxError(f"sandbox.image: expected a non-empty image name, got {self.image!r}")
+        if not str(self.workdir).startswith("/"):
+            raise SandboxError(f"sandbox.workdir: expected an absolute path, got {self.workdir!r}")
+        object.__setattr__(self, "setup", tuple(str(s) for s in self.setup))
+        object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> SandboxSpec | None:
+        """The spec in `context["sandbox"]`, None when the pivot has none."""
+        raw = context.get("sandbox")
+        if not raw:
+            return None
+        if isinstance(raw, str):
+            return cls(image=raw)
+        if not isinstance(raw, Mapping):
+            raise SandboxError(f"context.sandbox: expected an object, got {type(raw).__name__}")
+        known = {k: raw[k] for k in ("image", "setup", "workdir", "user", "shell", "env", "replay_access") if k in raw}
+        if isinstance(known.get("setup"), str):
+            known["setup"] = (known["setup"],)
+        return cls(**known)
+
+    @property
+    def runs_as_root(self) -> bool:
+        """True when actions run as root."""
+        return self.user in ("root", "0", "0:0")
+
+    def key(self, history: Sequence[str] = ()) -> str:
+        """Hash of (image, set-up, user, shell, workdir, env, replayed history): the snapshot key."""
+        payload = {**asdict(self), "setup": list(self.setup), "env": dict(self.env), "history": list(history)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of every sandbox container.
+
+    Attributes:
+        memory: memory limit (also the swap limit), docker syntax.
+        pids: maximum number of processes.
+        cpus: CPU share.
+        file_size: largest file an action may write (RLIMIT_FSIZE), bytes.
+        action_timeout: seconds one action (all its commands) may run before it is killed.
+        replay_timeout: seconds one set-up or history command may run.
+        output_cap: bytes of stdout+stderr an action may print before it is killed.
+        compare_chars: characters of each stream kept for comparison.
+        hash_cap: files larger than this are compared by size, not content hash.
+        max_changed_paths: paths an action may change (its change set is read and hashed after
+            it); past it the action is stopped with `killed="change set cap"`.
+        change_set_timeout: seconds reading and hashing one action's change set may take; past
+            it, likewise `killed="change set cap"`.
+    """
+
+    memory: str = "256m"
+    pids: int = 64
+    cpus: float = 1.0
+    file_size: int = 64 * 1024 * 1024
+    action_timeout: float = 10.0
+    replay_timeout: float = 60.0
+    output_cap: int = 1024 * 1024
+    compare_chars: int = 16384
+    hash_cap: int = 8 * 1024 * 1024
+    max_changed_paths: int = 10000
+    change_set_timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one action did in a fresh copy of the pivot state.
+
+    Attributes:
+        exit_code: the last command's exit status (None when it was killed before finishing).
+        stdout: stdout, capped at `Limits.compare_chars`.
+        stderr: stderr, capped likewise.
+        files: changed paths -> "sha256:<hex>", "size:<n>" (over the hash cap), "dir", "other"
+            (FIFO, socket) or "unreadable", each followed by " <octal mode> <uid>:<gid>"
+            (`chmod +x f` and `touch f` leave the same bytes); "link:<target>"; "deleted".
+        cwd: the working directory after the action.
+        killed: why the sandbox stopped it ("timeout", "output cap", "oom", "file size cap",
+            "change set cap", "runner lost"), else None.
+        note: what the sandbox said about the stop (e.g. "more than 10000 changed paths").
+    """
+
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    files: Mapping[str, str] = field(default_factory=dict)
+    cwd: str = ""
+    killed: str | None = None
+    note: str = ""
+
+    @property
+    def timed_out(self) -> bool:
+        """True when the action ran past its timeout."""
+        return self.killed == "timeout"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (verdict details)."""
+        return {**asdict(self), "files": dict(self.files)}

@@ -1,0 +1,106 @@
+"""The `tau-airline` world: the tau-bench airline database and its 14 tools.
+
+The database (300 flights, 2,000 reservations, 500 users; about 5 MB of JSON) is read by path,
+never copied into the package. Where it is found, first match wins:
+
+1. the `db_path` argument (a folder holding `flights.json`, `reservations.json`, `users.json`,
+   or one JSON file `{"flights": ..., "reservations": ..., "users": ...}`);
+2. the `PIVOT_TAU_AIRLINE_DB` environment variable (same forms);
+3. `tool_use/tau_bench_airline_db/` under `$PIVOT_SHARED_DATA` or the `shared/data` folder
+   beside the repository;
+4. the bundled subset `pivot_core/data/tau_airline_db_subset.json`: only the users,
+   reservations and flights the bundled airline trajectories touch or search, so the bundled
+   `pivot/tool-use-v0` pivots replay exactly with no set-up. A candidate call that reaches a
+   record outside the subset gets "not found"; verdicts name the database they ran on.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pivot_core import shared_data_file
+from pivot_tool_worlds import _tau_airline_tools as tools
+from pivot_tool_worlds._world import Tool, ToolWorld
+from pivot_tool_worlds.errors import WorldDataError
+
+WORLD_NAME = "tau-airline"
+DB_ENV_VAR = "PIVOT_TAU_AIRLINE_DB"
+TABLES = ("flights", "reservations", "users")
+SUBSET_FILE = "tau_airline_db_subset.json"
+TOOLS_FILE = "tau_bench_airline_tools.json"
+
+
+def _bundled(name: str) -> Path:
+    return Path(str(resources.files("pivot_core") / "data" / name))
+
+
+def _shared_db() -> Path | None:
+    found = shared_data_file("tool_use/tau_bench_airline_db/flights.json")
+    return found.parent if found else None
+
+
+def locate_db(db_path: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
+    """`(path, kind)` of the airline database to use; kind is "full" or "subset".
+
+    Raises:
+        WorldDataError: an explicitly given path (argument or env var) does not exist.
+    """
+    explicit = db_path if db_path is not None else os.environ.get(DB_ENV_VAR) or None
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.exists():
+            source = "db_path" if db_path is not None else DB_ENV_VAR
+            raise WorldDataError(
+                f"{WORLD_NAME}: expected the airline database at {str(path)!r} ({source}), found nothing there"
+            )
+        return path, "subset" if path.name == SUBSET_FILE else "full"
+    shared = _shared_db()
+    if shared is not None:
+        return shared, "full"
+    return _bundled(SUBSET_FILE), "subset"
+
+
+@functools.lru_cache(maxsize=4)
+def load_tables(path: str) -> Mapping[str, Mapping[str, Any]]:
+    """The three tables from a folder or a single JSON file (parsed once per path and process)."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            tables = {t: json.loads((p / f"{t}.json").read_text(encoding="utf-8")) for t in TABLES}
+        else:
+            tables = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise WorldDataError(f"{WORLD_NAME}: cannot read the airline database at {path!r}: {e}") from e
+    missing = [t for t in TABLES if not isinstance(tables.get(t), dict)]
+    if missing:
+        raise WorldDataError(f"{WORLD_NAME}: expected tables {list(TABLES)} in {path!r}, missing {missing}")
+    return tables
+
+
+@functools.lru_cache(maxsize=1)
+def airline_schemas() -> tuple[dict[str, Any], ...]:
+    """The 14 airline tool schemas (the bundled copy of tau_bench_airline_tools.json)."""
+    return tuple(json.loads(_bundled(TOOLS_FILE).read_text(encoding="utf-8")))
+
+
+def tau_airline(db_path: str | os.PathLike[str] | None = None) -> ToolWorld:
+    """Build the airline world (the factory registered as `tau-airline`).
+
+    Args:
+        db_path: the database folder or file; located by `locate_db` when None.
+    """
+    path, kind = locate_db(db_path)
+    impls = {**tools.READ_ONLY, **tools.WRITES}
+    world_tools = []
+    for schema in airline_schemas():
+        name = schema["function"]["name"]
+        world_tools.append(
+            Tool(schema, impls[name], read_only=name in tools.READ_ONLY, note_args=tools.NOTE_ARGS.get(name, ()))
+        )
+    return ToolWorld(WORLD_NAME, world_tools, load_tables(str(path)), description=f"{kind}:{path}")

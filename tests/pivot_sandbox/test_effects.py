@@ -1,0 +1,99 @@
+"""Pure parts of the sandbox: output normalisation, unstable parts, effect comparison, spec keys, mirrors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pivot_sandbox import (
+    Effect,
+    SandboxError,
+    SandboxSpec,
+    compare_effects,
+    normalize_output,
+    unstable_parts,
+)
+from pivot_sandbox._images import apt_mirror
+
+
+def test_normalize_output_drops_ansi_cr_and_trailing_space():
+    assert normalize_output("\x1b[1;32mok\x1b[0m  \r\nnext\r\n\n\n", 100) == "ok\nnext"
+    assert normalize_output("abcdef", 3) == "abc"
+
+
+def test_unstable_lines_and_files_are_masked():
+    a = Effect(0, "t=1\nsame", "", {"/app/log": "sha256:a", "/app/x": "sha256:x", "/app/tmp1": "sha256:t"}, "/app")
+    b = Effect(0, "t=2\nsame", "", {"/app/log": "sha256:b", "/app/x": "sha256:x", "/app/tmp2": "sha256:t"}, "/app")
+    unstable = unstable_parts(a, b)
+    assert unstable.lines["stdout"] == frozenset({0})
+    assert unstable.contents == frozenset({"/app/log"}) and unstable.paths == frozenset({"/app/tmp1", "/app/tmp2"})
+    ok = Effect(0, "t=9\nsame", "", {"/app/log": "sha256:c", "/app/x": "sha256:x", "/app/tmp7": "sha256:u"}, "/app")
+    assert compare_effects(a, ok, unstable, "/app").equal
+    bad = Effect(0, "t=9\nother", "", {"/app/x": "sha256:y"}, "/app")
+    cmp = compare_effects(a, bad, unstable, "/app")
+    assert set(cmp.differed) == {"stdout", "files"}
+    assert "missing: /app/log" in cmp.differed["files"] and "different content: /app/x" in cmp.differed["files"]
+
+
+def test_names_with_varying_digits_are_compared_by_shape():
+    # the expert writes a report named after the time: each run makes a differently named one
+    a = Effect(0, "", "", {"/app": "dir", "/app/report_104210.json": "sha256:a"}, "/app")
+    b = Effect(0, "", "", {"/app": "dir", "/app/report_104211.json": "sha256:b"}, "/app")
+    unstable = unstable_parts(a, b)
+    assert unstable.shapes == frozenset({"/app/report_#.json"})
+    later = Effect(0, "", "", {"/app": "dir", "/app/report_104219.json": "sha256:c"}, "/app")
+    assert compare_effects(a, later, unstable, "/app").equal
+    none = Effect(0, "", "", {"/app": "dir"}, "/app")
+    assert "names vary" in compare_effects(a, none, unstable, "/app").differed["files"]
+    two = Effect(0, "", "", {"/app": "dir", "/app/report_1.json": "sha256:c", "/app/report_2.json": "sha256:d"}, "/app")
+    assert "names vary" in compare_effects(a, two, unstable, "/app").differed["files"]
+    other = Effect(0, "", "", {"/app": "dir", "/app/notes_104219.json": "sha256:c"}, "/app")
+    assert "unexpected: /app/notes_104219.json" in compare_effects(a, other, unstable, "/app").differed["files"]
+
+
+def test_outside_workdir_and_killed_are_reported():
+    expert = Effect(0, "", "", {"/app": "dir", "/app/f": "sha256:1"}, "/app")
+    same = unstable_parts(expert, expert)
+    sneaky = Effect(0, "", "", {"/app": "dir", "/app/f": "sha256:1", "/etc/passwd": "sha256:2"}, "/app")
+    assert compare_effects(expert, sneaky, same, "/app").outside_workdir == ("/etc/passwd",)
+    killed = Effect(None, "", "", {}, "", killed="timeout")
+    assert compare_effects(expert, killed, same, "/app").differed["killed"] == "expected None, got timeout"
+
+
+def test_stderr_modes():
+    expert = Effect(1, "", "cat: can't open 'f': No such file or directory", {}, "/app")
+    same = unstable_parts(expert, expert)
+    other_tool = Effect(1, "", "head: f: No such file or directory", {}, "/app")
+    silent = Effect(1, "", "", {}, "/app")
+    assert "stderr" in compare_effects(expert, other_tool, same, "/app").differed  # exact by default
+    assert compare_effects(expert, other_tool, same, "/app", stderr="presence").equal
+    presence = compare_effects(expert, silent, same, "/app", stderr="presence")
+    assert presence.differed == {"stderr": "expected output on stderr, got nothing"}
+    assert compare_effects(expert, silent, same, "/app", stderr="ignore").equal
+    with pytest.raises(ValueError, match="stderr"):
+        compare_effects(expert, silent, same, "/app", stderr="loose")
+
+
+def test_spec_key_depends_on_state_and_context_is_validated():
+    spec = SandboxSpec.from_context({"sandbox": {"image": "img", "setup": "echo hi", "workdir": "/w"}})
+    assert spec.setup == ("echo hi",) and spec.key(["ls"]) != spec.key(["ls", "cd x"])
+    assert SandboxSpec.from_context({}) is None
+    with pytest.raises(SandboxError, match="absolute path"):
+        SandboxSpec(image="img", workdir="relative")
+
+
+def test_apt_mirror_is_read_from_the_machine():
+    mirror = apt_mirror("bookworm")
+    assert mirror.startswith(("http://", "https://", "file:"))
+
+
+def test_loading_the_terminal_chain_imports_no_docker():
+    code = (
+        "import sys, gymnasium as gym, pivot_envs; env = gym.make('pivot/terminal-v0'); env.reset(seed=0); "
+        "env.step('{}'); print('docker' in sys.modules, 'docker_shell' in env.unwrapped.chain.names)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]

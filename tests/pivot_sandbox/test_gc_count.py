@@ -1,0 +1,78 @@
+"""`pivot sandbox gc` prints what it really removed (issue 19 item 11).
+
+Before the fix the command connected through a backend, whose first connection already swept
+dead owners' leftovers, and then printed what its own second pass found: "removed 0 containers".
+
+Other sessions share this Docker daemon and sweep dead owners' leftovers whenever one of their
+backends connects, so the leftovers here belong to a live process and are removed by owner.
+"""
+
+import json
+import socket
+import subprocess
+
+import docker
+import pytest
+from typer.testing import CliRunner
+
+from pivot_cli import app
+from pivot_sandbox._cleanup import GcReport, gc, removed_in_this_process
+from pivot_sandbox._spec import LABEL
+
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def client(busybox):
+    """A Docker client, with the busybox image these tests create containers from built."""
+    try:
+        c = docker.from_env()
+        c.ping()
+    except docker.errors.DockerException as e:
+        pytest.fail(f"the Docker daemon is part of CI and must be reachable: {e}")
+    return c
+
+
+@pytest.fixture
+def owner():
+    """The owner label of a live process of this host (no other session's sweep touches its things)."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield f"{socket.gethostname()}:{proc.pid}"
+    proc.kill()
+    proc.wait()
+
+
+def leftovers(client, owner: str) -> None:
+    """Two containers and one snapshot image labelled as `owner`'s."""
+    labels = {LABEL: "test-gc", f"{LABEL}.owner": owner}
+    made = [client.containers.create("pivot-gym/busybox:1", "true", labels=labels) for _ in range(2)]
+    made[0].commit(
+        repository="pivot-gym/snapshot",
+        tag=f"gc-test-{owner.rpartition(':')[2]}",
+        conf={"Labels": {LABEL: "snapshot", f"{LABEL}.owner": owner}},
+    )
+
+
+def test_gc_counts_only_what_the_daemon_removed_and_keeps_a_process_total(client, owner):
+    leftovers(client, owner)
+    before = removed_in_this_process()
+    report = gc(client, owner=owner)
+    after = removed_in_this_process()
+    assert report == GcReport(containers=2, images=1)
+    assert (after.containers - before.containers, after.images - before.images) == (2, 1)
+    assert not client.api.containers(all=True, filters={"label": f"{LABEL}.owner={owner}"})
+    assert not client.images.list(filters={"label": f"{LABEL}.owner={owner}"})
+    assert gc(client, owner=owner) == GcReport(0, 0)  # nothing left: nothing counted
+
+
+def test_cli_gc_prints_what_this_process_removed_the_connection_sweep_included(client, owner):
+    leftovers(client, owner)
+    gc(client, owner=owner)  # stands in for the sweep a backend runs when it first connects
+    swept = removed_in_this_process()
+    result = CliRunner().invoke(app, ["sandbox", "gc", "--json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    total = removed_in_this_process()
+    assert printed == total.to_json()
+    assert printed["containers"] >= swept.containers >= 2 and printed["images"] >= swept.images >= 1

@@ -1,0 +1,499 @@
+"""`pivot model pretrain --world tau-airline`: a small reference policy that can copy from its context.
+
+A model SFT'd only on a few hundred real pivots memorises the ids of its training conversations
+and writes them into held-out ones (the right tool, the wrong reservation). Here it first learns,
+on synthetic conversations generated from the tool world itself, that ids and values come from
+the conversation: random users, reservations and flight requests are drawn from the database,
+the agent's calls copy their arguments from what the user said or from earlier tool outputs,
+and every tool output is what the world returns for that call. Each assistant turn becomes one
+training pivot (history cut exactly as at sampling time), so pretraining is `train_sft` on
+synthetic pivots; `pivot sft` on the real training pivots follows.
+
+Nothing here reads held-out data: the tokenizer corpus is the synthetic pivots plus whatever
+pivots the caller passes (the training split).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pivot_core import Message, Pivot, ToolCall
+from pivot_tool_worlds import AIRPORTS
+from trainers.demo.tiny_model import TinyModelConfig
+from trainers.settings import StageSettings
+
+# About 0.9M parameters. The issue asked for 5-10M; measured here, a 6M model's step (batch 16,
+# ~400 tokens) took 21.6 s on the loaded 2-core machine (two threads, oversubscribed), so its pretraining would
+# outlast the whole demo's budget; this shape's step is about 5x cheaper (see docs/training.md).
+PRETRAIN_MODEL = TinyModelConfig(
+    vocab_size=1024,
+    hidden_size=128,
+    num_layers=4,
+    num_heads=4,
+    num_kv_heads=2,
+    intermediate_size=384,
+    max_positions=1024,
+    split_spaces=True,
+)
+# The CI shape: the same stages, a model that trains in a minute.
+QUICK_MODEL = TinyModelConfig(
+    vocab_size=1024,
+    hidden_size=64,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    intermediate_size=192,
+    max_positions=512,
+    split_spaces=True,
+)
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Synthetic conversations, model shape and the pretraining loop.
+
+    Attributes:
+        world: the tool world conversations are generated from.
+        conversations: synthetic conversations (each gives several pivots).
+        drill_steps: optimizer steps on copy drills (`copy_drills`, fresh data each step) before
+            the conversations: the copy skill first, then the conversations that use it.
+        drill_cycles: runs the drill steps are split into, each with its own warm-up and cosine
+            decay (the learning rate restarts at its peak).
+        drill_batch_size: drills per step.
+        drill_prompt_tokens: prompt tokens a drill keeps (short: the id is near, steps are cheap).
+        steps: optimizer steps on the synthetic conversations.
+        batch_size: pivots per step.
+        lr: peak learning rate.
+        model: the model's shape.
+        settings: prompt cuts and completion budget (saved with the model; SFT should reuse them).
+        seed: seeds the conversations, the initialisation and the batch order.
+    """
+
+    world: str = "tau-airline"
+    conversations: int = 600
+    # measured on PRETRAIN_MODEL (docs/training.md): greedy copy accuracy on unseen calls 0/40
+    # after 400 conversation steps; 6/40 after 600 drill steps, 33/40 after 1,200 (the phase change)
+    drill_steps: int = 1200
+    # measured (docs/training.md): 1,200 drill steps in one run ended at loss 0.16 per token and its SFT
+    # policy at 0.027 held out; two runs of 600 (the second restarting the learning rate) reached 0.04
+    # and an SFT policy at 0.254, and 0.035 again from this seed; one other tokenizer stalled at 0.26
+    drill_cycles: int = 2
+    drill_batch_size: int = 32
+    drill_prompt_tokens: int = 64
+    steps: int = 200
+    batch_size: int = 16
+    lr: float = 3e-3
+    model: TinyModelConfig = PRETRAIN_MODEL
+    # T=0.7: a partially trained small policy is right greedily on some pivots but almost never in
+    # 4 samples at T=1 (its distribution is flat); 0.7 gives the mixed groups profiling needs, and
+    # GRPO's log-probs are taken at the same temperature
+    settings: StageSettings = field(default_factory=lambda: StageSettings(4, 256, 96, 0.7))
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.conversations < 1 or self.steps < 0 or self.drill_steps < 0 or self.drill_cycles < 1:
+            raise ValueError(
+                f"PretrainConfig: expected conversations, drill_cycles >= 1 and steps, drill_steps >= 0, got {self}"
+            )
+
+    def quick(self) -> PretrainConfig:
+        """The CI shape: fewer conversations and steps, the small model, shorter prompts."""
+        return replace(
+            self,
+            conversations=150,
+            drill_steps=60,
+            drill_cycles=1,
+            steps=100,
+            batch_size=8,
+            model=QUICK_MODEL,
+            settings=StageSettings(2, 160, 64, 0.7),
+        )
+
+    @property
+    def total_steps(self) -> int:
+        """Drill and conversation steps together (the stage's progress)."""
+        return self.drill_steps + self.steps
+
+
+# -- synthetic conversations -------------------------------------------------------------------
+
+GIVE_ID = (
+    "My user id is {uid}.",
+    "Sure, it's {uid}.",
+    "{uid}",
+    "My user ID is {uid}.",
+    "Yes, my user id is {uid}.",
+)
+OPEN_WITH_ID = (
+    "Hi, I'm {uid} and I want to {want}.",
+    "Hello! My user id is {uid}. I'd like to {want}.",
+    "Hi there, I want to {want}. My user ID is {uid}.",
+)
+OPEN_WITHOUT_ID = ("Hi, I want to {want}.", "Hello, I'd like to {want}.", "Hi! Can you help me {want}?")
+ASK_ID = (
+    "I can help with that. Could you please provide your user ID?",
+    "Sure, I can help. Could you please provide your user ID?",
+    "To assist you, I'll need your user ID. Could you please provide that?",
+)
+WANTS = {
+    "cancel": ("cancel a reservation", "cancel my trip", "cancel my flight"),
+    "check": ("check my reservations", "review my bookings", "change a reservation"),
+    "book": ("book a flight", "book a new trip", "find a flight"),
+}
+GIVE_RESERVATION = (
+    "The reservation id is {rid}.",
+    "It's reservation {rid}.",
+    "I want to cancel reservation {rid}.",
+    "{rid}",
+    "My reservation ID is {rid}.",
+)
+ROUTE = (
+    "I want to fly from {a} to {b} on {date}.",
+    "I'd like a one way flight from {a} to {b} on {date}.",
+    "From {a} to {b}, on {date}, please.",
+)
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October")
+
+
+def _say(rng: random.Random, options: Sequence[str], **values: Any) -> str:
+    return rng.choice(options).format(**values)
+
+
+def _spoken_date(rng: random.Random, iso: str) -> str:
+    """A date as a user says it ("May 20" or the ISO form)."""
+    _, month, day = iso.split("-")
+    return iso if rng.random() < 0.3 else f"{MONTHS[int(month) - 1]} {int(day)}"
+
+
+class ConversationWriter:
+    """Builds one synthetic conversation at a time, executing every call in the world.
+
+    Args:
+        world: a `ToolWorld` (the airline one: users, reservations, flights tables).
+        system: the system message (the real trajectories' policy text when known).
+        rng: the conversation's random source.
+    """
+
+    def __init__(self, world: Any, system: str, rng: random.Random) -> None:
+        self.world, self.rng = world, rng
+        self.state = world.initial_state()
+        self.messages: list[Message] = [Message("system", system)]
+        self.calls = 0
+
+    def user(self, text: str) -> None:
+        """A user message."""
+        self.messages.append(Message("user", text))
+
+    def say(self, text: str) -> None:
+        """An assistant text turn."""
+        self.messages.append(Message("assistant", text))
+
+    def call(self, name: str, **arguments: Any) -> Any:
+        """An assistant tool call and the world's output for it; returns the output parsed when JSON."""
+        self.calls += 1
+        call_id = f"call_{self.calls}"
+        args = json.dumps(arguments)
+        self.messages.append(Message("assistant", None, (ToolCall(name, args, call_id),)))
+        outcome, self.state = self.world.step(self.state, name, arguments)
+        self.messages.append(Message("tool", outcome.output, tool_call_id=call_id, name=name))
+        try:
+            return json.loads(outcome.output)
+        except ValueError:
+            return outcome.output
+
+
+def _identify(w: ConversationWriter, uid: str, want: str) -> dict[str, Any]:
+    """The opening: the user gives the id at once or when asked; the agent looks the user up."""
+    if w.rng.random() < 0.5:
+        w.user(_say(w.rng, OPEN_WITH_ID, uid=uid, want=want))
+    else:
+        w.user(_say(w.rng, OPEN_WITHOUT_ID, want=want))
+        w.say(_say(w.rng, ASK_ID))
+        w.user(_say(w.rng, GIVE_ID, uid=uid))
+    user = w.call("get_user_details", user_id=uid)
+    return user if isinstance(user, dict) else {}
+
+
+def _cancel(w: ConversationWriter, uid: str) -> None:
+    user = _identify(w, uid, _say(w.rng, WANTS["cancel"]))
+    reservations = list(user.get("reservations") or [])
+    if not reservations:
+        w.say("I could not find any reservation under your profile.")
+        return
+    rid = w.rng.choice(reservations)
+    w.say("Which reservation would you like to cancel?")
+    w.user(_say(w.rng, GIVE_RESERVATION, rid=rid))
+    details = w.call("get_reservation_details", reservation_id=rid)
+    if not isinstance(details, dict):
+        return
+    route = f"from {details.get('origin')} to {details.get('destination')}"
+    w.say(f"Reservation {rid} {route} can be cancelled. Do you confirm the cancellation (yes/no)?")
+    w.user(w.rng.choice(("Yes.", "Yes, please cancel it.", "yes")))
+    w.call("cancel_reservation", reservation_id=rid)
+    w.say(f"Your reservation {rid} has been cancelled.")
+
+
+def _check(w: ConversationWriter, uid: str) -> None:
+    user = _identify(w, uid, _say(w.rng, WANTS["check"]))
+    # the agent walks the user's reservations in profile order, copying each id from the profile
+    for rid in list(user.get("reservations") or [])[: w.rng.randint(1, 4)]:
+        w.call("get_reservation_details", reservation_id=rid)
+    w.say("I found your reservations. Which one would you like to change?")
+
+
+def _book(w: ConversationWriter, uid: str, flights: Sequence[tuple[str, str, str, str]]) -> None:
+    _identify(w, uid, _say(w.rng, WANTS["book"]))
+    origin, destination, day, _ = w.rng.choice(flights)
+    w.say("Where would you like to fly, and on which date?")
+    w.user(_say(w.rng, ROUTE, a=AIRPORTS[origin], b=AIRPORTS[destination], date=_spoken_date(w.rng, day)))
+    found = w.call("search_direct_flight", origin=origin, destination=destination, date=day)
+    prices = [f["prices"]["economy"] for f in found if isinstance(f, dict) and "prices" in f][:2]
+    if len(prices) == 2:
+        w.user("What would both of the first two cost together in economy?")
+        w.call("calculate", expression=f"{prices[0]} + {prices[1]}")
+    w.say("Which flight would you like to book?")
+
+
+DRILL_WANTS = {
+    "get_user_details": ("look up my profile", "check my account", "see my reservations"),
+    "get_reservation_details": ("check a reservation", "look at my booking", "see my trip details"),
+    "cancel_reservation": ("cancel a reservation", "cancel my booking", "cancel my trip"),
+}
+DRILL_SAYS = {
+    "user_id": ("My user id is {v}.", "Hi, I'm {v} and I want to {want}.", "{v}", "Sure, it's {v}.", "User ID: {v}"),
+    "reservation_id": (
+        "The reservation id is {v}.",
+        "I want to {want}: {v}.",
+        "{v}",
+        "It's reservation {v}.",
+        "Hi, I'd like to {want}. The confirmation number is {v}.",
+    ),
+}
+
+
+def copy_drills(world: Any, n: int, seed: int = 0) -> list[Pivot]:
+    """`n` one-turn chats whose call copies an id the user just said: a copy skill taught on fresh data.
+
+    Real conversations repeat a few hundred users, so a small model trained on them can lower
+    its loss by memorising which id goes with which context instead of copying. Here every drill
+    draws a fresh (phrasing, id, distractor) triple from the whole database, so copying is the
+    only rule that fits; measured on a clean copy task, this model shape learns it in a few hundred
+    steps this way. A distractor id of the other kind sits in the chat half the time, so the call
+    must also copy the right kind.
+    """
+    rng = random.Random(seed)
+    ids = {"user_id": sorted(world.tables["users"]), "reservation_id": sorted(world.tables["reservations"])}
+    schemas = tuple(world.schemas())
+    out: list[Pivot] = []
+    for i in range(n):
+        tool = rng.choice(tuple(DRILL_WANTS))
+        key = "user_id" if tool == "get_user_details" else "reservation_id"
+        value = rng.choice(ids[key])
+        said = _say(rng, DRILL_SAYS[key], v=value, want=_say(rng, DRILL_WANTS[tool]))
+        history = [Message("user", said)]
+        if rng.random() < 0.5:
+            other = "reservation_id" if key == "user_id" else "user_id"
+            history.insert(0, Message("user", _say(rng, DRILL_SAYS[other], v=rng.choice(ids[other]), want="get help")))
+            history.insert(1, Message("assistant", "Thanks. What else can you tell me?"))
+        call = ToolCall(tool, json.dumps({key: value}), f"call_{i}")
+        context = {"world": world.name, "trajectory_id": f"drill/{world.name}/{i}", "synthetic": True}
+        out.append(
+            Pivot(
+                f"drill/{world.name}/{i}#{len(history)}",
+                "tool-use",
+                tuple(history),
+                Message("assistant", None, (call,)),
+                schemas,
+                context,
+            )
+        )
+    return out
+
+
+def _flight_days(world: Any, limit: int = 400) -> list[tuple[str, str, str, str]]:
+    """(origin, destination, date, flight number) of available flights, in database order."""
+    out = []
+    for number, flight in world.tables["flights"].items():
+        if flight["origin"] not in AIRPORTS or flight["destination"] not in AIRPORTS:
+            continue
+        for day, on_day in flight["dates"].items():
+            if on_day.get("status") == "available" and day >= "2024-05-15":
+                out.append((flight["origin"], flight["destination"], day, number))
+    return out[:: max(1, len(out) // limit)]
+
+
+def world_words(world: Any) -> dict[str, list[str]]:
+    """The airline world's entity ids by kind (users, reservations, flights): whole tokens of the policy."""
+    return {kind: sorted(world.tables[kind]) for kind in ("users", "reservations", "flights") if kind in world.tables}
+
+
+def synthetic_pivots(world: Any, conversations: int, seed: int = 0, system: str | None = None) -> list[Pivot]:
+    """Pivots of `conversations` synthetic conversations in `world` (every assistant turn is one).
+
+    Args:
+        world: the airline `ToolWorld`.
+        conversations: how many conversations.
+        seed: seeds every random choice.
+        system: the system message; the world's policy text when None (found beside its database).
+    """
+    rng = random.Random(seed)
+    users = sorted(k for k, u in world.tables["users"].items() if u.get("reservations"))
+    if not users:
+        raise ValueError(f"{world.name}: the database has no user with a reservation to write conversations about")
+    flights = _flight_days(world)
+    system = system if system is not None else _policy_text(world)
+    scenes: list[Callable[[ConversationWriter, str], None]] = [_cancel, _check]
+    if flights:
+        scenes.append(lambda w, uid: _book(w, uid, flights))
+    pivots: list[Pivot] = []
+    schemas = tuple(world.schemas())
+    for n in range(conversations):
+        w = ConversationWriter(world, system, random.Random(rng.random()))
+        rng.choice(scenes)(w, rng.choice(users))
+        trajectory = f"synthetic/{world.name}/conv{n}"
+        for i, m in enumerate(w.messages):
+            if m.role == "assistant":
+                context = {"world": world.name, "trajectory_id": trajectory, "turn_index": i, "synthetic": True}
+                pivots.append(Pivot(f"{trajectory}#{i}", "tool-use", tuple(w.messages[:i]), m, schemas, context))
+    return pivots
+
+
+def last_turns(pivots: Sequence[Pivot]) -> list[Pivot]:
+    """The last pivot of each conversation: its history holds every earlier turn (a tokenizer corpus)."""
+    last: dict[str, Pivot] = {}
+    for p in pivots:
+        last[str(p.context.get("trajectory_id", p.id))] = p
+    return list(last.values())
+
+
+def _policy_text(world: Any) -> str:
+    """The airline policy beside the world's database (what the real trajectories' system says)."""
+    _, _, path = str(getattr(world, "description", "")).partition(":")
+    folder = Path(path)
+    policy = (folder if folder.is_dir() else folder.parent) / "policy.md"
+    return policy.read_text(encoding="utf-8") if policy.is_file() else "You are an airline customer service agent."
+
+
+# -- the stage ---------------------------------------------------------------------------------
+
+
+def pretrain(
+    out: str | Path,
+    config: PretrainConfig | None = None,
+    corpus: Sequence[Pivot] = (),
+    log: Callable[[int, dict[str, float]], None] | None = None,
+    world: Any = None,
+) -> dict[str, Any]:
+    """Build a tokenizer and a random-init model, then train it on copy drills and synthetic conversations.
+
+    Args:
+        out: the model folder written (weights, tokenizer, stage settings).
+        config: what to generate and how long to train.
+        corpus: extra pivots for the tokenizer only (the real training split; never held-out ones).
+        log: `log(step, metrics)` after every step.
+        world: the `ToolWorld` to use; built from the registered factory for `config.world` when None.
+
+    Returns:
+        A summary: parameters, synthetic pivots, losses, seconds, output path.
+    """
+    from trainers.demo.tiny_model import build_tiny_model
+    from trainers.sft import SFTConfig, train_sft
+
+    config = config or PretrainConfig()
+    if world is None:
+        from verifiers_plugins import get_host
+
+        world = get_host().get("tool_worlds", config.world)()
+    pivots = synthetic_pivots(world, config.conversations, config.seed)
+    s = config.settings
+
+    def stage(steps: int, batch_size: int, settings: StageSettings) -> SFTConfig:
+        warmup = min(30, max(1, steps // 10))
+        return SFTConfig.from_settings(
+            settings,
+            steps=steps,
+            batch_size=batch_size,
+            lr=config.lr,
+            warmup_steps=warmup,
+            seed=config.seed,
+            log_every=1,
+        )
+
+    sft = stage(config.steps, config.batch_size, s)
+    drill_settings = replace(s, max_prompt_tokens=config.drill_prompt_tokens)
+    with tempfile.TemporaryDirectory(prefix="pivot-pretrain-") as work:
+        init = Path(work) / "init"
+        built = build_tiny_model(
+            init,
+            pivots=[*last_turns(pivots), *last_turns(corpus)],
+            config=replace(config.model, seed=config.seed),
+            words=world_words(world),
+        )
+        drill_losses = []
+        done = 0
+        for cycle, steps in enumerate(cycle_steps(config.drill_steps, config.drill_cycles)):
+            # every drill is seen once: copying is the only rule that fits fresh data
+            drilled = copy_drills(world, steps * config.drill_batch_size, config.seed + 1000 * cycle)
+            run = replace(stage(steps, config.drill_batch_size, drill_settings), seed=config.seed + cycle)
+            at = done
+            shifted = None if log is None else (lambda step, m, at=at: log(at + step, m))
+            drill_losses.append(train_sft(init, drilled, Path(work) / f"drilled{cycle}", run, log=shifted)["last_loss"])
+            init, done = Path(work) / f"drilled{cycle}", done + steps
+        shifted = None if log is None else (lambda step, m: log(config.drill_steps + step, m))
+        summary = train_sft(init, pivots, out, sft, log=shifted)
+        summary["copy_skill"] = copy_skill(out, world, drill_prompt_tokens=config.drill_prompt_tokens)
+    if drill_losses:
+        summary["drill_last_loss"] = drill_losses[-1]
+        summary["drill_cycle_losses"] = drill_losses
+    info = {**summary, "parameters": built["parameters"], "synthetic_pivots": len(pivots), "world": world.name}
+    (Path(out) / "pivot_pretrain.json").write_text(json.dumps(info, indent=2, default=str))
+    return info
+
+
+def cycle_steps(steps: int, cycles: int) -> list[int]:
+    """`steps` split into `cycles` runs as even as can be (no empty run)."""
+    base, extra = divmod(steps, cycles)
+    return [base + (i < extra) for i in range(cycles) if base + (i < extra)]
+
+
+# Seeds of the check's drills and conversations: apart from the pretraining's (`PretrainConfig.seed`
+# + 1000 x cycle) and the synthetic data's (4242), so the check reads calls the model never trained on.
+COPY_CHECK_SEED = 999
+
+
+def copy_skill(model: str | Path, world: Any, n: int = 40, drill_prompt_tokens: int | None = None) -> dict[str, float]:
+    """Greedy acceptance of `model` on `n` unseen copy drills and `n` unseen synthetic tool calls.
+
+    Scored through the tool-use env's one scoring path (the call must have the expert's effect in
+    the world), so it says whether pretraining gave the policy the copy skill before SFT relies on it.
+    Drills are prompted with the cut they were trained at (`drill_prompt_tokens`; the model's saved
+    cut when None): a longer cut shows the drill-only model tool schemas it never saw, and it then
+    copied nothing (0 of 40 at 256 tokens, measured).
+    """
+    import gymnasium as gym
+
+    import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
+    from trainers.backends._base import SamplingParams
+    from trainers.eval import local_backend, score_samples
+    from trainers.settings import settings_of
+
+    calls = [p for p in synthetic_pivots(world, 4 * n, COPY_CHECK_SEED) if p.expert.tool_calls][:n]
+    saved = settings_of(model)
+    drill_cut = replace(saved, max_prompt_tokens=drill_prompt_tokens or saved.max_prompt_tokens)
+    params = SamplingParams(max_new_tokens=saved.max_new_tokens, temperature=0.0)
+    out = {}
+    for name, pivots, cut in (
+        ("drills", copy_drills(world, n, COPY_CHECK_SEED), drill_cut),
+        ("conversations", calls, saved),
+    ):
+        backend, _ = local_backend(model, settings=cut)
+        env = gym.make("pivot/tool-use-v0", pivots=pivots).unwrapped
+        records = score_samples(backend, env, pivots, 1, params)
+        out[name] = sum(r.accepted for r in records) / len(records)
+    return out
