@@ -14,6 +14,7 @@ def cache_dir(*parts: str) -> Path:
 
 
 SHARED_DATA_ENV = "PIVOT_SHARED_DATA"
+NO_SHARED_DATA_ENV = "PIVOT_NO_SHARED_DATA"
 
 
 def shared_data_file(relative: str) -> Path | None:
@@ -29,7 +30,13 @@ def shared_data_file(relative: str) -> Path | None:
 
 
 def shared_data_roots() -> list[Path]:
-    """The folders searched for the full public data, in order (see `shared_data_file`)."""
+    """The folders searched for the full public data, in order (see `shared_data_file`).
+
+    `PIVOT_NO_SHARED_DATA=1` makes the list empty: everything then runs on the bundled samples, as
+    on a fresh clone (how the test suite's newcomer path is checked on a machine that has the data).
+    """
+    if os.environ.get(NO_SHARED_DATA_ENV, "") not in ("", "0"):
+        return []
     env = os.environ.get(SHARED_DATA_ENV)
     roots = [Path(env)] if env else []
     roots.append(Path(__file__).resolve().parents[1].parent / "shared" / "data")

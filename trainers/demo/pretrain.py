@@ -220,9 +220,14 @@ def _identify(w: ConversationWriter, uid: str, want: str) -> dict[str, Any]:
     return user if isinstance(user, dict) else {}
 
 
+def _held(w: ConversationWriter, user: dict[str, Any]) -> list[str]:
+    """The user's reservations the database in use holds (a subset database lists ids it lacks)."""
+    return [r for r in user.get("reservations") or [] if r in w.world.tables["reservations"]]
+
+
 def _cancel(w: ConversationWriter, uid: str) -> None:
     user = _identify(w, uid, _say(w.rng, WANTS["cancel"]))
-    reservations = list(user.get("reservations") or [])
+    reservations = _held(w, user)
     if not reservations:
         w.say("I could not find any reservation under your profile.")
         return
@@ -242,7 +247,7 @@ def _cancel(w: ConversationWriter, uid: str) -> None:
 def _check(w: ConversationWriter, uid: str) -> None:
     user = _identify(w, uid, _say(w.rng, WANTS["check"]))
     # the agent walks the user's reservations in profile order, copying each id from the profile
-    for rid in list(user.get("reservations") or [])[: w.rng.randint(1, 4)]:
+    for rid in _held(w, user)[: w.rng.randint(1, 4)]:
         w.call("get_reservation_details", reservation_id=rid)
     w.say("I found your reservations. Which one would you like to change?")
 
@@ -343,7 +348,9 @@ def synthetic_pivots(world: Any, conversations: int, seed: int = 0, system: str 
         system: the system message; the world's policy text when None (found beside its database).
     """
     rng = random.Random(seed)
-    users = sorted(k for k, u in world.tables["users"].items() if u.get("reservations"))
+    # only users with a reservation the database holds: the bundled subset's profiles name others
+    held = world.tables["reservations"]
+    users = sorted(k for k, u in world.tables["users"].items() if any(r in held for r in u.get("reservations") or []))
     if not users:
         raise ValueError(f"{world.name}: the database has no user with a reservation to write conversations about")
     flights = _flight_days(world)
