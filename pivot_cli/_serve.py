@@ -41,6 +41,12 @@ def serve(
         30.0, "--request-timeout", help="Seconds a client has to send a whole request (slow clients are cut off)."
     ),
     max_connections: int = typer.Option(1024, "--max-connections", help="Open connections; more get 503."),
+    forwarded_allow_ips: str = typer.Option(
+        "",
+        "--forwarded-allow-ips",
+        help="Comma-separated proxy addresses whose X-Forwarded-For is believed (default: none, loopback "
+        "included; a client's address decides its quota and sessions).",
+    ),
     executor: str = typer.Option(
         "in-process",
         "--executor",
@@ -80,6 +86,7 @@ def serve(
             max_body_bytes=max_body_bytes,
             request_timeout_s=request_timeout,
             max_connections=max_connections,
+            forwarded_allow_ips=tuple(ip for ip in (p.strip() for p in forwarded_allow_ips.split(",")) if ip),
         )
         auth = "token" if resolve_tokens(host, token) else "none (loopback only)"
         url = f"http://{host}:{port}/v1"

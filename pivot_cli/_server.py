@@ -74,6 +74,10 @@ class ServerConfig:
         request_timeout_s: seconds a client has to send a whole request (head and body).
         max_connections: open connections at most; uvicorn answers 503 beyond (clients retry), so
             many slow clients cannot exhaust file descriptors either.
+        forwarded_allow_ips: peers (addresses or networks, uvicorn's syntax) whose
+            `X-Forwarded-For`/`X-Forwarded-Proto` headers are believed: a reverse proxy in front
+            of the server. Empty (the default) believes no such header from anyone, loopback
+            included, since the client's address is whose quota and sessions a request uses.
     """
 
     # -- work admitted
@@ -88,6 +92,8 @@ class ServerConfig:
     max_body_bytes: int = 1024 * 1024
     request_timeout_s: float = 30.0
     max_connections: int = 1024
+    # -- who the client is
+    forwarded_allow_ips: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -105,6 +111,10 @@ class ServerConfig:
         for name in ("session_ttl_s", "request_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ServerConfig.{name}: expected > 0, got {getattr(self, name)}")
+        ips = tuple(str(ip).strip() for ip in self.forwarded_allow_ips)
+        if any(not ip for ip in ips):
+            raise ValueError(f"ServerConfig.forwarded_allow_ips: expected addresses, got {self.forwarded_allow_ips!r}")
+        object.__setattr__(self, "forwarded_allow_ips", ips)
 
 
 class Admission:
@@ -311,6 +321,33 @@ def _remote_score(executor: Any, pivot: Any, completions: list[str]) -> list[Any
     return executor.verify([VerifyTask(pivot, tuple(completions))])[0]
 
 
+def uvicorn_config(app: Any, host: str, port: int, config: ServerConfig) -> Any:
+    """The `uvicorn.Config` that `pivot serve` runs `app` with (tests start their servers from it too).
+
+    uvicorn believes `X-Forwarded-For` from loopback peers unless told otherwise, so any local
+    client could claim any address: another client's quota and sessions. Forwarding headers are
+    believed only from `config.forwarded_allow_ips` (none by default; `$FORWARDED_ALLOW_IPS` is
+    ignored too, so the environment cannot turn it back on).
+    """
+    import uvicorn
+
+    trusted = list(config.forwarded_allow_ips)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        # One process, one event loop: the admission counters assume a single worker.
+        workers=1,
+        http=request_timeout_protocol(config.request_timeout_s),
+        limit_concurrency=config.max_connections,
+        # Request heads past 64 KiB are refused by h11 before the app sees them.
+        h11_max_incomplete_event_size=64 * 1024,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or [],
+    )
+
+
 def serve(
     env_id: str,
     host: str = "127.0.0.1",
@@ -343,21 +380,10 @@ def serve(
 
         pool = make_executor(executor, EnvSpec(env_id, env_kwargs))
     try:
-        # One process, one event loop: the admission counters assume a single worker.
-        uvicorn.run(
-            create_app(env, env_id, config, pool, tokens),
-            host=host,
-            port=port,
-            log_level="warning",
-            workers=1,
-            http=request_timeout_protocol(config.request_timeout_s),
-            limit_concurrency=config.max_connections,
-            # Request heads past 64 KiB are refused by h11 before the app sees them.
-            h11_max_incomplete_event_size=64 * 1024,
-        )
+        uvicorn.Server(uvicorn_config(create_app(env, env_id, config, pool, tokens), host, port, config)).run()
     finally:
         if pool is not None:
             pool.close()
 
 
-__all__ = ["Admission", "Busy", "ServerConfig", "action_summary", "create_app", "serve"]
+__all__ = ["Admission", "Busy", "ServerConfig", "action_summary", "create_app", "serve", "uvicorn_config"]

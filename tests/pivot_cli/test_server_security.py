@@ -15,8 +15,8 @@ import pytest
 import uvicorn
 
 import pivot_envs  # noqa: F401  (registers the ids)
-from pivot_cli._server import ServerConfig, create_app
-from pivot_cli._server_guard import is_loopback, request_timeout_protocol, resolve_tokens
+from pivot_cli._server import ServerConfig, create_app, uvicorn_config
+from pivot_cli._server_guard import is_loopback, resolve_tokens
 from pivot_cli._server_sessions import Sessions
 from pivot_cli.errors import SessionNotFound, SessionRefused
 from pivot_core.errors import ServeRefused
@@ -35,15 +35,13 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """A uvicorn server on loopback in a thread, with the protocol `pivot serve` uses."""
+    """A uvicorn server on loopback in a thread, configured as `pivot serve` configures it (`uvicorn_config`)."""
 
-    def __init__(self, app, request_timeout_s: float = 30.0) -> None:
+    def __init__(self, app, request_timeout_s: float = 30.0, config: ServerConfig | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="error", http=request_timeout_protocol(request_timeout_s)
-        )
-        self.server = uvicorn.Server(config)
+        config = config or ServerConfig(request_timeout_s=request_timeout_s)
+        self.server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", self.port, config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:
@@ -70,13 +68,15 @@ def served(env):
     config = ServerConfig(
         concurrency=2, max_sessions=6, max_sessions_per_client=3, max_body_bytes=64 * 1024, request_timeout_s=1.0
     )
-    with LiveServer(create_app(env, ENV_ID, config, tokens=(TOKEN_A, TOKEN_B)), request_timeout_s=1.0) as live:
+    with LiveServer(create_app(env, ENV_ID, config, tokens=(TOKEN_A, TOKEN_B)), config=config) as live:
         yield live
 
 
-def client(url: str, token: str | None = TOKEN_A) -> httpx.Client:
+def client(url: str, token: str | None = TOKEN_A, source: str | None = None) -> httpx.Client:
+    """A client of `url`; `source` is the loopback address it connects from (127.0.0.2: another peer)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=f"{url}/v1", headers=headers, timeout=30)
+    transport = httpx.HTTPTransport(local_address=source) if source else None
+    return httpx.Client(base_url=f"{url}/v1", headers=headers, timeout=30, transport=transport)
 
 
 # -- item 12: a token off loopback ------------------------------------------------------------
@@ -356,6 +356,95 @@ def test_pivot_serve_with_a_token_requires_it(monkeypatch):
         assert status == 401
         with client(url, TOKEN_A) as c:
             assert c.get("/health").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+# -- issue 30 item 12: forwarding headers and whose session it is -------------------------------
+
+VICTIM = "127.0.0.2"  # another loopback address: another peer, as far as the server can tell
+
+
+@pytest.fixture(scope="module")
+def tokenless(env):
+    """A loopback server without tokens: clients are told apart by their peer address alone."""
+    config = ServerConfig(concurrency=2, max_sessions=8, max_sessions_per_client=2, request_timeout_s=5.0)
+    with LiveServer(create_app(env, ENV_ID, config), config=config) as live:
+        yield live
+
+
+def test_a_forwarded_for_header_from_loopback_names_no_other_client(tokenless):
+    """A local client claiming another address reaches neither that address's sessions nor a fresh quota."""
+    with client(tokenless.url, None, source=VICTIM) as victim, client(tokenless.url, None) as attacker:
+        mine = victim.post("/sessions").json()["session_id"]
+        assert victim.post(f"/sessions/{mine}/reset", json={"seed": 1}).status_code == 200
+        posing = {"X-Forwarded-For": VICTIM, "Forwarded": f"for={VICTIM}"}
+        assert attacker.post(f"/sessions/{mine}/reset", json={}, headers=posing).status_code == 404
+        assert attacker.delete(f"/sessions/{mine}", headers=posing).json()["dropped"] is False
+        # Every request claims a new address: the quota still counts the one peer.
+        flood = [attacker.post("/sessions", headers={"X-Forwarded-For": f"10.0.0.{i}"}) for i in range(6)]
+        assert [r.status_code for r in flood] == [200, 200, 429, 429, 429, 429]
+        assert "quota" in flood[-1].json()["error"]
+        assert victim.post(f"/sessions/{mine}/reset", json={"seed": 2}).status_code == 200  # untouched
+        assert victim.post("/sessions").status_code == 200  # the server is not full either
+        for r in flood[:2]:
+            attacker.delete(f"/sessions/{r.json()['session_id']}")
+
+
+def test_forwarded_for_is_believed_only_from_configured_proxies(env):
+    """`forwarded_allow_ips` names the proxy: its X-Forwarded-For is the client; anyone else's is ignored."""
+    config = ServerConfig(max_sessions_per_client=1, forwarded_allow_ips=("127.0.0.1",))
+    with LiveServer(create_app(env, ENV_ID, config), config=config) as live:
+        with client(live.url, None) as proxy, client(live.url, None, source=VICTIM) as other:
+            first = proxy.post("/sessions", headers={"X-Forwarded-For": "10.0.0.1"})
+            second = proxy.post("/sessions", headers={"X-Forwarded-For": "10.0.0.2"})
+            assert first.status_code == second.status_code == 200  # two clients behind the proxy
+            sid = first.json()["session_id"]
+            assert (
+                proxy.post(f"/sessions/{sid}/reset", json={}, headers={"X-Forwarded-For": "10.0.0.2"}).status_code
+                == 404
+            )
+            assert (
+                proxy.post(f"/sessions/{sid}/reset", json={}, headers={"X-Forwarded-For": "10.0.0.1"}).status_code
+                == 200
+            )
+            # 127.0.0.2 is no configured proxy: its claim to be 10.0.0.1 is not believed.
+            assert (
+                other.post(f"/sessions/{sid}/reset", json={}, headers={"X-Forwarded-For": "10.0.0.1"}).status_code
+                == 404
+            )
+
+
+def test_server_config_refuses_a_blank_proxy_address():
+    with pytest.raises(ValueError, match="forwarded_allow_ips"):
+        ServerConfig(forwarded_allow_ips=(" ",))
+
+
+def test_pivot_serve_believes_no_forwarded_for_by_default(monkeypatch):
+    """The CLI wiring: `pivot serve` itself (not a test's server) ignores X-Forwarded-For from loopback."""
+    monkeypatch.delenv("PIVOT_SERVE_TOKEN", raising=False)
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "*")  # uvicorn's own switch must not turn trust back on
+    port = free_port()
+    cmd = [sys.executable, "-m", "pivot_cli", "serve", "--env", ENV_ID, "--port", str(port)]
+    proc = subprocess.Popen(
+        [*cmd, "--max-sessions-per-client", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            if proc.poll() is not None:
+                pytest.fail(f"server exited: {proc.stderr.read()}")
+            try:
+                httpx.get(f"{url}/v1/health", timeout=2)
+                break
+            except httpx.TransportError:
+                threading.Event().wait(0.1)
+        else:
+            pytest.fail("server did not answer")
+        with client(url, None) as c:
+            codes = [c.post("/sessions", headers={"X-Forwarded-For": f"10.0.0.{i}"}).status_code for i in range(3)]
+        assert codes == [200, 429, 429]
     finally:
         proc.terminate()
         proc.wait(timeout=15)

@@ -129,4 +129,12 @@ def serve_openenv(env_id: str, host: str = "127.0.0.1", port: int = 8000, **env_
             f"--protocol openenv serves loopback only (openenv-core's server has no auth), got --host {host}; "
             "bind 127.0.0.1, or use the default protocol with --token"
         )
-    uvicorn.run(openenv_app(env_id, **env_kwargs), host=host, port=port, log_level="info")
+    # No forwarding header is believed (uvicorn believes loopback's by default): a client is its peer address.
+    uvicorn.run(
+        openenv_app(env_id, **env_kwargs),
+        host=host,
+        port=port,
+        log_level="info",
+        proxy_headers=False,
+        forwarded_allow_ips=[],
+    )
