@@ -51,7 +51,7 @@ def _turn_facts(i: int, traj: Trajectory, session: BrowseSession, gold_answer: A
         "replayable": False,
     }
     if name == "search":
-        hits = session.backend.search(str(args.get("query", "")), call_k(args))
+        hits = session.search(str(args.get("query", "")), call_k(args))[1]
         target = _next_open(traj.messages, i, session.backend)
         if target is not None and target in {h.doc_id for h in hits}:
             facts.update(target_doc_id=target, replayable=True)

@@ -13,6 +13,20 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from pivot_core.browse._corpus import Document
+from pivot_core.errors import PivotGymError
+
+
+class QueryRejected(PivotGymError, ValueError):
+    """Raised by `SearchBackend.search` for a query past the bounds a search engine serves (too long, too many words).
+
+    A policy can write any query; an unbounded one costs a full-text engine time that grows with
+    its length (a 32 KB query of common words took 100 s of SQLite FTS5). The message says which
+    bound, so a verifier can reject the call with it as the reason.
+    """
+
+
+class SearchTimeout(PivotGymError, TimeoutError):
+    """Raised by `SearchBackend.search` when a query ran past the backend's time limit and was stopped."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,10 @@ class SearchBackend(Protocol):
         """The top `k` documents for a free-text query, best first ([] for an empty query).
 
         Documents whose title equals the query (case-insensitively) rank first.
+
+        Raises:
+            QueryRejected: the query is past the backend's bounds (length, number of words).
+            SearchTimeout: the query ran past the backend's time limit.
         """
         ...
 

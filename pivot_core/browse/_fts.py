@@ -10,14 +10,16 @@ sees a half-built index.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from pivot_core._paths import cache_dir
-from pivot_core.browse._backend import SearchHit
+from pivot_core.browse._backend import QueryRejected, SearchHit, SearchTimeout
 from pivot_core.browse._corpus import (
     Document,
     PathLike,
@@ -33,12 +35,48 @@ TITLE_WEIGHT = 10.0  # BM25 column weight: a title term counts ten body terms
 # A document missing a query word must score at least this share of the weakest full match.
 PARTIAL_SCORE = 0.5
 _WORD = re.compile(r"\w+", re.UNICODE)
+# Bounds of a query. FTS5's cost grows with the square of a query's terms (repeated common words:
+# 400 of them took 2 s, 32 KB of them 100 s), and the longest recorded expert query (ReAct,
+# FireAct) has 125 characters and 20 words: these leave room and cap the cost at milliseconds.
+MAX_QUERY_CHARS = 512
+MAX_QUERY_TERMS = 32
+# A query still running after this many seconds is stopped inside SQLite (a thread timeout cannot
+# interrupt the C call); with the bounds above no query comes near it.
+SEARCH_TIMEOUT_S = 5.0
+# SQLite virtual-machine steps between two looks at the clock: one step can be a long FTS5 row
+# (10,000 steps overran a 0.2 s limit by 11 s on a 1,000-word query; 100 stop it on time).
+_PROGRESS_STEPS = 100
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct words of a query, in order (case-insensitive; the first spelling is kept).
+
+    A repeated word adds nothing to which documents match and only multiplies FTS5's work.
+
+    Raises:
+        QueryRejected: the query has more than `MAX_QUERY_CHARS` characters or `MAX_QUERY_TERMS` distinct words.
+    """
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryRejected(f"search query of {len(text)} characters: expected at most {MAX_QUERY_CHARS}")
+    terms: dict[str, str] = {}
+    for word in _WORD.findall(text):
+        terms.setdefault(word.casefold(), word)
+    if len(terms) > MAX_QUERY_TERMS:
+        raise QueryRejected(f"search query of {len(terms)} distinct words: expected at most {MAX_QUERY_TERMS}")
+    return list(terms.values())
 
 
 def fts_query(text: str, mode: str = "OR") -> str:
-    """An FTS5 MATCH expression for free text: every word quoted (no operator injection), AND-ed or OR-ed."""
-    words = _WORD.findall(text)
-    return f" {mode} ".join('"' + w.replace('"', '""') + '"' for w in words)
+    """An FTS5 MATCH expression for free text: every distinct word quoted (no operator injection), AND-ed or OR-ed.
+
+    Raises:
+        QueryRejected: the text is past the query bounds (see `query_terms`).
+    """
+    return _expression(query_terms(text), mode)
+
+
+def _expression(terms: list[str], mode: str) -> str:
+    return f" {mode} ".join('"' + w.replace('"', '""') + '"' for w in terms)
 
 
 def index_path(corpus: Path, digest: str) -> Path:
@@ -126,12 +164,18 @@ class FtsBackend:
     Args:
         corpus: the corpus JSONL (the bundled corpus when None).
         index: where to keep the index; chosen by `index_path` when None.
+        timeout_s: seconds one SQL statement of a lookup may run before SQLite stops it
+            (`SearchTimeout`); checked by SQLite's progress handler, inside the C call.
 
     Raises:
         DataFileError: the corpus has a line that is not valid JSON or not a document.
     """
 
-    def __init__(self, corpus: PathLike | None = None, index: PathLike | None = None) -> None:
+    def __init__(
+        self, corpus: PathLike | None = None, index: PathLike | None = None, timeout_s: float = SEARCH_TIMEOUT_S
+    ) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"FtsBackend timeout_s: expected > 0, got {timeout_s!r}")
         self.corpus = resolve_corpus(corpus)
         self.digest = corpus_digest(self.corpus)
         self.index = Path(index) if index is not None else index_path(self.corpus, self.digest)
@@ -140,15 +184,33 @@ class FtsBackend:
             build_index(self.corpus, self.index, self.digest)
         self._con = sqlite3.connect(f"file:{self.index}?mode=ro", uri=True, check_same_thread=False)
         self._lock = threading.Lock()
-        self._size = self._one("SELECT count(*) FROM docs")[0]
+        self.timeout_s = float(timeout_s)
+        self._deadline = math.inf  # set for each lookup, under the lock
+        self._con.set_progress_handler(self._over_time, _PROGRESS_STEPS)
+        self._size = self._con.execute("SELECT count(*) FROM docs").fetchone()[0]
+
+    def _over_time(self) -> bool:
+        """SQLite's progress handler: True stops the running statement ("interrupted")."""
+        return time.monotonic() > self._deadline
+
+    def _timed(self, sql: str, args: tuple, one: bool) -> list[tuple] | tuple | None:
+        with self._lock:
+            self._deadline = time.monotonic() + self.timeout_s
+            try:
+                cursor = self._con.execute(sql, args)
+                return cursor.fetchone() if one else cursor.fetchall()
+            except sqlite3.OperationalError as e:
+                if "interrupted" not in str(e):
+                    raise
+                raise SearchTimeout(f"search stopped after {self.timeout_s:g} s (the backend's time limit)") from e
+            finally:
+                self._deadline = math.inf
 
     def _one(self, sql: str, args: tuple = ()) -> tuple | None:
-        with self._lock:
-            return self._con.execute(sql, args).fetchone()
+        return self._timed(sql, args, one=True)  # type: ignore[return-value]
 
     def _all(self, sql: str, args: tuple = ()) -> list[tuple]:
-        with self._lock:
-            return self._con.execute(sql, args).fetchall()
+        return self._timed(sql, args, one=False)  # type: ignore[return-value]
 
     def __len__(self) -> int:
         return int(self._size)
@@ -161,11 +223,16 @@ class FtsBackend:
         `PARTIAL_SCORE` times the weakest full match (all of them when nothing has every word).
         So a stray common word ("100" in "100 Bullets") cannot pad a precise query's results,
         while a wordy query still finds a document whose title carries its key words.
+
+        Raises:
+            QueryRejected: the query is past `MAX_QUERY_CHARS` or `MAX_QUERY_TERMS`.
+            SearchTimeout: a statement ran past `timeout_s`.
         """
-        if not _WORD.search(query or "") or k < 1:
+        terms = query_terms(query or "")
+        if not terms or k < 1:
             return []
-        every = self._rows(fts_query(query, "AND"), k)
-        rows = every if len(every) >= k else self._rows(fts_query(query, "OR"), k)
+        every = self._rows(_expression(terms, "AND"), k)
+        rows = every if len(every) >= k else self._rows(_expression(terms, "OR"), k)
         if every and rows is not every:
             # bm25() is negative and lower-is-better: the weakest full match has the largest value.
             floor = PARTIAL_SCORE * max(r[5] for r in every)
@@ -175,7 +242,7 @@ class FtsBackend:
         # document `open` would pick first), then the rest by BM25.
         rows.sort(key=lambda r: (0, r[0], 0.0) if r[3] == key else (1, r[5], r[0]))
         top = rows[:k]
-        snippets = self._snippets(fts_query(query, "OR"), [r[0] for r in top])
+        snippets = self._snippets(_expression(terms, "OR"), [r[0] for r in top])
         return [SearchHit(r[1], r[2], snippets.get(r[0], ""), -float(r[5])) for r in top]
 
     def _rows(self, expr: str, k: int) -> list[tuple]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pivot_core.browse._backend import SearchBackend, SearchHit
+from pivot_core.browse._backend import QueryRejected, SearchBackend, SearchHit, SearchTimeout
 from pivot_core.browse._corpus import Document
 from pivot_core.browse._tools import DEFAULT_K, MAX_K
 
@@ -65,15 +65,18 @@ class BrowseSession:
     _cursor: tuple[str, int] = ("", 0)
 
     def search(self, query: str, k: int = DEFAULT_K) -> tuple[str, list[SearchHit]]:
-        """Run a search; returns the observation and the hits."""
-        hits = self.backend.search(query, k)
+        """Run a search; returns the observation and the hits (none, and the reason, for a query refused or stopped)."""
+        try:
+            hits = self.backend.search(query, k)
+        except (QueryRejected, SearchTimeout) as e:
+            return f"Search failed: {e}.", []
         return render_hits(query, hits), hits
 
     def open(self, target: str) -> tuple[str, Document | None]:
         """Open by doc id or title; a miss lists similar titles (ReAct's Wikipedia behaviour)."""
         doc = resolve(self.backend, target)
         if doc is None:
-            similar = [h.title for h in self.backend.search(target, SIMILAR_TITLES)]
+            similar = [h.title for h in self.search(target, SIMILAR_TITLES)[1]]
             return f"Could not find [{target}]. Similar: {similar}", None
         self.open_doc = doc
         self.opened.append(doc.doc_id)

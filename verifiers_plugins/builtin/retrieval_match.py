@@ -24,7 +24,9 @@ from pivot_core import Message, Pivot
 from pivot_core.browse import (
     DEFAULT_K,
     Document,
+    QueryRejected,
     SearchBackend,
+    SearchTimeout,
     call_k,
     find_sentences,
     normalize_answer,
@@ -84,7 +86,8 @@ class RetrievalMatch:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    # 2: a query past the search bounds is rejected with the reason; repeated words count once
+    version = "2"
 
     def __init__(
         self, corpus: str | None = None, k: int = DEFAULT_K, keyword_threshold: float = 0.8, text_threshold: float = 0.8
@@ -143,7 +146,12 @@ class RetrievalMatch:
 
     def _search(self, pivot: Pivot, args: Mapping[str, Any], wanted: set[str]) -> Verdict:
         k = min(call_k(args), self.k)
-        hits = list(self._search_hits(pivot, args["query"], k))
+        try:
+            hits = list(self._search_hits(pivot, args["query"], k))
+        except QueryRejected as e:  # the candidate's own doing: a decision, as any other reject
+            return Verdict.reject(f"search refused: {e}", k=k)
+        except SearchTimeout as e:  # the machine's, perhaps: could not decide
+            return Verdict.failed(f"retrieval_match: {e}", k=k)
         found = [d for d in hits if d in wanted]
         details = {"k": k, "hits": hits, "wanted": sorted(wanted)}
         if found:
