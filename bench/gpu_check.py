@@ -28,16 +28,18 @@ SIZES = {
 
 
 def run(model_dir: Path, device: str, steps: int, **overrides) -> dict:
-    cfg = GRPOConfig(
-        model=str(model_dir),
-        device=device,
-        steps=steps,
-        output_dir=tempfile.mkdtemp(),
-        pivots_per_step=4,
-        group_size=8,
-        max_new_tokens=64,
-        max_prompt_tokens=512,
-        **overrides,
+    cfg = GRPOConfig.from_flat(
+        dict(
+            model=str(model_dir),
+            device=device,
+            steps=steps,
+            output_dir=tempfile.mkdtemp(),
+            pivots_per_step=4,
+            group_size=8,
+            max_new_tokens=64,
+            max_prompt_tokens=512,
+            **overrides,
+        )
     )
     trainer = GRPOTrainer(cfg)
     if device.startswith("cuda"):

@@ -62,8 +62,9 @@ def main() -> None:
     import pivot_envs  # noqa: F401
     from pivot_core import load_pivots
     from trainers._advantages import group_normalized
+    from trainers._batch import completion_logprobs, pad_batch
     from trainers._losses import batch_denominator
-    from trainers.grpo import GRPOConfig, GRPOTrainer, completion_logprobs, pad_batch
+    from trainers.grpo import GRPOConfig, GRPOTrainer
     from trainers.settings import settings_of
     from trainers.sft import SFTConfig, build_example
 
@@ -71,18 +72,20 @@ def main() -> None:
     s = settings_of(args.model)
     pivots = list(load_pivots(args.pivots))
     with tempfile.TemporaryDirectory() as out:
-        cfg = GRPOConfig(
-            model=str(args.model),
-            pivots=str(args.pivots),
-            output_dir=out,
-            group_size=args.group,
-            beta=0.0,
-            steps=1,
-            max_new_tokens=s.max_new_tokens,
-            max_prompt_tokens=s.max_prompt_tokens,
-            max_history_messages=s.max_history_messages,
-            temperature=s.temperature,
-            seed=args.seed,
+        cfg = GRPOConfig.from_flat(
+            dict(
+                model=str(args.model),
+                pivots=str(args.pivots),
+                output_dir=out,
+                group_size=args.group,
+                beta=0.0,
+                steps=1,
+                max_new_tokens=s.max_new_tokens,
+                max_prompt_tokens=s.max_prompt_tokens,
+                max_history_messages=s.max_history_messages,
+                temperature=s.temperature,
+                seed=args.seed,
+            )
         )
         trainer = GRPOTrainer(cfg)
         strict = gym.make(cfg.env_id, pivots=pivots, verifiers=["exact_match"]).unwrapped
@@ -94,9 +97,10 @@ def main() -> None:
             adv = group_normalized(torch.tensor([rewards], dtype=torch.float32)).flatten()
             t = pad_batch([prompt] * len(completions), completions, pad, "cpu")
             logp, _ = trainer.logprobs(policy, t)
+            obj = cfg.objective
             terms = trainer.loss_fn(
-                logp, logp.detach(), None, adv, t["completion_mask"], clip_low=cfg.clip_eps, clip_high=cfg.clip_eps,
-                beta=0.0, denominator=batch_denominator(cfg.loss, t["completion_mask"], cfg.completion_budget),
+                logp, logp.detach(), None, adv, t["completion_mask"], clip_low=obj.clip_eps, clip_high=obj.clip_eps,
+                beta=0.0, denominator=batch_denominator(obj.loss, t["completion_mask"], cfg.completion_budget),
                 max_tokens=cfg.completion_budget,
             )  # fmt: skip
             return flat_grad(policy, terms.loss)

@@ -139,16 +139,18 @@ class Rollouts:
         from trainers.episodes import check_length
         from trainers.grpo import GRPOConfig
 
-        self.cfg = GRPOConfig(  # the episode-mode config a training run would use, sampling settings only
-            model=model_dir,
-            episodes=True,
-            env_id=domain.episode_env,
-            max_history_messages=cuts[0],
-            max_prompt_tokens=cuts[1],
-            temperature=cuts[2],
-            max_new_tokens=domain.max_new_tokens,
-            max_observation_tokens=domain.max_observation_tokens,
-            max_turns=max_turns,
+        self.cfg = GRPOConfig.from_flat(
+            dict(  # the episode-mode config a training run would use, sampling settings only
+                model=model_dir,
+                episodes=True,
+                env_id=domain.episode_env,
+                max_history_messages=cuts[0],
+                max_prompt_tokens=cuts[1],
+                temperature=cuts[2],
+                max_new_tokens=domain.max_new_tokens,
+                max_observation_tokens=domain.max_observation_tokens,
+                max_turns=max_turns,
+            )
         )
         self.tok = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
@@ -337,7 +339,7 @@ def main() -> None:
         "domain": args.domain,
         "model": model_dir,
         "temperature": cuts[2],
-        "max_turns": ro.cfg.max_turns,
+        "max_turns": ro.cfg.episode.max_turns,
         "trajectories": len(trajs),
         "pivots": sum(len(ro.by_traj[t]) for t in trajs),
         "d_adv": d_adv,

@@ -135,13 +135,15 @@ def row_grpo(opts: argparse.Namespace) -> Row:
     with tempfile.TemporaryDirectory(prefix="pivot-bench-grpo-") as tmp:
         build_tiny_model(Path(tmp) / "model")
         steps = 3 if opts.quick else 5
-        cfg = GRPOConfig(
-            model=str(Path(tmp) / "model"),
-            output_dir=str(Path(tmp) / "run"),
-            steps=steps,
-            pivots_per_step=2,
-            group_size=4,
-            max_new_tokens=48,
+        cfg = GRPOConfig.from_flat(
+            dict(
+                model=str(Path(tmp) / "model"),
+                output_dir=str(Path(tmp) / "run"),
+                steps=steps,
+                pivots_per_step=2,
+                group_size=4,
+                max_new_tokens=48,
+            )
         )
         trainer = GRPOTrainer(cfg)
         trainer.step()  # warm-up step (lazy imports, first allocation) is not counted

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +38,10 @@ def train(
         help="Episode mode: G whole episodes from each start (--pivots: D_adv starts; default: each task's start).",
     ),
     overrides: list[str] = typer.Option(
-        [], "--set", "-s", help="Any other GRPOConfig field as key=value (repeatable)."
+        [],
+        "--set",
+        "-s",
+        help="Any other GRPOConfig field as key=value, by name or dotted path (objective.beta=0); repeatable.",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -105,16 +107,16 @@ def train(
 
 def config_from_overrides(base: dict[str, Any], overrides: Sequence[str]) -> Any:
     """A `GRPOConfig` from keyword values plus `key=value` strings, each coerced to its field's type."""
-    from trainers.grpo import GRPOConfig
+    from trainers.grpo_config import GRPOConfig, field_types
 
-    types = {f.name: str(f.type) for f in fields(GRPOConfig)}
+    types = field_types()
     values = dict(base)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or key not in types:
             raise ValueError(f"expected key=value with key in {sorted(types)}, got {item!r}")
         values[key] = _coerce(types[key], raw)
-    return GRPOConfig(**values)
+    return GRPOConfig.from_flat(values)
 
 
 def _coerce(type_name: str, raw: str) -> Any:

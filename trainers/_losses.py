@@ -9,6 +9,7 @@ Variants differ only in how per-token terms are averaged into one number; pick o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -86,32 +87,43 @@ def per_token_terms(
     return policy + beta * kl, policy, kl, was_clipped.to(logp.dtype)
 
 
-def _terms(
-    aggregate: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor],
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    ref_logp: torch.Tensor | None,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
-    beta: float = 0.0,
-    denominator: float | None = None,
-    max_tokens: int | None = None,
-    name: str = "grpo",
-) -> LossTerms:
-    mask = mask.to(logp.dtype)
-    denom = float(denominator) if denominator is not None else batch_denominator(name, mask, max_tokens)
-    total, policy, kl, clipped = per_token_terms(
-        logp, old_logp, ref_logp, advantages, clip_low=clip_low, clip_high=clip_high, beta=beta
-    )
-    return LossTerms(
-        loss=aggregate(total, mask, denom),
-        policy=aggregate(policy, mask, denom).detach(),
-        kl=masked_mean(kl, mask).detach(),
-        clip_fraction=masked_mean(clipped, mask).detach(),
-    )
+@dataclass(frozen=True)
+class Aggregation:
+    """How one loss variant turns per-token terms into the batch's loss.
+
+    Attributes:
+        per_sequence: average each sequence's tokens first, so every sequence weighs the same
+            (the original GRPO); otherwise the masked terms are summed over the whole batch.
+        denominator: `(mask, max_tokens) -> float`, what the batch's sum is divided by.
+    """
+
+    per_sequence: bool
+    denominator: Callable[[torch.Tensor, int | None], float]
+
+
+def _sequences(mask: torch.Tensor, max_tokens: int | None) -> float:
+    return float(mask.shape[0])
+
+
+def _tokens(mask: torch.Tensor, max_tokens: int | None) -> float:
+    # each token weighs the same, so long completions are not down-weighted (DAPO)
+    return max(float(mask.sum()), 1.0)
+
+
+def _budget(mask: torch.Tensor, max_tokens: int | None) -> float:
+    # a length-independent constant (B * completion budget) removes GRPO's length bias (Dr. GRPO)
+    if max_tokens is None:
+        # the longest completion of the batch would make the normaliser vary from batch to batch
+        raise ValueError("dr_grpo_loss: expected max_tokens (the completion budget, a constant), got None")
+    return float(mask.shape[0] * max_tokens)
+
+
+AGGREGATIONS: dict[str, Aggregation] = {
+    "grpo": Aggregation(per_sequence=True, denominator=_sequences),  # DeepSeekMath GRPO
+    "dapo": Aggregation(per_sequence=False, denominator=_tokens),  # DAPO's token-level loss
+    "dr_grpo": Aggregation(per_sequence=False, denominator=_budget),  # Dr. GRPO: no per-length normalisation
+}
+"""The one table of loss variants: each name's aggregation; `LOSSES` and `batch_denominator` read it."""
 
 
 def batch_denominator(name: str, mask: torch.Tensor, max_tokens: int | None = None) -> float:
@@ -131,47 +143,45 @@ def batch_denominator(name: str, mask: torch.Tensor, max_tokens: int | None = No
     Raises:
         ValueError: an unknown loss, or "dr_grpo" without `max_tokens`.
     """
-    if name == "grpo":
-        return float(mask.shape[0])
-    if name == "dapo":
-        return max(float(mask.sum()), 1.0)
-    if name == "dr_grpo":
-        if max_tokens is None:
-            # the longest completion of the batch would make the normaliser vary from batch to batch
-            raise ValueError("dr_grpo_loss: expected max_tokens (the completion budget, a constant), got None")
-        return float(mask.shape[0] * max_tokens)
-    raise ValueError(f"batch_denominator: expected one of {sorted(LOSSES)}, got {name!r}")
+    if name not in AGGREGATIONS:
+        raise ValueError(f"batch_denominator: expected one of {sorted(AGGREGATIONS)}, got {name!r}")
+    return AGGREGATIONS[name].denominator(mask, max_tokens)
 
 
-def _sequence_mean(x: torch.Tensor, mask: torch.Tensor, denom: float) -> torch.Tensor:
-    # Each sequence weighs the same whatever its length (the original GRPO); denom = sequences.
-    return (x * mask).sum(dim=1).div(mask.sum(dim=1).clamp(min=1)).sum() / denom
+def policy_loss(
+    name: str,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    ref_logp: torch.Tensor | None,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    beta: float = 0.0,
+    denominator: float | None = None,
+    max_tokens: int | None = None,
+) -> LossTerms:
+    """The loss of variant `name` (a key of `AGGREGATIONS`); see `LossFn` for the arguments."""
+    how = AGGREGATIONS[name]
+    mask = mask.to(logp.dtype)
+    denom = float(denominator) if denominator is not None else how.denominator(mask, max_tokens)
+    total, policy, kl, clipped = per_token_terms(
+        logp, old_logp, ref_logp, advantages, clip_low=clip_low, clip_high=clip_high, beta=beta
+    )
+
+    def aggregate(x: torch.Tensor) -> torch.Tensor:
+        if how.per_sequence:
+            return (x * mask).sum(dim=1).div(mask.sum(dim=1).clamp(min=1)).sum() / denom
+        return (x * mask).sum() / denom
+
+    return LossTerms(
+        loss=aggregate(total),
+        policy=aggregate(policy).detach(),
+        kl=masked_mean(kl, mask).detach(),
+        clip_fraction=masked_mean(clipped, mask).detach(),
+    )
 
 
-def _token_mean(x: torch.Tensor, mask: torch.Tensor, denom: float) -> torch.Tensor:
-    # Each token weighs the same, so long completions are not down-weighted (DAPO); denom = tokens.
-    return (x * mask).sum() / denom
-
-
-def _constant_norm(x: torch.Tensor, mask: torch.Tensor, denom: float) -> torch.Tensor:
-    # A length-independent constant (B * completion budget) removes GRPO's length bias (Dr. GRPO).
-    return (x * mask).sum() / denom
-
-
-def grpo_loss(logp, old_logp, ref_logp, advantages, mask, **kw) -> LossTerms:  # noqa: D417 (see LossFn)
-    """Per-sequence token mean, then mean over sequences (DeepSeekMath GRPO)."""
-    return _terms(_sequence_mean, logp, old_logp, ref_logp, advantages, mask, name="grpo", **kw)
-
-
-def dapo_loss(logp, old_logp, ref_logp, advantages, mask, **kw) -> LossTerms:  # noqa: D417 (see LossFn)
-    """Mean over every completion token of the batch (DAPO's token-level loss)."""
-    return _terms(_token_mean, logp, old_logp, ref_logp, advantages, mask, name="dapo", **kw)
-
-
-def dr_grpo_loss(logp, old_logp, ref_logp, advantages, mask, **kw) -> LossTerms:  # noqa: D417 (see LossFn)
-    """Sum over tokens divided by `B * max_tokens` (Dr. GRPO: no per-length normalization)."""
-    return _terms(_constant_norm, logp, old_logp, ref_logp, advantages, mask, name="dr_grpo", **kw)
-
-
-LOSSES: dict[str, LossFn] = {"grpo": grpo_loss, "dapo": dapo_loss, "dr_grpo": dr_grpo_loss}
+LOSSES: dict[str, LossFn] = {name: functools.partial(policy_loss, name) for name in AGGREGATIONS}
 """Loss variants by name; the trainer picks one at construction."""

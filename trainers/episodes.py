@@ -1,6 +1,6 @@
 """Episode rollouts for `GRPOTrainer`'s episode mode: G whole episodes from one start, one outcome each.
 
-`GRPOConfig(episodes=True)` makes the trainer (`trainers/grpo.py`) draw P starts (pivots of an
+`GRPOConfig(episode=EpisodeConfig(enabled=True))` makes the trainer (`trainers/grpo.py`) draw P starts (pivots of an
 episode env; each trajectory's first pivot is end-to-end RL) and hand them to `EpisodeGroups`,
 which runs G episodes from each, the policy sampling every agent turn from the token sequence so
 far, and scores each episode with the task's outcome. The trainer then takes the same step as
@@ -18,7 +18,7 @@ distribution the tokens came from (no re-rendering between sampling and training
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -29,8 +29,9 @@ import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
 from pivot_core import Pivot, load_pivots
 from pivot_envs.episodes import EpisodeEnv
 from trainers._advantages import decided_advantages
+from trainers._batch import ScoredBatch, encode_prompt
 from trainers.backends._base import template_messages
-from trainers.grpo import EPISODE_ENVS, GRPOConfig, GRPOTrainer, ScoredBatch, encode_prompt
+from trainers.grpo_config import GRPOConfig
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,9 @@ def check_length(cfg: GRPOConfig, max_positions: int) -> None:
     if not max_positions or cfg.max_prompt_tokens is None:
         return
     # a turn is its tokens, the end-of-turn token the framing may add, and the observation after it
-    longest = cfg.max_prompt_tokens + cfg.max_turns * (cfg.max_new_tokens + 1 + cfg.max_observation_tokens)
+    longest = cfg.max_prompt_tokens + cfg.episode.max_turns * (
+        cfg.max_new_tokens + 1 + cfg.episode.max_observation_tokens
+    )
     if longest > max_positions:
         raise ValueError(
             f"GRPOConfig: the longest episode is {longest} tokens (max_prompt_tokens + max_turns * "
@@ -82,10 +85,10 @@ def check_length(cfg: GRPOConfig, max_positions: int) -> None:
 
 
 def make_episode_env(cfg: GRPOConfig) -> EpisodeEnv:
-    """The episode env `cfg.env_id` over `cfg.dataset` (its bundled sample when None), with the turn budget."""
-    kwargs: dict[str, Any] = {"max_turns": cfg.max_turns}
-    if cfg.dataset:
-        kwargs["dataset"] = cfg.dataset
+    """The episode env `cfg.env_id` over `cfg.episode.dataset` (its bundled sample when None), with the turn budget."""
+    kwargs: dict[str, Any] = {"max_turns": cfg.episode.max_turns}
+    if cfg.episode.dataset:
+        kwargs["dataset"] = cfg.episode.dataset
     env = gym.make(cfg.env_id, **kwargs).unwrapped
     if not isinstance(env, EpisodeEnv):
         raise ValueError(f"GRPOConfig.env_id: episode mode needs an episode env, got {cfg.env_id!r}")
@@ -188,7 +191,7 @@ def run_episode(env: EpisodeEnv, model: Any, tokenizer: Any, start: str, cfg: GR
         # a turn cut by max_new_tokens never sampled its end-of-turn token: the framing supplies it
         closing = [eos] if eos is not None and (not turn or turn[-1] != eos) else []
         seen = tokenizer(observation_text(tokenizer, info["new_messages"]), add_special_tokens=False)["input_ids"]
-        observed = closing + seen[: cfg.max_observation_tokens]
+        observed = closing + seen[: cfg.episode.max_observation_tokens]
         ids += observed
         mask += [0] * len(observed)
 
@@ -225,95 +228,56 @@ class EpisodeGroups:
     """Episode mode's rollout strategy: G whole episodes from each start, one outcome reward each.
 
     Args:
-        trainer: the `GRPOTrainer` whose policy samples every agent turn.
-        env: an episode env to use instead of `make_episode_env(trainer.cfg)`.
+        cfg: the run's configuration (episode mode).
+        policy: the model that samples every agent turn (token in, token out).
+        tokenizer: its tokenizer.
+        autocast: the trainer's autocast context factory (bf16 on GPU, else a no-op).
+        advantage_fn: the advantage estimator, a value of `ADVANTAGES`.
+        env: an episode env to use instead of `make_episode_env(cfg)`.
     """
 
-    def __init__(self, trainer: GRPOTrainer, env: Any = None) -> None:
-        cfg = trainer.cfg
-        self.trainer = trainer
+    def __init__(
+        self,
+        cfg: GRPOConfig,
+        policy: Any,
+        tokenizer: Any,
+        autocast: Callable[[], Any],
+        advantage_fn: Callable[..., torch.Tensor],
+        env: Any = None,
+    ) -> None:
+        self.cfg, self.policy, self.tokenizer = cfg, policy, tokenizer
+        self.autocast, self.advantage_fn = autocast, advantage_fn
         self.env: EpisodeEnv = env.unwrapped if env is not None else make_episode_env(cfg)
         if not isinstance(self.env, EpisodeEnv):
             raise ValueError(f"GRPOTrainer: episode mode needs an episode env, got {type(self.env).__name__}")
-        positions = getattr(getattr(trainer.policy, "config", None), "max_position_embeddings", 0)
+        positions = getattr(getattr(policy, "config", None), "max_position_embeddings", 0)
         check_length(cfg, int(positions or 0))
         self.starts: Sequence[Pivot] = [self.env.pivot(i) for i in start_ids(self.env, cfg.pivots)]
 
     def generate(self, starts: Sequence[Pivot], seed: int) -> list[list[Episode]]:
         """G episodes per start, each with its own sampling seed."""
-        t, g = self.trainer, self.trainer.cfg.group_size
-        with t.autocast():
+        g = self.cfg.group_size
+        with self.autocast():
             return [
-                [run_episode(self.env, t.policy, t.tokenizer, s.id, t.cfg, seed * 101 + i * g + j) for j in range(g)]
+                [
+                    run_episode(self.env, self.policy, self.tokenizer, s.id, self.cfg, seed * 101 + i * g + j)
+                    for j in range(g)
+                ]
                 for i, s in enumerate(starts)
             ]
 
     def score(self, starts: Sequence[Pivot], groups: Sequence[Sequence[Episode]]) -> ScoredBatch:
         """The outcomes are in the episodes already: build the batch and its advantages."""
-        return episode_batch(groups, self.trainer.advantage_fn, self.trainer.cfg.advantage_eps)
-
-
-# ----------------------------------------------------------------------------------------------
-# The end-to-end arm of a PivotRL comparison
-# ----------------------------------------------------------------------------------------------
-
-
-def end_to_end_config(pivot_arm: GRPOConfig, dataset: str, output_dir: str, max_turns: int | None = None) -> GRPOConfig:
-    """The end-to-end twin of a PivotRL arm: episode GRPO from each training task's initial state.
-
-    Everything but what a group is stays the pivot arm's (model, P, G, steps, sampling,
-    objective, seed), so both arms draw the same number of samples, P x G per step: a
-    completion at a pivot there, a whole episode (up to `max_turns` turns) here. The episodes'
-    turn and token counts are logged (`rollout/turns_mean`, `rollout/generated_tokens`).
-
-    Args:
-        pivot_arm: the PivotRL arm's config (pivot mode, e.g. on D_adv).
-        dataset: the training tasks' trajectories or pivots (every pivot of each training
-            trajectory: the recorded user replays them); each trajectory's first pivot is a start.
-        output_dir: where the arm writes.
-        max_turns: the turn budget; the pivot arm's `max_turns` field when None.
-
-    Raises:
-        ValueError: `pivot_arm` is in episode mode, or its env has no episode env.
-    """
-    if pivot_arm.episodes:
-        raise ValueError("end_to_end_config: expected a pivot-mode arm, got episodes=True")
-    if pivot_arm.env_id not in EPISODE_ENVS:
-        raise ValueError(f"end_to_end_config: expected an env of {sorted(EPISODE_ENVS)}, got {pivot_arm.env_id!r}")
-    return replace(
-        pivot_arm,
-        episodes=True,
-        env_id=EPISODE_ENVS[pivot_arm.env_id],
-        dataset=dataset,
-        pivots=None,
-        max_turns=pivot_arm.max_turns if max_turns is None else max_turns,
-        verifiers=None,
-        reward_cache=None,
-        eval_pivots=None,
-        output_dir=output_dir,
-    )
-
-
-def run_e2e_arm(
-    pivot_arm: GRPOConfig,
-    dataset: str,
-    output_dir: str,
-    max_turns: int | None = None,
-    on_step: Callable[[int, dict[str, float]], None] | None = None,
-) -> dict[str, float]:
-    """Train the end-to-end arm (`end_to_end_config`) and return its last metrics; the model is `output_dir/final`."""
-    return GRPOTrainer(end_to_end_config(pivot_arm, dataset, output_dir, max_turns)).train(on_step)
+        return episode_batch(groups, self.advantage_fn, self.cfg.objective.advantage_eps)
 
 
 __all__ = [
     "Episode",
     "EpisodeGroups",
     "check_length",
-    "end_to_end_config",
     "episode_batch",
     "make_episode_env",
     "observation_text",
-    "run_e2e_arm",
     "run_episode",
     "sample_turn",
     "start_ids",

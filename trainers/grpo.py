@@ -4,9 +4,10 @@ One step: draw P pivots -> sample G completions each with the generation backend
 group through the env's verifier chain -> group-normalized advantages -> clipped importance-ratio
 loss with a k3 KL penalty to the frozen reference, over completion tokens only -> optimizer step
 -> one `log_metrics` call. The maths lives in `trainers/_advantages.py` and `trainers/_losses.py`;
-this file wires it to a model, an env and a backend.
+this file wires it to a model, an env and a backend; the config is `trainers/grpo_config.py`,
+the batch `trainers/_batch.py`.
 
-Episode mode (`GRPOConfig(episodes=True)`, docs/episodes.md) changes only what a group is: G whole
+Episode mode (`--set episodes=true`, `GRPOConfig.episode`, docs/episodes.md) changes only what a group is: G whole
 episodes from one start in an episode env, one outcome reward each, every agent token of an
 episode its "completion" with the observation tokens masked. The rollout strategy object
 (`PivotGroups` here, `trainers.episodes.EpisodeGroups`) makes the groups; drawing, advantages,
@@ -19,8 +20,8 @@ import contextlib
 import copy
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,262 +33,14 @@ import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
 from pivot_core import Pivot, load_pivots
 from pivot_envs import ScoringEnv
 from trainers._advantages import ADVANTAGES, decided_advantages, zero_variance_groups
-from trainers._losses import LOSSES, LossTerms, batch_denominator, masked_mean, token_entropy
+from trainers._batch import ScoredBatch, completion_logprobs, encode_prompt, pad_batch
+from trainers._losses import LOSSES, LossTerms, batch_denominator, masked_mean
 from trainers.backends._base import Generation, SamplingParams
+from trainers.episodes import EpisodeGroups
+from trainers.grpo_config import EPISODE_ENVS, GRPOConfig
 from trainers.settings import StageSettings
 
-
-@dataclass(frozen=True)
-class GRPOConfig:
-    """Everything a GRPO run needs; the `pivot train` CLI parses this same dataclass."""
-
-    # -- model and data ---------------------------------------------------------------------
-    model: str
-    """Folder of the policy (a transformers causal LM with a chat template); also the reference."""
-    pivots: str | None = None
-    """Pivot file to train on (e.g. D_adv from `pivot select`); the env's bundled pivots when None.
-
-    In episode mode: the pivots episodes start from (each one a pivot of `dataset`, e.g. D_adv; `dataset` itself
-    for every pivot); each trajectory's first pivot when None, which is end-to-end RL."""
-    eval_pivots: str | None = None
-    """Held-out pivots scored every `eval_every` steps and at the end, always with the env's default chain."""
-    env_id: str = "pivot/tool-use-v0"
-    """Env whose parser and verifier chain score completions."""
-    verifiers: tuple[str, ...] | None = None
-    """Verifier names overriding the env's default chain (e.g. `("exact_match",)` for a strict reward)."""
-    output_dir: str = "runs/grpo"
-    """Where metrics.jsonl, checkpoints and the final model go."""
-
-    # -- rollout ----------------------------------------------------------------------------
-    pivots_per_step: int = 4
-    """P: pivots drawn per step."""
-    group_size: int = 8
-    """G: completions sampled per pivot (a GRPO group)."""
-    max_new_tokens: int = 96
-    """Longest completion, in tokens."""
-    max_prompt_tokens: int | None = 256
-    """Prompts are cut to their last N tokens (None keeps all); match the SFT run's cut."""
-    max_history_messages: int | None = 4
-    """Prompts keep the system message and the last N history messages (None keeps all)."""
-    temperature: float = 1.0
-    """Sampling temperature for training rollouts and evaluation."""
-
-    # -- objective --------------------------------------------------------------------------
-    loss: str = "grpo"
-    """Loss aggregation, a key of `LOSSES`: grpo | dapo | dr_grpo."""
-    advantage: str = "group_norm"
-    """Advantage estimator, a key of `ADVANTAGES`: group_norm | leave_one_out."""
-    clip_eps: float = 0.2
-    """PPO clip range for the importance ratio (symmetric)."""
-    max_grad_norm: float = 1.0
-    """Gradients are clipped to this global norm before each optimizer step."""
-    advantage_eps: float = 1e-4
-    """Added to a group's reward std by the normalised advantage, so that near-constant groups stay finite."""
-    beta: float = 0.04
-    """Weight of the k3 KL penalty to the frozen reference (0: no reference model is kept)."""
-    learning_rate: float = 1e-5
-    """AdamW learning rate."""
-    epochs_per_batch: int = 1
-    """Optimizer passes over each rollout batch (mu in the GRPO paper); > 1 makes clipping matter."""
-    grad_accum: int = 1
-    """Micro-batches per optimizer step: the P*G sequences are split into this many chunks."""
-
-    # -- run --------------------------------------------------------------------------------
-    steps: int = 20
-    """Optimizer steps (rollout batches) to run."""
-    seed: int = 0
-    """Seeds pivot draws, sampling and initialization of LoRA weights."""
-    rollout_seed_stride: int = 1_000_003
-    """Step t samples with seed `seed * rollout_seed_stride + t`: each run's steps draw apart from another seed's."""
-    eval_seed_offset: int = 7_777_777
-    """Held-out evaluation samples with seed `seed + eval_seed_offset`, apart from every training step."""
-    reward_cache: str | None = None
-    """The reward-cache SQLite file the scoring envs read and write (None: none; `pivot train` passes $PIVOT_CACHE)."""
-    device: str = "cpu"
-    """torch device: cpu, cuda, cuda:1."""
-    bf16: bool = False
-    """bfloat16 autocast for forward passes (GPU only: bf16 is slower on CPU)."""
-    lora_rank: int | None = None
-    """Train LoRA adapters of this rank (peft) instead of all weights; the reference is the base model."""
-    eval_every: int | None = None
-    """Every N steps: evaluate on `eval_pivots` and write a resumable checkpoint (None: only at the end)."""
-
-    # -- episode mode: end-to-end RL, or episodes from D_adv pivots (docs/episodes.md) --------
-    episodes: bool = False
-    """Episode mode: a group is G whole episodes from one start in the episode env `env_id`, one outcome each."""
-    dataset: str | None = None
-    """Episode mode: the episode env's trajectory or pivot file (its bundled sample when None)."""
-    max_turns: int = 4
-    """Episode mode: the turn budget, agent turns per episode (the env also truncates at the task's time limit)."""
-    max_observation_tokens: int = 128
-    """Episode mode: each observation is cut to its first N tokens (sampling and training see the cut one)."""
-
-    def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            raise ValueError(f"GRPOConfig.loss: expected one of {sorted(LOSSES)}, got {self.loss!r}")
-        if self.advantage not in ADVANTAGES:
-            raise ValueError(f"GRPOConfig.advantage: expected one of {sorted(ADVANTAGES)}, got {self.advantage!r}")
-        for name in ("pivots_per_step", "group_size", "max_new_tokens", "steps", "epochs_per_batch", "grad_accum"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"GRPOConfig.{name}: expected >= 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise ValueError(
-                f"GRPOConfig.group_size: expected >= 2 (advantages compare within a group), got {self.group_size}"
-            )
-        if self.grad_accum > self.batch_size:
-            raise ValueError(
-                f"GRPOConfig.grad_accum: expected <= pivots_per_step * group_size = {self.batch_size}, "
-                f"got {self.grad_accum}"
-            )
-        if self.bf16 and not self.device.startswith("cuda"):
-            raise ValueError(f"GRPOConfig.bf16: needs a cuda device, got device={self.device!r}")
-        if self.verifiers is not None:
-            object.__setattr__(self, "verifiers", tuple(self.verifiers))
-        if self.episodes:
-            self._check_episode_mode()
-        elif self.dataset is not None:
-            raise ValueError(f"GRPOConfig.dataset: episode mode only (episodes=True), got {self.dataset!r}")
-
-    def _check_episode_mode(self) -> None:
-        if self.env_id in EPISODE_ENVS:
-            raise ValueError(
-                f"GRPOConfig.env_id: episode mode needs an episode env, got the pivot env {self.env_id!r} "
-                f"(its episode env is {EPISODE_ENVS[self.env_id]!r})"
-            )
-        if self.pivots is not None and not Path(self.pivots).is_file():
-            raise ValueError(f"GRPOConfig.pivots: expected a pivot file of starts, got {self.pivots!r}")
-        for name in ("max_turns", "max_observation_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"GRPOConfig.{name}: expected >= 1, got {getattr(self, name)}")
-        # an episode's reward is the task's own outcome: a verifier chain, its cache and held-out
-        # pivot acceptance belong to pivot mode (evaluate the trained model with `pivot eval`)
-        for name in ("verifiers", "reward_cache", "eval_pivots"):
-            if getattr(self, name) is not None:
-                raise ValueError(f"GRPOConfig.{name}: pivot mode only (episode rewards are task outcomes)")
-
-    @property
-    def batch_size(self) -> int:
-        """Sequences per rollout batch: P * G."""
-        return self.pivots_per_step * self.group_size
-
-    @property
-    def completion_budget(self) -> int:
-        """Most tokens the policy samples per sequence: a completion, or an episode's turns (Dr. GRPO's constant)."""
-        return self.max_new_tokens * (self.max_turns if self.episodes else 1)
-
-
-EPISODE_ENVS = {"pivot/tool-use-v0": "pivot/tool-use-episode-v0", "pivot/terminal-v0": "pivot/terminal-episode-v0"}
-"""Pivot env id -> the episode env over the same tasks (`pivot train --episodes` maps its `--env` through it)."""
-
-
-# ----------------------------------------------------------------------------------------------
-# The batch handed from scoring to the loss
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ScoredBatch:
-    """One rollout batch, scored: what `loss` consumes (sequences are pivot-major, G per pivot).
-
-    Attributes:
-        pivot_ids: the P pivots, in draw order.
-        prompt_ids: per sequence, the prompt token ids.
-        completion_ids: per sequence, the sampled token ids (end-of-turn included when sampled).
-        rewards: `[P, G]` chain rewards.
-        accepted: `[P, G]` 1.0 where the chain accepted the completion.
-        advantages: `[P * G]` advantages.
-        acceptance: per verifier, the share of its verdicts that accepted.
-        verifier_errors: completions whose decision rests on a verifier that could not decide (episode
-            mode: episodes whose outcome could not be decided); their advantage is 0.
-        completion_masks: per sequence, 1 on the completion tokens the policy sampled and 0 on the
-            others (episode mode: observations); None when every completion token was sampled.
-        stats: statistics of this rollout strategy, logged as they are (episode mode: turns per episode).
-    """
-
-    pivot_ids: tuple[str, ...]
-    prompt_ids: tuple[tuple[int, ...], ...]
-    completion_ids: tuple[tuple[int, ...], ...]
-    rewards: torch.Tensor
-    accepted: torch.Tensor
-    advantages: torch.Tensor
-    acceptance: dict[str, float] = field(default_factory=dict)
-    verifier_errors: int = 0
-    completion_masks: tuple[tuple[int, ...], ...] | None = None
-    stats: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def completion_tokens(self) -> int:
-        """Tokens sampled in this batch."""
-        if self.completion_masks is not None:
-            return sum(sum(m) for m in self.completion_masks)
-        return sum(len(c) for c in self.completion_ids)
-
-
-def pad_batch(
-    prompts: Sequence[Sequence[int]],
-    completions: Sequence[Sequence[int]],
-    pad: int,
-    device: str,
-    masks: Sequence[Sequence[int]] | None = None,
-) -> dict[str, torch.Tensor]:
-    """Left-pad prompts and right-pad completions so every completion starts at the same column.
-
-    Args:
-        prompts: per sequence, the prompt token ids.
-        completions: per sequence, the token ids after the prompt.
-        pad: the padding token id.
-        device: torch device.
-        masks: per sequence, which completion tokens count in the loss (episode mode: 0 on
-            observations); every completion token when None.
-
-    Returns:
-        `input_ids`, `attention_mask`, `position_ids` (`[B, Lp + Lc]`) and `completion_mask` (`[B, Lc]`).
-    """
-    lp = max(len(p) for p in prompts)
-    lc = max(max(len(c) for c in completions), 1)
-    ids, attn, cmask = [], [], []
-    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-        mask = [1] * len(c) if masks is None else list(masks[i])
-        if len(mask) != len(c):
-            raise ValueError(f"pad_batch: sequence {i} has {len(c)} completion tokens but a mask of {len(mask)}")
-        ids.append([pad] * (lp - len(p)) + list(p) + list(c) + [pad] * (lc - len(c)))
-        attn.append([0] * (lp - len(p)) + [1] * (len(p) + len(c)) + [0] * (lc - len(c)))
-        cmask.append(mask + [0] * (lc - len(c)))
-    attention = torch.tensor(attn, device=device)
-    return {
-        "input_ids": torch.tensor(ids, device=device),
-        "attention_mask": attention,
-        # positions count real tokens only, as generate() did with the left-padded prompt
-        "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
-        "completion_mask": torch.tensor(cmask, device=device, dtype=torch.float32),
-    }
-
-
-def completion_logprobs(
-    model: Any, batch: dict[str, torch.Tensor], temperature: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probabilities and entropies of the completion tokens, `[B, Lc]` each.
-
-    Args:
-        model: a causal LM.
-        batch: `pad_batch`'s tensors.
-        temperature: the sampling temperature: the logits are divided by it, so that the
-            log-probs are those of the distribution the completions were sampled from (the ratio
-            and the KL are on-policy at any temperature); 0 (greedy) counts as 1.
-    """
-    lc = batch["completion_mask"].shape[1]
-    out = model(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        position_ids=batch["position_ids"],
-        logits_to_keep=lc + 1,
-    )
-    logits = out.logits[:, :-1].float()  # the logit at column t predicts the token at t + 1
-    if temperature > 0 and temperature != 1.0:
-        logits = logits / temperature
-    targets = batch["input_ids"][:, -lc:]
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    return logp, token_entropy(logits.detach())
+__all__ = ["EPISODE_ENVS", "GRPOConfig", "GRPOTrainer", "PivotGroups", "Rollout", "make_backend", "make_env"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -310,15 +63,6 @@ def make_env(cfg: GRPOConfig, pivot_file: str | None) -> gym.Env:
     return gym.make(cfg.env_id, **kwargs)
 
 
-def encode_prompt(tokenizer: Any, pivot: Pivot, cfg: GRPOConfig) -> list[int]:
-    """A pivot's prompt token ids: its history rendered with the generation prompt, cut as `cfg` says."""
-    from trainers.backends._chat import render_prompt
-
-    text = render_prompt(tokenizer, pivot, cfg.max_history_messages)
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return ids[-cfg.max_prompt_tokens :] if cfg.max_prompt_tokens else ids
-
-
 def load_policy(cfg: GRPOConfig) -> tuple[Any, Any, Any]:
     """Policy, reference (None when beta == 0 or under LoRA) and tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -332,7 +76,7 @@ def load_policy(cfg: GRPOConfig) -> tuple[Any, Any, Any]:
 
         lora = LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, target_modules="all-linear")
         policy = get_peft_model(policy, lora)  # the reference is the base model, adapters disabled
-    elif cfg.beta > 0:
+    elif cfg.objective.beta > 0:
         ref = copy.deepcopy(policy).eval().requires_grad_(False)
     return policy, ref, tokenizer
 
@@ -398,19 +142,30 @@ class Rollout(Protocol):
 
 
 class PivotGroups:
-    """PivotRL's rollout: G completions sampled at each pivot, each scored by the env's verifier chain."""
+    """PivotRL's rollout: G completions sampled at each pivot, each scored by the env's verifier chain.
 
-    def __init__(self, trainer: GRPOTrainer) -> None:
-        self.trainer = trainer
-        self.starts: Sequence[Pivot] = trainer.env.pivots
+    Args:
+        env: the scoring env whose pivots are the pool and whose chain scores the completions.
+        generate: `(pivots, seed) -> G generations per pivot` at the training temperature.
+        score: `(env, pivots, groups) -> ScoredBatch`.
+    """
+
+    def __init__(
+        self,
+        env: ScoringEnv,
+        generate: Callable[[Sequence[Pivot], int], list[list[Generation]]],
+        score: Callable[[ScoringEnv, Sequence[Pivot], Sequence[Sequence[Generation]]], ScoredBatch],
+    ) -> None:
+        self.env, self._generate, self._score = env, generate, score
+        self.starts: Sequence[Pivot] = env.pivots
 
     def generate(self, starts: Sequence[Pivot], seed: int) -> list[list[Generation]]:
-        """`GRPOTrainer.generate` at the training temperature."""
-        return self.trainer.generate(starts, seed)
+        """G completions per pivot."""
+        return self._generate(starts, seed)
 
     def score(self, starts: Sequence[Pivot], groups: Sequence[Sequence[Generation]]) -> ScoredBatch:
-        """`GRPOTrainer.score` in the training env."""
-        return self.trainer.score(self.trainer.env, starts, groups)
+        """Each group through the env's chain."""
+        return self._score(self.env, starts, groups)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -434,25 +189,23 @@ class GRPOTrainer:
         self.cfg = cfg
         self.policy, self.ref, self.tokenizer = load_policy(cfg)
         self.rollout: Rollout
-        if cfg.episodes:
-            from trainers.episodes import EpisodeGroups  # episodes.py builds on this module
-
+        self.loss_fn = LOSSES[cfg.objective.loss]  # variants are picked once, here
+        self.advantage_fn = ADVANTAGES[cfg.objective.advantage]
+        if cfg.episode.enabled:
             if backend is not None:
                 raise ValueError("GRPOTrainer: episode mode samples with the policy itself; expected backend=None")
             self.backend = None
-            self.rollout = EpisodeGroups(self, env)
+            self.rollout = EpisodeGroups(cfg, self.policy, self.tokenizer, self.autocast, self.advantage_fn, env)
             self.env = self.rollout.env
         else:
             self.backend = backend or make_backend(cfg, self.policy, self.tokenizer)
             self.env = env.unwrapped if env is not None else make_env(cfg, cfg.pivots).unwrapped
-            self.rollout = PivotGroups(self)
+            self.rollout = PivotGroups(self.env, self.generate, self.score)
         # held-out pivots are always scored with the env's default (functional) chain
         self.eval_env = make_env(replace(cfg, verifiers=None), cfg.eval_pivots).unwrapped if cfg.eval_pivots else None
-        self.loss_fn = LOSSES[cfg.loss]  # variants are picked once, here
-        self.advantage_fn = ADVANTAGES[cfg.advantage]
         params = [p for p in self.policy.parameters() if p.requires_grad]
         # no weight decay: a step with zero advantages and zero KL must leave the weights alone
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.objective.learning_rate, weight_decay=0.0)
         self.out = Path(cfg.output_dir)
         self.metrics = MetricsLog(self.out)
         self.step_count = 0
@@ -544,7 +297,9 @@ class GRPOTrainer:
             completion_ids=tuple(tuple(g.token_ids) for group in groups for g in group),
             rewards=reward_t,
             accepted=torch.tensor(accepts, dtype=torch.float32),
-            advantages=decided_advantages(self.advantage_fn, reward_t, decided_t, self.cfg.advantage_eps).flatten(),
+            advantages=decided_advantages(
+                self.advantage_fn, reward_t, decided_t, self.cfg.objective.advantage_eps
+            ).flatten(),
             acceptance={k: sum(v) / len(v) for k, v in sorted(accepted.items())},
             verifier_errors=int((~decided_t).sum()),
         )
@@ -557,22 +312,22 @@ class GRPOTrainer:
 
     def update(self, batch: ScoredBatch) -> dict[str, float]:
         """`epochs_per_batch` passes of `grad_accum` micro-batches; returns loss metrics."""
-        cfg, dev = self.cfg, self.cfg.device
+        cfg, obj, dev = self.cfg, self.cfg.objective, self.cfg.device
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         tensors = pad_batch(batch.prompt_ids, batch.completion_ids, pad, dev, batch.completion_masks)
         advantages = batch.advantages.to(dev)
         with torch.no_grad(), self.autocast():
             # one pass per batch: the weights have not moved yet, so old == current (ratio 1)
-            old_logp = self.logprobs(self.policy, tensors)[0] if cfg.epochs_per_batch > 1 else None
+            old_logp = self.logprobs(self.policy, tensors)[0] if obj.epochs_per_batch > 1 else None
             ref_logp = self.reference_logprobs(tensors)
         # a pool smaller than P gives a smaller batch: split what was drawn, not P * G
         n = len(batch.completion_ids)
-        chunks = np.array_split(np.arange(n), min(cfg.grad_accum, n))
+        chunks = np.array_split(np.arange(n), min(obj.grad_accum, n))
         # every chunk divides by the whole batch's denominator, so the chunk losses add up to the batch's loss
-        denominator = batch_denominator(cfg.loss, tensors["completion_mask"], cfg.completion_budget)
+        denominator = batch_denominator(obj.loss, tensors["completion_mask"], cfg.completion_budget)
         sums: dict[str, float] = {}
         self.policy.train()
-        for _ in range(cfg.epochs_per_batch):
+        for _ in range(obj.epochs_per_batch):
             self.optimizer.zero_grad(set_to_none=True)
             for idx in chunks:
                 sel = torch.as_tensor(idx, device=dev)
@@ -587,9 +342,9 @@ class GRPOTrainer:
                     ref,
                     advantages[sel],
                     micro["completion_mask"],
-                    clip_low=cfg.clip_eps,
-                    clip_high=cfg.clip_eps,
-                    beta=cfg.beta,
+                    clip_low=obj.clip_eps,
+                    clip_high=obj.clip_eps,
+                    beta=obj.beta,
                     denominator=denominator,
                     max_tokens=cfg.completion_budget,
                 )
@@ -602,10 +357,10 @@ class GRPOTrainer:
                     ("loss/clip_fraction", terms.clip_fraction, 1.0 / len(chunks)),
                     ("loss/entropy", masked_mean(entropy, micro["completion_mask"]), 1.0 / len(chunks)),
                 ):
-                    sums[k] = sums.get(k, 0.0) + float(v.detach()) * share / cfg.epochs_per_batch
+                    sums[k] = sums.get(k, 0.0) + float(v.detach()) * share / obj.epochs_per_batch
             params = [p for p in self.policy.parameters() if p.requires_grad]
             sums["loss/grad_norm"] = (
-                float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)) / cfg.epochs_per_batch
+                float(torch.nn.utils.clip_grad_norm_(params, obj.max_grad_norm)) / obj.epochs_per_batch
             )
             self.optimizer.step()
         return sums
@@ -616,7 +371,7 @@ class GRPOTrainer:
 
     def reference_logprobs(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """Completion log-probs under the frozen reference (the base model when training LoRA)."""
-        if self.cfg.beta == 0:
+        if self.cfg.objective.beta == 0:
             return None
         if self.ref is not None:
             return self.logprobs(self.ref, tensors)[0]

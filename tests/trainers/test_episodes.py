@@ -9,16 +9,17 @@ import pivot_envs  # noqa: F401
 from pivot_core._formats import write_pivots
 from pivot_envs.episodes import ToolUseEpisodeEnv
 from trainers._advantages import decided_advantages, group_normalized
+from trainers._batch import pad_batch
 from trainers.episodes import (
     Episode,
     check_length,
-    end_to_end_config,
     episode_batch,
     observation_text,
     run_episode,
     start_ids,
 )
-from trainers.grpo import GRPOConfig, GRPOTrainer, pad_batch
+from trainers.grpo import GRPOTrainer
+from trainers.grpo_config import GRPOConfig, end_to_end_config
 from verifiers_plugins import hookimpl
 from verifiers_plugins.builtin.user_simulators import UserReply
 
@@ -60,7 +61,7 @@ def small(tiny_policy, tmp_path, **overrides):
         temperature=tiny_policy.temperature,  # the temperature at which its samples mix
         learning_rate=1e-3,  # a tiny model needs a large step to move measurably in one step
     )
-    return GRPOConfig(**{**fields, **overrides})
+    return GRPOConfig.from_flat(dict(**{**fields, **overrides}))
 
 
 def runs(mask):
@@ -75,7 +76,7 @@ def runs(mask):
 
 def test_episode_sequence_masks_prompt_and_observations(tiny_policy, tmp_path):
     cfg = small(tiny_policy, tmp_path, max_turns=3)
-    env = ToolUseEpisodeEnv(max_turns=cfg.max_turns)
+    env = ToolUseEpisodeEnv(max_turns=cfg.episode.max_turns)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(cfg.model)
@@ -190,14 +191,16 @@ def test_episode_mode_step_trains_on_sampled_tokens_only(tiny_policy, tmp_path, 
 
 
 def test_budgets_past_the_models_positions_are_refused():
-    cfg = GRPOConfig(
-        model="m",
-        episodes=True,
-        env_id="pivot/tool-use-episode-v0",
-        max_prompt_tokens=96,
-        max_turns=4,
-        max_new_tokens=64,
-        max_observation_tokens=64,
+    cfg = GRPOConfig.from_flat(
+        dict(
+            model="m",
+            episodes=True,
+            env_id="pivot/tool-use-episode-v0",
+            max_prompt_tokens=96,
+            max_turns=4,
+            max_new_tokens=64,
+            max_observation_tokens=64,
+        )
     )
     check_length(cfg, 1024)  # 96 + 4 * 129 = 612 fits
     with pytest.raises(ValueError, match="612 tokens"):
@@ -207,16 +210,16 @@ def test_budgets_past_the_models_positions_are_refused():
 def test_config_rejects_bad_values(tmp_path):
     mode = dict(model="m", episodes=True, env_id="pivot/tool-use-episode-v0")
     with pytest.raises(ValueError, match="group_size"):
-        GRPOConfig(**mode, group_size=1)
+        GRPOConfig.from_flat(dict(**mode, group_size=1))
     with pytest.raises(ValueError, match="pivots"):
-        GRPOConfig(**mode, pivots="nowhere.jsonl")
+        GRPOConfig.from_flat(dict(**mode, pivots="nowhere.jsonl"))
     with pytest.raises(ValueError, match="tool-use-episode-v0"):
-        GRPOConfig(model="m", episodes=True)  # the pivot env: the error names its episode env
+        GRPOConfig.from_flat(dict(model="m", episodes=True))  # the pivot env: the error names its episode env
     for name, value in (("verifiers", ("exact_match",)), ("reward_cache", "c.sqlite"), ("eval_pivots", "e.jsonl")):
         with pytest.raises(ValueError, match=name):
-            GRPOConfig(**mode, **{name: value})
+            GRPOConfig.from_flat(dict(**mode, **{name: value}))
     with pytest.raises(ValueError, match="dataset"):
-        GRPOConfig(model="m", dataset="d.jsonl")  # pivot mode has no episode dataset
+        GRPOConfig.from_flat(dict(model="m", dataset="d.jsonl"))  # pivot mode has no episode dataset
 
 
 def test_end_to_end_starts_must_be_initial_states(tmp_path):
@@ -230,13 +233,13 @@ def test_end_to_end_starts_must_be_initial_states(tmp_path):
 
 
 def test_end_to_end_arm_keeps_the_pivot_arms_budget(tmp_path):
-    arm = GRPOConfig(
-        model="m", pivots="d_adv.jsonl", verifiers=("exact_match",), steps=5, pivots_per_step=4, group_size=8
+    arm = GRPOConfig.from_flat(
+        dict(model="m", pivots="d_adv.jsonl", verifiers=("exact_match",), steps=5, pivots_per_step=4, group_size=8)
     )
     e2e = end_to_end_config(arm, "train.jsonl", str(tmp_path / "e2e"), max_turns=6)
-    assert (e2e.episodes, e2e.env_id, e2e.dataset) == (True, "pivot/tool-use-episode-v0", "train.jsonl")
+    assert (e2e.episode.enabled, e2e.env_id, e2e.episode.dataset) == (True, "pivot/tool-use-episode-v0", "train.jsonl")
     assert e2e.pivots is None  # each training task's first pivot: its initial state
-    assert (e2e.steps, e2e.pivots_per_step, e2e.group_size, e2e.max_turns) == (5, 4, 8, 6)
+    assert (e2e.steps, e2e.pivots_per_step, e2e.group_size, e2e.episode.max_turns) == (5, 4, 8, 6)
     assert e2e.verifiers is None and e2e.completion_budget == 6 * arm.max_new_tokens
     with pytest.raises(ValueError, match="pivot-mode"):
         end_to_end_config(e2e, "train.jsonl", str(tmp_path))
@@ -244,21 +247,23 @@ def test_end_to_end_arm_keeps_the_pivot_arms_budget(tmp_path):
 
 def test_run_e2e_arm_trains_from_each_tasks_initial_state(tiny_policy, tmp_path):
     from pivot_envs._env import bundled_paths
-    from trainers.episodes import run_e2e_arm
 
-    arm = GRPOConfig(  # a PivotRL arm as the demo builds one, shrunk: one group of two, one step
-        model=str(tiny_policy.path),
-        output_dir=str(tmp_path / "pivotrl"),
-        pivots_per_step=1,
-        group_size=2,
-        max_new_tokens=8,
-        max_prompt_tokens=tiny_policy.max_prompt_tokens,
-        max_history_messages=tiny_policy.max_history_messages,
-        steps=1,
+    arm = GRPOConfig.from_flat(
+        dict(  # a PivotRL arm as the demo builds one, shrunk: one group of two, one step
+            model=str(tiny_policy.path),
+            output_dir=str(tmp_path / "pivotrl"),
+            pivots_per_step=1,
+            group_size=2,
+            max_new_tokens=8,
+            max_prompt_tokens=tiny_policy.max_prompt_tokens,
+            max_history_messages=tiny_policy.max_history_messages,
+            steps=1,
+        )
     )
     data = str(bundled_paths(["tool_use_tau_airline_exec.jsonl"])[0])
     seen = []
-    metrics = run_e2e_arm(arm, data, str(tmp_path / "e2e"), max_turns=1, on_step=lambda step, m: seen.append(step))
+    e2e = end_to_end_config(arm, data, str(tmp_path / "e2e"), max_turns=1)
+    metrics = GRPOTrainer(e2e).train(lambda step, m: seen.append(step))
     assert seen == [1] and metrics["rollout/turns_mean"] == 1.0
     assert (tmp_path / "e2e" / "final" / "model.safetensors").is_file()
 

@@ -2,6 +2,7 @@
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -11,8 +12,9 @@ from typer.testing import CliRunner
 import pivot_envs  # noqa: F401
 from pivot_cli import app
 from pivot_cli._train import config_from_overrides
+from trainers._batch import completion_logprobs, pad_batch
 from trainers.backends._base import Generation
-from trainers.grpo import GRPOConfig, GRPOTrainer, completion_logprobs, pad_batch
+from trainers.grpo import GRPOConfig, GRPOTrainer
 from verifiers_plugins import Verdict, get_host
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -89,16 +91,18 @@ def test_pivot_train_cli_two_steps_changes_parameters(tiny_policy, tmp_path):
 def test_checkpoint_resume_and_lora(tiny_policy, tmp_path):
     # eval_every=1 writes a checkpoint after every step; eval_pivots reuses the bundled data file
     # epochs_per_batch=2 and grad_accum=2 take the old-log-prob and micro-batch paths
-    cfg = GRPOConfig(
-        model=str(tiny_policy.path),
-        steps=1,
-        output_dir=str(tmp_path / "r"),
-        eval_every=1,
-        lora_rank=4,
-        beta=0.1,
-        epochs_per_batch=2,
-        grad_accum=2,
-        **SMALL,
+    cfg = GRPOConfig.from_flat(
+        dict(
+            model=str(tiny_policy.path),
+            steps=1,
+            output_dir=str(tmp_path / "r"),
+            eval_every=1,
+            lora_rank=4,
+            beta=0.1,
+            epochs_per_batch=2,
+            grad_accum=2,
+            **SMALL,
+        )
     )
     first = GRPOTrainer(cfg)
     lora_before = {k: v.clone() for k, v in first.policy.named_parameters() if v.requires_grad}
@@ -106,7 +110,7 @@ def test_checkpoint_resume_and_lora(tiny_policy, tmp_path):
     assert (tmp_path / "r" / "checkpoint.pt").exists()
     assert all("lora" in k for k in lora_before)
     # resume: a new trainer with more steps continues from step 1
-    second = GRPOTrainer(GRPOConfig(**{**cfg.__dict__, "steps": 2}))
+    second = GRPOTrainer(replace(cfg, steps=2))
     assert second.resume() == 1
     restored = dict(second.policy.named_parameters())
     trained = dict(first.policy.named_parameters())
@@ -120,7 +124,9 @@ def test_checkpoint_resume_and_lora(tiny_policy, tmp_path):
 def test_training_logprobs_match_generation_logprobs(tiny_policy, tmp_path, temperature):
     # at T != 1 the sampler draws from softmax(logits / T): the trainer's log-probs (ratio, KL)
     # must be those of that distribution, not of T = 1
-    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), beta=0.0, temperature=temperature, **SMALL)
+    cfg = GRPOConfig.from_flat(
+        dict(model=str(tiny_policy.path), output_dir=str(tmp_path), beta=0.0, temperature=temperature, **SMALL)
+    )
     trainer = GRPOTrainer(cfg)
     pivots = trainer.draw_pivots(0)
     groups = trainer.generate(pivots, seed=3)
@@ -145,11 +151,11 @@ def test_training_logprobs_match_generation_logprobs(tiny_policy, tmp_path, temp
 
 def test_config_rejects_bad_values_and_parses_overrides():
     with pytest.raises(ValueError, match="expected one of"):
-        GRPOConfig(model="m", loss="ppo")
+        GRPOConfig.from_flat(dict(model="m", loss="ppo"))
     with pytest.raises(ValueError, match="group_size"):
-        GRPOConfig(model="m", group_size=1)
+        GRPOConfig.from_flat(dict(model="m", group_size=1))
     with pytest.raises(ValueError, match="bf16"):
-        GRPOConfig(model="m", bf16=True)
+        GRPOConfig.from_flat(dict(model="m", bf16=True))
     cfg = config_from_overrides({"model": "m"}, ["group_size=3", "lora_rank=none", "verifiers=a,b", "bf16=false"])
     assert cfg.group_size == 3 and cfg.lora_rank is None and cfg.verifiers == ("a", "b")
     with pytest.raises(ValueError, match="key=value"):
@@ -161,7 +167,7 @@ def test_config_rejects_bad_values_and_parses_overrides():
 def test_envs_use_the_configured_reward_cache(tmp_path):
     from trainers.grpo import make_env
 
-    env = make_env(GRPOConfig(model="m", reward_cache=str(tmp_path / "rewards.sqlite")), None).unwrapped
+    env = make_env(GRPOConfig.from_flat(dict(model="m", reward_cache=str(tmp_path / "rewards.sqlite"))), None).unwrapped
     pivot = env.pivots[0]
     first = env.score(pivot, ["a", "b"])
     again = env.score(pivot, ["a", "b"])
@@ -185,7 +191,7 @@ def test_backend_without_encode_gets_weights_after_every_step(tiny_policy, tmp_p
         def update_weights(self, model):
             self.synced.append(dict(policy_weights(model)))
 
-    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), steps=1, **SMALL)
+    cfg = GRPOConfig.from_flat(dict(model=str(tiny_policy.path), output_dir=str(tmp_path), steps=1, **SMALL))
     trainer = GRPOTrainer(cfg)
     trainer.backend = Recording(make_backend(cfg, trainer.policy, trainer.tokenizer))
     pivot = trainer.env.pivots[0]
@@ -199,7 +205,7 @@ def test_backend_without_encode_gets_weights_after_every_step(tiny_policy, tmp_p
 
 def test_train_returns_nan_metrics_so_the_cli_guard_can_fire(tiny_policy, tmp_path):
     # train() used to drop NaN metrics, which made `pivot train`'s non-finite guard dead code
-    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), steps=1, beta=0.0, **SMALL)
+    cfg = GRPOConfig.from_flat(dict(model=str(tiny_policy.path), output_dir=str(tmp_path), steps=1, beta=0.0, **SMALL))
     trainer = GRPOTrainer(cfg)
     trainer.step_count, trainer.last = 1, {"loss/total": float("nan"), "rollout/reward_mean": 0.5}
     final = trainer.train()
@@ -232,7 +238,9 @@ def test_a_verifier_error_gets_no_advantage_and_leaves_the_baseline_alone(tiny_p
     from trainers._advantages import group_normalized
 
     fresh_host.register_plugin(UndecidedPlugin(), name="undecided-test")
-    cfg = GRPOConfig(model=str(tiny_policy.path), output_dir=str(tmp_path), verifiers=("undecided",), **SMALL)
+    cfg = GRPOConfig.from_flat(
+        dict(model=str(tiny_policy.path), output_dir=str(tmp_path), verifiers=("undecided",), **SMALL)
+    )
     trainer = GRPOTrainer(cfg)
     pivots = trainer.draw_pivots(0)
     texts = [["ab", "abc", "a", "abcd"], ["abcde", "xy", "xyz", "z"]]  # lengths 1 mod 4: "a", "abcde", "z"
@@ -244,3 +252,27 @@ def test_a_verifier_error_gets_no_advantage_and_leaves_the_baseline_alone(tiny_p
     # the decided ones compare among themselves only
     assert torch.allclose(adv[0, [0, 1, 3]], group_normalized(torch.tensor([[1.0, 0.0, 1.0]]), 1e-4)[0])
     assert torch.allclose(adv[1, [1, 2]], group_normalized(torch.tensor([[1.0, 0.0]]), 1e-4)[0])
+
+
+def test_config_groups_stay_small_and_set_reaches_every_field():
+    from dataclasses import fields
+
+    from trainers.grpo_config import GROUPS, EpisodeConfig, ObjectiveConfig, field_types
+
+    for kind in (GRPOConfig, ObjectiveConfig, EpisodeConfig):
+        assert len(fields(kind)) <= 25, kind.__name__
+    names = field_types()
+    for group, kind in GROUPS.items():
+        for f in fields(kind):
+            assert f"{group}.{f.name}" in names
+    cfg = config_from_overrides(
+        {"model": "m"}, ["beta=0", "objective.loss=dapo", "grad_accum=2", "learning_rate=0.5", "max_turns=6"]
+    )
+    assert (cfg.objective.beta, cfg.objective.loss, cfg.objective.grad_accum) == (0.0, "dapo", 2)
+    assert cfg.objective.learning_rate == 0.5 and cfg.episode.max_turns == 6
+    # every settable name really lands on a field of that name
+    assert cfg.with_values(clip_eps=0.3).objective.clip_eps == 0.3
+    with pytest.raises(ValueError, match="expected key=value"):
+        config_from_overrides({"model": "m"}, ["objective.nonsense=1"])
+    with pytest.raises(ValueError, match="no field"):
+        GRPOConfig.from_flat({"model": "m", "objective.nonsense": 1})

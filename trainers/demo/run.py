@@ -49,9 +49,9 @@ from pivot_core import Pivot, load_pivots, select_pivots, shared_data_file, spli
 from trainers._advantages import zero_variance_groups
 from trainers.backends._base import SamplingParams
 from trainers.demo.pretrain import PretrainConfig
-from trainers.episodes import end_to_end_config
 from trainers.eval import SampleRecord, cluster_counts, contrast_ci, local_backend, score_samples
-from trainers.grpo import GRPOConfig, GRPOTrainer
+from trainers.grpo import GRPOTrainer
+from trainers.grpo_config import GRPOConfig, end_to_end_config
 from trainers.settings import StageSettings
 
 ENV_ID = "pivot/tool-use-v0"
@@ -332,22 +332,24 @@ def sft_arm(sft: Path, d_adv: Sequence[Pivot], out: Path, cfg: DemoConfig, seed:
 def arm_config(sft: Path, pivot_file: Path, out: Path, cfg: DemoConfig, seed: int, verifiers: Sequence[str] | None):
     """The GRPO config of a pivot arm (the e2e arm is its episode-mode twin)."""
     s = cfg.settings
-    return GRPOConfig(
-        model=str(sft),
-        pivots=str(pivot_file),
-        env_id=ENV_ID,
-        verifiers=tuple(verifiers) if verifiers else None,
-        output_dir=str(out),
-        steps=cfg.steps,
-        pivots_per_step=cfg.pivots_per_step,
-        group_size=cfg.group_size,
-        max_new_tokens=s.max_new_tokens,
-        max_prompt_tokens=s.max_prompt_tokens,
-        max_history_messages=s.max_history_messages,
-        temperature=s.temperature,
-        learning_rate=cfg.learning_rate,
-        beta=cfg.beta,
-        seed=seed,
+    return GRPOConfig.from_flat(
+        dict(
+            model=str(sft),
+            pivots=str(pivot_file),
+            env_id=ENV_ID,
+            verifiers=tuple(verifiers) if verifiers else None,
+            output_dir=str(out),
+            steps=cfg.steps,
+            pivots_per_step=cfg.pivots_per_step,
+            group_size=cfg.group_size,
+            max_new_tokens=s.max_new_tokens,
+            max_prompt_tokens=s.max_prompt_tokens,
+            max_history_messages=s.max_history_messages,
+            temperature=s.temperature,
+            learning_rate=cfg.learning_rate,
+            beta=cfg.beta,
+            seed=seed,
+        )
     )
 
 
@@ -585,7 +587,7 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
                 grpo = arm_config(sft, pivot_file, out, cfg, seed, STRICT_VERIFIERS if arm == "strict" else None)
                 if arm == "e2e":  # the pivotrl arm's twin: same trainer, samples and seed; episodes for groups
                     grpo = end_to_end_config(grpo, str(root / "train_split.jsonl"), str(out), cfg.e2e_max_turns)
-                    grpo = replace(grpo, max_observation_tokens=cfg.e2e_max_observation_tokens)
+                    grpo = grpo.with_values(max_observation_tokens=cfg.e2e_max_observation_tokens)
                 runs[(arm, seed)] = grpo_arm(grpo, out, advance)
 
     records: dict[tuple[str, int], list[SampleRecord]] = {}
