@@ -1,4 +1,4 @@
-"""`pivot convert` and `pivot select`."""
+"""`pivot convert`, `pivot select` and `pivot data fetch`."""
 
 from __future__ import annotations
 
@@ -6,13 +6,16 @@ from pathlib import Path
 
 import typer
 
-from pivot_cli._common import JSON_OPTION, console, emit_json, user_errors
+from pivot_cli._common import JSON_OPTION, console, emit_json, err_console, fail, user_errors
 
 
 def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     app.command("convert")(convert)
     app.command("select")(select)
+    data_app = typer.Typer(help="The shared data the full tests and demos read.", no_args_is_help=True)
+    data_app.command("fetch")(fetch)
+    app.add_typer(data_app, name="data")
 
 
 def convert(
@@ -57,3 +60,40 @@ def select(
         emit_json(summary)
     else:
         console.print(summary)
+
+
+def fetch(
+    to: Path | None = typer.Option(None, "--to", help="Folder to lay the data out in (default: the cache)."),
+    only: list[str] = typer.Option([], "--only", help="Glob on the relative path (repeatable), e.g. 'tool_use/*'."),
+    mirror: str | None = typer.Option(None, "--mirror", help="Base URL standing in for raw.githubusercontent.com."),
+    manifest: Path | None = typer.Option(None, "--manifest", help="A manifest of your own (default: the shipped one)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Download the shared data's public files (pinned commits, sha256-checked) where the tests look for them.
+
+    The default folder, `cache_dir("shared-data")`, is one that `shared_data_roots()` searches.
+    Files converted by the data team's scripts are listed, not fetched (see each folder's
+    SOURCES.md). Exit 2 at once when GitHub cannot be reached, 1 when a file fails its checksum.
+    """
+    from pivot_cli._fetch import FetchError, fetch_shared_data, load_manifest
+    from pivot_core import cache_dir
+
+    root = to if to is not None else cache_dir("shared-data")
+    try:
+        report = fetch_shared_data(root, load_manifest(manifest), only=only, mirror=mirror)
+    except FetchError as e:
+        fail(str(e), code=2)
+    if as_json:
+        emit_json(report.summary())
+    else:
+        console.print(f"{root}: fetched {len(report.fetched)}, already there {len(report.present)}")
+        for path, reason in report.failed:
+            err_console.print(f"  {path}: {reason}", markup=False)
+        if report.derived:
+            console.print(
+                f"{len(report.derived)} converted files are not fetchable (made from the sources in each folder's "
+                f"SOURCES.md by the data team's scripts), e.g. {report.derived[0]}; tests that read them stay skipped",
+                markup=False,
+            )
+    if report.failed:
+        raise typer.Exit(1)
