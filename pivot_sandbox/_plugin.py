@@ -12,6 +12,8 @@ import json
 import threading
 from typing import Any
 
+from pivot_sandbox.errors import SandboxUnavailable
+
 _BACKENDS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
@@ -22,6 +24,15 @@ def docker_backend(**config: Any) -> Any:
     with _LOCK:
         backend = _BACKENDS.get(key)
         if backend is None or backend._closed:
-            module = importlib.import_module("pivot_sandbox._docker")
+            try:
+                module = importlib.import_module("pivot_sandbox._docker")
+            except ImportError as e:
+                if (e.name or "").split(".")[0] != "docker":
+                    raise
+                # the minimal install (`pip install pivot-gym`) has no docker SDK: say what to install
+                raise SandboxUnavailable(
+                    "the docker sandbox needs the Docker SDK and a Docker engine: "
+                    "pip install 'pivot-gym[sandbox]', then start a Docker engine (dockerd) or set DOCKER_HOST"
+                ) from e
             backend = _BACKENDS[key] = module.DockerBackend(**config)
         return backend

@@ -2,8 +2,10 @@
 
 - No entry-point plugin loads unless a test asks (`PIVOT_PLUGINS=""`), and every test gets a
   fresh plugin host, so plugins registered inline never leak into other tests.
-- `shared_data` is the folder of real public trajectories that sits beside the repository
-  (`../shared/data`, or `$PIVOT_SHARED_DATA`); CI always has it, so its absence fails loudly.
+- `shared_data` is the folder of real public trajectories (`$PIVOT_SHARED_DATA`, `../shared/data`
+  beside the checkout, or where `pivot data fetch` put it: `pivot_core.shared_data_roots()`).
+  Without it, the tests that need it are skipped and one summary line says how to get it; with
+  `PIVOT_REQUIRE_SHARED_DATA=1` (set by `.ci/run` where the data is present) they fail instead.
 """
 
 from __future__ import annotations
@@ -28,13 +30,58 @@ def fresh_host():
     reset_host(load_entrypoints=True)
 
 
+SHARED_DATA_SKIP = "needs the shared data"
+HOW_TO_GET_SHARED_DATA = (
+    "the real public trajectories, about 60 MB: set PIVOT_SHARED_DATA=DIR to a copy of the shared data folder, "
+    "or run `pivot data fetch` for its public files"
+)
+
+
+def find_shared_data() -> tuple[Path | None, str]:
+    """The first shared-data folder holding every file of the shipped manifest, else (None, what is missing)."""
+    import json
+    from importlib import resources
+
+    from pivot_core import shared_data_roots
+
+    manifest = json.loads((resources.files("pivot_core") / "data" / "shared_sources.json").read_text())
+    wanted = [e["path"] for e in manifest["files"] + manifest["derived"]]
+    roots = shared_data_roots()
+    for root in roots:
+        missing = [p for p in wanted if not (root / p).is_file()]
+        if not missing:
+            return root, ""
+        if len(missing) < len(wanted):  # a partial copy (a fetch without the converted files): say what lacks
+            return None, f"{root} lacks {len(missing)} of its {len(wanted)} files, e.g. {missing[0]}"
+    return None, "searched " + (", ".join(map(str, roots)) or "nothing (PIVOT_NO_SHARED_DATA is set)")
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """Path of ../shared/data (the real public trajectories)."""
-    path = Path(os.environ.get("PIVOT_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
-    if not (path / "nemo_gym_pivot_rows").is_dir():
-        pytest.fail(f"shared data not found at {path}: set PIVOT_SHARED_DATA or place shared/ beside the repo")
-    return path
+    """The shared data folder (the real public trajectories); skips the test when there is none."""
+    root, why = find_shared_data()
+    if root is not None:
+        return root
+    message = f"{SHARED_DATA_SKIP} ({HOW_TO_GET_SHARED_DATA}); {why}"
+    if os.environ.get("PIVOT_REQUIRE_SHARED_DATA", "") not in ("", "0"):
+        pytest.fail(f"PIVOT_REQUIRE_SHARED_DATA is set but the data is not usable: {message}")
+    pytest.skip(message)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Report every shared-data skip at one place, so that `-ra` folds them into one line."""
+    report = yield
+    if report.skipped and isinstance(report.longrepr, tuple) and SHARED_DATA_SKIP in report.longrepr[2]:
+        report.longrepr = (str(Path(__file__).relative_to(REPO_ROOT)), 1, report.longrepr[2])
+    return report
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line for the tests skipped for want of the shared data (`-ra` prints it itself when on)."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if SHARED_DATA_SKIP in str(r.longrepr)]
+    if skipped and not {"s", "a", "A"} & set(terminalreporter.reportchars):
+        terminalreporter.write_line(f"{len(skipped)} tests skipped: {SHARED_DATA_SKIP} ({HOW_TO_GET_SHARED_DATA})")
 
 
 @pytest.fixture(scope="session")
