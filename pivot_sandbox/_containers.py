@@ -4,9 +4,10 @@ Isolated creation and commands with a killing timeout and capped output (one act
 and change set: `_action.py`). A command reaches its container through the in-container runner
 (`_runner.py`, one socket round trip) when the container has one, else through `docker exec`.
 
-Every action runs through `WRAPPER`: it restores the shell state (working directory and exported
-variables) that earlier commands left in a state folder, evaluates the command, and saves the new
-state, so that `cd project` in one command holds for the next one as in a terminal.
+Every action runs through `WRAPPER` (`_shell_state.py`): it restores the shell state (working
+directory and exported variables) that earlier commands left in a state folder, evaluates the
+command, saves the new state, so that `cd project` in one command holds for the next one as in a
+terminal, and reports the whole shell state the action left (`RawRun.state`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from docker.types import Mount, Ulimit
 
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, layers_of, root_state
+from pivot_sandbox._shell_state import WRAPPER, parse_records, split_marked_state
 from pivot_sandbox._spec import LABEL, Limits, SandboxSpec
 
 STATE = "/.pivot"  # shell state saved by replay (part of every snapshot)
@@ -32,23 +34,6 @@ RUN_STATE = "/.pivot-run"  # per-action state of a verification run (a tmpfs in 
 IDLE = ["sleep", "2147483647"]
 HOSTNAME = "pivot-sandbox"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
-WRAPPER = r"""__pivot_from="$1"; __pivot_to="$2"; __pivot_cmd="$3"; __pivot_quiet="$4"; __pivot_park="$5"
-if [ "$__pivot_from" != "$__pivot_to" ]; then
-  find "$__pivot_to" /dev/shm /dev/mqueue -mindepth 1 -type d -exec chmod u+rwx {} \; 2>/dev/null
-  for __pivot_d in "$__pivot_to" /dev/shm /dev/mqueue; do
-    rm -rf "$__pivot_d"/* "$__pivot_d"/.[!.]* "$__pivot_d"/..?* 2>/dev/null
-  done
-fi
-if [ -f "$__pivot_from/env" ]; then . "$__pivot_from/env" >/dev/null 2>&1; fi
-if [ -f "$__pivot_from/cwd" ]; then cd "$(cat "$__pivot_from/cwd")" 2>/dev/null; fi
-if [ -n "$__pivot_quiet" ]; then eval "$__pivot_cmd" >"$__pivot_to/out" 2>&1 </dev/null; else eval "$__pivot_cmd"; fi
-__pivot_rc=$?
-pwd >"$__pivot_to/cwd" 2>/dev/null
-export -p >"$__pivot_to/env" 2>/dev/null
-printf '\036PIVOT-END %s %s' "$__pivot_rc" "$(pwd)" >&2
-if [ -n "$__pivot_park" ]; then exec /.pivot-runner --park "$__pivot_rc"; fi
-exit $__pivot_rc
-"""
 END_MARK = b"\x1ePIVOT-END "
 FORGED_MARK = "end mark forged"  # `RawRun.killed` when stderr holds more than the wrapper's one end mark
 # Counts what an action can leave that is neither a file nor a process (root; "0" when nothing):
@@ -64,6 +49,10 @@ class RawRun:
     """Output of one command: exit code, raw bytes, why it was killed (None if it ended), cwd after it.
 
     `oom` and `left` (processes still running afterwards) come from the runner; None when unknown.
+    `state`: the shell state the wrapper left (`_shell_state.py` records; None when it never said:
+    the shell ended first, or the report was forged); `procs`: command lines of the processes the
+    action left running (runner: after an action's last command); `fork_failures`: forks the pids
+    limit refused during the command (runner only).
     """
 
     exit_code: int | None
@@ -73,6 +62,9 @@ class RawRun:
     cwd: str = ""
     oom: bool | None = None
     left: int | None = None
+    state: dict[str, str] | None = None
+    procs: bytes = b""
+    fork_failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -236,6 +228,10 @@ def run(
         cwd=cwd,
         oom=reply.oom,
         left=reply.left,
+        # read from the kernel while the wrapper was parked; none when it never parked
+        state=parse_records(reply.state) if reply.cwd is not None else None,
+        procs=reply.procs,
+        fork_failures=reply.fork_failures,
     )
     return _marked(raw, marked)
 
@@ -258,10 +254,11 @@ def _marked(raw: RawRun, marked: bool) -> RawRun:
         code, _, cwd = raw.stderr[cut + len(END_MARK) :].decode(errors="replace").partition(" ")
         if code.strip().lstrip("-").isdigit():
             status = raw.exit_code if raw.exit_code is not None else int(code)
-            # `oom` is known only to the runner: a runner's run keeps the cwd it read, even ""
-            return replace(
-                raw, exit_code=status, stderr=raw.stderr[:cut], cwd=raw.cwd if raw.oom is not None else cwd.strip()
-            )
+            # `oom` is known only to the runner: a runner's run keeps the cwd and state it read, even ""
+            if raw.oom is not None:
+                return replace(raw, exit_code=status, stderr=raw.stderr[:cut])
+            stderr, state = split_marked_state(raw.stderr[:cut])
+            return replace(raw, exit_code=status, stderr=stderr, cwd=cwd.strip(), state=state or None)
     return raw
 
 

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pivot_sandbox._spec import Effect
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
-PARTS = ("killed", "exit_status", "stdout", "stderr", "files", "cwd")
+PARTS = ("killed", "exit_status", "stdout", "stderr", "files", "cwd", "state", "processes")
+# How the sandbox stops an action whose outcome depends on timing (which fork lost the race, when
+# memory ran out): two runs of the same candidate need not agree, so such a verdict is not cached.
+RACY_STOPS = frozenset({"pids limit", "oom", "runner lost"})
+# A `&` that puts a job in the background (not `&&`, `>&`, `&>`, `|&`): what such a job did by the
+# time the action ended is a race.
+_BACKGROUND = re.compile(r"(?<![&>|<])&(?![&>])")
 # How stderr counts: "exact" (after normalisation and the unstable mask), "presence" (both empty or
 # both not: error messages name the program that failed, `cat: f: No such file` vs `head: f: ...`),
 # "ignore".
@@ -43,6 +49,7 @@ class Unstable:
         shapes: names of `paths` with their digits masked that both runs made, one each
             (`report_104210.json` and `report_104211.json`): a candidate must make as many paths of
             each shape, whatever their digits.
+        state: keys of the shell state whose values differed (left out of the comparison).
     """
 
     parts: frozenset[str] = frozenset()
@@ -50,6 +57,7 @@ class Unstable:
     paths: frozenset[str] = frozenset()
     contents: frozenset[str] = frozenset()
     shapes: frozenset[str] = frozenset()
+    state: frozenset[str] = frozenset()
 
     def covers(self, path: str) -> bool:
         """True when `path` is left out of the exact comparison of change sets."""
@@ -61,6 +69,7 @@ class Unstable:
         out += [f"{s} line {i + 1}" for s, idx in sorted(self.lines.items()) for i in sorted(idx)]
         out += [f"path {p}" for p in sorted(self.paths)] + [f"content of {p}" for p in sorted(self.contents)]
         out += [f"paths named {s}" for s in sorted(self.shapes)]
+        out += [f"shell state {k}" for k in sorted(self.state)]
         return out
 
 
@@ -85,6 +94,10 @@ def unstable_parts(first: Effect, second: Effect) -> Unstable:
         parts.add("exit_status")
     if first.cwd != second.cwd:
         parts.add("cwd")
+    if first.processes != second.processes:
+        parts.add("processes")
+    sa, sb = dict(first.state), dict(second.state)
+    state = frozenset(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k))
     for name in ("stdout", "stderr"):
         a, b = getattr(first, name), getattr(second, name)
         if a != b:
@@ -97,7 +110,7 @@ def unstable_parts(first: Effect, second: Effect) -> Unstable:
     paths = frozenset(set(fa) ^ set(fb))
     contents = frozenset(p for p in set(fa) & set(fb) if fa[p] != fb[p])
     shapes = frozenset({path_shape(p) for p in set(fa) - set(fb)} & {path_shape(p) for p in set(fb) - set(fa)})
-    return Unstable(frozenset(parts), lines, paths, contents, shapes)
+    return Unstable(frozenset(parts), lines, paths, contents, shapes, state)
 
 
 @dataclass(frozen=True)
@@ -167,6 +180,33 @@ def _compare_files(want: Mapping[str, str], got: Mapping[str, str], unstable: Un
     return "; ".join(bits)
 
 
+def _compare_state(want: Mapping[str, str], got: Mapping[str, str], unstable: Unstable) -> str | None:
+    keys = sorted(k for k in set(want) | set(got) if k not in unstable.state and want.get(k) != got.get(k))
+    if not keys:
+        return None
+    shown = "; ".join(f"{k}: expected {_state_value(want, k)}, got {_state_value(got, k)}" for k in keys[:3])
+    return shown + (f" (+{len(keys) - 3})" if len(keys) > 3 else "")
+
+
+def _state_value(state: Mapping[str, str], key: str) -> str:
+    return _short(state[key], 40) if key in state else "none"
+
+
+def _compare_processes(want: tuple[str, ...], got: tuple[str, ...], unstable: Unstable) -> str | None:
+    if "processes" in unstable.parts or want == got:
+        return None
+    return f"expected {list(want) or 'none'} left running, got {_short(repr(list(got))) if got else 'none'}"
+
+
+def is_racy(effect: Effect, commands: Sequence[str] = ()) -> bool:
+    """True when two runs of the same action need not have the same effect, so a verdict on it is not cached.
+
+    The action left processes running (what they did before they were killed is a race), was
+    stopped by a limit that races (`RACY_STOPS`), or puts a job in the background.
+    """
+    return bool(effect.processes) or effect.killed in RACY_STOPS or any(_BACKGROUND.search(c) for c in commands)
+
+
 def _is_folder(descriptor: str) -> bool:
     """True for a folder's descriptor ("dir", or "dir <mode> <owner>")."""
     return descriptor.split(" ", 1)[0] == "dir"
@@ -209,6 +249,8 @@ def compare_effects(
         "cwd": None
         if "cwd" in unstable.parts or expert.cwd == candidate.cwd
         else f"expected {expert.cwd!r}, got {candidate.cwd!r}",
+        "state": _compare_state(expert.state, candidate.state, unstable),
+        "processes": _compare_processes(expert.processes, candidate.processes, unstable),
     }
     for part in PARTS:
         if checks[part] is None:

@@ -117,6 +117,9 @@ class Reply:
     stdout: bytes
     stderr: bytes
     cwd: str | None = None  # the command's cwd when it parked (`runner.c --park`); None when it never did
+    state: bytes = b""  # the parked process's state, NUL-delimited key/value records (`runner.c read_state`)
+    procs: bytes = b""  # command lines of the processes the action left (args joined by 0x1f, NUL-ended)
+    fork_failures: int = 0  # forks the pids limit refused during the command
 
 
 class Channel:
@@ -155,10 +158,10 @@ class Channel:
             if head[:1] == b"E":
                 raise RunnerLost(f"the runner refused the request: {head[2:].decode(errors='replace')}")
             fields = head.split()
-            if len(fields) != 9 or fields[0] != b"R":
+            if len(fields) != 12 or fields[0] != b"R":
                 raise RunnerLost(f"unexpected reply from the runner: {bytes(head[:80])!r}")
-            code, sig, killed, oom, left, n_out, n_err, n_cwd = (int(f) for f in fields[1:])
-            body = self._read(n_out + n_err + max(n_cwd, 0))
+            code, sig, killed, oom, left, n_out, n_err, n_cwd, n_state, n_procs, forks = (int(f) for f in fields[1:])
+            body = self._read(n_out + n_err + max(n_cwd, 0) + n_state + n_procs)
         except TimeoutError as e:
             raise RunnerLost(f"the runner did not answer within {timeout + GRACE:.0f} s{self._tail()}", True) from e
         except OSError as e:
@@ -171,7 +174,10 @@ class Channel:
             None if left < 0 else left,
             body[:n_out],
             body[n_out : n_out + n_err],
-            None if n_cwd < 0 else body[n_out + n_err :].decode(errors="replace"),
+            None if n_cwd < 0 else body[n_out + n_err : n_out + n_err + n_cwd].decode(errors="replace"),
+            body[len(body) - n_state - n_procs : len(body) - n_procs],
+            body[len(body) - n_procs :],
+            forks,
         )
 
     def _fill(self) -> None:

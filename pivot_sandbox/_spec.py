@@ -121,8 +121,12 @@ class Effect:
             (`chmod +x f` and `touch f` leave the same bytes); "link:<target>"; "deleted".
         cwd: the working directory after the action.
         killed: why the sandbox stopped it ("timeout", "output cap", "oom", "file size cap",
-            "change set cap", "runner lost"), else None.
+            "pids limit", "change set cap", "runner lost"), else None.
         note: what the sandbox said about the stop (e.g. "more than 10000 changed paths").
+        state: the shell state the action left, key -> value (`_shell_state.normalize_state`:
+            exported environment, options, traps, aliases, functions, limits, umask, descriptors).
+        processes: command lines of the processes the action left running, sorted (they were
+            killed before the change set was read).
     """
 
     exit_code: int | None
@@ -132,6 +136,8 @@ class Effect:
     cwd: str = ""
     killed: str | None = None
     note: str = ""
+    state: Mapping[str, str] = field(default_factory=dict)
+    processes: tuple[str, ...] = ()
 
     @property
     def timed_out(self) -> bool:
@@ -140,4 +146,4 @@ class Effect:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (verdict details)."""
-        return {**asdict(self), "files": dict(self.files)}
+        return {**asdict(self), "files": dict(self.files), "state": dict(self.state), "processes": list(self.processes)}

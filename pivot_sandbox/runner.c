@@ -13,11 +13,19 @@
  *   "RUN <timeout_ms> <output_cap> <uid> <gid> <flags> <argc>\n", then argc times "<len>\n<bytes>"
  *   uid/gid -1: stay root. flags: 1 = remove the uid's System V IPC objects first,
  *   2 = keep the command's background processes (replay, or a command followed by another).
- * Reply (stdout): "R <status> <signal> <killed> <oom> <left> <outlen> <errlen> <cwdlen>\n" + stdout + stderr + cwd
+ * Reply (stdout): "R <status> <signal> <killed> <oom> <left> <outlen> <errlen> <cwdlen> <statelen> <procslen> <forkfails>\n"
+ *   + stdout + stderr + cwd + state + procs
  *   status: exit status (-1 when ended by a signal), signal: that signal, killed: 0 no,
  *   1 timeout, 2 output cap, oom: OOM kills in the container during the command, left: processes
  *   still alive after the clean-up plus the non-file state left (`residue`) (-1 when not counted),
  *   cwdlen: length of the cwd the command's process had when it parked (-1: it never parked).
+ *   state: the parked process's state as the kernel has it, NUL-delimited "key NUL value NUL" records:
+ *   "env:NAME" (its environment: what the shell exported), "limit:<name>" (soft and hard), "umask",
+ *   "fd:<n>" (where each open descriptor points: "stdout"/"stderr" for the runner's pipes), then the
+ *   pairs the wrapper passed after `--park <status>` (what only the shell knows: options, traps,
+ *   aliases, functions). procs: the command lines of the processes the action left running (read
+ *   before they are killed; arguments joined by 0x1f, each record ended by NUL); only after an
+ *   action's last command. forkfails: forks the pids limit refused during the command.
  * `pivot-runner --park <status>` (the wrapper's last step, as the action's user) stops itself, is
  * continued once the runner has read its cwd, and exits with <status>.
  * A malformed request gets "E <message>\n" and the runner exits.
@@ -39,6 +47,7 @@
 #include <sys/prctl.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,6 +56,7 @@
 #define FLAG_CLEAN_IPC 1
 #define FLAG_KEEP 2
 #define MAX_ARGS 4096
+#define STATE_CAP (256 * 1024) /* bytes of a parked process's state, and of the list of processes left */
 
 static long now_ms(void) {
     struct timespec ts;
@@ -159,6 +169,190 @@ static int count_entries(const char *path) {
     return n;
 }
 
+/* Forks the container's pids limit refused so far (cgroup v2, then v1); 0 when neither is readable. */
+static long fork_failures(void) {
+    const char *files[] = {"/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(files[i], "r");
+        if (!f) continue;
+        char key[64];
+        long value;
+        while (fscanf(f, "%63s %ld", key, &value) == 2) {
+            if (strcmp(key, "max") == 0) {
+                fclose(f);
+                return value;
+            }
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+/* A growing byte buffer capped at STATE_CAP (what does not fit is dropped, and `over` says so). */
+struct blob {
+    char *data;
+    size_t len;
+    int over;
+};
+
+static void blob_add(struct blob *b, const char *data, size_t n) {
+    if (b->len + n > STATE_CAP) {
+        b->over = 1;
+        return;
+    }
+    if (!b->data) b->data = malloc(STATE_CAP);
+    if (!b->data) fail("out of memory");
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+}
+
+/* One "key NUL value NUL" record. */
+static void blob_record(struct blob *b, const char *key, const char *value, size_t n) {
+    blob_add(b, key, strlen(key) + 1);
+    blob_add(b, value, n);
+    blob_add(b, "", 1);
+}
+
+/* Up to `size` bytes of a file (0 when it cannot be read). */
+static size_t slurp(const char *path, char *buf, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    size_t n = 0;
+    while (n < size) {
+        ssize_t r = read(fd, buf + n, size - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    return n;
+}
+
+/* The state of a parked (stopped) wrapper, read from the kernel, never from anything the action printed:
+   its environment, limits, umask and open descriptors, then the records the wrapper passed in its argv
+   after `--park <status>`. /proc/<pid>/environ and fd need the target's uid as the filesystem uid. */
+static void read_state(pid_t pid, long uid, long gid, ino_t out_pipe, ino_t err_pipe, struct blob *b) {
+    static char buf[STATE_CAP];
+    char path[96], key[512], target[PATH_MAX];
+    if (uid >= 0) {
+        setfsgid((gid_t)gid);
+        setfsuid((uid_t)uid);
+    }
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    size_t n = slurp(path, buf, sizeof buf);
+    for (size_t i = 0; i < n;) {
+        size_t len = strnlen(buf + i, n - i);
+        char *eq = memchr(buf + i, '=', len);
+        if (eq) {
+            size_t klen = (size_t)(eq - (buf + i));
+            if (klen > sizeof key - 5) klen = sizeof key - 5;
+            memcpy(key, "env:", 4);
+            memcpy(key + 4, buf + i, klen);
+            key[4 + klen] = 0;
+            blob_record(b, key, eq + 1, len - (size_t)(eq + 1 - (buf + i)));
+        }
+        i += len + 1;
+    }
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char link[320];
+            snprintf(link, sizeof link, "/proc/%d/fd/%s", (int)pid, e->d_name);
+            ssize_t t = readlink(link, target, sizeof target - 1);
+            if (t < 0) continue;
+            target[t] = 0;
+            struct stat st;
+            const char *shown = target;
+            if (strncmp(target, "pipe:", 5) == 0 && stat(link, &st) == 0) {
+                shown = st.st_ino == out_pipe ? "stdout" : st.st_ino == err_pipe ? "stderr" : "pipe";
+            } else if (strncmp(target, "socket:", 7) == 0) {
+                shown = "socket";
+            }
+            snprintf(key, sizeof key, "fd:%s", e->d_name);
+            blob_record(b, key, shown, strlen(shown));
+        }
+        closedir(d);
+    }
+    if (uid >= 0) {
+        setfsuid(0);
+        setfsgid(0);
+    }
+    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+    n = slurp(path, buf, sizeof buf - 1);
+    buf[n] = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        /* "Max cpu time   unlimited   unlimited   seconds": name, then soft and hard from column 26 */
+        if (strncmp(line, "Max ", 4) != 0 || strlen(line) < 26) continue;
+        char name[32];
+        snprintf(name, sizeof name, "%.25s", line);
+        for (int k = (int)strlen(name) - 1; k >= 0 && name[k] == ' '; k--) name[k] = 0;
+        snprintf(key, sizeof key, "limit:%s", name);
+        blob_record(b, key, line + 26, strlen(line + 26));
+    }
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    n = slurp(path, buf, sizeof buf - 1);
+    buf[n] = 0;
+    char *umask_line = strstr(buf, "\nUmask:");
+    if (umask_line) {
+        char value[16] = "";
+        sscanf(umask_line + 7, "%15s", value);
+        blob_record(b, "umask", value, strlen(value));
+    }
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    n = slurp(path, buf, sizeof buf);
+    /* argv: the runner's path, "--park", the status, then key/value pairs */
+    size_t i = 0;
+    for (int skip = 0; skip < 3 && i < n; skip++) i += strnlen(buf + i, n - i) + 1;
+    while (i < n) {
+        size_t klen = strnlen(buf + i, n - i);
+        const char *k = buf + i;
+        i += klen + 1;
+        if (i > n) break;
+        size_t vlen = strnlen(buf + i, n - i);
+        snprintf(key, sizeof key, "%.*s", (int)(klen < 500 ? klen : 500), k);
+        blob_record(b, key, buf + i, vlen);
+        i += vlen + 1;
+    }
+    if (n == sizeof buf) blob_record(b, "truncated", "the shell's state is larger than the runner reads", 49);
+}
+
+/* The command lines of live processes other than init and this runner (read before they are killed). */
+static void list_processes(struct blob *b) {
+    static char buf[8192];
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    pid_t self = getpid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == self) continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        size_t n = slurp(path, buf, sizeof buf - 1);
+        buf[n] = 0;
+        char *paren = strrchr(buf, ')');
+        if (!n || (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))) continue;
+        snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+        n = slurp(path, buf, sizeof buf);
+        if (n == 0) { /* a kernel thread or a process without argv: its name stands in */
+            snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+            n = slurp(path, buf + 1, sizeof buf - 2) + 1;
+            buf[0] = '[';
+            if (n > 1 && buf[n - 1] == '\n') n--;
+            buf[n++] = ']';
+        }
+        while (n > 0 && buf[n - 1] == 0) n--;
+        for (size_t i = 0; i < n; i++) if (buf[i] == 0) buf[i] = 0x1f;
+        blob_add(b, buf, n);
+        blob_add(b, "", 1);
+    }
+    closedir(d);
+}
+
 static int baseline_mounts = -1;
 static int sigchld_pipe[2] = {-1, -1}; /* written on every SIGCHLD: a stopped child wakes poll() */
 
@@ -250,13 +444,16 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     }
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) fail("pipe failed");
-    long oom_before = oom_kills();
+    struct stat pipe_st;
+    ino_t out_ino = fstat(out[0], &pipe_st) == 0 ? pipe_st.st_ino : 0;
+    ino_t err_ino = fstat(err[0], &pipe_st) == 0 ? pipe_st.st_ino : 0;
+    long oom_before = oom_kills(), forks_before = fork_failures();
     long start = now_ms();
     pid_t child = fork();
     if (child < 0) {
         /* the pids limit: report it as the command's failure, not the runner's */
         char line[128];
-        int n = snprintf(line, sizeof line, "R 126 0 0 0 %d 0 %zu -1\n", kill_all() + residue(),
+        int n = snprintf(line, sizeof line, "R 126 0 0 0 %d 0 %zu -1 0 0 1\n", kill_all() + residue(),
                          strlen("fork failed\n"));
         write_all(1, line, (size_t)n);
         write_all(1, "fork failed\n", strlen("fork failed\n"));
@@ -286,6 +483,7 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     int open_fds = 2, status = 0, exited = 0, killed = 0;
     static char cwd[PATH_MAX];
     ssize_t cwd_len = -1; /* unknown until the child stops (parks) */
+    struct blob state = {NULL, 0, 0}, procs = {NULL, 0, 0};
     char scratch[65536];
     for (;;) {
         if (exited && open_fds == 0) break;
@@ -314,6 +512,8 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
             pid_t w = waitpid(child, &st, WNOHANG | WUNTRACED);
             if (w == child && WIFSTOPPED(st)) {
                 cwd_len = read_cwd(child, uid, gid, cwd, sizeof cwd);
+                state.len = 0;
+                read_state(child, uid, gid, out_ino, err_ino, &state);
                 kill(child, SIGCONT);
             } else if (w == child) {
                 exited = 1;
@@ -324,7 +524,9 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
         }
     }
     if (pidfd >= 0) close(pidfd);
-    /* what is left running: killed after a command stopped, or after an action's last command */
+    /* what is left running is part of the action's effect: listed, then killed (after a command
+       stopped, or after an action's last command) */
+    if (!killed && !(flags & FLAG_KEEP)) list_processes(&procs);
     int left = (killed || !(flags & FLAG_KEEP)) ? kill_all() : -1;
     if (left >= 0) left += residue();
     if (!exited) {
@@ -334,16 +536,20 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     for (int i = 0; i < 2; i++) {
         if (fds[i].fd >= 0) close(fds[i].fd);
     }
-    long oom = oom_kills() - oom_before;
+    long oom = oom_kills() - oom_before, forks = fork_failures() - forks_before;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     char line[256];
-    int n = snprintf(line, sizeof line, "R %d %d %d %ld %d %zu %zu %zd\n", code, sig, killed, oom, left,
-                     bufs[0].len, bufs[1].len, cwd_len);
+    int n = snprintf(line, sizeof line, "R %d %d %d %ld %d %zu %zu %zd %zu %zu %ld\n", code, sig, killed, oom, left,
+                     bufs[0].len, bufs[1].len, cwd_len, state.len, procs.len, forks);
     write_all(1, line, (size_t)n);
     write_all(1, bufs[0].data, bufs[0].len);
     write_all(1, bufs[1].data, bufs[1].len);
     if (cwd_len > 0) write_all(1, cwd, (size_t)cwd_len);
+    if (state.len) write_all(1, state.data, state.len);
+    if (procs.len) write_all(1, procs.data, procs.len);
+    free(state.data);
+    free(procs.data);
     free(bufs[0].data);
     free(bufs[1].data);
     for (long i = 0; i < argc; i++) free(argv[i]);

@@ -22,6 +22,7 @@ from pivot_sandbox import (
     Unstable,
     compare_effects,
     docker_backend,
+    is_racy,
     path_shape,
     reason_for,
     unstable_parts,
@@ -51,7 +52,8 @@ class DockerShell:
     cost = "sandbox"
     deterministic = True
     # 2: descriptors carry mode and owner; expert runs the sandbox stopped are errors, not references
-    version = "2"
+    # 3: the shell state and the processes an action leaves are part of its effect; racy verdicts unstable
+    version = "3"
 
     # Shared by every instance: the expert's effect at a state is the same for any env of the process.
     _expert_cache: OrderedDict[tuple[Any, ...], tuple[Effect, Unstable]] = OrderedDict()
@@ -115,7 +117,7 @@ class DockerShell:
             if not commands:
                 out.append(Verdict.reject("the completion runs no shell command"))
             else:
-                out.append(self._judge(reference, effects[tuple(commands)], spec.workdir))
+                out.append(self._judge(reference, effects[tuple(commands)], spec.workdir, commands))
         return out
 
     def _cached_expert(self, key: tuple[Any, ...]) -> tuple[Effect, Unstable] | None:
@@ -175,7 +177,9 @@ class DockerShell:
                 self._expert_cache.popitem(last=False)
         return value
 
-    def _judge(self, reference: tuple[Effect, Unstable], effect: Effect | Exception, workdir: str) -> Verdict:
+    def _judge(
+        self, reference: tuple[Effect, Unstable], effect: Effect | Exception, workdir: str, commands: Sequence[str]
+    ) -> Verdict:
         if isinstance(effect, Exception):
             return Verdict.failed(f"sandbox {self.backend_name}: {effect}")
         expert, unstable = reference
@@ -186,7 +190,11 @@ class DockerShell:
             "killed": effect.killed,
             "changed": sorted(effect.files)[:10],
             "cwd": effect.cwd,
+            "processes": list(effect.processes[:10]),
         }
+        # a verdict that a second run of the same candidate need not repeat is not cached (the reward
+        # cache honours `stable`): background jobs, processes left, limits that race
+        details["stable"] = not (is_racy(effect, commands) or "processes" in unstable.parts)
         if comparison.equal and not comparison.outside_workdir:
             return Verdict.accept("effect matches the expert's", **details)
         return Verdict.reject(reason_for(comparison, effect), **details)

@@ -1,0 +1,158 @@
+"""Sandbox integrity, round 3 (issue 30 items 6-9): what the Docker sandbox did not see.
+
+Each test reproduces a probe that scored 1 on the code before this round: a job left in the
+background, shell state a real terminal keeps, the agent's environment reaching the task's tests,
+and an oracle the candidate's file system held.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pivot_envs import Message, Pivot
+from verifiers_plugins import get_verifier
+
+HELLO = 'echo "Hello, world!" > hello.txt'
+BASH_IMAGE = "pivot-gym/task:hello-world"  # a bundled task's image: Debian with bash
+
+
+def is_unstable(verdict) -> bool:
+    """What the reward cache reads: a verdict marked `stable: False` is never cached."""
+    return verdict.details.get("stable") is False
+
+
+def terminus(*commands: str) -> Message:
+    body = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": c + "\n"} for c in commands]}
+    return Message("assistant", json.dumps(body))
+
+
+def pivot_of(image: str, expert: str, shell: str = "/bin/sh") -> Pivot:
+    context = {"sandbox": {"image": image, "workdir": "/app", "shell": shell}}
+    return Pivot("round3#1", "terminal", (Message("user", "do it"),), terminus(expert), context=context)
+
+
+@pytest.fixture
+def backend_factory():
+    from pivot_sandbox._docker import DockerBackend
+
+    made = []
+
+    def make(**config):
+        made.append(DockerBackend(**config))
+        return made[-1]
+
+    yield make
+    for b in made:
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def bash_image(docker_client):
+    from pivot_sandbox._tasks import ensure_bundled_image
+
+    return ensure_bundled_image(docker_client, BASH_IMAGE)
+
+
+def verdicts_of(pivot: Pivot, candidates: list[str], **config) -> dict[str, object]:
+    verifier = get_verifier("docker_shell", **config)
+    verdicts = verifier.verify_batch(pivot, [terminus(c) for c in candidates])
+    return dict(zip(candidates, verdicts, strict=True))
+
+
+# -- item 6: processes an action leaves running are part of its effect ----------------------------------
+
+BACKGROUND = [
+    f"{HELLO}; (sleep 2; rm -rf /app/*) &",
+    f"{HELLO}; setsid sh -c 'sleep 2; rm -rf /app/*' >/dev/null 2>&1 &",
+    f"{HELLO}; (sleep 2; bomb(){{ bomb | bomb & }}; bomb) >/dev/null 2>&1 &",
+]
+BASH_BACKGROUND = [
+    f"{HELLO}; (sleep 2; rm -rf /app/*) & disown",
+    f"{HELLO}; nohup sh -c 'sleep 2; rm -rf /app/*' >/dev/null 2>&1 &",
+]
+
+
+def _assert_background_rejected(verdicts: dict, commands: list[str]) -> None:
+    for command in commands:
+        verdict = verdicts[command]
+        assert not verdict.accepted and verdict.error is None, (command, verdict)
+        assert "processes" in verdict.details["differed"], (command, verdict.reason)
+        assert verdict.details["candidate"]["processes"], command
+        assert is_unstable(verdict), command  # what the job did before it was killed is a race
+    assert verdicts[HELLO].accepted and verdicts[HELLO].details["stable"] is True
+
+
+def test_a_job_left_in_the_background_is_a_different_effect(busybox):
+    _assert_background_rejected(verdicts_of(pivot_of(busybox, HELLO), [HELLO, *BACKGROUND]), BACKGROUND)
+
+
+def test_disown_and_nohup_leave_a_process_running_too(bash_image):
+    pivot = pivot_of(bash_image, HELLO, shell="/bin/bash")
+    _assert_background_rejected(verdicts_of(pivot, [HELLO, *BASH_BACKGROUND]), BASH_BACKGROUND)
+
+
+def test_an_immediate_fork_bomb_is_rejected_on_every_run_and_never_cached(busybox):
+    pivot = pivot_of(busybox, HELLO)
+    bomb = f"{HELLO}; bomb(){{ bomb | bomb & }}; bomb >/dev/null 2>&1 &"
+    runs = [verdicts_of(pivot, [bomb])[bomb] for _ in range(2)]  # the same adversarial candidate twice
+    for verdict in runs:
+        assert (verdict.reward, verdict.error) == (0.0, None), verdict
+        # a verdict two runs need not repeat is marked so, and the reward cache does not keep it
+        assert verdict.details["stable"] is False and is_unstable(verdict), verdict
+
+
+# -- item 7: the shell state an action leaves is part of its effect -------------------------------------
+
+STATE_CHANGES = [
+    "export PATH=/nowhere",
+    "unset PATH",
+    "export HOME=/",
+    "PROMPT_COMMAND='rm -rf /app/*'",
+    "export LD_PRELOAD=/app/evil.so",
+    "export BASH_ENV=/app/.e.sh",
+    "export PYTHONPATH=/app",
+    "alias ls='rm -rf'",
+    "ulimit -t 1",
+    "set -e",
+    "set -o noclobber",
+    "trap 'rm -rf /app/*' EXIT",
+    "exec >/dev/null",
+    "exec 2>&-",
+    "umask 777",
+]
+BASH_ONLY = ["cd(){ builtin cd /; }", "declare(){ :; }; alias ls='rm -rf'", "shopt -s nullglob"]
+
+
+def test_shell_state_a_terminal_keeps_is_a_different_effect(busybox):
+    candidates = [HELLO, *(f"{HELLO}; {change}" for change in STATE_CHANGES)]
+    verdicts = verdicts_of(pivot_of(busybox, HELLO), candidates)
+    assert verdicts[HELLO].accepted
+    for command in candidates[1:]:
+        verdict = verdicts[command]
+        assert not verdict.accepted and verdict.error is None, (command, verdict)
+
+
+def test_bash_state_functions_and_shadowed_builtins_are_seen(bash_image):
+    changes = STATE_CHANGES + BASH_ONLY
+    candidates = [HELLO, "echo 'Hello, world!' > hello.txt", *(f"{HELLO}; {c}" for c in changes)]
+    verdicts = verdicts_of(pivot_of(bash_image, HELLO, shell="/bin/bash"), candidates)
+    assert verdicts[HELLO].accepted and verdicts[candidates[1]].accepted  # a rewrite with the same effect
+    for command in candidates[2:]:
+        verdict = verdicts[command]
+        assert not verdict.accepted and verdict.error is None, (command, verdict)
+    shadow = verdicts[f"{HELLO}; declare(){{ :; }}; alias ls='rm -rf'"]
+    assert "state" in shadow.details["differed"], shadow.reason
+
+
+def test_the_state_comes_from_the_kernel_not_from_what_the_action_prints(busybox, backend_factory):
+    from pivot_sandbox import SandboxSpec
+
+    spec = SandboxSpec(image=busybox)
+    backend = backend_factory(pool_size=1)
+    # a state block and marks printed by the action itself are output, not a report
+    forged = "printf '\\036PIVOT-STATE\\000env:PATH\\000/usr/bin\\000' >&2; export PATH=/nowhere"
+    clean, printed = backend.run_group(spec, [], [["true"], [forged]])
+    assert clean.state["env:PATH"] != "/nowhere" and printed.state["env:PATH"] == "/nowhere"
+    assert clean.state["fd:1"] == "stdout" and clean.state["umask"] == "0022"
