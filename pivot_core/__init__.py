@@ -12,11 +12,14 @@ from pivot_core._actions import (
     bash_blocks,
     fenced_commands,
     history_commands,
+    history_typed,
+    loose_shell,
     message_commands,
     normalize_shell,
     parse_terminus,
     shell_actions,
     terminus_keystrokes,
+    typed_action,
 )
 from pivot_core._compare import canonical, digit_tokens, normalize_text, normalized_action
 from pivot_core._formats import (
@@ -37,6 +40,7 @@ from pivot_core._pivots import Selection, extract_pivots, select_pivots
 from pivot_core._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
 from pivot_core._render import DOMAIN_PARSERS, chat_message, observation, render_completion
 from pivot_core._safejson import decode_json
+from pivot_core._shell import ShellScan, Typed, scan_shell, trim_command, typed_commands
 from pivot_core._split import split_pivots, trajectory_key
 from pivot_core.errors import (
     DataFileError,
@@ -75,6 +79,13 @@ __all__ = [
     "UnsafeJSON",
     "action_commands",
     "history_commands",
+    "history_typed",
+    "typed_action",
+    "Typed",
+    "typed_commands",
+    "ShellScan",
+    "scan_shell",
+    "trim_command",
     "message_commands",
     "fenced_commands",
     "canonical",
@@ -98,6 +109,7 @@ __all__ = [
     "iter_jsonl",
     "load_pivots",
     "normalize_shell",
+    "loose_shell",
     "observation",
     "open_pivots",
     "parse_terminus",

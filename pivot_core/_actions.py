@@ -5,11 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shlex
 from typing import Any
 
 from pivot_core._model import Message, Pivot
 from pivot_core._safejson import decode_json
+from pivot_core._shell import Typed, scan_shell, trim_command, typed_commands
 
 # Terminus 2 turns carry analysis/plan/task_complete; Terminus 1 turns state_analysis/explanation/
 # is_task_complete. Both carry `commands`, which is what the sandbox runs.
@@ -109,29 +109,44 @@ SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "run_shell_command", "
 
 
 def normalize_shell(command: str) -> str:
-    """Canonical form of a shell command for string comparison.
+    r"""Canonical form of a shell command: two commands with the same form mean the same.
 
-    Whitespace is collapsed, quoting is normalised through shlex, a trailing newline (Terminus
-    sends one to press Enter) is dropped, and combined short flags are split and sorted per word
-    run (`ls -la` == `ls -al` == `ls -a -l`). Text shlex cannot split is only whitespace-collapsed.
+    Only changes that provably keep meaning are made (`scan_shell`): the blanks around the
+    command, runs of blanks between words (never inside quotes or heredoc bodies), and a
+    double-quoted literal spelled single-quoted. Quoting, escapes, indentation and flag order are
+    kept: `echo hi \> f` writes no file, `tar -xf a` is not `tar -fx a`. Text the reader does not
+    fully understand (an open quote, an unterminated heredoc) is compared as written.
     """
-    text = command.strip()
-    try:
-        words = shlex.split(text, posix=True)
-    except ValueError:
-        return " ".join(text.split())
+    return scan_shell(trim_command(command)).canonical
+
+
+def loose_shell(command: str) -> str:
+    """`normalize_shell`, then combined short flags split and sorted per run (`ls -la` == `ls -a -l`).
+
+    Not meaning-preserving (`tar -xf a` is not `tar -fx a`): for acceptors whose acceptance a more
+    faithful verifier overrides (similarity, argument matching), never for "the same action".
+    """
     out: list[str] = []
     flags: list[str] = []
-    for w in words:
-        if _SHORT_FLAGS.fullmatch(w):
-            flags.extend("-" + ch for ch in w[1:])
+    for token in _CANONICAL_TOKEN.findall(normalize_shell(command)):
+        if _SHORT_FLAGS.fullmatch(token):
+            flags.extend("-" + ch for ch in token[1:])
+            continue
+        if token == " " and flags:
             continue
         if flags:
-            out.extend(sorted(set(flags)))
+            out.append(" ".join(sorted(set(flags))))
             flags = []
-        out.append(shlex.quote(w))
-    out.extend(sorted(set(flags)))
-    return " ".join(out)
+            if token != " " and out and out[-1] != " ":
+                out.append(" ")
+        out.append(token)
+    if flags:
+        out.append(" ".join(sorted(set(flags))))
+    return "".join(out)
+
+
+# a quoted string, a run of other non-blank characters, or one blank (canonical text has single blanks)
+_CANONICAL_TOKEN = re.compile(r"""'[^']*'|"(?:\\[\s\S]|[^"\\])*"|[^\s'"]+|\s""")
 
 
 def action_text(message: Message, commands: list[str] | None = None) -> str:
@@ -145,27 +160,55 @@ def action_text(message: Message, commands: list[str] | None = None) -> str:
         return message.text
     cmds = shell_actions(message) if commands is None else commands
     if cmds:
-        return "\n".join(normalize_shell(c) for c in cmds)
+        return "\n".join(loose_shell(c) for c in cmds)
     return message.text
 
 
-# tmux key names a Terminus turn may send; they run nothing in a fresh shell.
+# tmux key names a turn may send outside a terminal (a bash tool's `C-c`); they run nothing in a fresh shell.
 _KEYS = frozenset({"C-c", "C-d", "C-z", "C-l", "Enter", "Escape", "q"})
 
 
-def action_commands(message: Message) -> list[str]:
-    """The shell commands a message runs, as a shell would receive them (Enter and key names dropped)."""
-    out = []
-    for keys in shell_actions(message):
-        command = keys.rstrip("\n").strip()
-        if command and command not in _KEYS:
-            out.append(command)
-    return out
+def typed_action(message: Message, pending: str = "") -> Typed:
+    """What a turn runs and leaves typed, as the harness executes it.
+
+    A Terminus turn's keystrokes are typed into a terminal (`typed_commands`): text without a
+    final newline (or Enter) is not run, it waits at the prompt. Tool calls and fenced blocks are
+    run whole by their harness, so they leave nothing typed.
+
+    Args:
+        message: the assistant turn.
+        pending: what the terminal already holds typed (`history_typed(pivot).pending`).
+    """
+    obj = parse_terminus(message.content)
+    if obj is not None:
+        return typed_commands(terminus_keystrokes(obj), pending)
+    commands = (trim_command(k) for k in shell_actions(message))
+    return Typed(tuple(c for c in commands if c and c not in _KEYS), pending)
+
+
+def action_commands(message: Message, pending: str = "") -> list[str]:
+    """The shell commands a message runs, as a shell receives them (see `typed_action`)."""
+    return list(typed_action(message, pending).commands)
+
+
+def history_typed(pivot: Pivot) -> Typed:
+    """Every command the assistant turns before the pivot ran, in order, and what they left typed.
+
+    The turns share one terminal: what one Terminus turn leaves typed is the start of the next's line.
+    """
+    commands: list[str] = []
+    pending = ""
+    for message in pivot.history:
+        if message.role == "assistant":
+            typed = typed_action(message, pending)
+            commands.extend(typed.commands)
+            pending = typed.pending
+    return Typed(tuple(commands), pending)
 
 
 def history_commands(pivot: Pivot) -> list[str]:
-    """Every shell command of the assistant turns before the pivot, in order."""
-    return [c for m in pivot.history if m.role == "assistant" for c in action_commands(m)]
+    """Every shell command of the assistant turns before the pivot, in order (`history_typed`)."""
+    return list(history_typed(pivot).commands)
 
 
 def fenced_commands(text: str | None) -> list[str]:

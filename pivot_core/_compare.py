@@ -7,7 +7,7 @@ import re
 import unicodedata
 from typing import Any
 
-from pivot_core._actions import message_commands, normalize_shell
+from pivot_core._actions import message_commands, normalize_shell, parse_terminus, typed_action
 from pivot_core._model import Message
 
 _QUOTES = re.compile(r"[\"'`]")
@@ -43,7 +43,11 @@ def canonical(value: Any) -> Any:
 
 
 def normalized_action(message: Message) -> tuple[str, tuple[str, ...]]:
-    """`(kind, items)`: the comparable form of a turn (kind is calls, commands or text)."""
+    """`(kind, items)`: the comparable form of a turn (kind is calls, commands or text).
+
+    Two turns with the same form are the same action (the chain accepts them without running
+    anything): commands are compared by `normalize_shell`, which only makes changes that keep meaning.
+    """
     if message.tool_calls:
         items = []
         for c in message.tool_calls:
@@ -51,7 +55,16 @@ def normalized_action(message: Message) -> tuple[str, tuple[str, ...]]:
             body = json.dumps(canonical(args), sort_keys=True) if args is not None else c.arguments.strip()
             items.append(f"{c.name}({body})")
         return "calls", tuple(sorted(items))
-    cmds = message_commands(message)
-    if cmds:
-        return "commands", tuple(normalize_shell(c) for c in cmds)
+    if parse_terminus(message.content) is not None:
+        # What the terminal runs (Enter included) and what it is left holding, not the keystrokes' words.
+        typed = typed_action(message)
+        items = tuple(normalize_shell(c) for c in typed.commands)
+        if typed.pending:
+            items += (f"(typed, not run) {typed.pending}",)
+        if items:
+            return "commands", items
+    else:
+        cmds = message_commands(message)
+        if cmds:
+            return "commands", tuple(normalize_shell(c) for c in cmds)
     return "text", (normalize_text(message.text),)

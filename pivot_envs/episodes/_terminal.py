@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from pivot_core import Message, Pivot, action_commands, history_commands, parse_terminus
+from pivot_core import Message, Pivot, history_typed, parse_terminus, typed_action
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
 from verifiers_plugins import get_host
 
@@ -96,6 +96,8 @@ class TerminalEpisodeEnv(EpisodeEnv):
         self.backend = get_host().get("sandboxes", backend)(**config)
         self.session: Any = None
         self._killed: str | None = None
+        # typed at the prompt and not run (no Enter): the next turn's line starts with it
+        self._typed = ""
         self._agent_timeouts: dict[str, float] = {}  # task folder -> its max_agent_timeout_sec
 
     def accepts(self, pivot: Pivot) -> bool:
@@ -131,8 +133,10 @@ class TerminalEpisodeEnv(EpisodeEnv):
         from pivot_sandbox import SandboxSpec, open_session
 
         spec = SandboxSpec.from_context(pivot.context)
-        history = history_commands(pivot)
+        before = history_typed(pivot)
+        history = list(before.commands)
         self._killed = None
+        self._typed = before.pending
         self.session = open_session(self.backend, spec, history)
         return {"restore": {"commands": len(history), "image": spec.image}}
 
@@ -143,7 +147,9 @@ class TerminalEpisodeEnv(EpisodeEnv):
             return StepResult((Message("user", PARSE_ERROR),))
         done = "task_complete" if turn.get("task_complete") is True else None
         shown = []
-        for command in action_commands(message):
+        typed = typed_action(message, self._typed)  # what the terminal runs: keystrokes without Enter wait
+        self._typed = typed.pending
+        for command in typed.commands:
             left = self.remaining()
             if left <= 0:  # the agent's time is up: the rest of the turn does not run
                 return StepResult((Message("user", "New Terminal Output:\n\n" + "".join(shown)),), "time_limit")
@@ -161,6 +167,8 @@ class TerminalEpisodeEnv(EpisodeEnv):
             shown.append(screen(cwd, command, run.output))
         if done and not shown:
             return StepResult((), done)  # a bare "task complete" turn: nothing ran, nothing to show
+        if typed.pending:  # shown at the prompt, as a terminal shows typed text
+            shown.append(f"agent@sandbox:{self.session.cwd}$ {typed.pending}\n")
         text = "New Terminal Output:\n\n" + ("".join(shown) or "(no command ran)\n")
         return StepResult((Message("user", text),), done)
 

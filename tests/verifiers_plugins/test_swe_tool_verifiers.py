@@ -336,7 +336,9 @@ def test_exact_match_is_the_demonstrated_action_after_normalisation():
     assert v.verify(tool, reordered).accepted
     assert not v.verify(tool, _calls(_call("update", **{**EXPERT_ARGS, "reason": "customer asked to move"}))).accepted
     shell = _swe(_bash("ls -la src"))
-    assert v.verify(shell, Message("assistant", "Let me look.\n```bash\nls -al  src\n```")).accepted
+    assert v.verify(shell, Message("assistant", "Let me look.\n```bash\nls  -la   src\n```")).accepted
+    # flag order is no normalisation that keeps meaning in general (`tar -xf a` is not `tar -fx a`)
+    assert not v.verify(shell, Message("assistant", "Let me look.\n```bash\nls -al src\n```")).accepted
     assert not v.verify(shell, _bash("ls -la tests")).accepted
     text = Pivot("x#2", "tool-use", HIST, Message("assistant", "Could you share your user id?"))
     assert v.verify(text, Message("assistant", "could you share your  user id?")).accepted

@@ -3,7 +3,9 @@
 The state is `pivot.context["sandbox"]` (image, set-up, working directory) plus the shell commands
 of the history replayed in order. The expert action runs twice, so that the parts of its effect
 that change from run to run (timestamps, PIDs, random names) are left out of the comparison; the
-expert's effect is cached per state, so a GRPO group and later epochs reuse it.
+expert's effect is cached per state, so a GRPO group and later epochs reuse it. A Terminus turn
+runs what its terminal would (`typed_action`): keystrokes without a final Enter are typed, not run,
+and a candidate that leaves other text typed at the prompt than the expert's is another action.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pivot_core import Message, Pivot, action_commands, history_commands
+from pivot_core import Message, Pivot, history_typed, typed_action
 from pivot_sandbox import (
     STDERR_MODES,
     Effect,
@@ -22,6 +24,7 @@ from pivot_sandbox import (
     Unstable,
     compare_effects,
     docker_backend,
+    image_id,
     is_racy,
     path_shape,
     reason_for,
@@ -75,6 +78,10 @@ class DockerShell:
         """The sandbox backend (shared per configuration)."""
         return get_host().get("sandboxes", self.backend_name)(**self.backend_config)
 
+    def fingerprint(self, pivot: Pivot) -> str | None:
+        """The backend's name and the id of the image the pivot's state is built on (see `sandbox_fingerprint`)."""
+        return sandbox_fingerprint(self.backend_name, self.backend_config, pivot)
+
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Score one candidate (a group of one)."""
         return self.verify_batch(pivot, [action])[0]
@@ -91,11 +98,14 @@ class DockerShell:
         if (pivot.context.get("sandbox") or {}).get("expert_needs_network"):
             # no container without a network reproduces it: the static part of the chain scores it
             return [Verdict.skip("the expert action needs the network")] * len(actions)
-        expert = action_commands(pivot.expert)
+        before = history_typed(pivot)  # the terminal's state: what ran, and what is left typed
+        expert_typed = typed_action(pivot.expert, before.pending)
+        expert = list(expert_typed.commands)
         if not expert:
             return [Verdict.skip("the expert turn runs no shell command")] * len(actions)
-        history = history_commands(pivot)
-        wanted = [action_commands(a) for a in actions]
+        history = list(before.commands)
+        typed = [typed_action(a, before.pending) for a in actions]
+        wanted = [list(t.commands) for t in typed]
         key = (self.backend_name, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert))
         try:
             backend = self.backend()
@@ -113,9 +123,12 @@ class DockerShell:
             return [Verdict.failed(f"sandbox {self.backend_name}: {type(e).__name__}: {e}")] * len(actions)
         self._count("candidates_run", len(unique))
         out = []
-        for commands in wanted:
+        for commands, t in zip(wanted, typed, strict=True):
             if not commands:
                 out.append(Verdict.reject("the completion runs no shell command"))
+            elif t.pending != expert_typed.pending:
+                # typed and not run: the next Enter runs it (`rm -rf /` waiting at the prompt is no effect yet)
+                out.append(Verdict.reject(f"leaves {t.pending[-80:]!r} typed at the prompt, not run (no Enter)"))
             else:
                 out.append(self._judge(reference, effects[tuple(commands)], spec.workdir, commands))
         return out
@@ -203,6 +216,28 @@ class DockerShell:
     def _count(cls, name: str, n: int = 1) -> None:
         with cls._cache_lock:
             cls.stats[name] += n
+
+
+def sandbox_fingerprint(backend_name: str, backend_config: dict[str, Any], pivot: Pivot) -> str | None:
+    """What a sandbox verdict rests on beyond the pivot: the backend, and the image id behind the pivot's tag.
+
+    A tag names whatever was last built under it, so the verdict's key holds the id the engine
+    reports (`pivot_sandbox.image_id`). None, so the verdict is not cached, when the id cannot be
+    had: the engine is unreachable, it has no such image, or a backend other than Docker offers no
+    `image_id(tag)`. "" for a pivot without a sandbox (the verdict is a skip).
+    """
+    try:
+        spec = SandboxSpec.from_context(pivot.context)
+    except SandboxError:
+        return ""  # the verifier reports the bad context itself, as an error (never cached)
+    if spec is None:
+        return ""
+    if backend_name == "docker":
+        found = image_id(spec.image, backend_config.get("base_url"))
+    else:
+        lookup = getattr(get_host().get("sandboxes", backend_name)(**backend_config), "image_id", None)
+        found = lookup(spec.image) if callable(lookup) else None
+    return None if found is None else f"{backend_name}:{found}"
 
 
 @hookimpl

@@ -3,7 +3,9 @@
 Tool-call turns: the same multiset of (tool name, canonical arguments); arguments are compared
 as canonical JSON (key order ignored, `12.50` == `12.5` == `1.25e1`, integral floats == ints).
 Turns that run commands (fenced bash blocks, Terminus keystrokes): the same commands after
-`normalize_shell` (quoting, whitespace, combined short flags). Text turns: the same text after
+`normalize_shell`, which keeps meaning (blank runs, literal quote style; never escapes, heredoc
+indentation or flag order); a Terminus turn by what its terminal runs (Enter included) and
+leaves typed. Text turns: the same text after
 `normalize_text` (NFKC, case, quotes, whitespace). Free text around an action (a THOUGHT, an
 analysis) is not part of the action and is ignored.
 """
@@ -24,7 +26,7 @@ class ExactMatch:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    version = "2"  # 2: commands compared by a normalisation that keeps meaning; keystrokes by what runs
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Compare normalised actions."""

@@ -1,10 +1,14 @@
-"""`string_similarity` acceptor: normalised similarity of text turns, shell commands and Terminus keystrokes.
+r"""`string_similarity` acceptor: normalised similarity of text turns, shell commands and Terminus keystrokes.
 
 Shell actions are compared command by command, not as one string: a candidate is similar only when
 it runs as many simple commands (split at `;`, `&&`, `||`, `|`, `&` and newlines) as the expert,
 each with the same program and a similar command line. A whole-string ratio would accept
 `<expert>; rm -rf /app/*` (0.86 against the expert alone), and a pivot with no sandbox has nothing
-else to catch it.
+else to catch it. Quoting and escapes are read, not dropped: the candidate must have the expert's
+unquoted operators, redirections, substitutions and expansions, and its heredocs the expert's
+indentation (`scan_shell(...).skeleton`), so `echo hi \> f` (which writes no file) is not
+`echo hi > f`. A Terminus turn is compared by what its terminal runs: keystrokes without a final
+Enter are typed, not run, and text left at the prompt must be the expert's.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
-from pivot_core import Message, Pivot, action_text, normalize_text, shell_actions
+from pivot_core import Message, Pivot, action_text, normalize_text, scan_shell, typed_action
 from verifiers_plugins._memo import per_pivot
 from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.builtin._targets import is_path, normalize_path
@@ -37,7 +41,9 @@ class StringSimilarity:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "3"  # 2: shell actions compared command by command; 3: the files they name exactly
+    # 2: shell actions compared command by command; 3: the files they name exactly; 4: quoting,
+    # escapes and heredoc indentation kept (the skeleton), keystrokes compared by what runs
+    version = "4"
 
     def __init__(self, threshold: float = 0.85) -> None:
         if not 0.0 <= threshold <= 1.0:
@@ -49,9 +55,12 @@ class StringSimilarity:
         if pivot.expert.tool_calls:
             return _EXPERT_CALLED
         expert = _expert_form(pivot)
-        commands = shell_actions(action) if not action.tool_calls else []  # derived once, for both checks
+        typed = typed_action(action)
+        commands = list(typed.commands) if not action.tool_calls else []  # derived once, for both checks
+        if typed.pending != expert.pending:
+            return Verdict.reject(f"leaves {typed.pending[-80:]!r} typed at the prompt, not run (no Enter)")
         if expert.commands is not None:
-            mismatch = command_mismatch(expert.commands, commands)
+            mismatch = command_mismatch(expert.commands, commands) or skeleton_mismatch(expert.skeleton, commands)
             if mismatch:
                 return Verdict.reject(mismatch)
         want, got = expert.text, normalize_text(action_text(action, commands))
@@ -78,13 +87,43 @@ class _ExpertForm:
 
     commands: list[list[str]] | None
     text: str
+    skeleton: tuple[str, ...] = ()
+    pending: str = ""
 
 
 @per_pivot
 def _expert_form(pivot: Pivot) -> _ExpertForm:
-    actions = shell_actions(pivot.expert)
+    typed = typed_action(pivot.expert)
+    actions = list(typed.commands)
     commands = simple_commands(actions) if actions else None
-    return _ExpertForm(commands if actions else None, normalize_text(action_text(pivot.expert)))
+    text = normalize_text(action_text(pivot.expert, actions))
+    return _ExpertForm(commands if actions else None, text, skeleton_of(actions), typed.pending)
+
+
+# `;`, `&&` and a line end all run the next command after this one: one kind of step here
+_SEQUENCE = frozenset({";", "&&", ";;"})
+
+
+def skeleton_of(commands: list[str]) -> tuple[str, ...]:
+    """The unquoted shell syntax of commands, in order (`scan_shell`), with sequencing operators made one."""
+    out: list[str] = []
+    for command in commands:
+        for token in (*scan_shell(command).skeleton, ";"):
+            token = ";" if token in _SEQUENCE else token
+            if not (token == ";" and (not out or out[-1] == ";")):
+                out.append(token)
+    return tuple(out[:-1] if out and out[-1] == ";" else out)
+
+
+def skeleton_mismatch(want: tuple[str, ...], candidate: list[str]) -> str | None:
+    """Why the candidate's shell syntax is not the expert's (quoting or escaping that changes meaning), or None."""
+    got = skeleton_of(candidate)
+    if got == want:
+        return None
+    extra = [t for t in got if t not in want] or [t for t in want if t not in got] or list(got[:3])
+    return f"its quoting or operators differ from the expert's ({' '.join(want[:8])!r} vs {' '.join(got[:8])!r})" + (
+        f": {extra[0]!r}" if extra else ""
+    )
 
 
 def simple_commands(actions: list[str]) -> list[list[str]] | None:

@@ -20,15 +20,19 @@ timeout)` -> `TestOutcome`, and `oracle_check(context)` -> dict (tests before an
 
 from __future__ import annotations
 
+import hashlib
+import os
 import secrets
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_core import Message, Pivot, action_commands, history_commands
+from pivot_core import Message, Pivot, action_commands, history_commands, history_typed
 from pivot_sandbox import SandboxSpec, needs_network
 from pivot_sandbox.errors import SandboxError
 from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.builtin.docker_shell import sandbox_fingerprint
 from verifiers_plugins.hookspecs import hookimpl
 
 MODES = ("continuation", "final")
@@ -51,6 +55,47 @@ def resolve_task_dir(raw: str) -> Path:
 
         return Path(str(resources.files("pivot_core") / "data" / "terminal_tasks")) / raw.split(":", 1)[1]
     return Path(raw)
+
+
+_DIGESTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
+_DIGESTS_LOCK = threading.Lock()
+MAX_TASK_FILES = 4096  # a task folder is a Dockerfile, tests and a solution: more is not a task folder
+
+
+def task_dir_digest(task_dir: Path) -> str | None:
+    """SHA-256 of a task folder's files (names and bytes): the tests a verdict ran.
+
+    Hashed again only when a file's name, size or modification time changed (one `stat` walk per
+    call). None when the folder cannot be read or holds more than `MAX_TASK_FILES` files.
+    """
+    try:
+        stats = []
+        for root, dirs, files in os.walk(task_dir):
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(root, name)
+                st = path.lstat()
+                stats.append((str(path.relative_to(task_dir)), st.st_size, st.st_mtime_ns))
+                if len(stats) > MAX_TASK_FILES:
+                    return None
+        key = (str(task_dir), tuple(stats))
+        with _DIGESTS_LOCK:
+            if key in _DIGESTS:
+                return _DIGESTS[key]
+        digest = hashlib.sha256()
+        for rel, _, _ in stats:
+            path = task_dir / rel
+            digest.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+            digest.update(os.readlink(path).encode() if path.is_symlink() else path.read_bytes())
+            digest.update(b"\0")
+    except OSError:
+        return None
+    value = digest.hexdigest()
+    with _DIGESTS_LOCK:
+        if len(_DIGESTS) > 256:
+            _DIGESTS.clear()
+        _DIGESTS[key] = value
+    return value
 
 
 def run_tests(
@@ -85,13 +130,29 @@ class TaskTests:
     role = "acceptor"
     cost = "sandbox"
     deterministic = True
-    version = "3"  # 2: tests delivered writable by root; long test logs keep their status line. 3: skips a cut solution
+    # 2: tests delivered writable by root; long test logs keep their status line. 3: skips a cut solution.
+    # 4: keystrokes without Enter are typed, not run
+    version = "4"
 
     def __init__(self, mode: str = "continuation", command_timeout: float = 60.0) -> None:
         if mode not in MODES:
             raise ValueError(f"task_tests mode: expected one of {MODES}, got {mode!r}")
         self.mode = mode
         self.command_timeout = float(command_timeout)
+
+    def fingerprint(self, pivot: Pivot) -> str | None:
+        """The task image's id and the task folder's content: a verdict is the tests' verdict on that image.
+
+        None (not cached) when either cannot be read: the engine is down, the image or folder is gone.
+        """
+        task = pivot.context.get("task")
+        if not isinstance(task, Mapping) or not task.get("dir"):
+            return ""  # not applicable here
+        image = sandbox_fingerprint("docker", {}, pivot)
+        folder = task_dir_digest(resolve_task_dir(str(task["dir"])))
+        if image is None or folder is None:
+            return None
+        return f"{image}|task:{folder}"
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Score one candidate."""
@@ -131,8 +192,9 @@ class TaskTests:
         remaining: list[str],
         action: Message,
     ) -> Verdict:
-        commands = action_commands(action)
-        if not commands and action_commands(pivot.expert):
+        pending = history_typed(pivot).pending  # a Terminus turn's keystrokes join what is typed at the prompt
+        commands = action_commands(action, pending)
+        if not commands and action_commands(pivot.expert, pending):
             return Verdict.reject("the completion runs no shell command")
         timeout = self.command_timeout * (len(commands) + len(remaining) + 1)
         try:

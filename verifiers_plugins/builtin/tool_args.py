@@ -7,7 +7,8 @@ objects key by key (key order never matters; a key left out equals its schema de
 never equals a number or a boolean unless the argument's schema declares both types (the tool
 would then take either); without that declaration a `"50"` for `50` is a guess, and guesses are
 rejected. The command of a shell tool (`exec_command`, `execute_bash`, ...) compares after
-`normalize_shell` (flag order, quoting, spacing), never by similarity. Parallel calls are matched
+`loose_shell` (flag order, spacing; quoting and escapes only where they keep meaning), never by
+similarity. Parallel calls are matched
 as a multiset: a one-to-one pairing of expert and candidate calls must exist.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from pivot_core import SHELL_TOOLS, Message, Pivot, ToolCall, digit_tokens, normalize_shell, normalize_text
+from pivot_core import SHELL_TOOLS, Message, Pivot, ToolCall, digit_tokens, loose_shell, normalize_text
 from verifiers_plugins._memo import call_arguments, per_candidate
 from verifiers_plugins._verdict import Verdict, constant
 from verifiers_plugins.builtin.json_schema import schema_errors, tool_schemas
@@ -172,11 +173,11 @@ def object_diff(
 
 @per_candidate
 def _shell_arguments(call: ToolCall) -> dict[str, str]:
-    """The command arguments of a shell tool's call, normalised (`normalize_shell`); once per expert call."""
+    """The command arguments of a shell tool's call, normalised (`loose_shell`); once per expert call."""
     args = call_arguments(call)
     if call.name not in SHELL_TOOLS or not isinstance(args, dict):
         return {}
-    return {k: normalize_shell(args[k]) for k in SHELL_ARGS if isinstance(args.get(k), str)}
+    return {k: loose_shell(args[k]) for k in SHELL_ARGS if isinstance(args.get(k), str)}
 
 
 _NO_EXPERT_CALL = constant(Verdict.skip("expert turn calls no tool"))
@@ -195,7 +196,7 @@ class ToolArgs:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "4"
+    version = "5"  # 5: shell commands compared with quoting and escapes kept (`\\>` is no redirect)
 
     def __init__(self, rel_tol: float = 1e-9, text_threshold: float = 0.8) -> None:
         self.rel_tol = rel_tol
@@ -239,7 +240,7 @@ class ToolArgs:
         shell = list(expert_shell)
         # A shell command is no prose: `<expert command> && rm -rf ~` is 90 % alike and does something else.
         diffs = [
-            k for k in shell if not isinstance(got_args.get(k), str) or expert_shell[k] != normalize_shell(got_args[k])
+            k for k in shell if not isinstance(got_args.get(k), str) or expert_shell[k] != loose_shell(got_args[k])
         ]
         rest_want = {k: v for k, v in want_args.items() if k not in shell}
         rest_got = {k: v for k, v in got_args.items() if k not in shell}

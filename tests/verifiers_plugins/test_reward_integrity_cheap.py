@@ -1,0 +1,146 @@
+"""Reward integrity, round 3 (issue 30, items 1-5): what the cheap verifiers must not accept.
+
+Each test reproduces a probe that scored 1 on c81a5b8: quoting that changes meaning passed as
+"the same action", keystrokes without Enter counted as run, reads that write, a submission of
+something other than the expert's patch, and a test run that runs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+import pivot_envs  # noqa: F401  (registers the env ids)
+from pivot_core import Message, Pivot, action_commands, normalize_shell, normalized_action
+from verifiers_plugins import VerifierChain, get_verifier
+from verifiers_plugins._chain import same_action
+
+HELLO = "synth/terminal-bench-core/hello-world#1"
+STATIC_TERMINAL = ["turn_kind", "json_schema", "tool_args", "string_similarity"]  # the chain without its sandbox
+HEREDOC = "cat > fix.py <<'EOF'\ndef f(x):\n    if x:\n        return 1\n    return 0\nEOF"
+
+
+def terminus(*keystrokes: str) -> Message:
+    commands = [{"keystrokes": k, "duration": 0.1} for k in keystrokes]
+    return Message("assistant", json.dumps({"analysis": "a", "plan": "p", "commands": commands}))
+
+
+def terminal_pivot(*expert: str, history: tuple[Message, ...] = ()) -> Pivot:
+    return Pivot(
+        "t#9", "terminal", (Message("user", "go"), *history), terminus(*expert), context={"format": "terminus"}
+    )
+
+
+@pytest.fixture(scope="module")
+def terminal_env():
+    return gym.make("pivot/terminal-v0").unwrapped
+
+
+# -- 4: normalisation that changes meaning ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ('echo "Hello, world!" > hello.txt', 'echo "Hello, world!" \\> hello.txt'),
+        ('echo "Hello, world!" > hello.txt', "echo \"Hello, world!\" '>' hello.txt"),
+        (HEREDOC, HEREDOC.replace("    ", "")),
+        ("tar -xf a.tar", "tar -fx a.tar"),
+        ("rm -rf $HOME/x", "rm -rf '$HOME/x'"),
+        ("ls *.py", "ls '*.py'"),
+        ("echo a\\ ", "echo a"),
+    ],
+)
+def test_commands_that_differ_in_meaning_never_normalise_alike(a, b):
+    assert normalize_shell(a) != normalize_shell(b)
+    expert, candidate = terminus(a + "\n"), terminus(b + "\n")
+    assert not same_action(expert, candidate)  # the chain's "identical, accept without running" shortcut
+    assert not get_verifier("exact_match").verify(terminal_pivot(a + "\n"), candidate).accepted
+
+
+@pytest.mark.parametrize(
+    "a, b", [("ls  -la   /app", "  ls -la /app  "), ("grep 'x' f", 'grep "x" f'), (HEREDOC, HEREDOC + "\n")]
+)
+def test_changes_that_keep_meaning_still_normalise_alike(a, b):
+    assert normalize_shell(a) == normalize_shell(b)
+    assert same_action(terminus(a + "\n"), terminus(b + "\n"))
+
+
+def test_an_escaped_redirect_at_hello_world_scores_zero_without_a_sandbox(terminal_env):
+    pivot = next(p for p in terminal_env.pivots if p.id == HELLO)
+    chain = VerifierChain.from_names(STATIC_TERMINAL)
+    escaped = terminus('echo "Hello, world!" \\> hello.txt\n')  # prints the line, writes no file
+    result = chain(pivot, escaped)
+    assert not result.accepted and result.reward == 0.0, result.to_json()
+    assert "quoting or operators" in result.verdicts["string_similarity"].reason
+    assert chain(pivot, terminus('echo "Hello, world!" > hello.txt\n')).accepted
+
+
+def test_a_heredoc_with_its_indentation_stripped_is_another_program():
+    pivot = terminal_pivot(HEREDOC + "\n")
+    flat = terminus(HEREDOC.replace("    ", "") + "\n")
+    assert not get_verifier("string_similarity").verify(pivot, flat).accepted
+    assert get_verifier("string_similarity").verify(pivot, terminus(HEREDOC + "\n")).accepted
+
+
+# -- 5: keystrokes without Enter -------------------------------------------------------------------
+
+
+def test_keystrokes_without_enter_are_typed_not_run():
+    assert action_commands(terminus("rm -rf /app")) == []
+    assert action_commands(terminus("echo hi", "\n")) == ["echo hi"]  # a later Enter runs the line
+    assert action_commands(terminus("echo ", "hi", "Enter")) == ["echo hi"]
+    assert action_commands(terminus("rm -rf /app", "C-c", "ls\n")) == ["ls"]  # C-c drops the typed line
+
+
+def test_what_stays_typed_is_reported():
+    from pivot_core import typed_commands
+
+    typed = typed_commands(["ls\n", "cat notes"])
+    assert typed.commands == ("ls",) and typed.pending == "cat notes"
+
+
+def test_a_construct_left_open_waits_and_what_came_before_it_runs():
+    from pivot_core import typed_commands
+
+    # bash runs each complete command at its line end; an open `if` or quote waits for its end
+    assert typed_commands(["rm -rf /app\nif true; then\n"]).commands == ("rm -rf /app",)
+    assert typed_commands(["echo 'x\n", "'; rm -rf /app\n"]).commands == ("echo 'x\n'; rm -rf /app",)
+    split = typed_commands(["if false; then echo fi\n", "else rm -rf /app; fi\n"])
+    assert split.commands == ("if false; then echo fi\nelse rm -rf /app; fi",)
+
+
+def test_text_left_typed_by_the_history_starts_the_next_line():
+    from pivot_core import history_typed
+
+    history = (Message("assistant", terminus("rm -rf /ap").content), Message("user", "typed"))
+    pivot = terminal_pivot("ls\n", history=history)
+    assert history_typed(pivot).commands == () and history_typed(pivot).pending == "rm -rf /ap"
+    assert action_commands(pivot.expert, history_typed(pivot).pending) == ["rm -rf /apls"]
+
+
+def test_keystrokes_without_enter_score_zero_on_the_cheap_verifiers(terminal_env):
+    pivot = next(p for p in terminal_env.pivots if p.id == HELLO)
+    typed_only = terminus('echo "Hello, world!" > hello.txt')
+    chain = VerifierChain.from_names(STATIC_TERMINAL)
+    assert not same_action(pivot.expert, typed_only)
+    assert normalized_action(typed_only) != normalized_action(pivot.expert)
+    assert not chain(pivot, typed_only).accepted
+    assert not get_verifier("exact_match").verify(pivot, typed_only).accepted
+    # the expert's line plus text left at the prompt is another action too
+    left = terminus('echo "Hello, world!" > hello.txt\n', "rm -rf /app")
+    assert not chain(pivot, left).accepted
+    assert not get_verifier("exact_match").verify(pivot, left).accepted
+
+
+def test_the_scanner_reads_what_bash_would_run_now():
+    from pivot_core import scan_shell
+
+    assert scan_shell("ls &&").complete is False
+    assert scan_shell("cat <<EOF\nx\nEOF ").complete is False  # `EOF ` does not end the heredoc
+    assert scan_shell("for i in 1 2; do echo $i; done").complete
+    hidden = scan_shell('grep -r "a > b" src 2>/dev/null')
+    assert hidden.redirects == (("2>", "/dev/null"),)  # the quoted `>` is a pattern, not a redirect
+    assert scan_shell("x=$(git stash) ls `id` <(ls)").substitutions == ("$(git stash)", "`id`", "<(ls)")
