@@ -12,7 +12,7 @@ import typer
 from pivot_cli._common import JSON_OPTION, console, emit_json, fail, print_table, user_errors
 
 if TYPE_CHECKING:
-    from trainers.demo.run import DemoConfig
+    from trainers.demo import DemoConfig
 
 demo_app = typer.Typer(help="End-to-end demonstrations.", no_args_is_help=True)
 
@@ -140,7 +140,7 @@ def demo_config(
     """The demo's configuration from the CLI's options: the preset first (quick, synthetic), then the overrides."""
     from dataclasses import replace
 
-    from trainers.demo.run import SYNTHETIC, DemoConfig
+    from trainers.demo import SYNTHETIC, DemoConfig
 
     cfg = DemoConfig(out=str(out))
     cfg = cfg.quick() if quick else cfg
@@ -182,7 +182,7 @@ def demo_pivotrl(
 ) -> None:
     """Split by task, pretrain, SFT, profile, D_adv; sft/pivotrl/strict/no_filter/e2e arms x seeds; held-out CIs."""
     from pivot_cli._models import quiet_transformers
-    from trainers.demo.run import StageLog, run_demo
+    from trainers.demo import StageLog, run_demo
 
     quiet_transformers()
     with user_errors():

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pivot_cli import app
-from trainers.demo.run import ARMS, SYNTHETIC, DemoConfig, demo_arms, evenly, profile_pool, synthetic_data
+from trainers.demo import ARMS, SYNTHETIC, DemoConfig, demo_arms, evenly, profile_pool, synthetic_data
 
 
 def test_quick_configuration_keeps_every_stage_small():
@@ -56,7 +56,7 @@ def test_profile_turns_keep_the_tool_calls_and_the_cli_overrides_come_after_the_
 
 @pytest.mark.slow
 def test_arm_intervals_pair_every_arm_with_pivotrl_on_the_same_trajectories():
-    from trainers.demo.run import arm_intervals
+    from trainers.demo import arm_intervals
     from trainers.eval import SampleRecord
 
     def run(accepted):  # one sample per trajectory
