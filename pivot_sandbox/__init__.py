@@ -29,6 +29,7 @@ from pivot_sandbox.errors import DockerfileError, RunnerLost, SandboxError, Sand
 _LAZY = {
     "BUILDERS": "_images",
     "image_exists": "_images",
+    "image_id": "_images",
     "gc": "_cleanup",
     "removed_in_this_process": "_cleanup",
     "open_session": "_session",
@@ -57,6 +58,7 @@ __all__ = [
     "build_tasks",
     "gc",
     "image_exists",
+    "image_id",
     "open_session",
     "removed_in_this_process",
     "HUB_DOWNLOADS",

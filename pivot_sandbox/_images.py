@@ -39,6 +39,32 @@ def image_exists(client: Any, tag: str) -> bool:
         return False
 
 
+_CLIENTS: dict[str | None, Any] = {}  # base_url -> a docker client for `image_id`
+
+
+def image_id(tag: str, base_url: str | None = None) -> str | None:
+    """The id the Docker engine reports for the image `tag` (`sha256:...`).
+
+    None when the engine has no such image or cannot be reached: a caller that keys results by
+    the image (the reward cache) must then not cache, since it cannot tell which image ran.
+    Asked of the engine each time (a few milliseconds): a rebuilt tag has a new id at once.
+    """
+    import docker
+    import docker.errors
+
+    try:
+        client = _CLIENTS.get(base_url)
+        if client is None:
+            client = docker.DockerClient(base_url=base_url, timeout=10) if base_url else docker.from_env(timeout=10)
+            _CLIENTS[base_url] = client
+        return str(client.images.get(tag).id)
+    except docker.errors.ImageNotFound:
+        return None
+    except (docker.errors.DockerException, OSError):  # the engine is down or gone: connect afresh next time
+        _CLIENTS.pop(base_url, None)
+        return None
+
+
 def _busybox_binary() -> Path:
     for cand in ("/bin/busybox", "/usr/bin/busybox"):
         path = Path(cand)

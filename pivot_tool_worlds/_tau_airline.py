@@ -17,6 +17,7 @@ never copied into the package. Where it is found, first match wins:
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -83,6 +84,27 @@ def load_tables(path: str) -> Mapping[str, Mapping[str, Any]]:
     return tables
 
 
+@functools.lru_cache(maxsize=4)
+def db_fingerprint(path: str) -> str:
+    """SHA-256 of the database's bytes (its three table files in order, or its one file).
+
+    Read once per process and path, as `load_tables` reads the tables: the fingerprint names the
+    content the world was built from, so a verdict cached on one database is never served on another.
+    """
+    p = Path(path)
+    files = [p / f"{t}.json" for t in TABLES] if p.is_dir() else [p]
+    digest = hashlib.sha256()
+    try:
+        for f in files:
+            with f.open("rb") as handle:
+                for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                    digest.update(block)
+            digest.update(b"\0")
+    except OSError as e:
+        raise WorldDataError(f"{WORLD_NAME}: cannot read the airline database at {path!r}: {e}") from e
+    return digest.hexdigest()
+
+
 @functools.lru_cache(maxsize=1)
 def airline_schemas() -> tuple[dict[str, Any], ...]:
     """The 14 airline tool schemas (the bundled copy of tau_bench_airline_tools.json)."""
@@ -103,4 +125,7 @@ def tau_airline(db_path: str | os.PathLike[str] | None = None) -> ToolWorld:
         world_tools.append(
             Tool(schema, impls[name], read_only=name in tools.READ_ONLY, note_args=tools.NOTE_ARGS.get(name, ()))
         )
-    return ToolWorld(WORLD_NAME, world_tools, load_tables(str(path)), description=f"{kind}:{path}")
+    tables = load_tables(str(path))
+    return ToolWorld(
+        WORLD_NAME, world_tools, tables, description=f"{kind}:{path}", fingerprint=db_fingerprint(str(path))
+    )

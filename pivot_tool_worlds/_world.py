@@ -10,6 +10,7 @@ candidate's call can never crash the verifier.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -135,17 +136,34 @@ class ToolWorld:
         tools: the world's tools.
         tables: the initial tables `{table: {key: record}}` (never mutated).
         description: one line saying where the state came from (shown in verdict details).
+        fingerprint: a hash of the content the initial state was built from (the database
+            files); computed from `tables` when not given. Verdicts made on the world depend on
+            it, so it is part of their reward-cache key.
     """
 
     def __init__(
-        self, name: str, tools: Sequence[Tool], tables: Mapping[str, Mapping[str, Any]], description: str = ""
+        self,
+        name: str,
+        tools: Sequence[Tool],
+        tables: Mapping[str, Mapping[str, Any]],
+        description: str = "",
+        fingerprint: str = "",
     ) -> None:
         self.name = name
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         self.tables = tables
         self.description = description
+        self._fingerprint = fingerprint
         self._validators = {t.name: jsonschema.validators.validator_for(t.parameters)(t.parameters) for t in tools}
         self._fast = {t.name: _compile(t.parameters) for t in tools}
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of what the initial state holds: the given fingerprint, else of the tables (computed once)."""
+        if not self._fingerprint:
+            blob = json.dumps(self.tables, sort_keys=True, ensure_ascii=False, default=str)
+            self._fingerprint = hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+        return self._fingerprint
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI function schemas of every tool."""

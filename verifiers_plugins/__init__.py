@@ -30,7 +30,7 @@ from verifiers_plugins._host import (
     reset_host,
 )
 from verifiers_plugins._scaffold import write_scaffold
-from verifiers_plugins._verdict import Verdict, Verifier, verifier_meta
+from verifiers_plugins._verdict import UNSTABLE, Verdict, Verifier, is_unstable, verifier_fingerprint, verifier_meta
 from verifiers_plugins.errors import (
     BrokenPluginWarning,
     DuplicateName,
@@ -71,6 +71,9 @@ __all__ = [
     "audit",
     "audit_failures",
     "Verdict",
+    "UNSTABLE",
+    "is_unstable",
+    "verifier_fingerprint",
     "Verifier",
     "VerifierChain",
     "VerifierTimeout",

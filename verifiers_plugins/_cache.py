@@ -1,19 +1,23 @@
 """A content-addressed reward cache: SQLite, stdlib only.
 
 `CachedChain` wraps a `VerifierChain` and has its interface: it is the one way a completion becomes
-a reward once a cache is configured. Key: (pivot content hash, action hash, chain hash). The action
-hash covers the parsed action (what every verifier sees); the chain hash
-(`VerifierChain.config_hash`) covers each verifier's name, version and config, so bumping a
-verifier's `version` or changing its config never reads a stale verdict. The value is the whole
-`ChainResult` as JSON, range-checked when read back.
+a reward once a cache is configured. Key: (pivot content hash, action hash, chain key). The action
+hash covers the parsed action (what every verifier sees). The chain key covers each verifier's
+name, version and config (`VerifierChain.config_hash`) and the verifiers' fingerprints of what
+else a verdict at that pivot depends on (`VerifierChain.fingerprint`: the tool world's database
+content, the task image's id, the sandbox backend, the corpus content). So bumping a version,
+changing a config, rebuilding an image or pointing `PIVOT_TAU_AIRLINE_DB` at another database
+never reads a stale verdict; a verifier that cannot tell its fingerprint (the engine is down)
+turns caching off for that pivot. The value is the whole `ChainResult` as JSON, range-checked
+when read back.
 
-Errors are never cached (a dead Docker daemon must not stay a dead reward). A write that fails (a
+Only verdicts a rerun would repeat are cached. Never cached: errors (a dead Docker daemon must not
+stay a dead reward), and verdicts a verifier marked unstable (`details["stable"] is False`: a race
+it saw). Verdicts of nondeterministic verifiers (an LLM judge) are not cached either, unless the
+cache is opened with `RewardCache(nondeterministic=True)`, for re-profiling where re-asking the
+judge is the expensive part; such rows are flagged and `stats()` counts them. A write that fails (a
 full disk) turns caching off with one warning and scoring goes on; an unreadable row is a miss; a
 file that is not a reward cache is a `RewardCacheError` naming it.
-
-Nondeterministic chains (an LLM judge) are cached too, because re-asking a judge for the same
-candidate is the expensive part of re-profiling; each such row is flagged, `stats()` counts them,
-and `RewardCache(nondeterministic=False)` turns their caching off.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pivot_core import cache_dir
 from verifiers_plugins._chain import ChainResult, VerifierChain
-from verifiers_plugins._verdict import Verdict
+from verifiers_plugins._verdict import Verdict, is_unstable
 from verifiers_plugins.errors import RewardCacheError
 
 if TYPE_CHECKING:
@@ -95,8 +99,19 @@ def result_from_json(payload: dict[str, Any]) -> ChainResult:
 
 
 def cacheable(result: ChainResult) -> bool:
-    """Only decisions are cached: a result resting on an error (a dead daemon, a timeout) is asked again."""
-    return result.error is None and not any(v.error for v in result.verdicts.values())
+    """Only repeatable decisions are cached.
+
+    Not a result resting on an error (a dead daemon, a timeout), nor one with a verdict its
+    verifier marked unstable (`details["stable"] is False`).
+    """
+    return result.error is None and not any(v.error or is_unstable(v) for v in result.verdicts.values())
+
+
+def chain_key(chain_hash: str, fingerprint: str) -> str:
+    """The cache's chain column: the chain hash, with the verifiers' fingerprint folded in when there is one."""
+    if not fingerprint:
+        return chain_hash
+    return hashlib.sha256(f"{chain_hash}\0{fingerprint}".encode()).hexdigest()[:32]
 
 
 class RewardCache:
@@ -105,14 +120,15 @@ class RewardCache:
     Args:
         path: the SQLite file (created with its folders); `default_cache_path()` when None;
             ":memory:" for a throwaway cache.
-        nondeterministic: also cache results of nondeterministic chains (flagged as such).
+        nondeterministic: also cache verdicts of nondeterministic verifiers (flagged as such);
+            off by default, since a second run of a judge need not agree with the first.
 
     Attributes:
         hits: lookups answered from the cache since this object was made.
         misses: lookups that had to run the chain.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, nondeterministic: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, nondeterministic: bool = False) -> None:
         self.path = str(path) if path is not None else str(default_cache_path())
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -152,10 +168,11 @@ class RewardCache:
             return {}
         marks = ",".join("?" * len(keys))
         with self._lock:
+            # a nondeterministic row (written with the opt-in) is served only to a cache that opts in too
             rows = self._db.execute(
                 f"SELECT completion_hash, result FROM verdicts WHERE pivot_hash=? AND chain_hash=? "
-                f"AND completion_hash IN ({marks})",
-                (pivot_hash, chain_hash, *keys),
+                f"AND completion_hash IN ({marks}) AND (deterministic = 1 OR ?)",
+                (pivot_hash, chain_hash, *keys, int(self.nondeterministic)),
             ).fetchall()
         out = {}
         for key, blob in rows:
@@ -166,7 +183,7 @@ class RewardCache:
                     "bad_row", f"reward cache {self.path}: ignoring an unreadable row ({e}); it is re-scored"
                 )
                 continue
-            if cacheable(result):  # an error verdict written by an older version is never served
+            if cacheable(result):  # an error or unstable verdict written by an older version is never served
                 out[key] = result
         return out
 
@@ -234,15 +251,18 @@ class RewardCache:
 class CachedChain:
     """A `VerifierChain` whose verdicts are read from and written to a `RewardCache`: the chain's own interface.
 
-    The key is (pivot content hash, hash of the parsed action, chain hash): the completion is parsed
-    once, by the caller, and the cache sees exactly what the verifiers see. Error results are never
-    stored. A repeated action in a group is verified once.
+    The key is (pivot content hash, hash of the parsed action, chain key): the completion is parsed
+    once, by the caller, and the cache sees exactly what the verifiers see; the chain key folds the
+    verifiers' fingerprints into the chain hash (see the module docstring). Error, unstable and
+    (unless opted in) nondeterministic results are never stored. A repeated action in a group is
+    verified once.
     """
 
     def __init__(self, chain: VerifierChain, cache: RewardCache) -> None:
         self.chain = chain
         self.cache = cache
         self._chain_hash = chain.config_hash()
+        self._deterministic = chain.deterministic_names()
 
     @property
     def steps(self) -> list[tuple[str, Any]]:
@@ -267,18 +287,36 @@ class CachedChain:
         """Score one action."""
         return self.verify_batch(pivot, [action])[0]
 
+    def fingerprint(self, pivot: Pivot) -> str | None:
+        """The wrapped chain's fingerprint of `pivot` (see `VerifierChain.fingerprint`)."""
+        return self.chain.fingerprint(pivot)
+
     def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[ChainResult]:
-        """Cached results read back, the rest verified in one batch and stored."""
-        pivot_hash = pivot.content_hash()
+        """Cached results read back, the rest verified in one batch and the repeatable ones stored."""
         keys = [action_hash(a) for a in actions]
-        found = self.cache.get(pivot_hash, self._chain_hash, set(keys))
+        fingerprint = self.chain.fingerprint(pivot)
+        if fingerprint is None:  # a verifier cannot tell what its verdict rests on: no reading, no writing
+            found: dict[str, ChainResult] = {}
+        else:
+            pivot_hash, key = pivot.content_hash(), chain_key(self._chain_hash, fingerprint)
+            found = self.cache.get(pivot_hash, key, set(keys))
         unique = list(dict.fromkeys(k for k in keys if k not in found))
         fresh: dict[str, ChainResult] = {}
         if unique:
             first = {k: actions[keys.index(k)] for k in unique}
             fresh = dict(zip(unique, self.chain.verify_batch(pivot, [first[k] for k in unique]), strict=True))
-            deterministic = self.chain.deterministic
-            if deterministic or self.cache.nondeterministic:
-                self.cache.put(pivot_hash, self._chain_hash, fresh, deterministic)
+            if fingerprint is not None:
+                self._store(pivot_hash, key, fresh)
         self.cache.count(hits=sum(k in found for k in keys), misses=sum(k not in found for k in keys))
         return [found[k] if k in found else fresh[k] for k in keys]
+
+    def _store(self, pivot_hash: str, key: str, fresh: dict[str, ChainResult]) -> None:
+        """Write the results a rerun would repeat: each flagged deterministic unless a judge's verdict is in it."""
+        by_kind: dict[bool, dict[str, ChainResult]] = {True: {}, False: {}}
+        for k, result in fresh.items():
+            deterministic = all(name in self._deterministic for name in result.verdicts)
+            if deterministic or self.cache.nondeterministic:
+                by_kind[deterministic][k] = result
+        for deterministic, results in by_kind.items():
+            if results:
+                self.cache.put(pivot_hash, key, results, deterministic)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pivot_core import normalized_action
 from verifiers_plugins._async import Bounder, await_all, is_async_verifier, verify_timeout
 from verifiers_plugins._host import get_verifier
-from verifiers_plugins._verdict import COST_ORDER, Verdict, is_constant, verifier_meta
+from verifiers_plugins._verdict import COST_ORDER, Verdict, is_constant, verifier_fingerprint, verifier_meta
 from verifiers_plugins.errors import VerifierTimeout
 
 if TYPE_CHECKING:
@@ -334,6 +334,27 @@ class VerifierChain:
         """Hash of names, versions and config: part of every cached reward's key."""
         desc = [(n, verifier_meta(v)["version"], self.config.get(n, {})) for n, v in self.steps]
         return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def fingerprint(self, pivot: Pivot) -> str | None:
+        """What the chain's verdicts at `pivot` depend on beyond pivot, action and `config_hash`.
+
+        The verifiers' own `fingerprint(pivot)` (see `Verifier`), by name: "" when none has one,
+        None when one cannot tell (then nothing at this pivot may be cached).
+        """
+        parts = []
+        for name, verifier in self.steps:
+            value = verifier_fingerprint(verifier, pivot)
+            if value is None:
+                return None
+            if value:
+                parts.append((name, value))
+        if not parts:
+            return ""
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+    def deterministic_names(self) -> frozenset[str]:
+        """Names of the chain's deterministic verifiers."""
+        return frozenset(n for n, v in self.steps if verifier_meta(v)["deterministic"])
 
     def __call__(self, pivot: Pivot, action: Message) -> ChainResult:
         """Score one action (a group of one)."""

@@ -157,15 +157,52 @@ class Verifier(Protocol):
     Class attributes a verifier may set (the host reads them with defaults):
         role: "gate" (must pass, runs first) or "acceptor" (any acceptor accepting is enough).
         cost: "cheap", "sandbox" or "judge"; the chain runs cheaper verifiers first.
-        deterministic: False for judges and other stochastic verifiers.
+        deterministic: False for judges and other stochastic verifiers; their verdicts are not
+            cached unless the cache is opened with `nondeterministic=True`.
         version: bump when the semantics change; part of the reward-cache key.
 
-    Optionally `verify_batch(pivot, actions) -> list[Verdict]` scores a GRPO group at once.
+    Optional methods:
+        `verify_batch(pivot, actions) -> list[Verdict]` scores a GRPO group at once.
+        `fingerprint(pivot) -> str | None` names what a verdict at `pivot` depends on beyond the
+            pivot, the action, this verifier's name, version and config: the content hash of a
+            database it reads, the id of the image it runs in, the backend it runs on. It is
+            folded into the reward-cache key, so a changed database never serves a stale verdict.
+            None means "cannot tell now" (the Docker engine is unreachable): the verdict is
+            neither read from nor written to the cache. It must be cheap: it runs on every
+            cached lookup.
+
+    A verdict that two runs of the same candidate may not repeat (a race the verifier saw) sets
+    `details["stable"] = False` (`UNSTABLE`): it is never cached.
     """
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Score `action` (an assistant Message parsed from the completion) at `pivot`."""
         ...
+
+
+UNSTABLE = "stable"  # `details[UNSTABLE] is False`: a verdict that a second run may not repeat (never cached)
+
+
+def is_unstable(verdict: Verdict) -> bool:
+    """True when the verifier marked the verdict as one a rerun may not repeat (`details["stable"] is False`)."""
+    details = verdict.details
+    return bool(details) and details.get(UNSTABLE, True) is False
+
+
+def verifier_fingerprint(verifier: object, pivot: Pivot) -> str | None:
+    """The verifier's `fingerprint(pivot)`, "" when it has none.
+
+    None when it cannot tell, raises or returns a non-string: a fingerprint that fails says
+    nothing about the verdict's inputs, so the caller must not cache.
+    """
+    fn = getattr(verifier, "fingerprint", None)
+    if not callable(fn):
+        return ""
+    try:
+        value = fn(pivot)
+    except Exception:  # noqa: BLE001 - "cannot tell": scoring goes on uncached, the verifier reports its own errors
+        return None
+    return value if isinstance(value, str) else None
 
 
 def verifier_meta(verifier: object) -> dict[str, Any]:

@@ -40,6 +40,10 @@ def register_verifiers(register: Callable[..., None]) -> None:
     `verifiers_plugins.Verifier`); `config` holds the keyword arguments a user passes for that
     verifier, e.g. `gym.make(id, verifier_config={"string_similarity": {"threshold": 0.9}})`.
     `verify` may be `async def`: the host awaits it with the verifier's `timeout` (seconds).
+    An optional `fingerprint(pivot) -> str | None` names what a verdict depends on beyond the
+    pivot, action and config (a database's content hash, an image id); the reward cache keys on
+    it, and None turns caching off for that pivot. A verdict with `details["stable"] is False`
+    is never cached (see docs/plugins.md).
     A name is global: two plugins registering it is a `DuplicateName` error naming both.
 
     Args:

@@ -147,22 +147,24 @@ def test_strict_answer_parsing():
             parse_answer(bad)
 
 
-def test_judge_verdicts_are_cached_and_flagged_nondeterministic(judge, tmp_path):
-    judge.mode, judge.requests[:] = "fair", []
-    cache = RewardCache(tmp_path / "r.sqlite")
-    e = gym.make(
-        "pivot/tool-use-v0",
-        verifiers=["turn_kind", "llm_judge"],
-        reward_cache=cache,
-        verifier_config={"llm_judge": {"url": judge.url}},
-    ).unwrapped
-    pivot = next(p for p in e.pivots if p.expert.is_tool_call)
-    expert = render_completion(pivot.expert, pivot.domain)
-    first = e.score(pivot, [expert])
-    second = e.score(pivot, [expert])
-    assert first[0].accepted and second[0].accepted
-    assert len(judge.requests) == 2  # the second score came from the cache
-    assert cache.hits == 1 and cache.stats()["nondeterministic_entries"] == 1
+def test_judge_verdicts_are_cached_only_when_the_cache_opts_in_and_then_flagged(judge, tmp_path):
+    judge.mode = "fair"
+    for opted_in, asked in ((False, 4), (True, 2)):
+        judge.requests[:] = []
+        cache = RewardCache(tmp_path / f"r{opted_in}.sqlite", nondeterministic=opted_in)
+        e = gym.make(
+            "pivot/tool-use-v0",
+            verifiers=["turn_kind", "llm_judge"],
+            reward_cache=cache,
+            verifier_config={"llm_judge": {"url": judge.url}},
+        ).unwrapped
+        pivot = next(p for p in e.pivots if p.expert.is_tool_call)
+        expert = render_completion(pivot.expert, pivot.domain)
+        first = e.score(pivot, [expert])
+        second = e.score(pivot, [expert])
+        assert first[0].accepted and second[0].accepted
+        assert len(judge.requests) == asked  # opted in: the second score came from the cache
+        assert cache.hits == int(opted_in) and cache.stats()["nondeterministic_entries"] == int(opted_in)
 
 
 def test_prompt_file_and_config_validation(judge, tmp_path):

@@ -9,6 +9,7 @@ import pivot_envs  # noqa: F401
 from pivot_cli import app
 from pivot_core._render import render_completion
 from verifiers_plugins import CachedChain, RewardCache, RewardCacheError, Verdict, VerifierChain, hookimpl
+from verifiers_plugins._cache import action_hash
 
 
 def _env(cache, **kw):
@@ -58,7 +59,7 @@ def test_key_covers_verifier_config_version_and_pivot(tmp_path):
     assert cache.misses == 3
 
 
-def test_nondeterministic_chains_are_flagged_or_skipped(tmp_path, fresh_host):
+def test_nondeterministic_verdicts_are_skipped_unless_opted_in_and_then_flagged(tmp_path, fresh_host):
     class Coin:
         role, cost, deterministic, version = "acceptor", "judge", False, "1"
 
@@ -73,15 +74,23 @@ def test_nondeterministic_chains_are_flagged_or_skipped(tmp_path, fresh_host):
             register("coin", Coin)
 
     fresh_host.register_plugin(Plugin(), name="coin")
-    flagged = RewardCache(tmp_path / "a.sqlite")
-    env = _env(flagged, verifiers=["coin"])
-    env.score(env.pivots[0], ["x"])
-    assert flagged.stats()["nondeterministic_entries"] == 1
-    skipping = RewardCache(tmp_path / "b.sqlite", nondeterministic=False)
+    skipping = RewardCache(tmp_path / "b.sqlite")  # the default: a second run need not agree with the first
     env = _env(skipping, verifiers=["coin"])
     env.score(env.pivots[0], ["x"])
     env.score(env.pivots[0], ["x"])
     assert skipping.stats()["entries"] == 0 and skipping.hits == 0
+    flagged = RewardCache(tmp_path / "a.sqlite", nondeterministic=True)
+    env = _env(flagged, verifiers=["coin"])
+    env.score(env.pivots[0], ["x"])
+    assert flagged.stats()["nondeterministic_entries"] == 1
+    # the opted-in rows are served only to a cache that opts in too
+    assert (
+        _env(RewardCache(tmp_path / "a.sqlite"), verifiers=["coin"]).chain.verify_batch(env.pivots[0], [env.parse("x")])
+        and RewardCache(tmp_path / "a.sqlite").get(
+            env.pivots[0].content_hash(), env.chain.config_hash(), {action_hash(env.parse("x"))}
+        )
+        == {}
+    )
 
 
 def test_threads_share_one_cache(tmp_path):
@@ -199,3 +208,171 @@ def test_the_cached_chain_parses_once_and_has_the_chains_interface(tmp_path, mon
     env.step(render_completion(pivot.expert, pivot.domain))
     env.score(pivot, ["a", "b"])
     assert len(calls) == 3  # one parse per completion, in step and in score alike
+
+
+# -- issue 30 item 10: everything a verdict depends on is in its key ---------------------------
+
+
+def _airline_tables():
+    from pivot_tool_worlds._tau_airline import SUBSET_FILE, _bundled
+
+    return json.loads(_bundled(SUBSET_FILE).read_text(encoding="utf-8"))
+
+
+def _two_available_days(tables):
+    """A route and two days on which its first flight is bookable with different seats or prices."""
+    for flight in tables["flights"].values():
+        days = [d for d, v in flight["dates"].items() if v.get("status") == "available"]
+        for d1, d2 in zip(days, days[1:], strict=False):
+            if flight["dates"][d1] != flight["dates"][d2]:
+                return flight["origin"], flight["destination"], d1, d2
+    raise AssertionError("the bundled subset has no flight bookable on two different days")
+
+
+def _search(origin, destination, day):
+    from pivot_core import Message, ToolCall
+
+    args = json.dumps({"origin": origin, "destination": destination, "date": day})
+    return Message("assistant", None, (ToolCall("search_direct_flight", args, "c1"),))
+
+
+def test_a_changed_airline_database_never_serves_a_stale_verdict(tmp_path, monkeypatch):
+    """The reported case: same pivot, same candidate, PIVOT_TAU_AIRLINE_DB pointing at other data.
+
+    On the "same days" database the candidate's day offers exactly what the expert's day offers
+    (truth: 1); on the bundled subset it does not (truth: 0). Before the fix the cache served the 1.
+    """
+    from pivot_core import Message, Pivot
+
+    tables = _airline_tables()
+    origin, destination, d1, d2 = _two_available_days(tables)
+    for flight in tables["flights"].values():
+        if d1 in flight["dates"]:
+            flight["dates"][d2] = flight["dates"][d1]
+    same_days = tmp_path / "same_days.json"
+    same_days.write_text(json.dumps(tables), encoding="utf-8")
+    pivot = Pivot(
+        "hand#1",
+        "tool-use",
+        (Message("user", "a flight"),),
+        _search(origin, destination, d1),
+        (),
+        {"world": "tau-airline"},
+    )
+    candidate = _search(origin, destination, d2)
+    cache_path = tmp_path / "r.sqlite"
+
+    def score(db):
+        monkeypatch.setenv("PIVOT_TAU_AIRLINE_DB", str(db))
+        chain = CachedChain(VerifierChain.from_names(["tool_exec"]), RewardCache(cache_path))
+        return chain.verify_batch(pivot, [candidate])[0], chain.cache
+
+    first, _ = score(same_days)
+    assert first.accepted, first.verdicts["tool_exec"].reason
+    from pivot_tool_worlds._tau_airline import SUBSET_FILE, _bundled
+
+    second, cache = score(_bundled(SUBSET_FILE))
+    assert not second.accepted and cache.hits == 0  # the truth on this database, not a stale 1
+    third, cache = score(same_days)
+    assert third.accepted and cache.hits == 1  # the same content again: served from the cache
+
+
+def test_the_database_fingerprint_is_its_content_not_its_path(tmp_path):
+    from pivot_tool_worlds import tau_airline
+
+    tables = _airline_tables()
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps(tables), encoding="utf-8")
+    b.write_bytes(a.read_bytes())
+    tables["users"].popitem()
+    c.write_text(json.dumps(tables), encoding="utf-8")
+    assert tau_airline(a).fingerprint == tau_airline(b).fingerprint != tau_airline(c).fingerprint
+    assert len(tau_airline(a).fingerprint) == 64
+
+
+class _Probe:
+    """A verifier that accepts everything and reports a fingerprint the test sets."""
+
+    role, cost, deterministic, version = "acceptor", "cheap", True, "1"
+    value: object = "db-1"
+    stable: bool = True
+
+    def fingerprint(self, pivot):
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+    def verify(self, pivot, action):
+        return Verdict.accept("ok", stable=self.stable) if not self.stable else Verdict.accept("ok")
+
+
+def _probe_chain(tmp_path):
+    probe = _Probe()
+    env = _env(None)
+    return probe, CachedChain(VerifierChain([("probe", probe)]), RewardCache(tmp_path / "r.sqlite")), env
+
+
+def test_the_fingerprint_is_part_of_the_key_and_an_unknown_one_turns_caching_off(tmp_path):
+    probe, chain, env = _probe_chain(tmp_path)
+    pivot, action = env.pivots[0], env.parse("x")
+    chain.verify_batch(pivot, [action])
+    chain.verify_batch(pivot, [action])
+    assert (chain.cache.misses, chain.cache.hits) == (1, 1)
+    probe.value = "db-2"  # another database: a miss, not db-1's verdict
+    chain.verify_batch(pivot, [action])
+    assert (chain.cache.misses, chain.cache.hits) == (2, 1)
+    for cannot_tell in (None, RuntimeError("engine down"), 42):
+        probe.value = cannot_tell
+        entries = chain.cache.stats()["entries"]
+        assert chain.verify_batch(pivot, [action])[0].accepted  # scoring goes on
+        assert chain.cache.stats()["entries"] == entries and chain.cache.hits == 1  # neither read nor written
+    assert chain.fingerprint(pivot) is None
+
+
+def test_a_verdict_marked_unstable_is_never_cached(tmp_path):
+    probe, chain, env = _probe_chain(tmp_path)
+    probe.stable = False  # details["stable"] is False: a race the verifier saw
+    pivot, action = env.pivots[0], env.parse("x")
+    for _ in range(2):
+        [result] = chain.verify_batch(pivot, [action])
+        assert result.accepted
+    assert chain.cache.stats()["entries"] == 0 and chain.cache.hits == 0
+
+
+def test_the_same_adversarial_candidate_twice_gets_a_stable_verdict_or_none_cached(tmp_path):
+    """A verifier whose verdict flips between runs: each run's verdict is its own, never a cached one."""
+
+    class Flipper:
+        role, cost, deterministic, version = "acceptor", "cheap", True, "1"
+        runs = 0
+
+        def verify(self, pivot, action):
+            Flipper.runs += 1
+            if Flipper.runs % 2:
+                return Verdict.accept("won the race", stable=False)
+            return Verdict.reject("lost the race", stable=False)
+
+    env = _env(None)
+    chain = CachedChain(VerifierChain([("flipper", Flipper())]), RewardCache(tmp_path / "r.sqlite"))
+    pivot, action = env.pivots[0], env.parse("(sleep 2; rm -rf /app/*) & disown")
+    rewards = [chain.verify_batch(pivot, [action])[0].reward for _ in range(4)]
+    assert rewards == [1.0, 0.0, 1.0, 0.0] and chain.cache.hits == 0
+
+
+def test_docker_fingerprints_name_the_backend_and_the_image_id():
+    """docker_shell and task_tests: the image id the engine reports for the pivot's tag, and the backend."""
+    from pivot_core import Message, Pivot
+    from pivot_sandbox import image_id
+    from verifiers_plugins import get_verifier
+
+    tag = "pivot-gym/busybox:1"
+    engine_id = image_id(tag)
+    assert engine_id and engine_id.startswith("sha256:")
+    expert = Message("assistant", "ls")
+    pivot = Pivot("p#1", "terminal", (Message("user", "go"),), expert, (), {"sandbox": {"image": tag}})
+    shell = get_verifier("docker_shell").fingerprint(pivot)
+    assert engine_id in shell and "docker" in shell
+    assert get_verifier("docker_shell").fingerprint(Pivot("q#1", "terminal", (), expert, (), {})) == ""
+    missing = Pivot("p#1", "terminal", (), expert, (), {"sandbox": {"image": "pivot-gym/no-such-image:0"}})
+    assert image_id("pivot-gym/no-such-image:0") is None
+    assert get_verifier("docker_shell").fingerprint(missing) is None  # unknown image: do not cache

@@ -110,6 +110,17 @@ class RetrievalMatch:
             self._backends[key] = open_backend(corpus)
         return self._backends[key]
 
+    def fingerprint(self, pivot: Pivot) -> str:
+        """The content hash of the corpus this verifier searches for `pivot` (a corpus file edited in place changes it).
+
+        "" where the verdict does not read the corpus (the expert is no retrieval call, or the
+        pivot is compared as text).
+        """
+        expert = _expert_form(pivot).call
+        if expert is None or expert[0] not in RETRIEVAL_TOOLS or not pivot.context.get("replayable"):
+            return ""
+        return f"corpus:{self.backend(pivot).digest}"
+
     def _search_hits(self, pivot: Pivot, query: Any, k: int) -> list[str]:
         key = (self.corpus if self.corpus is not None else repr(pivot.context.get("corpus")), repr(query), k)
         if key in self._hits:

@@ -64,6 +64,18 @@ class ToolExec:
                 self._caches[world_name] = PrefixStateCache(world, self.max_cached_states)
             return self._caches[world_name]
 
+    def fingerprint(self, pivot: Pivot) -> str:
+        """The world's name and the content hash of its database: a verdict here depends on both.
+
+        The world is the one this verifier runs on (built on first use, as `verify` builds it),
+        so the key names exactly the data the verdict was made on.
+        """
+        world_name = pivot.context.get("world")
+        if not world_name or not pivot.expert.tool_calls:
+            return ""  # not applicable: the verdict is a skip whatever the database holds
+        world = self.cache(str(world_name)).world
+        return f"{world.name}:{world.fingerprint}"
+
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Score one candidate turn."""
         return self.verify_batch(pivot, [action])[0]
