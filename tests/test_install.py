@@ -81,6 +81,7 @@ def test_where_the_data_is_required_a_skip_for_want_of_it_fails(tmp_path):
 def test_shared_data_roots_honour_the_opt_out(monkeypatch, tmp_path):
     from pivot_core import shared_data_file, shared_data_roots
 
+    monkeypatch.delenv("PIVOT_NO_SHARED_DATA", raising=False)
     monkeypatch.setenv("PIVOT_SHARED_DATA", str(tmp_path))
     (tmp_path / "x.json").write_text("{}")
     assert shared_data_roots()[0] == tmp_path and shared_data_file("x.json") == tmp_path / "x.json"
