@@ -1,4 +1,4 @@
-"""Errors raised by `pivot_envs`: one shallow tree under `PivotGymError`."""
+"""Errors of the ground floor, and `PivotGymError`, the root of every package's error tree (one `errors.py` each)."""
 
 from __future__ import annotations
 
