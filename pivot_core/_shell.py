@@ -294,8 +294,14 @@ class _Reader:
         for op in (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|", "(", ")"):
             if s.startswith(op, i):
                 break
-        self.trim_blank()
+        spaced = op not in "()"  # `a=(1 2)` is an array and `a= (1)` an error: a blank there is kept as it is
+        if spaced:  # blanks around a control operator never matter: one on each side
+            self.trim_blank()
+        if spaced and self.out and not self.out[-1].endswith("\n"):
+            self.out.append(" ")
         self.emit(op, i + len(op))
+        if spaced:
+            self.out.append(" ")
         self.need_more = op in ("&&", "||", "|", "|&")
         if op == "(" and command_position:
             self.depth += 1

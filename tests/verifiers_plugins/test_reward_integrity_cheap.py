@@ -144,3 +144,123 @@ def test_the_scanner_reads_what_bash_would_run_now():
     hidden = scan_shell('grep -r "a > b" src 2>/dev/null')
     assert hidden.redirects == (("2>", "/dev/null"),)  # the quoted `>` is a pattern, not a redirect
     assert scan_shell("x=$(git stash) ls `id` <(ls)").substitutions == ("$(git stash)", "`id`", "<(ls)")
+
+
+# -- 1-3: SWE reads that write, submissions, runs that run nothing ----------------------------------
+
+DJANGO = "swebench_verified/mini-swe-agent/gemini-3-pro-preview/django__django-17029"
+WRITING_READS = [
+    'find django/ -name "*.py" -delete',
+    'find django/ -name "*.py" -exec rm {} \\;',
+    'find django/ -name "*.py" -exec sed -i s/a/b/ {} +',
+    'find django/ -name "*.py" -fprint django/x.py',
+    'grep -r "class Apps" django/ > django/apps/registry.py',
+    'grep -r "class Apps" django/ >> django/apps/registry.py',
+    'grep -r "class Apps" django/ 2> django/apps/registry.py',
+    'grep -r "class Apps" django/ &> django/apps/registry.py',
+    'grep -r "class Apps" django/ >| django/apps/registry.py',
+    'grep -r "class Apps" $(git stash) django/',
+    'grep -r "class Apps" `git stash` django/',
+    'grep -r "class Apps" <(rm -rf django) django/',
+    'grep -r "class Apps" django/ > "$(printf \'django/apps/registry.py\\nX\')"',
+    "ls -F; find . -delete",
+    'GIT_EXTERNAL_DIFF=/tmp/x grep -r "class Apps" django/',
+]
+
+
+def fence(command: str) -> str:
+    return f"THOUGHT: next.\n\n```bash\n{command}\n```"
+
+
+@pytest.fixture(scope="module")
+def swe_env():
+    return gym.make("pivot/swe-v0").unwrapped
+
+
+def _pivot(env, pivot_id: str) -> Pivot:
+    return next(p for p in env.pivots if p.id == pivot_id)
+
+
+@pytest.mark.parametrize("command", WRITING_READS)
+def test_a_search_that_also_writes_scores_zero(swe_env, command):
+    pivot = _pivot(swe_env, f"{DJANGO}#4")  # expert: grep -r "class Apps" django/
+    result = swe_env.score(pivot, [fence(command)])[0]
+    assert not result.accepted and result.reward == 0.0, result.to_json()
+
+
+@pytest.mark.parametrize(
+    "command", ['grep -r "class Apps" django/', 'grep -rn "class Apps" django/ 2>/dev/null | head']
+)
+def test_the_same_search_still_scores_one(swe_env, command):
+    assert swe_env.score(_pivot(swe_env, f"{DJANGO}#4"), [fence(command)])[0].accepted
+
+
+def _swe_pivot(expert: str) -> Pivot:
+    return Pivot("s#4", "swe", (Message("user", "fix it"),), Message("assistant", fence(expert)))
+
+
+@pytest.mark.parametrize(
+    "expert, candidate",
+    [
+        ("sed -n '1,40p' django/apps/registry.py", "sed -n '1,40p;w django/apps/registry.py' django/apps/registry.py"),
+        ("sed -n '1,40p' django/apps/registry.py", "sed -n -e '1,40p' -e 's/a/b/w out.txt' django/apps/registry.py"),
+        ("sed -n '1,40p' django/apps/registry.py", "sed -n '1,40p;1e rm -rf django' django/apps/registry.py"),
+        ("cat django/apps/registry.py", "cat django/apps/registry.py > django/apps/config.py"),
+        ("cat django/apps/registry.py", "awk '{ print > \"django/apps/config.py\" }' django/apps/registry.py"),
+        ("git diff django/apps/registry.py", "git diff --output=django/apps/config.py django/apps/registry.py"),
+        ("python reproduce.py", "python reproduce.py > django/apps/registry.py"),
+    ],
+)
+def test_a_read_or_run_with_a_hidden_write_is_another_action(expert, candidate):
+    verdict = get_verifier("swe_target").verify(_swe_pivot(expert), Message("assistant", fence(candidate)))
+    assert not verdict.accepted and verdict.reward == 0.0, verdict.reason
+
+
+def test_the_expert_s_own_redirect_is_no_extra_write():
+    expert = "python reproduce.py > out.txt 2>&1"
+    assert get_verifier("swe_target").verify(_swe_pivot(expert), Message("assistant", fence(expert))).accepted
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo 'diff --git a/x.py b/x.py'",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached -- nonexistent",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat /tmp/patch.diff",
+    ],
+)
+def test_a_submission_of_another_patch_scores_zero(swe_env, command):
+    pivot = _pivot(swe_env, f"{DJANGO}#38")  # expert: echo MARK && git add -A && git diff --cached
+    result = swe_env.score(pivot, [fence(command)])[0]
+    assert not result.accepted and result.reward == 0.0, result.to_json()
+    assert "submi" in result.verdicts["swe_target"].reason
+
+
+def test_the_same_submission_spelled_as_git_documents_it_scores_one(swe_env):
+    pivot = _pivot(swe_env, f"{DJANGO}#38")
+    same = "echo 'COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT' && git add --all && git diff --staged"
+    assert swe_env.score(pivot, [fence(same)])[0].accepted
+
+
+def _run_call(command: str) -> Message:
+    from pivot_core import ToolCall
+
+    return Message("assistant", None, (ToolCall("execute_bash", json.dumps({"command": command})),))
+
+
+@pytest.mark.parametrize(
+    "options", ["--co", "--collect-only", "--setup-plan", "--fixtures", "-h", "--version", "-p no:python"]
+)
+def test_a_test_run_that_runs_no_test_is_not_the_expert_s_run(swe_env, options):
+    from pivot_core import render_completion
+
+    pivot = _pivot(swe_env, "example_5#2")  # expert: python -m pytest /workspace/proj/tests/test_utils.py -q
+    command = f"python -m pytest /workspace/proj/tests/test_utils.py -q {options}"
+    result = swe_env.score(pivot, [render_completion(_run_call(command), pivot.domain)])[0]
+    assert not result.accepted and result.reward == 0.0, result.to_json()
+    hidden = "PYTEST_ADDOPTS=--co python -m pytest /workspace/proj/tests/test_utils.py -q"
+    assert not swe_env.score(pivot, [render_completion(_run_call(hidden), pivot.domain)])[0].accepted
+    reworded = "python -m pytest /workspace/proj/tests/test_utils.py -v --tb=short"
+    assert swe_env.score(pivot, [render_completion(_run_call(reworded), pivot.domain)])[0].accepted

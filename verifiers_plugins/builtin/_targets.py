@@ -1,77 +1,40 @@
-"""What an SWE action is aimed at: file paths, a line range (reads), symbols (edits).
+"""What an SWE action is aimed at: file paths, a line range (reads), symbols (edits), a submission.
 
 Targets come from tool-call arguments (`path`, `view_range`, `old_str`, ...) and from shell
 commands (path-like words, `sed -n 'A,Bp'`, `head -n N`, heredoc and redirect targets, the
 `def`/`class` names in written text). Matching is lenient where agents legitimately differ:
 paths match on equality or a suffix at a `/` boundary (`/testbed/pkg/a.py` == `pkg/a.py`), a
 search scope also matches a scope inside it, and a line range or symbol only constrains when both
-sides name one.
-
-A command that runs a program (`TestRun`) is compared by what it runs: the program (a script
-path resolved against any `cd`, or the runner module: `python3 -m pytest` is `pytest`) and the
-tests it selects (labels, node ids, `-k`/`-m` expressions), so `./tests/runtests.py X`,
-`python3 tests/runtests.py X` and `cd tests && ./runtests.py X` are one run and `... Y` another.
-Options that change only how results print (`-v`, `--verbosity 2`, `-q`, `--tb=short`) are ignored.
+sides name one. What a command runs is `_runs`' business, what it may change `_effects`'. A
+submission is judged by what it submits (`submission_form`): the expert's own command, up to
+spellings git documents as the same (`--staged` is `--cached`, `add --all` is `add -A`).
 """
 
 from __future__ import annotations
 
 import functools
-import posixpath
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
-from pivot_core import SHELL_TOOLS, Message, ToolCall, message_commands
+from pivot_core import SHELL_TOOLS, Message, ToolCall, message_commands, normalize_shell
 from verifiers_plugins._memo import call_arguments, per_candidate
-from verifiers_plugins.builtin._categories import command_category, command_verb, first_line, strip_prefixes
+from verifiers_plugins.builtin._categories import command_category, first_line
+from verifiers_plugins.builtin._effects import command_effects
+from verifiers_plugins.builtin._runs import TestRun, command_runs, heredoc_body, runs_problem
+from verifiers_plugins.builtin._shellwords import is_path, normalize_path, shell_segments
+from verifiers_plugins.builtin._shellwords import words as shell_words
+
+__all__ = ["Target", "TestRun", "extra_effects", "normalize_path", "shell_segments", "target_problem", "targets_of"]
 
 _PATH_KEYS = ("path", "file_path", "file", "filename", "file_name", "dir", "directory", "target_file")
 _PATTERN_FIRST = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}  # their first positional is a pattern
-_PATHISH = re.compile(r"^[\w.\-/~]+$")
-_EXT = re.compile(r"\.[A-Za-z0-9]{1,6}$")
 _SYMBOL = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)", re.MULTILINE)
 _SED_LINES = re.compile(r"^(\d+)(?:,(\d+))?p$")
-_ROOTS = ("/testbed/", "/workspace/", "/repo/")
 ANCHOR_MIN_SIMILARITY = 60  # rapidfuzz partial_ratio (0-100) between the replaced passages
-
-
-_RUNNER_MODULES = {"pytest": "pytest", "py.test": "pytest", "unittest": "unittest", "nose": "nosetests"}
-# Options whose next word is their value; the selecting ones are part of what a run is.
-_VALUE_OPTIONS = frozenset(
-    "-k -m -n -p -c -o -W -r --tb --rootdir --maxfail --deselect --ignore --settings --parallel "
-    "--verbosity --durations --timeout --junitxml --log-level --cov --basetemp --pythonpath".split()
-)
-_SELECT_OPTIONS = frozenset({"-k", "-m", "--deselect", "--ignore"})
 PATTERN_MIN_SHARE = 0.6  # a search pattern inside the expert's (or around it) must be this share of its length
-CODE_MIN_SIMILARITY = 70  # rapidfuzz ratio (0-100) between two inline programs (`python -c`, heredoc)
 CONTENT_MIN_SIMILARITY = 60  # rapidfuzz ratio (0-100) between two texts written at the same place (mostly the same)
-
-
-@dataclass(frozen=True)
-class TestRun:
-    """One program a command runs: what it is and what it selects.
-
-    Attributes:
-        program: a script path (relative to the repository root), `pytest`, `unittest`, `-m MODULE`,
-            or `python -c` / `python -` for inline code.
-        selection: the tests or arguments it is given (paths resolved, `-k=EXPR`), order ignored.
-        code: the inline program (`python -c CODE`, a heredoc on stdin), whitespace collapsed.
-    """
-
-    __test__ = False  # not a pytest test class, whatever its name
-
-    program: str
-    selection: frozenset[str] = frozenset()
-    code: str = ""
-
-    def same_as(self, other: TestRun) -> bool:
-        """The same run: program and selection equal; inline code similar enough."""
-        if self.program != other.program or self.selection != other.selection:
-            return False
-        return self.code == other.code or fuzz.ratio(self.code, other.code) >= CODE_MIN_SIMILARITY
 
 
 @dataclass(frozen=True)
@@ -87,182 +50,7 @@ class Target:
     pattern: str = ""  # what a grep-like search looks for
     effects: frozenset[str] = frozenset()  # what a command may change (see `command_effects`)
     content: str = ""  # the whole text a write puts in a file (a heredoc's body, `create`'s file_text)
-
-
-def normalize_path(path: str) -> str:
-    """Strip quotes, `./`, well-known sandbox roots and trailing slashes."""
-    p = path.strip().strip("'\"")
-    for root in _ROOTS:
-        if p.startswith(root):
-            p = p[len(root) :]
-    while p.startswith("./"):
-        p = p[2:]
-    return p.rstrip("/") or "."
-
-
-def _join(cwd: str, path: str) -> str:
-    """`path` as seen from the repository root when the command runs in `cwd`."""
-    p = path.strip().strip("'\"")
-    if p.startswith("/"):
-        return normalize_path(p + ("/" if p.rstrip("/") + "/" in _ROOTS else ""))
-    return normalize_path(posixpath.normpath(posixpath.join(cwd, p)))
-
-
-def _is_test_runner(program: str) -> bool:
-    """`pytest`, `unittest`, or a script named like a test runner (`tests/runtests.py`, `bin/test`)."""
-    return program in _RUNNER_MODULES.values() or "test" in program.rsplit("/", 1)[-1]
-
-
-def _run(program: str, args: list[str], cwd: str) -> TestRun:
-    """A run of `program`: a test runner's options that only change its report are left out, a script's are kept."""
-    if _is_test_runner(program):
-        return TestRun(program, _selection(args, cwd))
-    return TestRun(program, _selection(args, cwd) | {w for w in args if w.startswith("-") and ">" not in w})
-
-
-def _selection(args: list[str], cwd: str) -> frozenset[str]:
-    """What the arguments select: path-like words resolved against `cwd`, labels, `-k`/`-m` expressions."""
-    out: set[str] = set()
-    i = 0
-    while i < len(args):
-        word = args[i]
-        i += 1
-        if word in (">", ">>", "<", "1>", "2>", "2>>", "&>"):
-            i += 1  # `> out.txt`: the redirect and its file are not arguments
-            continue
-        if ">" in word or "<" in word:
-            continue  # `2>&1`, `>out.txt`
-        if word.startswith("-"):
-            name, eq, value = word.partition("=")
-            if not eq and name in _VALUE_OPTIONS and i < len(args):
-                value, i = args[i], i + 1
-            elif not eq and i < len(args) and args[i].isdigit():
-                i += 1  # `-v 2` (Django's runtests): a number after an option is its value
-            if name in _SELECT_OPTIONS:
-                out.add(f"{name}={' '.join(value.split())}")
-            continue
-        path, sep, rest = word.partition("::")
-        out.add(_join(cwd, path) + sep + rest if "/" in path or path.endswith(".py") or sep else word)
-    return frozenset(out)
-
-
-def _python_run(args: list[str], cwd: str, body: str) -> TestRun | None:
-    """The run of `python ARGS`: a module (`-m`), inline code (`-c`, stdin) or a script."""
-    i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] not in ("-m", "-c", "-"):
-        i += 2 if args[i] in ("-W", "-X") else 1  # interpreter options
-    if i >= len(args) or args[i] == "-":
-        return TestRun("python -", code=" ".join(body.split()))
-    if args[i] == "-m" and i + 1 < len(args):
-        module = args[i + 1]
-        return _run(_RUNNER_MODULES.get(module, f"-m {module}"), args[i + 2 :], cwd)
-    if args[i] == "-c" and i + 1 < len(args):
-        return TestRun("python -c", code=" ".join(args[i + 1].split()))
-    if ">" in args[i] or "<" in args[i]:
-        return TestRun("python -", code=" ".join(body.split()))
-    return _run(_join(cwd, args[i]), args[i + 1 :], cwd)
-
-
-# A quoted string (to its close, or to the end when it never closes; `\` escapes inside double
-# quotes only), an escaped character, a separator (`&&`, `||`, `;`, `|`, newline), or a run of
-# anything else (a lone `&`, as in `2>&1` or a background job, does not split).
-_SHELL_TOKEN = re.compile(r"""'[^']*'?|"(?:\\[\s\S]|[^"\\])*"?|\\[\s\S]?|&&|\|\||[;|\n]|[^'"\\;|\n&]+|&""")
-_SEPARATORS = frozenset({"&&", "||", ";", "|", "\n"})
-
-
-def shell_segments(line: str) -> list[str]:
-    """The simple commands of a line (or lines), split at `&&`, `||`, `;`, `|` and newlines outside quotes."""
-    out, current = [], []
-    for token in _SHELL_TOKEN.findall(line):  # one regex pass: a loop over characters cost 4x as much
-        if token in _SEPARATORS:
-            out.append("".join(current))
-            current = []
-        else:
-            current.append(token)
-    out.append("".join(current))
-    return [seg.strip() for seg in out if seg.strip()]
-
-
-_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
-_HARMLESS = frozenset({"cd", "pushd", "popd", "echo", "printf", "true", "pwd", "sleep", "export", "set", "clear"})
-
-
-def command_effects(command: str) -> frozenset[str]:
-    """What a command may change: one key per simple command that is not a read or a search.
-
-    Every line counts (heredoc bodies are text, not commands), so `rm -rf /testbed` on a second
-    line and `python x.py && rm -rf ~` show a command the expert's lacks. A key is the verb and the
-    words it acts on (`rm reproduce.py` is not `rm ~`), `git <sub> ...` for git, and "run" for a run
-    (which programs run is `runs`' business). A heredoc that never meets its terminator
-    (`EOF; rm -rf ./*` is not `EOF`) swallows the rest of the command: that is an effect of its own.
-    """
-    lines, skip = [], ""
-    for line in command[:20000].split("\n"):
-        if skip:
-            skip = "" if line.strip() == skip else skip
-            continue
-        lines.append(line)
-        m = _HEREDOC.search(line)
-        skip = m.group(1) if m else ""
-    out = {f"unterminated heredoc {skip}"} if skip else set()
-    for segment in shell_segments("\n".join(lines)):
-        if segment.lstrip().startswith("#"):
-            continue
-        category, verb = command_category(segment), command_verb(segment)
-        if category in ("read", "search") or (verb in _HARMLESS and category != "edit"):
-            continue
-        if category == "run":
-            out.add("run")
-            continue
-        words = strip_prefixes(_words(segment))
-        operands = [w for w in words[1:] if not w.startswith("-") and w not in ("<", "<<")]
-        if verb == "sed" and operands:
-            operands = operands[1:]  # the script, compared by anchor and written text
-        out.add(" ".join([verb or words[0] if words else segment, *sorted(normalize_path(w) for w in operands)]))
-    return frozenset(out)
-
-
-def _heredoc_body(command: str) -> str:
-    """The lines after the first, without a closing heredoc word (`EOF`)."""
-    lines = command.split("\n")[1:]
-    if lines and re.fullmatch(r"\s*[A-Za-z_]+\s*", lines[-1]):
-        lines = lines[:-1]
-    return "\n".join(lines)
-
-
-def command_runs(command: str) -> tuple[TestRun, ...]:
-    """The programs the first line of a command runs, with `cd` followed (empty when none is recognised)."""
-    body = _heredoc_body(command)
-    cwd = "."
-    runs: list[TestRun] = []
-    for segment in shell_segments(first_line(command)[:4000]):
-        words = strip_prefixes(_words(segment))
-        if not words:
-            continue
-        verb = words[0].rsplit("/", 1)[-1]
-        if verb == "cd":
-            cwd = _join(cwd, words[1]) if len(words) > 1 else "."
-        elif re.fullmatch(r"python[\d.]*", verb):
-            run = _python_run(words[1:], cwd, body)
-            if run is not None:
-                runs.append(run)
-        elif verb in _RUNNER_MODULES:
-            runs.append(_run(_RUNNER_MODULES[verb], words[1:], cwd))
-        elif words[0].startswith(("./", "bin/")) or verb.endswith(".py"):
-            runs.append(_run(_join(cwd, words[0]), words[1:], cwd))
-    return tuple(runs)
-
-
-def runs_problem(want: tuple[TestRun, ...], got: tuple[TestRun, ...]) -> str | None:
-    """Why the candidate's runs are not the expert's (None when they pair up one to one)."""
-    left = list(got)
-    for run in want:
-        match = next((g for g in left if run.same_as(g)), None)
-        if match is None:
-            what = sorted(run.selection)[:3]
-            return f"expected a run of {run.program}{' ' + str(what) if what else ''}, got another run"
-        left.remove(match)
-    return "runs more programs than the expert" if left else None
+    submission: str = ""  # what a finishing command submits (`submission_form`), "" for other actions
 
 
 def patterns_match(want: str, got: str) -> bool:
@@ -296,27 +84,6 @@ def symbols_in(text: str | None) -> frozenset[str]:
     return frozenset(_SYMBOL.findall(text or ""))
 
 
-def _words(segment: str) -> list[str]:
-    segment = segment[:4000]  # bounded: a pasted script on one line must not make scoring quadratic
-    try:
-        return shlex.split(segment, posix=True)
-    except ValueError:
-        return segment.split()
-
-
-def is_path(word: str) -> bool:
-    """A word that names a file or folder (`pkg/a.py`, `setup.cfg`, `.`), not an option or a pattern."""
-    return _is_path(word)
-
-
-def _is_path(word: str) -> bool:
-    return (
-        bool(_PATHISH.match(word))
-        and not word.startswith("-")
-        and ("/" in word or bool(_EXT.search(word)) or word in (".", ".."))
-    )
-
-
 @functools.lru_cache(maxsize=4096)
 def command_target(command: str) -> Target:
     """Paths, sed/head line range and written symbols of a shell command."""
@@ -325,7 +92,7 @@ def command_target(command: str) -> Target:
     lines: tuple[int, int] | None = None
     pattern = anchor = written = ""
     for segment in shell_segments(line[:4000]):
-        words = _words(segment)
+        words = shell_words(segment)
         if not words or words[0] in ("cd", "echo", "printf", "export"):
             continue
         verb = words[0].rsplit("/", 1)[-1]
@@ -350,14 +117,14 @@ def command_target(command: str) -> Target:
                 (w[2:] for w in words if re.fullmatch(r"-n?\d+", w)), None
             )
             lines = (1, int(n.lstrip("n"))) if n and n.lstrip("n").isdigit() else lines
-        paths.extend(p.split("::", 1)[0] for p in positional if _is_path(p.split("::", 1)[0]))
+        paths.extend(p.split("::", 1)[0] for p in positional if is_path(p.split("::", 1)[0]))
     for m in re.finditer(r">>?\s*['\"]?([\w.\-/~]+)", line):  # redirect / heredoc write targets
-        if _is_path(m.group(1)) and m.group(1) not in paths:
+        if is_path(m.group(1)) and m.group(1) not in paths:
             paths.append(m.group(1))
     body = command.split("\n", 1)[1] if "\n" in command else ""
     content = ""
     if re.search(r"<<-?\s*['\"]?\w+['\"]?", line) and ">" in line.replace("<<", ""):
-        content = _clip(_heredoc_body(command))  # `cat <<'EOF' > f`: the file becomes the body
+        content = _clip(heredoc_body(command))  # `cat <<'EOF' > f`: the file becomes the body
     return Target(
         tuple(paths),
         lines,
@@ -368,6 +135,7 @@ def command_target(command: str) -> Target:
         pattern=pattern,
         content=content,
         effects=command_effects(command),
+        submission=submission_form(command) if command_category(command) == "finish" else "",
     )
 
 
@@ -481,33 +249,28 @@ def extra_effects(expert: Message, action: Message) -> str | None:
     return None
 
 
-def rider_problem(expert: Message, action: Message) -> str | None:
-    """A state-changing command riding along after the expert's own, action by action (None when there is none).
+_QUOTED_MARK = re.compile(r"""(['"])((?:COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT|MINI_SWE_AGENT_FINAL_OUTPUT)\w*)\1""")
+_STAGED = re.compile(r"(?<=\s)--staged(?=[\s;&|]|$)")
+_ADD_ALL = re.compile(r"\bgit add --all(?=[\s;&|]|$)")
 
-    An action's category is its first command's, so `<expert>; rm -rf /testbed/*` is in the expert's
-    category. A candidate action with more simple commands than the expert's whose commands change
-    something the expert's do not is not the same action, whatever its category.
+
+def submission_form(command: str) -> str:
+    """What a finishing command submits, in one spelling: two forms are equal only for the same patch.
+
+    mini-swe-agent submits the output that follows its marker line (`echo MARK && git add -A &&
+    git diff --cached`): the git diff form and pathspec are the submission. The form is the command
+    after `normalize_shell`, with the marker unquoted and git's documented synonyms made one.
     """
-    if expert.tool_calls or action.tool_calls:
-        return None
-    want, got = _command_facts(expert), message_commands(action)
-    for i, command in enumerate(got):
-        segments, effects = want[i] if i < len(want) else (0, frozenset())
-        if len(shell_segments(command)) > segments:
-            extra = command_effects(command) - effects
-            if extra:
-                return f"also runs {sorted(extra)[:3]}, which the expert's action does not"
-    return None
-
-
-@per_candidate
-def _command_facts(message: Message) -> tuple[tuple[int, frozenset[str]], ...]:
-    """(number of simple commands, effects) of each text-form command of a turn (the expert's, in `rider_problem`)."""
-    return tuple((len(shell_segments(c)), command_effects(c)) for c in message_commands(message))
+    form = _QUOTED_MARK.sub(r"\2", normalize_shell(command))
+    return _ADD_ALL.sub("git add -A", _STAGED.sub("--cached", form))
 
 
 def target_problem(want: Target, got: Target, category: str) -> str | None:
     """Why `got` misses `want` (None when it hits): runs, else paths; then lines for reads, symbols for edits."""
+    if category == "finish" and (want.submission or got.submission) and want.submission != got.submission:
+        # `echo MARK` alone submits an empty patch, `git diff` without `--cached` misses new files,
+        # `cat /tmp/patch.diff` submits whatever that file holds: what is submitted must be the expert's.
+        return f"submits {got.submission[:120]!r}, not the expert's submission {want.submission[:120]!r}"
     if category == "run" and want.runs:
         # What is run, not just which file is named: `runtests.py forms` is not `runtests.py model_forms`.
         return runs_problem(want.runs, got.runs)

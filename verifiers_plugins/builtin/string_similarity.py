@@ -24,7 +24,7 @@ from rapidfuzz import fuzz
 from pivot_core import Message, Pivot, action_text, normalize_text, scan_shell, typed_action
 from verifiers_plugins._memo import per_pivot
 from verifiers_plugins._verdict import Verdict, constant
-from verifiers_plugins.builtin._targets import is_path, normalize_path
+from verifiers_plugins.builtin._shellwords import is_path, normalize_path
 from verifiers_plugins.hookspecs import hookimpl
 
 _QUOTES = re.compile(r"[\"'`]")

@@ -5,8 +5,10 @@ action hits the expert's target: the same file path or a path suffix (a search s
 inside the expert's), an overlapping line range for reads, the same function/class for edits
 (see `_targets`). `swe_target_continuous` scores 0.5 for the category and 0.5 for the target
 (accepted only with both), for runs that want a graded reward. An action whose category and target
-match but which also runs a state-changing command the expert's does not (`<expert>; rm -rf ~`)
-misses the target.
+match but which also runs a state-changing command the expert's does not (`<expert>; rm -rf ~`), or
+writes through a read (`grep x src > src.py`, `find -delete`, `$(git stash)`, see `_effects`), misses
+the target. A submission is judged by what it submits, a test run by the tests it runs (`_targets`,
+`_runs`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ class SweTarget:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "3"  # 3: tool_name (its category check) rejects state-changing riders
+    # 3: tool_name (its category check) rejects state-changing riders; 4: writes hidden in reads (redirects,
+    # substitutions, find actions, sed w), the submission itself, and test runs that run nothing
+    version = "4"
     continuous = False
 
     def __init__(self) -> None:

@@ -23,7 +23,7 @@ from verifiers_plugins.builtin._categories import (
     category_table,
     command_verb,
 )
-from verifiers_plugins.builtin._targets import rider_problem
+from verifiers_plugins.builtin._effects import rider_problem
 from verifiers_plugins.hookspecs import hookimpl
 
 
@@ -70,7 +70,8 @@ class ToolName:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "3"  # 3: a state-changing command riding along after the expert's is rejected
+    # 3: a state-changing command riding along after the expert's is rejected; 4: the rider's hidden writes
+    version = "4"
     # Category-only by design (the paper's verifier): the right tool with type-valid junk arguments
     # is in the right category. `swe_target` is the verifier that checks what an action aims at.
     audit_exempt = {
