@@ -47,13 +47,15 @@ def find_shared_data() -> tuple[Path | None, str]:
     manifest = json.loads((resources.files("pivot_core") / "data" / "shared_sources.json").read_text())
     wanted = [e["path"] for e in manifest["files"] + manifest["derived"]]
     roots = shared_data_roots()
+    partial = []
     for root in roots:
         missing = [p for p in wanted if not (root / p).is_file()]
         if not missing:
             return root, ""
         if len(missing) < len(wanted):  # a partial copy (a fetch without the converted files): say what lacks
-            return None, f"{root} lacks {len(missing)} of its {len(wanted)} files, e.g. {missing[0]}"
-    return None, "searched " + (", ".join(map(str, roots)) or "nothing (PIVOT_NO_SHARED_DATA is set)")
+            partial.append(f"{root} lacks {len(missing)} of its {len(wanted)} files, e.g. {missing[0]}")
+    searched = "searched " + (", ".join(map(str, roots)) or "nothing (PIVOT_NO_SHARED_DATA is set)")
+    return None, "; ".join(partial) or searched
 
 
 @pytest.fixture(scope="session")

@@ -87,3 +87,28 @@ def test_shared_data_roots_honour_the_opt_out(monkeypatch, tmp_path):
     assert shared_data_roots()[0] == tmp_path and shared_data_file("x.json") == tmp_path / "x.json"
     monkeypatch.setenv("PIVOT_NO_SHARED_DATA", "1")
     assert shared_data_roots() == [] and shared_data_file("x.json") is None
+
+
+def test_a_partial_copy_is_named_and_a_complete_one_later_is_still_found(monkeypatch, tmp_path):
+    import importlib.util
+    import json
+    from importlib import resources
+
+    import pivot_core
+
+    spec = importlib.util.spec_from_file_location("suite_conftest", REPO / "tests" / "conftest.py")
+    suite_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite_conftest)
+    find_shared_data = suite_conftest.find_shared_data
+    manifest = json.loads((resources.files("pivot_core") / "data" / "shared_sources.json").read_text())
+    paths = [e["path"] for e in manifest["files"] + manifest["derived"]]
+    partial, complete = tmp_path / "fetched", tmp_path / "copy"
+    for root, names in ((partial, paths[:3]), (complete, paths)):
+        for name in names:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).touch()
+    monkeypatch.setattr(pivot_core, "shared_data_roots", lambda: [partial, complete])
+    assert find_shared_data() == (complete, "")
+    monkeypatch.setattr(pivot_core, "shared_data_roots", lambda: [partial])
+    root, why = find_shared_data()
+    assert root is None and f"lacks {len(paths) - 3} of its {len(paths)} files" in why
