@@ -4,16 +4,15 @@
 """
 
 from trainers.executors._base import (
-    EXECUTOR_NAMES,
     EnvSpec,
     Executor,
     InProcessExecutor,
     VerifyTask,
-    make_executor,
     route_key,
     score_group,
     worker_for,
 )
+from trainers.executors._make import EXECUTOR_NAMES, make_executor
 
 __all__ = [
     "EXECUTOR_NAMES",

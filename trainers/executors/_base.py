@@ -9,7 +9,7 @@ would; the in-process executor is the reference the others must equal.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -125,33 +125,11 @@ class InProcessExecutor:
         """Nothing to release."""
 
 
-EXECUTORS: dict[str, Callable[..., Executor]] = {"in-process": InProcessExecutor}
-
-
-def make_executor(name: str, spec: EnvSpec, **options: Any) -> Executor:
-    """Build an executor by name: `in-process`, or `ray` (the `scale` extra; `options` go to it).
-
-    Raises:
-        ValueError: an unknown name (the valid names are listed).
-    """
-    if name == "ray":
-        from trainers.executors._ray import RayExecutor  # ray is imported only here
-
-        return RayExecutor(spec, **options)
-    if name not in EXECUTORS:
-        raise ValueError(f"expected an executor in {sorted([*EXECUTORS, 'ray'])}, got {name!r}")
-    return EXECUTORS[name](spec)
-
-
-EXECUTOR_NAMES = ("in-process", "ray")
-
 __all__ = [
-    "EXECUTOR_NAMES",
     "EnvSpec",
     "Executor",
     "InProcessExecutor",
     "VerifyTask",
-    "make_executor",
     "route_key",
     "score_group",
     "worker_for",
