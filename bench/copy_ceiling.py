@@ -47,7 +47,7 @@ def main() -> None:
     from pivot_core import load_pivots, split_pivots
     from trainers.backends import render_prompt
     from trainers.demo import default_data, expert_tokens
-    from trainers.demo.pretrain import world_words
+    from trainers.demo.synthetic import world_words
     from trainers.demo.tiny_model import build_tiny_model
     from verifiers_plugins import get_host
 

@@ -76,7 +76,8 @@ def main() -> None:
     from trainers.backends._base import SamplingParams
     from trainers.backends._transformers import TransformersBackend, TransformersConfig
     from trainers.demo import default_data
-    from trainers.demo.pretrain import PRETRAIN_MODEL, world_words
+    from trainers.demo.pretrain import PRETRAIN_MODEL
+    from trainers.demo.synthetic import world_words
     from trainers.demo.tiny_model import build_tiny_model
     from trainers.sft import SFTConfig, _collate, build_example
     from verifiers_plugins import get_host

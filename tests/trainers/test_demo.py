@@ -29,7 +29,8 @@ def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path)
     assert train and not train & {p.context["trajectory_id"] for p in split.heldout}
     # the world writes them with their own seed: the same file twice, not the pretraining's conversations
     assert [p.expert for p in load_pivots(synthetic_data(20, tmp_path / "again.jsonl"))] == [p.expert for p in pivots]
-    from trainers.demo.pretrain import PretrainConfig, synthetic_pivots
+    from trainers.demo.pretrain import PretrainConfig
+    from trainers.demo.synthetic import synthetic_pivots
     from verifiers_plugins import get_host
 
     world = get_host().get("tool_worlds", "tau-airline")()

@@ -3,7 +3,8 @@
 import json
 
 from pivot_tool_worlds import tau_airline
-from trainers.demo.pretrain import PretrainConfig, last_turns, synthetic_pivots
+from trainers.demo.pretrain import PretrainConfig
+from trainers.demo.synthetic import last_turns, synthetic_pivots
 
 
 def test_synthetic_calls_copy_their_ids_from_the_history_and_run_in_the_world():
@@ -41,7 +42,7 @@ def test_quick_config_is_smaller_and_saves_its_settings_shape():
 
 
 def test_copy_drills_call_with_an_id_the_user_just_said_and_are_fresh():
-    from trainers.demo.pretrain import copy_drills
+    from trainers.demo.synthetic import copy_drills
 
     world = tau_airline()
     drills = copy_drills(world, 300, seed=2)
@@ -65,7 +66,8 @@ def test_world_ids_are_whole_tokens_with_a_shared_direction_per_kind(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.demo.pretrain import QUICK_MODEL, world_words
+    from trainers.demo.pretrain import QUICK_MODEL
+    from trainers.demo.synthetic import world_words
     from trainers.demo.tiny_model import build_tiny_model
 
     world = tau_airline()

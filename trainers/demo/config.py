@@ -33,7 +33,7 @@ def synthetic_data(conversations: int, out: Path) -> Path:
     on them at this scale; on the real tau-bench turns, the cut prompt holds the values of only 40 %
     of the held-out calls (`bench/copy_ceiling.py`). They have no recorded user or outcome: no e2e arm.
     """
-    from trainers.demo.pretrain import synthetic_pivots
+    from trainers.demo.synthetic import synthetic_pivots
     from verifiers_plugins import get_host
 
     world = get_host().get("tool_worlds", "tau-airline")()
