@@ -69,3 +69,12 @@ def test_every_public_module_imports_in_a_fresh_interpreter_in_either_order(orde
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\nprint('ok')"
     proc = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_no_library_file_is_over_500_lines_and_the_verifiers_hold_at_most_a_quarter():
+    # STYLE rule 1 (one concept per file) and the house issue: no room turns into a warehouse again
+    lines = {path: len(path.read_text(encoding="utf-8").splitlines()) for _, path in _package_files()}
+    long = sorted(f"{p.relative_to(ROOT)}: {n}" for p, n in lines.items() if n > 500)
+    assert not long, long
+    verifiers = sum(n for p, n in lines.items() if p.relative_to(ROOT).parts[0] == "verifiers_plugins")
+    assert verifiers <= sum(lines.values()) / 4, (verifiers, sum(lines.values()))
