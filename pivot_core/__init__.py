@@ -22,6 +22,7 @@ from pivot_core._actions import (
     typed_action,
 )
 from pivot_core._compare import canonical, digit_tokens, normalize_text, normalized_action
+from pivot_core._files import MAX_DATA_BYTES_ENV, check_regular, max_data_bytes, open_regular, read_bounded
 from pivot_core._formats import (
     FORMATS,
     Format,
@@ -32,6 +33,7 @@ from pivot_core._formats import (
     register_format,
     write_pivots,
 )
+from pivot_core._history import History
 from pivot_core._hosts import is_loopback
 from pivot_core._jsonl import iter_jsonl, write_jsonl
 from pivot_core._model import DOMAINS, ROLES, Message, Pivot, Profile, ToolCall, Trajectory
@@ -61,6 +63,12 @@ __all__ = [
     "FORMATS",
     "Format",
     "InvalidTrajectory",
+    "History",
+    "MAX_DATA_BYTES_ENV",
+    "check_regular",
+    "max_data_bytes",
+    "open_regular",
+    "read_bounded",
     "Message",
     "Pivot",
     "PivotGymError",

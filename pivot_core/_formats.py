@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pivot_core._files import check_regular, open_regular
 from pivot_core._jsonl import first_record, iter_jsonl, write_jsonl
 from pivot_core._model import Pivot, Trajectory
 from pivot_core._pivots import SkipTurn, extract_pivots
@@ -163,7 +164,7 @@ def _write_parquet(pivots: Iterable[Pivot], path: Path) -> int:
 
 def _is_parquet(path: Path) -> bool:
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # a FIFO or a device: a DataFileError naming it, never a hang
             return f.read(4) == b"PAR1"
     except OSError:
         return False
@@ -258,6 +259,7 @@ def get_format(name: str) -> Format:
 def detect_format(path: PathLike) -> Format:
     """The first registered format whose `detect` accepts the file's first record."""
     p = Path(path)
+    check_regular(p)
     if _is_parquet(p):
         return FORMATS["parquet"]
     if p.suffix.lower() == ".parquet":
@@ -284,9 +286,11 @@ def load_pivots(path: PathLike, format: str | None = None, **options: Any) -> li
         **options: passed to the reader (`domain=`, `successful_only=`).
 
     Raises:
-        DataFileError: a record is not valid JSON or not a valid record (names file and line).
+        DataFileError: the path is not a regular file, a whole-file document or one record is past
+            `$PIVOT_MAX_DATA_BYTES`, or a record is not valid JSON or not a valid record (names file and line).
         UnknownFormat: the format name is unknown or the content matches none.
     """
+    check_regular(path)  # a FIFO, a device or a directory: named at once, before any format opens it
     fmt = get_format(format) if format else detect_format(path)
     return list(fmt.read(Path(path), options))
 
@@ -297,6 +301,7 @@ def open_pivots(path: PathLike, format: str | None = None, **options: Any) -> Se
     The env holds what this returns, so a million-pivot Parquet file costs no Python object
     per pivot until a pivot is read.
     """
+    check_regular(path)
     fmt = get_format(format) if format else detect_format(path)
     if fmt.open is not None:
         return fmt.open(Path(path), options)

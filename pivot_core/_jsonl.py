@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pivot_core._files import max_data_bytes, open_regular, too_large
 from pivot_core._safejson import decode_json
 from pivot_core.errors import DataFileError, UnsafeJSON
 
@@ -48,18 +49,24 @@ def decode_record(path: Path, lineno: int | None, raw: bytes) -> Any:
 
 
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield `(line_number, object)` for each non-blank line; a bad line raises `DataFileError`."""
+    """Yield `(line_number, object)` for each non-blank line; a bad line raises `DataFileError`.
+
+    The path must be a regular file, and a line may hold at most `max_data_bytes()` bytes
+    (`$PIVOT_MAX_DATA_BYTES`): a line past it is an error naming file and line, not a read until
+    memory runs out.
+    """
     p = Path(path)
-    try:
-        handle = p.open("rb")
-    except OSError as e:
-        raise DataFileError(str(p), None, f"cannot open: {e.strerror or e}") from e
-    with handle:
+    cap = max_data_bytes()
+    with open_regular(p) as handle:  # a FIFO or a device is a DataFileError, never a hang
         try:
             check_text_file(p, handle.peek(_SNIFF_BYTES)[:_SNIFF_BYTES])
-        except OSError as e:  # a directory opens on some systems and fails on read
+        except OSError as e:
             raise DataFileError(str(p), None, f"cannot read: {e.strerror or e}") from e
-        for lineno, line in enumerate(handle, start=1):
+        lineno = 0
+        while line := handle.readline(cap + 1):  # one record at most `cap` bytes: never a whole huge line
+            lineno += 1
+            if len(line) > cap:
+                raise too_large(p, cap, "a record", lineno)
             if lineno == 1:
                 line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark some editors write
             if not line.strip():

@@ -11,85 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from pivot_core._checks import check_tools as _check_tools
+from pivot_core._checks import id_field as _id_field
+from pivot_core._checks import list_field as _list_field
+from pivot_core._checks import load as _load
+from pivot_core._checks import object_field as _object_field
+from pivot_core._checks import require as _require
+from pivot_core._history import History
+from pivot_core._profile import Profile
 from pivot_core._safejson import decode_json
 from pivot_core.errors import InvalidTrajectory
 
 ROLES = ("system", "user", "assistant", "tool")
 DOMAINS = ("tool-use", "swe", "terminal", "browse")
-
-
-def _require(cond: bool, message: str) -> None:
-    if not cond:
-        raise InvalidTrajectory(message)
-
-
-def _check_tools(owner: str, tools: tuple[Any, ...]) -> None:
-    """Each tool is an OpenAI function schema: an object with a non-empty name and object parameters."""
-    for i, tool in enumerate(tools):
-        _require(
-            isinstance(tool, Mapping), f"{owner}.tools[{i}]: expected a tool schema object, got {type(tool).__name__}"
-        )
-        fn = tool.get("function", tool)
-        _require(isinstance(fn, Mapping), f"{owner}.tools[{i}].function: expected an object, got {type(fn).__name__}")
-        name = fn.get("name")
-        _require(isinstance(name, str) and bool(name), f"{owner}.tools[{i}]: expected a non-empty name, got {name!r}")
-        params = fn.get("parameters")
-        _require(
-            params is None or isinstance(params, Mapping),
-            f"{owner}.tools[{i}] ({name}): expected parameters as a JSON schema object, got {type(params).__name__}",
-        )
-
-
-def _list_field(payload: Mapping[str, Any], key: str, required: bool = False) -> tuple[Any, ...]:
-    """A list field of a JSON payload (missing or null is empty unless `required`).
-
-    A string or an object where a list belongs is an error, not the list of its characters or keys.
-    """
-    value = payload[key] if required else payload.get(key)
-    if value is None and not required:
-        return ()
-    if not isinstance(value, list | tuple):
-        raise InvalidTrajectory(f"{key}: expected a list, got {type(value).__name__}")
-    return tuple(value)
-
-
-def _object_field(payload: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """An object field of a JSON payload (missing or null is empty); a list of pairs is an error, not a dict."""
-    value = payload.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidTrajectory(f"{key}: expected an object, got {type(value).__name__}")
-    return dict(value)
-
-
-def _id_field(payload: Mapping[str, Any], key: str) -> str | None:
-    """A call id: a string, or a number some formats write (kept as its text); anything else is an error."""
-    value = payload.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    raise InvalidTrajectory(f"{key}: expected a string id, got {type(value).__name__}")
-
-
-def _load(cls_name: str, payload: Any, build) -> Any:
-    """Run `build(payload)` turning KeyError/TypeError into InvalidTrajectory with the cause chained."""
-    if not isinstance(payload, Mapping):
-        raise InvalidTrajectory(f"{cls_name}: expected a JSON object, got {type(payload).__name__}")
-    try:
-        return build(payload)
-    except InvalidTrajectory:
-        raise
-    except KeyError as e:
-        raise InvalidTrajectory(f"{cls_name}: missing field {e.args[0]!r}") from e
-    except (TypeError, ValueError, AttributeError) as e:
-        raise InvalidTrajectory(f"{cls_name}: {e}") from e
 
 
 @dataclass(frozen=True, init=False)
@@ -313,95 +251,6 @@ class Trajectory:
         return _load("Trajectory", payload, build)
 
 
-ProfileOutcome = Literal["unprofiled", "all_zero", "all_one", "constant", "mixed"]
-
-
-@dataclass(frozen=True)
-class Profile:
-    """K verified samples of a reference policy at one pivot.
-
-    Attributes:
-        k: number of samples.
-        rewards: the K rewards in sample order.
-        policy_id: which policy sampled them (model path or name + revision).
-        verifier_hash: hash of the verifier chain configuration that scored them.
-    """
-
-    k: int
-    rewards: tuple[float, ...]
-    policy_id: str = ""
-    verifier_hash: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "rewards", tuple(float(r) for r in self.rewards))
-        _require(self.k == len(self.rewards), f"Profile.k: expected len(rewards)={len(self.rewards)}, got {self.k}")
-        _require(all(math.isfinite(r) for r in self.rewards), "Profile.rewards: expected finite numbers")
-        _require(
-            all(0.0 <= r <= 1.0 for r in self.rewards),
-            f"Profile.rewards: expected rewards in [0, 1], got {[r for r in self.rewards if not 0.0 <= r <= 1.0][:3]}",
-        )
-
-    @property
-    def mean(self) -> float:
-        """Mean reward (0.0 for an empty profile)."""
-        return sum(self.rewards) / self.k if self.k else 0.0
-
-    @property
-    def variance(self) -> float:
-        """Population variance of the rewards, the quantity PivotRL filters on."""
-        if not self.k:
-            return 0.0
-        m = self.mean
-        return sum((r - m) ** 2 for r in self.rewards) / self.k
-
-    @property
-    def outcome(self) -> ProfileOutcome:
-        """The group's kind, the one classification the report and `select_pivots` share.
-
-        "all_zero" and "all_one" are the zero-variance groups of binary rewards; "constant" is a
-        zero-variance group of one partial reward (all 0.5): it teaches nothing either; "mixed"
-        has variance > 0 (what selection keeps is a subset of it); "unprofiled" has no samples.
-        """
-        if not self.k:
-            return "unprofiled"
-        if self.variance > 0:
-            return "mixed"
-        if self.mean >= 1.0:
-            return "all_one"
-        return "all_zero" if self.mean <= 0.0 else "constant"
-
-    @property
-    def zero_variance(self) -> bool:
-        """True for a profiled group whose rewards are all equal (GRPO's advantage is 0 for every sample)."""
-        return self.outcome in ("all_zero", "all_one", "constant")
-
-    def to_json(self) -> dict[str, Any]:
-        """`{k, rewards, mean, variance, policy_id, verifier_hash}`; mean/variance are informative."""
-        return {
-            "k": self.k,
-            "rewards": list(self.rewards),
-            "mean": self.mean,
-            "variance": self.variance,
-            "policy_id": self.policy_id,
-            "verifier_hash": self.verifier_hash,
-        }
-
-    @classmethod
-    def from_json(cls, payload: Mapping[str, Any]) -> Profile:
-        """Inverse of `to_json` (mean and variance are recomputed, not trusted)."""
-
-        def build(p: Mapping[str, Any]) -> Profile:
-            rewards = tuple(p["rewards"])
-            return cls(
-                k=int(p.get("k", len(rewards))),
-                rewards=rewards,
-                policy_id=p.get("policy_id", ""),
-                verifier_hash=p.get("verifier_hash", ""),
-            )
-
-        return _load("Profile", payload, build)
-
-
 @dataclass(frozen=True)
 class Pivot:
     """One assistant turn of an expert trajectory, seen as a one-step decision problem.
@@ -409,7 +258,9 @@ class Pivot:
     Attributes:
         id: stable id, `"<trajectory id>#<turn index>"` (index into the trajectory's messages).
         domain: one of `DOMAINS`.
-        history: every message before the expert turn (the state).
+        history: every message before the expert turn (the state): a `History`, which reads as a
+            tuple; pivots of one trajectory share its messages (`History.prefix`) instead of
+            each copying its prefix.
         expert: the expert's assistant message (the demonstrated action).
         tools: OpenAI function schemas available at this turn.
         context: what verifiers need beyond the chat (e.g. `sandbox`, `corpus`, `world`,
@@ -419,7 +270,7 @@ class Pivot:
 
     id: str
     domain: str
-    history: tuple[Message, ...]
+    history: Sequence[Message]
     expert: Message
     tools: tuple[Mapping[str, Any], ...] = ()
     context: Mapping[str, Any] = field(default_factory=dict)
@@ -428,11 +279,11 @@ class Pivot:
     def __post_init__(self) -> None:
         _require(isinstance(self.id, str) and bool(self.id), "Pivot.id: expected a non-empty string")
         _require(self.domain in DOMAINS, f"Pivot.domain: expected one of {DOMAINS}, got {self.domain!r}")
-        object.__setattr__(self, "history", tuple(self.history))
+        if type(self.history) is not History:  # a History's items were checked when it was made
+            object.__setattr__(self, "history", History(self.history))
         object.__setattr__(self, "tools", tuple(self.tools))
         _require(isinstance(self.expert, Message), "Pivot.expert: expected a Message")
         _require(self.expert.role == "assistant", f"Pivot.expert: expected role 'assistant', got {self.expert.role!r}")
-        _require(all(isinstance(m, Message) for m in self.history), "Pivot.history: expected Message items")
         _check_tools("Pivot", self.tools)
         _require(isinstance(self.context, Mapping), "Pivot.context: expected a mapping")
 
@@ -502,3 +353,7 @@ def as_tool_schemas(tools: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any],
             fn = {k: v for k, v in t.items() if k != "type"}
             out.append({"type": "function", "function": fn})
     return tuple(out)
+
+
+# `Profile` lives in `_profile.py` and `History` in `_history.py`; both are part of the model.
+__all__ = ["DOMAINS", "ROLES", "History", "Message", "Pivot", "Profile", "ToolCall", "Trajectory", "as_tool_schemas"]

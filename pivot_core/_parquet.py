@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from pivot_core._files import check_regular
 from pivot_core._model import Pivot
 from pivot_core._pivotseq import PivotSequence
 from pivot_core._safejson import decode_json
@@ -135,6 +136,7 @@ class ParquetPivots(PivotSequence):
 
     def __init__(self, path: str | os.PathLike[str], cache_row_groups: int = 8) -> None:
         self.path = Path(path)
+        check_regular(self.path)  # pyarrow opens the path itself: a FIFO would block it
         try:
             self._file = pq.ParquetFile(self.path, memory_map=True, pre_buffer=False)
         except (OSError, pa.ArrowException) as e:

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from pivot_core._history import History
 from pivot_core._model import Message, Pivot, Trajectory
 
 SkipTurn = Callable[[Trajectory, int, Message], bool]
@@ -28,7 +29,8 @@ def extract_pivots(
         skip: predicate `(trajectory, index, message) -> bool`; True drops that turn.
 
     Yields:
-        Pivots with id `"<trajectory id>#<index>"`, history = messages before the turn.
+        Pivots with id `"<trajectory id>#<index>"`, history = messages before the turn: a view of
+        the trajectory's messages (`History.prefix`), so the pivots of a long chat cost no copies.
     """
     if successful_only and trajectory.reward is not None and trajectory.reward < min_reward:
         return
@@ -49,7 +51,7 @@ def extract_pivots(
         yield Pivot(
             id=f"{trajectory.id}#{i}",
             domain=trajectory.domain,
-            history=trajectory.messages[:i],
+            history=History.prefix(trajectory.messages, i),
             expert=msg,
             tools=trajectory.tools,
             context=ctx,

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pivot_core import shared_data_file
+from pivot_core import DataFileError, open_regular, read_bounded, shared_data_file
 from pivot_tool_worlds import _tau_airline_tools as tools
 from pivot_tool_worlds._world import Tool, ToolWorld
 from pivot_tool_worlds.errors import WorldDataError
@@ -71,12 +71,12 @@ def locate_db(db_path: str | os.PathLike[str] | None = None) -> tuple[Path, str]
 def load_tables(path: str) -> Mapping[str, Mapping[str, Any]]:
     """The three tables from a folder or a single JSON file (parsed once per path and process)."""
     p = Path(path)
-    try:
+    try:  # regular files within `$PIVOT_MAX_DATA_BYTES` only: a FIFO or a device is an error, not a hang
         if p.is_dir():
-            tables = {t: json.loads((p / f"{t}.json").read_text(encoding="utf-8")) for t in TABLES}
+            tables = {t: json.loads(read_bounded(p / f"{t}.json").decode("utf-8")) for t in TABLES}
         else:
-            tables = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+            tables = json.loads(read_bounded(p).decode("utf-8"))
+    except (OSError, ValueError) as e:  # DataFileError and UnicodeDecodeError are ValueErrors
         raise WorldDataError(f"{WORLD_NAME}: cannot read the airline database at {path!r}: {e}") from e
     missing = [t for t in TABLES if not isinstance(tables.get(t), dict)]
     if missing:
@@ -96,11 +96,11 @@ def db_fingerprint(path: str) -> str:
     digest = hashlib.sha256()
     try:
         for f in files:
-            with f.open("rb") as handle:
+            with open_regular(f) as handle:
                 for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
                     digest.update(block)
             digest.update(b"\0")
-    except OSError as e:
+    except (OSError, DataFileError) as e:
         raise WorldDataError(f"{WORLD_NAME}: cannot read the airline database at {path!r}: {e}") from e
     return digest.hexdigest()
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from pivot_core._files import open_regular
 from pivot_core._jsonl import iter_jsonl
 from pivot_core.errors import DataFileError
 
@@ -75,7 +76,7 @@ def corpus_digest(path: PathLike) -> str:
     """SHA-256 of the corpus file's bytes: the key of its cached index."""
     h = hashlib.sha256()
     try:
-        with Path(path).open("rb") as f:
+        with open_regular(path) as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
     except OSError as e:
