@@ -44,6 +44,7 @@ from pivot_core._render import DOMAIN_PARSERS, chat_message, observation, render
 from pivot_core._safejson import decode_json
 from pivot_core._shell import ShellScan, Typed, scan_shell, trim_command, typed_commands
 from pivot_core._split import split_pivots, trajectory_key
+from pivot_core.convert._documents import AliasBudgetExceeded, load_yaml
 from pivot_core.errors import (
     DataFileError,
     InvalidTrajectory,
@@ -64,6 +65,8 @@ __all__ = [
     "Format",
     "InvalidTrajectory",
     "History",
+    "AliasBudgetExceeded",
+    "load_yaml",
     "MAX_DATA_BYTES_ENV",
     "check_regular",
     "max_data_bytes",

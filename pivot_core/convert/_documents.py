@@ -14,7 +14,7 @@ from typing import Any
 from pivot_core._files import read_bounded
 from pivot_core._jsonl import check_text_file, decode_record
 from pivot_core.convert import tau2
-from pivot_core.errors import DataFileError
+from pivot_core.errors import DataFileError, PivotGymError
 
 DOCUMENT_SUFFIXES = (".json", ".traj", ".yaml", ".yml")
 # What YAML aliases may add: each alias counts the nodes and scalar characters it stands for. A
@@ -23,16 +23,19 @@ DOCUMENT_SUFFIXES = (".json", ".traj", ".yaml", ".yml")
 MAX_YAML_ALIAS_EXPANSION = 1_000_000
 
 
-class AliasBudgetExceeded(Exception):
-    """Raised inside the YAML composer when aliases stand for more than the budget allows."""
+class AliasBudgetExceeded(PivotGymError, ValueError):
+    """Raised by `load_yaml` when aliases stand for more than the budget allows (or make a cycle)."""
 
     def __init__(self, line: int | None, budget: int) -> None:
         super().__init__(f"YAML aliases expand past {budget:,} nodes and characters (an alias bomb?)")
         self.line = line
 
 
-def _bounded_yaml(text: str, budget: int) -> Any:
+def load_yaml(text: str, budget: int = MAX_YAML_ALIAS_EXPANSION) -> Any:
     """`yaml.safe_load(text)`, refusing aliases that together stand for more than `budget` units.
+
+    Use it for any YAML a user or a task folder supplies: `yaml.safe_load` is safe from code
+    execution, not from an alias bomb.
 
     A unit is a node or a character of a scalar; a node's size is counted once per alias that
     names it, so repeated aliases of aliases (the exponential case) add up at once. An alias of a
@@ -94,7 +97,7 @@ def read_document(path: Path) -> Any:
     """The JSON (or YAML) value of a whole file; unreadable content is a `DataFileError` naming the file and line.
 
     The file must be a regular file within `$PIVOT_MAX_DATA_BYTES`, and YAML aliases may stand for
-    at most `MAX_YAML_ALIAS_EXPANSION` nodes and characters in all (see `_bounded_yaml`).
+    at most `MAX_YAML_ALIAS_EXPANSION` nodes and characters in all (see `load_yaml`).
     """
     raw = read_bounded(path)  # a regular file within `$PIVOT_MAX_DATA_BYTES`, else a DataFileError naming it
     check_text_file(path, raw[:8192])
@@ -109,7 +112,7 @@ def read_document(path: Path) -> Any:
         line = raw[: e.start].count(b"\n") + 1
         raise DataFileError(str(path), line, "not UTF-8 text") from e
     try:
-        return _bounded_yaml(text, MAX_YAML_ALIAS_EXPANSION)
+        return load_yaml(text)
     except AliasBudgetExceeded as e:
         raise DataFileError(str(path), e.line, str(e)) from e
     except RecursionError as e:

@@ -19,6 +19,7 @@ import textwrap
 import pytest
 
 from pivot_core import (
+    AliasBudgetExceeded,
     DataFileError,
     History,
     InvalidTrajectory,
@@ -28,6 +29,7 @@ from pivot_core import (
     extract_pivots,
     iter_jsonl,
     load_pivots,
+    load_yaml,
     max_data_bytes,
     read_bounded,
 )
@@ -268,3 +270,8 @@ def test_yaml_with_a_few_aliases_still_loads_and_a_cycle_is_refused(tmp_path):
     cycle.write_text("history: &h\n  - {role: user, content: x}\n  - *h\nreplay_config: {}\n")
     with pytest.raises(DataFileError, match="alias"):
         load_pivots(cycle)
+    bomb = tmp_path / "bomb.yaml"
+    _alias_bomb(bomb)
+    with pytest.raises(AliasBudgetExceeded, match="alias bomb"):  # the loader other YAML readers use
+        load_yaml(bomb.read_text())
+    assert load_yaml("a: &x [1, 2]\nb: *x\n") == {"a": [1, 2], "b": [1, 2]}

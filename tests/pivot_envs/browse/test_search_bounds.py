@@ -110,3 +110,32 @@ def test_retrieval_match_rejects_a_refused_query_and_errs_on_a_stopped_one(tmp_p
     short = Message("assistant", None, (ToolCall("search", json.dumps({"query": "the of and in a"})),))
     stopped = verifier.verify(pivot, short)
     assert not stopped.accepted and stopped.error and "stopped" in stopped.error
+
+
+def test_pivot_serve_answers_a_batch_of_32kb_queries_at_once():
+    """The denial-of-service path: verify-batch over HTTP with eight 32 KB queries (before: ~100 s each)."""
+    result = run_bounded(
+        f"""
+        import json
+        import gymnasium as gym
+        import pivot_envs
+        from starlette.testclient import TestClient
+        from pivot_cli._server import create_app
+        from pivot_envs import Message, ToolCall, render_completion
+
+        env = gym.make("pivot/browse-v0").unwrapped
+        pivot = next(p for p in env.pivots if p.expert.tool_calls and p.expert.tool_calls[0].name == "search"
+                     and p.context.get("replayable"))
+        def search(query):
+            return Message("assistant", None, (ToolCall("search", json.dumps({{"query": query}})),))
+
+        completions = [render_completion(search({COMMON!r} * 2000 + str(i)), "browse") for i in range(8)]
+        with TestClient(create_app(env, "pivot/browse-v0")) as client:
+            answer = client.post("/v1/verify-batch", json={{"pivot_id": pivot.id, "completions": completions}})
+        results = answer.json()["results"]
+        print(json.dumps({{"status": answer.status_code, "rewards": [r["reward"] for r in results],
+                           "reasons": [r["verdicts"]["retrieval_match"]["reason"] for r in results]}}))
+        """
+    )
+    assert result["status"] == 200 and result["rewards"] == [0.0] * 8
+    assert all(r.startswith("search refused") for r in result["reasons"]), result["reasons"]
