@@ -81,6 +81,8 @@ class ConversationWriter:
         self.state = world.initial_state()
         self.messages: list[Message] = [Message("system", system)]
         self.calls = 0
+        self.equivalents: dict[int, list[dict[str, Any]]] = {}
+        """Message index -> the other arguments that call could have had with the same effect."""
 
     def user(self, text: str) -> None:
         """A user message."""
@@ -89,6 +91,12 @@ class ConversationWriter:
     def say(self, text: str) -> None:
         """An assistant text turn."""
         self.messages.append(Message("assistant", text))
+
+    def call_one_of(self, name: str, forms: Sequence[dict[str, Any]]) -> Any:
+        """A call written in one of several equivalent forms, drawn at random; the others are recorded."""
+        chosen = self.rng.randrange(len(forms))
+        self.equivalents[len(self.messages)] = [f for i, f in enumerate(forms) if i != chosen]
+        return self.call(name, **forms[chosen])
 
     def call(self, name: str, **arguments: Any) -> Any:
         """An assistant tool call and the world's output for it; returns the output parsed when JSON."""
@@ -154,11 +162,51 @@ def _book(w: ConversationWriter, uid: str, flights: Sequence[tuple[str, str, str
     w.say("Where would you like to fly, and on which date?")
     w.user(_say(w.rng, ROUTE, a=AIRPORTS[origin], b=AIRPORTS[destination], date=_spoken_date(w.rng, day)))
     found = w.call("search_direct_flight", origin=origin, destination=destination, date=day)
-    prices = [f["prices"]["economy"] for f in found if isinstance(f, dict) and "prices" in f][:2]
-    if len(prices) == 2:
-        w.user("What would both of the first two cost together in economy?")
-        w.call("calculate", expression=f"{prices[0]} + {prices[1]}")
+    prices = [f["prices"]["economy"] for f in found if isinstance(f, dict) and "prices" in f][:3]
+    if len(prices) >= 2:
+        picked = prices[: w.rng.randint(2, len(prices))]
+        w.user(_say(w.rng, ASK_TOTAL, n=NUMBER_WORDS[len(picked)]))
+        w.call_one_of("calculate", [{"expression": e} for e in sum_forms(picked)])
+        if w.rng.random() < 0.5:
+            w.user(_say(w.rng, ASK_PASSENGERS, n=NUMBER_WORDS[2]))
+            w.call_one_of("calculate", [{"expression": e} for e in product_forms(picked[0], 2)])
     w.say("Which flight would you like to book?")
+
+
+# -- actions that several forms perform (the in-domain case where the functional reward matters) ---
+
+ASK_TOTAL = (
+    "What would the first {n} cost together in economy?",
+    "How much are the first {n} in economy, in total?",
+    "Can you add up the economy prices of the first {n}?",
+)
+ASK_PASSENGERS = ("And the first one for {n} passengers?", "What would the first one cost for {n} of us?")
+NUMBER_WORDS = {2: "two", 3: "three"}
+
+
+def sum_forms(numbers: Sequence[float]) -> list[str]:
+    """Expressions that all compute the sum of `numbers`: every order of the terms, with or without spaces.
+
+    The expert writes one of them; `tool_exec` accepts any (the world returns the same total),
+    `exact_match` only the expert's own, so the strict reward misses what the functional one keeps.
+    """
+    terms = [str(n) for n in numbers]
+    orders = [terms, terms[::-1]] if len(terms) == 2 else [terms, terms[::-1], [terms[1], terms[0], *terms[2:]]]
+    return [sep.join(order) for order in orders for sep in (" + ", "+")]
+
+
+def product_forms(number: float, times: int) -> list[str]:
+    """Expressions that all compute `number * times`, written four ways."""
+    return [f"{number} * {times}", f"{times} * {number}", f"{number}*{times}", " + ".join([str(number)] * times)]
+
+
+def equivalent_actions(pivot: Pivot) -> list[Message]:
+    """Calls with the expert's effect written another way (`context.equivalent_arguments`); [] where none."""
+    call = pivot.expert.tool_calls[0] if len(pivot.expert.tool_calls) == 1 else None
+    forms = pivot.context.get("equivalent_arguments") or []
+    if call is None:
+        return []
+    return [Message("assistant", None, (ToolCall(call.name, json.dumps(f), call.id),)) for f in forms]
 
 
 DRILL_WANTS = {
@@ -263,6 +311,8 @@ def synthetic_pivots(world: Any, conversations: int, seed: int = 0, system: str 
         for i, m in enumerate(w.messages):
             if m.role == "assistant":
                 context = {"world": world.name, "trajectory_id": trajectory, "turn_index": i, "synthetic": True}
+                if i in w.equivalents:
+                    context["equivalent_arguments"] = w.equivalents[i]
                 pivots.append(Pivot(f"{trajectory}#{i}", "tool-use", tuple(w.messages[:i]), m, schemas, context))
     return pivots
 

@@ -1,0 +1,46 @@
+"""The synthetic world's in-domain case where the functional reward matters (issue 31 item 4).
+
+At its `calculate` turns the expert writes the expression in one of several equivalent forms
+(the terms in any order, with or without spaces; a doubled price as a product either way or a
+sum). `tool_exec`, the airline pivots' default acceptor, accepts every form (the world returns
+the same number); `exact_match`, the strict reward, accepts only the expert's own.
+"""
+
+import gymnasium as gym
+
+import pivot_envs  # noqa: F401
+from pivot_core import render_completion
+from pivot_tool_worlds import tau_airline
+from trainers.demo.synthetic import equivalent_actions, synthetic_pivots
+
+
+def test_equivalent_forms_are_accepted_by_tool_exec_and_rejected_by_exact_match():
+    world = tau_airline()
+    pivots = synthetic_pivots(world, 120, seed=5)
+    with_forms = [p for p in pivots if equivalent_actions(p)]
+    calls = [p for p in pivots if p.expert.tool_calls]
+    assert len(with_forms) >= 0.08 * len(calls), (len(with_forms), len(calls))  # a share, not a curiosity
+    kinds = {
+        "product" if any("*" in m.tool_calls[0].arguments for m in [p.expert, *equivalent_actions(p)]) else "sum"
+        for p in with_forms
+    }
+    assert kinds == {"sum", "product"}  # both kinds occur: totals and doubled prices
+    functional = gym.make("pivot/tool-use-v0", pivots=with_forms).unwrapped
+    strict = gym.make("pivot/tool-use-v0", pivots=with_forms, verifiers=["exact_match"]).unwrapped
+    for pivot in with_forms:
+        expert = render_completion(pivot.expert, pivot.domain)
+        others = [render_completion(m, pivot.domain) for m in equivalent_actions(pivot)]
+        got = functional.score(pivot, [expert, *others])
+        assert all(r.accepted for r in got), (pivot.id, [r.verdicts for r in got])
+        assert [r.decided_by for r in got] == ["tool_exec"] * len(got)
+        strict_got = strict.score(pivot, [expert, *others])
+        assert strict_got[0].accepted and not any(r.accepted for r in strict_got[1:]), pivot.id
+
+
+def test_a_wrong_total_is_rejected_by_both():
+    world = tau_airline()
+    pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if equivalent_actions(p))
+    wrong = render_completion(equivalent_actions(pivot)[0], pivot.domain).replace("1", "2", 1)
+    for verifiers in (None, ["exact_match"]):
+        env = gym.make("pivot/tool-use-v0", pivots=[pivot], verifiers=verifiers).unwrapped
+        assert not env.score(pivot, [wrong])[0].accepted
