@@ -376,3 +376,19 @@ def test_docker_fingerprints_name_the_backend_and_the_image_id():
     missing = Pivot("p#1", "terminal", (), expert, (), {"sandbox": {"image": "pivot-gym/no-such-image:0"}})
     assert image_id("pivot-gym/no-such-image:0") is None
     assert get_verifier("docker_shell").fingerprint(missing) is None  # unknown image: do not cache
+
+
+def test_the_judge_fingerprint_names_the_judge_even_when_the_environment_chose_it(tmp_path, monkeypatch):
+    """An opted-in judge verdict is keyed by the URL `$PIVOT_JUDGE_URL` gave and the prompt file's text."""
+    from verifiers_plugins.builtin.llm_judge import LLMJudge
+
+    pivot = _env(None).pivots[0]
+    monkeypatch.setenv("PIVOT_JUDGE_URL", "http://127.0.0.1:9/v1")
+    first = LLMJudge().fingerprint(pivot)
+    monkeypatch.setenv("PIVOT_JUDGE_URL", "http://127.0.0.1:10/v1")
+    assert LLMJudge().fingerprint(pivot) != first
+    prompt = tmp_path / "judge.txt"
+    prompt.write_text("be strict")
+    strict = LLMJudge(prompt_file=str(prompt)).fingerprint(pivot)
+    prompt.write_text("be lenient")
+    assert LLMJudge(prompt_file=str(prompt)).fingerprint(pivot) != strict

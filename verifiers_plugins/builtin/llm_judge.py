@@ -22,6 +22,7 @@ flagged as such.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -118,6 +119,15 @@ class LLMJudge:
         self.request_timeout, self.retries, self.max_tokens = request_timeout, retries, max_tokens
         self.max_concurrency, self.timeout = max_concurrency, timeout
         self._gates: dict[int, asyncio.Semaphore] = {}
+
+    def fingerprint(self, pivot: Pivot) -> str:
+        """The judge asked (its URL, possibly from `$PIVOT_JUDGE_URL`, and model) and the prompt's text.
+
+        The config names a prompt file, not its content, and the URL may come from the environment:
+        a verdict cached (with `RewardCache(nondeterministic=True)`) is another judge's otherwise.
+        """
+        prompt = hashlib.sha256(self.prompt.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"judge:{self.url}|{self.model}|{prompt}"
 
     async def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Ask in both orders; accept only when both say EQUIVALENT."""
