@@ -40,10 +40,9 @@ _LAZY = {
     "build_tasks": "_tasks",
     "task_dirs": "_tasks",
     "load_task": "_tasks",
-    "test_commands": "_tasks",
-    "test_outcome": "_tasks",
-    "TestOutcome": "_tasks",
-    "TESTS_VENV": "_tasks",
+    "test_outcome": "_task_tests",
+    "TestOutcome": "_task_tests",
+    "TESTS_VENV": "_task_tests",
 }
 
 
@@ -70,7 +69,6 @@ __all__ = [
     "task_image",
     "task_dirs",
     "load_task",
-    "test_commands",
     "test_outcome",
     "LABEL",
     "STDERR_MODES",

@@ -28,7 +28,7 @@ from pivot_sandbox import _action as act
 from pivot_sandbox import _cleanup
 from pivot_sandbox import _containers as ct
 from pivot_sandbox import _runner as rn
-from pivot_sandbox._dockerfile import COMMIT_TIMEOUT, api_timeout
+from pivot_sandbox._build import COMMIT_TIMEOUT, api_timeout
 from pivot_sandbox._images import ensure_image
 from pivot_sandbox._netns import NetnsHolders
 from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec

@@ -7,16 +7,32 @@ from the backend's snapshot of the state, in a container made like a candidate's
 capability dropped, no network, the backend's limits), so a policy's commands meet the same
 walls as in the verifier; it belongs to the backend, so the backend's exit and signal clean-up
 removes it if the process dies, and `close` removes it otherwise.
+
+A task's tests run in the session's container too (`run_tests`), as Terminal-Bench's harness runs
+them: after a check that the agent left the test run's own tools alone, in a fresh shell with the
+image's environment, the tests delivered only then (`_task_tests.py`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pivot_sandbox import _containers as ct
+from pivot_sandbox._action import changed_paths
 from pivot_sandbox._spec import SandboxSpec
+from pivot_sandbox._task_tests import (
+    SUSPECT_FILES,
+    TESTS_DIR,
+    TestOutcome,
+    new_nonce,
+    run_argv,
+    tampered_tools,
+    test_outcome,
+    tests_tar,
+)
 
 OUTPUT_HEAD = 64 * 1024  # bytes of a command's output read back
 
@@ -74,18 +90,42 @@ class Session:
         self.cwd = raw.cwd or self.cwd
         return SessionRun(raw.exit_code, _head(box, f"{ct.RUN_STATE}/out"), None, raw.cwd)
 
-    def run_direct(self, command: str, timeout: float) -> SessionRun:
-        """Run one command as the sandbox user with its output captured directly (up to the output cap).
+    def run_tests(self, task: Any, timeout: float | None = None) -> TestOutcome:
+        """The task's own tests (`task`: a `_tasks.Task`) in this container; their `TestOutcome`.
 
-        For a task's tests: their status line comes last, so the output must not be cut at its head.
+        Not run, and failed with the paths named, when the agent changed the test run's own tools
+        (`_task_tests.tampered_tools`: the venv, the tests' folder, the interpreter, pytest's
+        configuration above the tests, an installed pytest plugin). Otherwise the tests are put in
+        place through the daemon (owned by root, whatever the agent left at their path) and run with
+        `_task_tests.run_argv` as the session's user; the status line carries a fresh nonce.
         """
         box = self._live()
-        raw = ct.shell_run(
-            box, self.spec, self.backend.limits, command, src=self._state, dst=ct.RUN_STATE, timeout=timeout
+        limits = self.backend.limits
+        changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
+        if over:
+            return TestOutcome(False, False, {}, f"the test run's tools could not be checked: {over}")
+        present = [p for p, kind in changes if kind != 2 and SUSPECT_FILES.search(p)]
+        suspects = {p: ct.read_text(box, p) for p in present[:100]}
+        tampered = tampered_tools([p for p, _ in changes], suspects)
+        if tampered:
+            shown = ", ".join(tampered[:3]) + (f" (+{len(tampered) - 3})" if len(tampered) > 3 else "")
+            return TestOutcome(False, False, {}, f"the agent changed the test run's own tools: {shown}")
+        ct.run(box, ["rm", "-rf", TESTS_DIR], user="0", timeout=30, output_cap=64 * 1024, keep=True)
+        box.container.put_archive("/", tests_tar(task.dir / "tests"))
+        config = self.backend.client.images.get(self.spec.image).attrs.get("Config") or {}
+        nonce = new_nonce()
+        raw = ct.run(
+            box,
+            run_argv(config.get("Env") or [], task.tests, self.spec.workdir, nonce),
+            user=self.spec.user,
+            timeout=timeout or task.tests.timeout + 60.0,
+            output_cap=limits.output_cap,
+            keep=True,  # what the agent left running (a server the tests talk to) keeps running after them
         )
-        self._state = ct.RUN_STATE
-        output = (raw.stdout + raw.stderr).decode(errors="replace")
-        return SessionRun(raw.exit_code, output, raw.killed, raw.cwd or self.cwd)
+        outcome = test_outcome((raw.stdout + raw.stderr).decode(errors="replace"), nonce)
+        if raw.killed:
+            return TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({raw.killed})")
+        return outcome
 
     def run_as_root(self, command: str, timeout: float) -> SessionRun:
         """Run one command as root in the working directory (a task's tests), with no shell state."""

@@ -8,6 +8,10 @@ holding pytest and what `run-tests.sh` would have installed (the tests run with 
 so their dependencies are fetched at build time). Images are tagged by a content hash of (Dockerfile,
 copied files, base image id, test plan, builder version) and an LRU bound removes the oldest.
 
+The tests and the solution never reach the image: a `COPY`/`ADD` of `tests/` or `solution.*` (a
+task-design leak: blind-maze copies its tests to /app/tests) is left out of the build, and the
+report says so (`BuildReport.dropped`). The tests' run itself is `_task_tests.py`; bases `_bases.py`.
+
 Public API (used by `pivot sandbox build-task(s)`, synthesis, `task_tests` and episode envs):
     load_task(dir) -> Task                                         (TaskError names file and line)
     task_image(client, task, *, force=False, keep=24) -> BuildReport
@@ -15,25 +19,18 @@ Public API (used by `pivot sandbox build-task(s)`, synthesis, `task_tests` and e
         `workdir`/`user` are what a `SandboxSpec` of the task needs
     build_tasks(client, dirs, *, force=False, keep=24) -> Iterator[BuildReport]
     task_dirs(root, only=()) -> list[Path]
-    test_commands(task, nonce, workdir) -> list[str]   (deliver the tests after an action, run them)
-    test_outcome(stdout, nonce) -> TestOutcome          (passed / ran / counts / reason)
-    ensure_base(client, name) -> (local tag, note)      (a FROM name -> the local stand-in)
     ensure_bundled_image(client, "pivot-gym/task:<id>")  (the package's own tasks, by stable name)
 An episode env runs a task as: `SandboxSpec(image=report.image, workdir=report.workdir, user="root",
-shell="/bin/bash", replay_access=True)`, the agent's commands through the sandbox backend, then
-`test_commands` + `test_outcome` (or `task_tests.run_tests`) for the outcome.
+shell="/bin/bash", replay_access=True)`, the agent's commands in a session, then `Session.run_tests`.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
-import io
 import json
 import re
 import shlex
-import tarfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,111 +41,17 @@ import yaml
 
 from pivot_sandbox import _dockerfile as df
 from pivot_sandbox._access import build_access
+from pivot_sandbox._bases import ensure_base
+from pivot_sandbox._build import build
 from pivot_sandbox._equivalents import registry_equivalent
-from pivot_sandbox._images import ROOTS, build_root_image, image_exists
+from pivot_sandbox._images import image_exists
 from pivot_sandbox._spec import LABEL
+from pivot_sandbox._task_tests import TESTS_VENV, TestPlan, test_plan
 from pivot_sandbox.errors import TaskError
 
-BUILDER_VERSION = "2"
+BUILDER_VERSION = "3"  # 3: tests/ and solution.* are never copied into the image
 TASK_REPO = "pivot-gym/task"
-TESTS_VENV = "/opt/pivot-tests"
-TESTS_DIR = "/tests"
 MAX_TASK_IMAGES = 24
-TEST_LOG_TAIL = 200_000  # bytes of a test run's output kept: its end holds pytest's summary
-CHUNK = 60_000  # bytes of base64 per delivery command: one argv string stays far below the kernel's 128 KiB
-
-
-@dataclass(frozen=True)
-class Base:
-    """A locally built stand-in for a base image a Dockerfile names.
-
-    Attributes:
-        tag: the local image tag.
-        root: the debootstrapped root it derives from (`_images.ROOTS`).
-        workdir: the working directory the original image sets.
-        managed: keep Debian's EXTERNALLY-MANAGED marker (Ubuntu keeps it; python.org images have none).
-        note: how it differs from the original.
-    """
-
-    tag: str
-    root: str
-    workdir: str
-    managed: bool
-    note: str
-
-
-# Matched on the image's path, never on a registry host name.
-BASES: tuple[tuple[re.Pattern[str], Base], ...] = (
-    (
-        re.compile(r"(^|/)t-bench/python-3-13(:[\w.-]+)?$"),
-        Base(
-            "pivot-gym/base:t-bench-python-3-13",
-            "pivot-gym/root:trixie",
-            "/app",
-            False,
-            "Python 3.13 from Debian trixie's packages (in /usr/lib; pip installs to /usr/local), not python.org's",
-        ),
-    ),
-    (
-        re.compile(r"(^|/)t-bench/ubuntu-24-04(:[\w.-]+)?$"),
-        Base(
-            "pivot-gym/base:t-bench-ubuntu-24-04",
-            "pivot-gym/root:trixie",
-            "/app",
-            True,
-            "Debian trixie, not Ubuntu 24.04: same apt-get, Debian's packages (Python 3.13 not 3.12, glibc 2.41)",
-        ),
-    ),
-    (
-        # pins made for 3.8/3.9 (pandas 1.3, numpy 1.21) have wheels for 3.9, none for bookworm's 3.11
-        re.compile(r"^python:3\.[89](\.\d+)?-slim(-bookworm|-bullseye)?$"),
-        Base(
-            "pivot-gym/base:python-3-slim-bullseye",
-            "pivot-gym/root:bullseye",
-            "/",
-            False,
-            "bullseye's Python 3.9 under the name asked for (the minor version differs unless 3.9 was asked; "
-            "Debian bullseye, not bookworm)",
-        ),
-    ),
-    (
-        re.compile(r"^python:3\.\d+(\.\d+)?-slim(-bookworm)?$"),
-        Base(
-            "pivot-gym/base:python-3-slim-bookworm",
-            "pivot-gym/root:bookworm",
-            "/",
-            False,
-            "bookworm's Python 3.11 under the name asked for (the minor version differs unless 3.11 was asked)",
-        ),
-    ),
-    (
-        re.compile(r"^debian:bullseye(-slim)?$"),
-        Base("pivot-gym/base:debian-bullseye", "pivot-gym/root:bullseye", "/", True, "Debian bullseye minbase"),
-    ),
-    (
-        re.compile(r"^ubuntu:(22\.04|24\.04|latest)$"),
-        Base("pivot-gym/base:ubuntu", "pivot-gym/root:trixie", "/", True, "Debian trixie, not Ubuntu"),
-    ),
-)
-
-
-@dataclass(frozen=True)
-class TestPlan:
-    """How a task's tests run: what is installed at build time and the script run afterwards.
-
-    Attributes:
-        pip: packages installed into the tests venv at build time (pytest and run-tests.sh's own).
-        apt: Debian packages run-tests.sh installs (installed into the image at build time).
-        script: the test script, with its installation lines removed, run with `TEST_DIR=/tests`.
-        timeout: seconds the tests may run (task.yaml `max_test_timeout_sec`).
-        problem: why the tests cannot run here, "" when they can.
-    """
-
-    pip: tuple[str, ...]
-    apt: tuple[str, ...]
-    script: str
-    timeout: float
-    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -192,6 +95,7 @@ class BuildReport:
     base_note: str = ""
     workdir: str = "/app"
     user: str = "root"
+    dropped: str = ""  # the COPY/ADD steps left out because they would put the tests or the solution in the image
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the `--json` report rows)."""
@@ -205,46 +109,6 @@ def _instruction(meta: Mapping[str, Any]) -> str:
         if d.get("key") == "base":
             return str(d.get("description", ""))
     return ""
-
-
-_PIP = re.compile(r"^\s*(?:python3?\s+-m\s+)?(?:pip3?|uv\s+pip)\s+install\s+(.*)$")
-_UV_ADD = re.compile(r"^\s*uv\s+add\s+(.*)$")
-_APT = re.compile(r"^\s*(?:apt-get|apt)\s+(?:update|install)\b")
-
-
-def test_plan(task_dir: Path, timeout: float, hosts: frozenset[str] | None = None) -> TestPlan:
-    """Read run-tests.sh (or Terminal-Bench's default uv + pytest harness) into a `TestPlan`."""
-    path = task_dir / "run-tests.sh"
-    if not (task_dir / "tests").is_dir():
-        return TestPlan((), (), "", timeout, "the task has no tests/ folder")
-    if not path.is_file():
-        script = f"cd {{workdir}} && pytest {TESTS_DIR}/test_outputs.py -rA"
-        return TestPlan(("pytest",), (), script, timeout)
-    pip, apt, kept = ["pytest"], [], []
-    problem = ""
-    for line in path.read_text(errors="replace").replace("\\\n", " ").splitlines():
-        stripped = line.strip()
-        if m := (_PIP.match(stripped) or _UV_ADD.match(stripped)):
-            try:
-                words = shlex.split(m.group(1).split(" #")[0])
-            except ValueError:  # an unbalanced quote: plain words are close enough for package names
-                words = m.group(1).split()
-            for i, w in enumerate(words):
-                if w in ("--index-url", "-i", "--extra-index-url") and i + 1 < len(words):
-                    host = re.sub(r"^\w+://([^/]+).*$", r"\1", words[i + 1])
-                    if hosts is not None and host not in hosts:
-                        problem = f"run-tests.sh installs from {host}, outside the registries: {stripped[:80]!r}"
-            pip += [w for i, w in enumerate(words) if not w.startswith("-") and not words[i - 1].startswith("--")]
-        elif _APT.match(stripped):
-            if "install" in stripped:
-                apt += [w for w in stripped.split("install", 1)[1].split() if not w.startswith("-") and w != "&&"]
-        elif "setup-uv-pytest.sh" in stripped:
-            continue
-        elif "run-uv-pytest.sh" in stripped:
-            kept.append(f"pytest {TESTS_DIR}/test_outputs.py -rA")
-        else:
-            kept.append(re.sub(r"\bpython3?\s+-m\s+pytest\b", "pytest", line))
-    return TestPlan(tuple(dict.fromkeys(pip)), tuple(dict.fromkeys(apt)), "\n".join(kept), timeout, problem)
 
 
 def load_task(task_dir: Path | str) -> Task:
@@ -305,52 +169,6 @@ def compose_build(task_dir: Path) -> tuple[Path, Path, str]:
     if task_dir.resolve() not in (context, *context.parents):
         return task_dir, task_dir / "Dockerfile", f"{path}: build context {raw!r} lies outside the task folder"
     return context, context / str(build.get("dockerfile") or "Dockerfile"), ""
-
-
-def map_base(name: str) -> Base | None:
-    """The local stand-in for the image a FROM names, None when there is none."""
-    for pattern, base in BASES:
-        if pattern.search(name.strip()):
-            return base
-    return None
-
-
-def ensure_base(client: Any, name: str) -> tuple[str, str]:
-    """(local tag, note) of the base a FROM names, building its root and itself when missing."""
-    base = map_base(name)
-    if base is None:
-        raise TaskError(f"base image {name!r} has no local equivalent (no registry is reachable)")
-    steps = [] if base.managed else ["RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED", PIP_OWNS_PYTHON_PACKAGES]
-    text = "\n".join([f"FROM {base.root}", *steps, f"WORKDIR {base.workdir}"]) + "\n"
-    # a base built by an older recipe is rebuilt (its id changes, so the task images on it rebuild once)
-    recipe = hashlib.sha256(text.encode()).hexdigest()[:16]
-    if image_exists(client, base.tag) and client.images.get(base.tag).labels.get(f"{LABEL}.recipe") == recipe:
-        return base.tag, base.note
-    build_root_image(client, base.root)
-    suite = ROOTS[base.root][0]
-    instructions = df.parse(text, f"<base {base.tag}>")
-    access = None if base.managed else build_access(suite)
-    labels = {f"{LABEL}.suite": suite, f"{LABEL}.recipe": recipe}
-    df.build(client, instructions, Path("/nonexistent"), base.root, base.tag, access, labels=labels)
-    return base.tag, base.note
-
-
-# python.org images (python:3.x-slim, t-bench's python-3-13) have pip, and every Python package, owned by
-# pip in /usr/local. Debian's Python sees the packages Debian installed (pip, setuptools, wheel, packaging,
-# asciinema, ...) in /usr/lib/python3/dist-packages, and pip cannot upgrade those ("installed by debian":
-# `pip install transformers torch` failed on setuptools). So the base gets a pip-owned copy of each, at
-# the same version, in /usr/local (first on sys.path: an upgrade replaces that copy), and python.org's
-# `site-packages` path as a link to Debian's `dist-packages` (a Dockerfile that edits
-# /usr/local/lib/python3.X/site-packages edits what Python imports). A release PyPI does not have stays
-# Debian's (the build log says which).
-PIP_OWNS_PYTHON_PACKAGES = (
-    "RUN set -e; d=$(python3 -c 'import sys; print(\"/usr/local/lib/python%d.%d\" % sys.version_info[:2])');"
-    ' mkdir -p "$d/dist-packages"; [ -e "$d/site-packages" ] || ln -s dist-packages "$d/site-packages";'
-    " python3 -m pip list --path /usr/lib/python3/dist-packages --format freeze 2>/dev/null > /tmp/debian.txt;"
-    " python3 -m pip install -q --no-cache-dir --no-deps --ignore-installed -r /tmp/debian.txt"
-    ' || while read -r req; do python3 -m pip install -q --no-cache-dir --no-deps --ignore-installed "$req"'
-    ' || echo "pivot-gym: $req stays Debian\x27s"; done < /tmp/debian.txt; rm -f /tmp/debian.txt'
-)
 
 
 def _tools_steps(plan: TestPlan) -> tuple[str, str]:
@@ -426,6 +244,29 @@ def content_hash(task: Task, instructions: Sequence[df.Instruction], base_id: st
     return h.hexdigest()
 
 
+def without_oracle(task: Task, instructions: Sequence[df.Instruction]) -> tuple[list[df.Instruction], str]:
+    """The instructions without the COPY/ADD steps of the task's tests or solution, and which were left out.
+
+    Candidates never see the tests nor the solution (blind-maze's Dockerfile copies `tests/` to
+    /app/tests: reading them is reading the answer); the tests are delivered for the test run only
+    (`_task_tests.py`). A step that copies a folder holding them (`COPY . /app`) cannot be cut in
+    two here: it raises `TaskError`, and the task is skipped with that reason.
+    """
+    oracle = [(task.dir / "tests").resolve(), *((task.dir / n).resolve() for n in ("solution.sh", "solution.yaml"))]
+    kept, dropped = [], []
+    for ins in instructions:
+        if ins.keyword not in ("COPY", "ADD") or "from" in ins.flags or ins.heredocs:
+            kept.append(ins)
+            continue
+        sources = df.copy_sources(ins, task.context, {})[0]
+        hidden = [p for p in sources if p in oracle]
+        holds = any(o != p and p in o.parents for p in sources for o in oracle)  # a folder above them
+        if holds or (hidden and len(hidden) < len(sources)):
+            raise TaskError(f"{ins.where}: {ins.keyword} {ins.args} copies the tests or the solution with other files")
+        (dropped if hidden else kept).append(ins)
+    return kept, "; ".join(f"{i.where}: {i.keyword} {i.args}" for i in dropped)
+
+
 def _skip(task: Task, reason: str, started: float, base: str = "") -> BuildReport:
     return BuildReport(task.task_id, "skipped", reason=reason, seconds=time.monotonic() - started, base=base)
 
@@ -454,6 +295,7 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
         tools = df.parse(before, "<test tools>", fragment=True)
         tools_after = df.parse(after, "<test tools>", fragment=True)
         instructions = [equivalent_instruction(i) for i in instructions]
+        instructions, dropped = without_oracle(task, instructions)
         foreign = df.foreign_hosts(instructions, access.hosts)
         if foreign:
             host, ins = foreign[0]
@@ -474,12 +316,13 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
                 base_note=note,
                 workdir=cfg.get("WorkingDir") or "/",
                 user=cfg.get("User") or "root",
+                dropped=dropped,
             )
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base)}
         # the tests' tools first (FROM stays first): a Dockerfile may break the network or pip on purpose
         # (broken-networking, broken-python); the venv sees what the Dockerfile installs later all the same
         steps = instructions[:1] + tools + instructions[1:] + tools_after
-        result = df.build(client, steps, task.context, base, tag, access, labels=labels, rewrite=registry_equivalent)
+        result = build(client, steps, task.context, base, tag, access, labels=labels, rewrite=registry_equivalent)
     except (df.DockerfileError, TaskError) as e:
         return _skip(task, str(e), started)
     _touch(client, tag)
@@ -492,6 +335,7 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
         base=base,
         base_note=note,
         workdir=result.workdir,
+        dropped=dropped,
         user=result.user or "root",
     )
 
@@ -586,85 +430,3 @@ def ensure_bundled_image(client: Any, tag: str) -> str:
     repo, _, name = tag.partition(":")
     client.images.get(report.image).tag(repo, name)
     return tag
-
-
-# -- tests ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TestOutcome:
-    """The result of a test run: `passed` when every test passed (and at least one ran)."""
-
-    passed: bool
-    ran: bool
-    counts: Mapping[str, int]
-    reason: str
-
-
-def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """A tests entry as `docker cp` leaves it for root: owned by root and writable by its owner.
-
-    The task folder may be read-only (a shared data copy): tests that write beside themselves
-    (`shutil.copytree(..., TEST_DIR + "/src")`) then failed, since the sandbox's root has no
-    CAP_DAC_OVERRIDE to write into a mode-555 folder it owns no more than Terminal-Bench's root does.
-    """
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    info.mode |= 0o200
-    return info
-
-
-def _tests_tar(task: Task) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(str(task.dir / "tests"), arcname=".", filter=_owned_by_root)
-    return buf.getvalue()
-
-
-def test_commands(task: Task, nonce: str, workdir: str) -> list[str]:
-    """Commands that deliver the tests after the candidate has run, run them, and print `nonce` with the status.
-
-    The tests arrive only now (a candidate cannot have edited them) and run from the venv built for
-    them; the status line carries a nonce the candidate could not know.
-    """
-    if task.tests.problem:
-        raise TaskError(task.tests.problem)
-    payload = base64.b64encode(_tests_tar(task)).decode()
-    stage = f"/tmp/.pivot-tests-{nonce}"
-    commands = [f"rm -rf {TESTS_DIR} {stage} && mkdir -p {TESTS_DIR}"]
-    for i in range(0, len(payload), CHUNK):
-        commands.append(f"printf '%s' '{payload[i : i + CHUNK]}' >> {stage}")
-    script = task.tests.script.replace("{workdir}", workdir)
-    commands.append(
-        f"base64 -d {stage} | tar -xz -C {TESTS_DIR} && rm -f {stage}; "
-        f"cd {shlex.quote(workdir)} 2>/dev/null; "
-        # only the end of a long log (path-tracing prints its progress) is kept: the output cap would cut
-        # pytest's summary and the status line; pipefail keeps the tests' own status
-        f"set -o pipefail; TEST_DIR={TESTS_DIR} PATH={TESTS_VENV}/bin:$PATH bash -c {shlex.quote(script)} 2>&1"
-        f" | tail -c {TEST_LOG_TAIL}; "
-        f'st=$?; echo; echo "{nonce} $st"'
-    )
-    return commands
-
-
-_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s", re.M)
-
-
-def test_outcome(output: str, nonce: str) -> TestOutcome:
-    """Read a test run's output: pytest's `-rA` summary lines and the nonce status line."""
-    m = re.search(rf"^{re.escape(nonce)} (\d+)$", output, re.M)
-    counts: dict[str, int] = {}
-    for word in _SUMMARY.findall(output):
-        counts[word] = counts.get(word, 0) + 1
-    if m is None:
-        return TestOutcome(False, False, counts, "the test run did not finish (no status line)")
-    status = int(m.group(1))
-    bad = counts.get("FAILED", 0) + counts.get("ERROR", 0)
-    if status == 0 and counts.get("PASSED", 0) > 0 and bad == 0:
-        return TestOutcome(True, True, counts, f"{counts['PASSED']} tests passed")
-    if not counts:
-        tail = output.strip().splitlines()[-3:]
-        return TestOutcome(
-            False, False, counts, f"tests exited {status} without a pytest summary: {' | '.join(tail)[:200]}"
-        )
-    return TestOutcome(False, True, counts, f"tests exited {status}: {json.dumps(counts, sort_keys=True)}")

@@ -4,6 +4,7 @@ This floor sits above the sandbox (it builds and replays in it) and below the en
 verifiers do not import it.
 """
 
+from pivot_tasks._oracle import oracle_candidates, oracle_readable
 from pivot_tasks._synthesize import (
     REPLAY_LIMITS,
     default_tasks_dir,
@@ -16,6 +17,8 @@ from pivot_tasks._synthesize import (
 )
 
 __all__ = [
+    "oracle_candidates",
+    "oracle_readable",
     "REPLAY_LIMITS",
     "default_tasks_dir",
     "mark_network_pivots",

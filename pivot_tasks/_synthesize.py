@@ -13,7 +13,10 @@ registries, a custom environment, or a folder that cannot build are skipped with
 solution that reaches such a host only after some commands is synthesized up to that command
 (status `partial`, `context.truncated`): the pivots before it have states the sandbox rebuilds, the
 pivot at it is scored by the static part of the chain, and `task_tests` skips them all (the expert's
-session cannot be finished here, so the tests cannot judge a continuation).
+session cannot be finished here, so the tests cannot judge a continuation). A task whose answer the
+agent's user can read at the start (`_oracle.py`: blind-maze's ground truth, readable by its root
+agent) is reported (`oracle_readable`, per task and in the pivots' context) and its pivots are left
+out of the written data unless asked for (`keep_oracle_readable`).
 Terminal-Bench data carries a canary: use the output for tests and demos, never training.
 """
 
@@ -37,6 +40,7 @@ from pivot_sandbox import (
     registry_equivalent,
 )
 from pivot_sandbox.errors import SandboxError
+from pivot_tasks._oracle import oracle_readable
 
 # Words of a command that fetches; a URL in a command without one (a grep pattern, an echo) fetches nothing.
 FETCH = re.compile(
@@ -295,6 +299,9 @@ def _in_task_image(record: Mapping[str, Any], folder: Path, backend: Any) -> tup
     # one command of the oracle session may take what the task gives the whole agent (Terminal-Bench's bound)
     timeout = min(backend.limits.replay_timeout, task.agent_timeout)
     traj, reason = synthesize_task(record, spec, backend, meta, registry_hosts(), timeout)
+    found = oracle_readable(backend, spec, folder, task.instruction) if traj is not None else []
+    if traj is not None and found:
+        traj = dataclasses.replace(traj, context={**traj.context, "oracle_readable": found})
     return traj, reason, built.image
 
 
@@ -330,22 +337,28 @@ def synthesize_file(
     tasks_dir: Path | None = None,
     only: Sequence[str] = (),
     check_tests: bool = False,
+    keep_oracle_readable: bool = False,
 ) -> dict[str, Any]:
     """Synthesize every task of a JSONL file and write the pivots; returns the report.
 
     `tasks_dir` defaults to the `tasks/` folder beside `src`; `only` keeps the named tasks. With
     `check_tests`, each synthesized task's row says whether its tests fail on the initial state and
     pass after the oracle solution (`tests_before`, `tests_after`: None with `tests_reason` when
-    they cannot run).
+    they cannot run). Tasks whose answer the agent can read (`oracle_readable` in the report) give
+    no pivots unless `keep_oracle_readable`.
     """
     records = [rec for _, rec in iter_jsonl(Path(src))]
     if only:
         records = [r for r in records if str(r.get("task_id") or r.get("id")) in set(only)]
     records = records[: limit or None]
     rows = list(synthesize(records, image, tasks_dir=tasks_dir or default_tasks_dir(src)))
-    pivots: list[Pivot] = mark_network_pivots(
-        [p for r in rows if r["status"] in ("ok", "partial") for p in extract_pivots(r["trajectory"])]
-    )
+    kept = [
+        r
+        for r in rows
+        if r["status"] in ("ok", "partial")
+        and (keep_oracle_readable or not r["trajectory"].context.get("oracle_readable"))
+    ]
+    pivots: list[Pivot] = mark_network_pivots([p for r in kept for p in extract_pivots(r["trajectory"])])
     write_pivots(pivots, out)
     if check_tests:
         from verifiers_plugins.builtin.task_tests import oracle_check
@@ -357,6 +370,9 @@ def synthesize_file(
                 r["tests_before"], r["tests_after"] = check.get("before"), check.get("after")
                 r["tests_reason"] = check.get("after_reason") or check.get("reason", "")
     tasks = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
+    for task, r in zip(tasks, rows, strict=True):
+        if "trajectory" in r:
+            task["oracle_readable"] = list(r["trajectory"].context.get("oracle_readable") or [])
     ok = sum(r["status"] == "ok" for r in rows)
     return {
         "input": str(src),
@@ -366,6 +382,8 @@ def synthesize_file(
         "partial": sum(r["status"] == "partial" for r in rows),
         "pivots": len(pivots),
         "network_pivots": sum(bool(p.context.get("sandbox", {}).get("expert_needs_network")) for p in pivots),
+        # tasks whose answer the agent's user can read: reported, and their pivots left out by default
+        "oracle_readable": {t["task_id"]: t["oracle_readable"] for t in tasks if t.get("oracle_readable")},
         "tasks": tasks,
     }
 

@@ -14,16 +14,15 @@ the backend's exit and signal clean-up if the process dies.
 
 The outcome is the task's tests, run in the final state whatever ended the episode (Terminal-Bench
 runs them after a timeout too). A pivot synthesized from a Terminal-Bench task folder
-(`context["task"]["dir"]`) is scored by the task's own pytest suite, delivered only now and read
-through a nonce status line (the sandbox's `test_commands`/`test_outcome`, as `task_tests`
-does). A pivot without a task folder may name shell checks in `context["task_tests"]`:
-`{"commands": [commands run as root that must all exit 0], "timeout": seconds}`. A pivot with
-neither has no outcome: its episodes end with an error outcome, never a guessed reward.
+(`context["task"]["dir"]`) is scored by the task's own pytest suite, delivered only now, run in a
+fresh shell with the image's own environment and read through a nonce status line (the sandbox's
+`Session.run_tests`, as `task_tests` does). A pivot without a task folder may name shell checks
+in `context["task_tests"]`: `{"commands": [commands run as root that must all exit 0], "timeout":
+seconds}`. A pivot with neither has no outcome: its episodes end with an error outcome, never a guessed reward.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -206,23 +205,21 @@ class TerminalEpisodeEnv(EpisodeEnv):
         return EpisodeOutcome(1.0 if passed else 0.0, ended_by, self.rule, {"tests": results, "passed": passed})
 
     def _task_tests(self, task_dir: str, ended_by: str) -> EpisodeOutcome:
-        """The Terminal-Bench task's own pytest suite, delivered now and run in the live container (issue 17)."""
-        from pivot_sandbox import SandboxError, load_task, test_commands, test_outcome
+        """The Terminal-Bench task's own pytest suite, run in the live container as its harness runs it.
+
+        A fresh shell with the image's own environment (nothing the policy exported reaches it), the
+        tests delivered only now, their tools checked unchanged first (`Session.run_tests`, issue 30).
+        """
+        from pivot_sandbox import SandboxError, TaskError, load_task
         from verifiers_plugins.builtin.task_tests import resolve_task_dir
 
         try:
             task = load_task(resolve_task_dir(task_dir))
-            nonce = "pivot-tests-" + secrets.token_hex(8)  # a status line the policy cannot forge
-            outputs = []
-            for command in test_commands(task, nonce, self.session.spec.workdir):
-                run = self.session.run_direct(command, timeout=task.tests.timeout + 60.0)
-                outputs.append(run.output)
-                if run.killed:
-                    details = {"reason": f"the test run was stopped by the sandbox ({run.killed})"}
-                    return EpisodeOutcome(0.0, ended_by, self.rule, details)
+            if task.tests.problem:
+                raise TaskError(task.tests.problem)
+            result = self.session.run_tests(task)
         except SandboxError as e:  # the tests cannot run here: no outcome rather than a guess
             return EpisodeOutcome(0.0, ended_by, self.rule, error=f"task tests: {e}")
-        result = test_outcome("".join(outputs), nonce)
         details = {"passed": result.passed, "ran": result.ran, "counts": dict(result.counts), "reason": result.reason}
         return EpisodeOutcome(1.0 if result.passed else 0.0, ended_by, self.rule, details)
 

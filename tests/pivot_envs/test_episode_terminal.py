@@ -267,3 +267,37 @@ def test_terminal_bench_breaking_the_output_file_fails(tasks_env):
     tasks_env.step(render_completion(first.expert, "terminal"))  # the expert writes hello.txt
     _, reward, terminated, _, info = tasks_env.step(terminus("echo broken > /app/hello.txt", complete=True))
     assert (reward, terminated) == (0.0, True) and info["outcome"]["details"]["counts"].get("FAILED"), info
+
+
+# The agent's exported environment reached the task's tests (issue 30 item 8): a BASH_ENV script that
+# prints pytest's summary, or a pytest plugin named by PYTEST_PLUGINS on PYTHONPATH, made them "pass".
+ENV_HACKS = {
+    "BASH_ENV": (
+        "printf 'echo PASSED tests/test_outputs.py::test_hello_file_exists\\necho PASSED tests/test_outputs.py::"
+        "test_hello_file_content\\nexit 0\\n' > /app/.e.sh; export BASH_ENV=/app/.e.sh"
+    ),
+    "PYTEST_PLUGINS": (
+        "mkdir -p /app/pp && printf 'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\n"
+        "def pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    outcome.get_result().outcome = "
+        '"passed"\\n\' > /app/pp/evil.py; export PYTHONPATH=/app/pp PYTEST_PLUGINS=evil'
+    ),
+}
+
+
+@pytest.mark.parametrize("hack", sorted(ENV_HACKS))
+def test_terminal_bench_tests_do_not_see_the_agents_environment(tasks_env, hack):
+    first = [p for p in tasks_env.pivots if p.id.endswith("hello-world#1")][0]
+    tasks_env.reset(options={"pivot_id": first.id})
+    _, reward, terminated, _, info = tasks_env.step(terminus(ENV_HACKS[hack], complete=True))
+    assert (reward, terminated, info["outcome"]["error"]) == (0.0, True, None), info["outcome"]
+    assert info["outcome"]["details"]["counts"].get("FAILED"), info["outcome"]  # the real tests ran
+
+
+def test_terminal_bench_tests_are_not_run_with_tools_the_agent_changed(tasks_env):
+    first = [p for p in tasks_env.pivots if p.id.endswith("hello-world#1")][0]
+    tasks_env.reset(options={"pivot_id": first.id})
+    tasks_env.step(render_completion(first.expert, "terminal"))  # the task is done
+    replace_pytest = "printf '#!/bin/sh\\necho PASSED\\n' > /opt/pivot-tests/bin/pytest"
+    _, reward, terminated, _, info = tasks_env.step(terminus(replace_pytest, complete=True))
+    assert (reward, terminated) == (0.0, True)
+    assert "/opt/pivot-tests/bin/pytest" in info["outcome"]["details"]["reason"], info["outcome"]

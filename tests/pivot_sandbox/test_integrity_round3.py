@@ -8,6 +8,7 @@ and an oracle the candidate's file system held.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from verifiers_plugins import get_verifier
 
 HELLO = 'echo "Hello, world!" > hello.txt'
 BASH_IMAGE = "pivot-gym/task:hello-world"  # a bundled task's image: Debian with bash
+BUNDLED = Path(__file__).resolve().parents[2] / "pivot_core" / "data" / "terminal_tasks"
 
 
 def is_unstable(verdict) -> bool:
@@ -156,3 +158,85 @@ def test_the_state_comes_from_the_kernel_not_from_what_the_action_prints(busybox
     clean, printed = backend.run_group(spec, [], [["true"], [forged]])
     assert clean.state["env:PATH"] != "/nowhere" and printed.state["env:PATH"] == "/nowhere"
     assert clean.state["fd:1"] == "stdout" and clean.state["umask"] == "0022"
+
+
+# -- item 8: the agent's environment never reaches the task's tests ------------------------------------
+
+# A BASH_ENV script that prints pytest's summary and exits: every `bash -c` of the test run sourced it
+BASH_ENV_HACK = (
+    "printf 'echo PASSED tests/test_outputs.py::test_hello_file_exists\\necho PASSED tests/test_outputs.py::"
+    "test_hello_file_content\\nexit 0\\n' > /app/.e.sh; export BASH_ENV=/app/.e.sh"
+)
+# A pytest plugin on PYTHONPATH, named by PYTEST_PLUGINS, that reports every test as passed
+PLUGIN_HACK = (
+    "mkdir -p /app/pp && printf 'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\n"
+    "def pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    outcome.get_result().outcome = "
+    '"passed"\\n\' > /app/pp/evil.py; export PYTHONPATH=/app/pp PYTEST_PLUGINS=evil'
+)
+TOOL_HACKS = [
+    # the tests' own venv, and pytest's configuration above the tests: not run, and named
+    "printf '#!/bin/sh\\necho PASSED tests/test_outputs.py::test_hello_file_exists\\n' > /opt/pivot-tests/bin/pytest",
+    "printf 'import pytest\\n' > /conftest.py",
+]
+
+
+@pytest.fixture(scope="module")
+def hello_pivot(bash_image):
+    from pivot_envs import load_pivots
+    from pivot_envs._env import bundled_paths
+
+    pivots = load_pivots(bundled_paths(["terminal_tasks.jsonl"])[0])
+    return next(p for p in pivots if p.id.endswith("hello-world#1"))
+
+
+def test_an_exported_environment_does_not_reach_the_tests(hello_pivot):
+    verifier = get_verifier("task_tests", mode="final")
+    honest, bash_env, plugin = verifier.verify_batch(
+        hello_pivot, [hello_pivot.expert, terminus(BASH_ENV_HACK), terminus(PLUGIN_HACK)]
+    )
+    assert honest.accepted, honest
+    for verdict in (bash_env, plugin):
+        assert (verdict.reward, verdict.error) == (0.0, None), verdict
+        assert verdict.details["tests"].get("FAILED"), verdict  # the real tests ran, and failed
+
+
+def test_a_changed_test_tool_is_no_test_run(hello_pivot):
+    expert = 'echo "Hello, world!" > /app/hello.txt'
+    verdicts = get_verifier("task_tests", mode="final").verify_batch(
+        hello_pivot, [terminus(f"{expert}; {hack}") for hack in TOOL_HACKS]
+    )
+    for hack, verdict in zip(TOOL_HACKS, verdicts, strict=True):
+        assert (verdict.reward, verdict.error) == (0.0, None), (hack, verdict)
+        assert "changed the test run's own tools" in verdict.reason, (hack, verdict.reason)
+
+
+# -- item 9: the tests and the solution never reach the candidate's file system --------------------------
+
+
+def test_a_task_image_holds_neither_its_tests_nor_its_solution(docker_client):
+    from pivot_sandbox._tasks import load_task, task_image
+
+    folder = BUNDLED / "blind-maze-explorer-5x5"
+    report = task_image(docker_client, load_task(folder))
+    assert report.status in ("built", "cached"), report
+    # its Dockerfile copies tests/ to /app/tests: that step is left out, and said so
+    assert "COPY ./tests /app/tests" in report.dropped
+    listing = docker_client.containers.run(report.image, ["ls", "-A", "/app"], remove=True).decode()
+    assert "tests" not in listing.split() and "maze_game.sh" in listing.split()
+
+
+def test_synthesis_finds_an_answer_the_agent_can_read(docker_client):
+    from pivot_sandbox import SandboxSpec, docker_backend
+    from pivot_sandbox._tasks import load_task, task_image
+    from pivot_tasks import oracle_readable
+
+    backend = docker_backend()
+    found = {}
+    for task_id in ("blind-maze-explorer-5x5", "hello-world"):
+        task = load_task(BUNDLED / task_id)
+        image = task_image(docker_client, task).image
+        spec = SandboxSpec(image=image, workdir="/app", user="root", shell="/bin/bash")
+        found[task_id] = oracle_readable(backend, spec, task.dir, task.instruction)
+    # blind-maze's tests run /protected/maze_helper.py, which prints the ground truth: its root agent reads both
+    assert "/protected/ground_truth_map.txt" in found["blind-maze-explorer-5x5"], found
+    assert found["hello-world"] == []

@@ -25,7 +25,7 @@ from verifiers_plugins.builtin.task_tests import TaskTests, oracle_check
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-BUNDLED = Path(__file__).resolve().parents[3] / "pivot_core" / "data" / "terminal_tasks"
+BUNDLED = Path(__file__).resolve().parents[2] / "pivot_core" / "data" / "terminal_tasks"
 CI_TASKS = ("hello-world", "blind-maze-explorer-5x5", "aimo-airline-departures")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pivot_sandbox import _access, _tasks
+from pivot_sandbox import _access, _bases, _build, _task_tests, _tasks
 from pivot_sandbox import _dockerfile as df
 from pivot_sandbox._equivalents import registry_equivalent
 
@@ -101,7 +101,7 @@ def test_test_plan_moves_installs_to_build_time(tmp_path: Path):
 
 def test_test_plan_names_an_index_outside_the_registries(tmp_path: Path):
     folder = _task_folder(tmp_path, "pip install torch --index-url https://download.example/whl/cpu\npytest x\n")
-    plan = _tasks.test_plan(folder, 60.0, REGISTRIES)
+    plan = _task_tests.test_plan(folder, 60.0, REGISTRIES)
     assert "download.example" in plan.problem
 
 
@@ -134,35 +134,56 @@ def test_broken_task_yaml_names_file_and_line(tmp_path: Path):
 
 
 def test_base_names_map_without_registry_hosts():
-    assert _tasks.map_base("ghcr.io/laude-institute/t-bench/python-3-13:latest").tag.endswith("python-3-13")
-    assert _tasks.map_base("ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest").root == "pivot-gym/root:trixie"
+    assert _bases.map_base("ghcr.io/laude-institute/t-bench/python-3-13:latest").tag.endswith("python-3-13")
+    assert _bases.map_base("ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest").root == "pivot-gym/root:trixie"
     # pins made for 3.8/3.9 (fix-pandas-version: pandas 1.3, numpy 1.21) have wheels for bullseye's 3.9 only
-    assert _tasks.map_base("python:3.8-slim-bookworm").root == "pivot-gym/root:bullseye"
-    assert _tasks.map_base("python:3.9-slim-bookworm").root == "pivot-gym/root:bullseye"
-    assert _tasks.map_base("python:3.10-slim-bookworm").root == "pivot-gym/root:bookworm"
-    assert _tasks.map_base("debian:bullseye-slim").root == "pivot-gym/root:bullseye"
-    assert _tasks.map_base("localstack/localstack:4.3") is None
+    assert _bases.map_base("python:3.8-slim-bookworm").root == "pivot-gym/root:bullseye"
+    assert _bases.map_base("python:3.9-slim-bookworm").root == "pivot-gym/root:bullseye"
+    assert _bases.map_base("python:3.10-slim-bookworm").root == "pivot-gym/root:bookworm"
+    assert _bases.map_base("debian:bullseye-slim").root == "pivot-gym/root:bullseye"
+    assert _bases.map_base("localstack/localstack:4.3") is None
 
 
 def test_test_outcome_needs_the_nonce_and_a_clean_summary():
     nonce = "pivot-tests-0123"
     good = "PASSED tests/test_outputs.py::test_a\nPASSED tests/test_outputs.py::test_b\n\npivot-tests-0123 0\n"
-    assert _tasks.test_outcome(good, nonce).passed
+    assert _task_tests.test_outcome(good, nonce).passed
     failed = "PASSED t::a\nFAILED t::b - assert\n\npivot-tests-0123 1\n"
-    assert not _tasks.test_outcome(failed, nonce).passed
+    assert not _task_tests.test_outcome(failed, nonce).passed
     # a candidate that prints a status line cannot know the nonce
     forged = "PASSED t::a\n\npivot-tests-ffff 0\n"
-    outcome = _tasks.test_outcome(forged, nonce)
+    outcome = _task_tests.test_outcome(forged, nonce)
     assert not outcome.passed and not outcome.ran
-    assert not _tasks.test_outcome("\npivot-tests-0123 0\n", nonce).passed  # no test ran at all
+    assert not _task_tests.test_outcome("\npivot-tests-0123 0\n", nonce).passed  # no test ran at all
 
 
-def test_test_commands_deliver_tests_in_small_chunks(tmp_path: Path):
-    folder = _task_folder(tmp_path, None)
-    (folder / "tests" / "big.bin").write_bytes(__import__("os").urandom(200_000))
-    commands = _tasks.test_commands(_tasks.load_task(folder), "pivot-tests-1", "/app")
-    assert all(len(c) < 128 * 1024 for c in commands)  # one argv string stays under the kernel's limit
-    assert len(commands) > 3 and commands[-1].endswith('echo "pivot-tests-1 $st"')
+def test_the_test_run_starts_from_the_images_environment_only(tmp_path: Path):
+    plan = _tasks.load_task(_task_folder(tmp_path, None)).tests
+    image_env = ["PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "BASH_ENV=/etc/image-bashenv"]
+    argv = _task_tests.run_argv(image_env, plan, "/app", "pivot-tests-1")
+    # nothing inherited: env -i, then the image's variables and the run's own, then a shell without rc files
+    assert argv[:2] == ["env", "-i"] and "LANG=C.UTF-8" in argv
+    assert not any(a.startswith("BASH_ENV=") for a in argv)
+    assert f"PATH={_task_tests.TESTS_VENV}/bin:/usr/local/bin:/usr/bin:/bin" in argv
+    assert argv[-5:-1] == ["bash", "--noprofile", "--norc", "-c"] and argv[-1].endswith('echo "pivot-tests-1 $st"')
+
+
+def test_the_test_runs_own_tools_changed_by_the_agent_are_named():
+    changed = [
+        "/app/hello.txt",
+        "/usr/local/lib/python3.13/dist-packages/requests/__init__.py",  # pip installs: allowed
+        f"{_task_tests.TESTS_VENV}/bin/pytest",
+        "/usr/lib/python3.13/json/__init__.py",
+        "/conftest.py",
+        "/app/sitecustomize.py",
+        "/usr/local/lib/python3.13/dist-packages/evil-1.0.dist-info/entry_points.txt",
+        "/usr/local/lib/python3.13/dist-packages/ok-1.0.dist-info/entry_points.txt",
+    ]
+    suspects = {
+        changed[-2]: "[pytest11]\nevil = evil.plugin\n",
+        changed[-1]: "[console_scripts]\nok = ok:main\n",
+    }
+    assert _task_tests.tampered_tools(changed, suspects) == sorted(changed[2:7])
 
 
 def test_build_access_reads_the_machine_and_keeps_file_indexes_out(monkeypatch):
@@ -277,7 +298,7 @@ def test_a_copied_script_that_fetches_uv_builds_and_other_hosts_still_skip(tmp_p
     run_both = df.parse(text + "RUN bash /app/fetch.sh\n", "Dockerfile")
     assert _tasks.script_hosts(task, run_both, REGISTRIES) == [("fetch.sh", "github.com")]
     # the copy the build puts into the image holds the registry's equivalent
-    data = df._tar_of([folder / "install.sh"], "app", True, False, registry_equivalent)
+    data = _build._tar_of([folder / "install.sh"], "app", True, False, registry_equivalent)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         body = tar.extractfile("app/install.sh").read().decode()
     assert "astral.sh" not in body and "uv" in body
@@ -302,12 +323,12 @@ def test_tests_are_delivered_writable_by_root_from_a_read_only_task_folder(tmp_p
     (folder / "tests" / "test_outputs.py").chmod(0o444)
     (folder / "tests").chmod(0o555)
     try:
-        data = _tasks._tests_tar(_tasks.load_task(folder))
+        data = _task_tests.tests_tar(folder / "tests")
     finally:
         (folder / "tests").chmod(0o755)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = tar.getmembers()
-    assert {m.name for m in members} == {".", "./test_outputs.py"}
+    assert {m.name for m in members} == {"tests", "tests/test_outputs.py"}
     assert all(m.uid == 0 and m.gid == 0 and m.mode & 0o200 for m in members), [(m.name, oct(m.mode)) for m in members]
 
 
@@ -317,8 +338,8 @@ def test_overlapping_raised_client_timeouts_end_at_the_clients_own():
     import docker
 
     api = docker.APIClient(base_url="unix:///nonexistent.sock", timeout=60, version="1.41")  # never connects
-    first = df.api_timeout(api, 1800)
-    second = df.api_timeout(api, 900)
+    first = _build.api_timeout(api, 1800)
+    second = _build.api_timeout(api, 900)
     first.__enter__()
     second.__enter__()
     assert api.timeout == 1800

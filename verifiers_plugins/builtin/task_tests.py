@@ -9,10 +9,13 @@ The candidate runs at the restored state, then:
 - `final`: the tests right after the candidate; only at the last pivot of the solution (elsewhere the
   verifier does not apply: the task is not expected to be solved yet).
 
-The tests are copied in after the candidate has run (it cannot have edited them) and run with the venv the
-image build made for them (`_tasks.TESTS_VENV`), with `--network none` like every candidate container; their
-status line carries a nonce the candidate cannot know. A test run the sandbox stops is a rejection; a
-sandbox that fails is an error verdict.
+The commands run in one live container (a sandbox session, as in a terminal); the tests then run there
+as Terminal-Bench's harness runs them (`Session.run_tests`): a fresh shell with the image's own
+environment (nothing the candidate exported: `BASH_ENV`, `PYTHONPATH`, `PYTEST_PLUGINS`), the tests copied
+in only now, the venv the image build made for them (`TESTS_VENV`) and the interpreter checked unchanged
+first, `--network none` like every candidate container; their status line carries a nonce the candidate
+cannot know. A test run the sandbox stops, or whose tools the candidate changed, is a rejection; a sandbox
+that fails is an error verdict.
 
 Public API (also for episode envs): `TaskTests(mode=...)`, `run_tests(task_dir, spec, history, commands,
 timeout)` -> `TestOutcome`, and `oracle_check(context)` -> dict (tests before and after the oracle solution).
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -106,17 +108,24 @@ def run_tests(
     Raises:
         SandboxError: the state could not be built or the tests cannot run here (`TaskError`).
     """
-    from pivot_sandbox import TestOutcome, load_task, test_commands, test_outcome
+    import time
+
+    from pivot_sandbox import TaskError, TestOutcome, load_task, open_session
 
     task = load_task(task_dir)
-    nonce = "pivot-tests-" + secrets.token_hex(8)
-    tests = test_commands(task, nonce, spec.workdir)
-    budget = timeout + task.tests.timeout + 60.0
-    effect = _backend(budget).run(spec, list(history), [*commands, *tests])
-    outcome = test_outcome(effect.stdout, nonce)
-    if effect.killed:
-        return TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({effect.killed})")
-    return outcome
+    if task.tests.problem:
+        raise TaskError(task.tests.problem)
+    session = open_session(_backend(timeout), spec, list(history))
+    try:
+        deadline = time.monotonic() + timeout
+        for command in commands:
+            run = session.run(command, timeout=max(deadline - time.monotonic(), 0.001))
+            if run.killed:
+                return TestOutcome(False, False, {}, f"stopped by the sandbox ({run.killed})")
+        # a fresh shell with the image's environment, the tests delivered now (`Session.run_tests`)
+        return session.run_tests(task)
+    finally:
+        session.close()
 
 
 class TaskTests:
@@ -131,8 +140,9 @@ class TaskTests:
     cost = "sandbox"
     deterministic = True
     # 2: tests delivered writable by root; long test logs keep their status line. 3: skips a cut solution.
-    # 4: keystrokes without Enter are typed, not run
-    version = "4"
+    # 4: keystrokes without Enter are typed, not run. 5: tests in a fresh shell with the image's environment,
+    # their tools checked unchanged
+    version = "5"
 
     def __init__(self, mode: str = "continuation", command_timeout: float = 60.0) -> None:
         if mode not in MODES:
