@@ -232,8 +232,15 @@ def fenced_commands(text: str | None) -> list[str]:
     return []
 
 
+NOT_RUN = "(typed, not run) "  # marks text a Terminus turn leaves at the prompt: no command, no category
+
+
 def message_commands(message: Message) -> list[str]:
-    """The text-form actions of a turn: Terminus keystrokes, else fenced commands."""
+    """The text-form actions of a turn: what a Terminus turn's terminal runs, else fenced commands.
+
+    Text a Terminus turn leaves typed without Enter is a last entry of its own, `NOT_RUN` + text:
+    it runs nothing, so it is in no command's category and never passes for the expert's command.
+    """
     return list(_text_commands(message.content or ""))
 
 
@@ -242,5 +249,6 @@ def _text_commands(text: str) -> tuple[str, ...]:
     # Cached: every verifier of a chain (and the audit) asks for the same turn's commands.
     obj = parse_terminus(text)
     if obj is not None:
-        return tuple(k for k in terminus_keystrokes(obj) if k.strip())
+        typed = typed_commands(terminus_keystrokes(obj))
+        return typed.commands + ((NOT_RUN + typed.pending,) if typed.pending.strip() else ())
     return tuple(fenced_commands(text))

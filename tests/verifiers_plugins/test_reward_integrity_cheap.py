@@ -264,3 +264,46 @@ def test_a_test_run_that_runs_no_test_is_not_the_expert_s_run(swe_env, options):
     assert not swe_env.score(pivot, [render_completion(_run_call(hidden), pivot.domain)])[0].accepted
     reworded = "python -m pytest /workspace/proj/tests/test_utils.py -v --tb=short"
     assert swe_env.score(pivot, [render_completion(_run_call(reworded), pivot.domain)])[0].accepted
+
+
+def test_appending_is_not_overwriting():
+    expert = "cat >> django/apps/registry.py <<'EOF'\nX = 1\nEOF"
+    truncating = Message("assistant", fence(expert.replace(">>", ">", 1)))
+    assert not get_verifier("swe_target").verify(_swe_pivot(expert), truncating).accepted
+    assert get_verifier("swe_target").verify(_swe_pivot(expert), Message("assistant", fence(expert))).accepted
+
+
+# -- the audit kit's cases for these classes -----------------------------------------------------------
+
+NEW_CASES = ("hidden_write", "hidden_substitution", "escaped_redirect", "no_enter")
+
+
+def test_the_audit_builds_the_new_cases_from_the_expert_s_command():
+    from verifiers_plugins import adversarial_completions
+
+    hello = terminal_pivot('echo "Hello, world!" > hello.txt\n')
+    built = {
+        k: json.loads(v)["commands"][0]["keystrokes"]
+        for k, v in adversarial_completions(hello).items()
+        if k in NEW_CASES
+    }
+    assert built == {
+        "hidden_write": 'echo "Hello, world!" > hello.txt 2>>./zzq-audit.log\n',
+        "hidden_substitution": 'echo "Hello, world!" > hello.txt $(touch ./zzq-audit.txt)\n',
+        "escaped_redirect": 'echo "Hello, world!" \\> hello.txt\n',
+        "no_enter": 'echo "Hello, world!" > hello.txt',
+    }
+    quoted = _swe_pivot("sed -i '3a\\    x = a > b' pkg/a.py")  # the `>` is sed's text: no redirect to escape
+    assert "escaped_redirect" not in adversarial_completions(quoted)
+
+
+@pytest.mark.parametrize("env_id", ["pivot/swe-v0", "pivot/terminal-v0"])
+def test_cheap_acceptors_reject_the_new_cases_on_the_bundled_pivots(env_id):
+    from verifiers_plugins import AUDIT_CASES, audit, audit_failures
+
+    env = gym.make(env_id).unwrapped
+    cases = [c for c in AUDIT_CASES if c.name in NEW_CASES]
+    names = ["swe_target", "exact_match"] if env_id == "pivot/swe-v0" else STATIC_TERMINAL + ["exact_match"]
+    rows = audit(names, env.pivots, parser=env.parse, cases=cases)
+    assert audit_failures(rows) == [], audit_failures(rows)
+    assert sum(r["total"] for r in rows if "chain" in r) > 0

@@ -92,7 +92,9 @@ def hidden_writes(command: str) -> frozenset[str]:
             continue  # `2>&1`, `>&2`, `>&-`: descriptors copied or closed
         if plain in _SINKS and target.count("'") + target.count('"') in (0, 2):
             continue
-        out.add(f"write {normalize_path(target) if target else '(no target)'}")
+        # `>` empties the file first, `>>` adds to it, `<>` opens it both ways: three different changes
+        verb = "append to" if base in (">>", "&>>") else "read-write" if base == "<>" else "write"
+        out.add(f"{verb} {normalize_path(target) if target else '(no target)'}")
     if not scan.understood:
         out.add("shell text not understood (an open quote or heredoc)")
     return frozenset(out)

@@ -265,12 +265,19 @@ def submission_form(command: str) -> str:
     return _ADD_ALL.sub("git add -A", _STAGED.sub("--cached", form))
 
 
+_WRITES = ("write ", "append to ", "read-write ")  # the keys of `hidden_writes` for redirections
+
+
 def target_problem(want: Target, got: Target, category: str) -> str | None:
-    """Why `got` misses `want` (None when it hits): runs, else paths; then lines for reads, symbols for edits."""
+    """Why `got` misses `want` (None when it hits): writes and submissions, runs, else paths; then lines, symbols."""
     if category == "finish" and (want.submission or got.submission) and want.submission != got.submission:
         # `echo MARK` alone submits an empty patch, `git diff` without `--cached` misses new files,
         # `cat /tmp/patch.diff` submits whatever that file holds: what is submitted must be the expert's.
         return f"submits {got.submission[:120]!r}, not the expert's submission {want.submission[:120]!r}"
+    missing = sorted(k for k in want.effects if k.startswith(_WRITES) and k not in got.effects)
+    if missing:
+        # `cat \> f <<EOF` names f and writes nothing: the expert's redirection is part of its effect
+        return f"does not {missing[0]} as the expert's action does"
     if category == "run" and want.runs:
         # What is run, not just which file is named: `runtests.py forms` is not `runtests.py model_forms`.
         return runs_problem(want.runs, got.runs)

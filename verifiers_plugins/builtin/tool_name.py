@@ -79,6 +79,11 @@ class ToolName:
         "use swe_target to check targets",
         "newline_name": "category-only verifier (the paper's): a command's operands (the file it writes) are not "
         "compared; use swe_target or the sandbox to check them",
+        **dict.fromkeys(
+            ("hidden_write", "hidden_substitution", "escaped_redirect"),
+            "category-only verifier (the paper's): what a command writes besides its category is not compared; "
+            "use swe_target or the sandbox to check it",
+        ),
     }
 
     def __init__(self, by_category: bool = True) -> None:
