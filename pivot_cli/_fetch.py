@@ -22,13 +22,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pivot_cli.errors import FetchError
+
 UPSTREAM = "https://raw.githubusercontent.com"
 CONNECT_TIMEOUT_S = 5.0  # a machine without network answers "unreachable" at once, or within this
 READ_TIMEOUT_S = 60.0
-
-
-class FetchError(Exception):
-    """Raised by `fetch_shared_data` when the source cannot be reached (no file was written)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pivot_cli.errors import BadRequest
 from pivot_core import UnsafeJSON, decode_json
 
 
@@ -53,14 +54,6 @@ class VerifyBatchRequest(_Body):
 
 
 Body = TypeVar("Body", bound=BaseModel)
-
-
-class BadRequest(Exception):
-    """Raised while reading a request body that is not what the endpoint takes (becomes a 4xx)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 async def read_body(request: Request, model: type[Body]) -> Body:

@@ -48,7 +48,7 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
-class UnsafeJSON(json.JSONDecodeError):
+class UnsafeJSON(json.JSONDecodeError, PivotGymError):
     """Raised by `decode_json` for text that parses to something unsafe to hand on (or not at all)."""
 
 

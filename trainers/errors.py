@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from pivot_core import PivotGymError
 
-class BackendError(RuntimeError):
+
+class TrainerError(PivotGymError):
+    """Base of the trainers' errors."""
+
+
+class BackendError(TrainerError, RuntimeError):
     """A generation server failed for good (after retries) or answered something unreadable."""
