@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from pivot_core._editor import EDITOR_TOOL, editor_shell
 from pivot_core._model import Message, Pivot
 from pivot_core._safejson import decode_json
 from pivot_core._shell import Typed, scan_shell, trim_command, typed_commands
@@ -88,13 +89,22 @@ def bash_blocks(text: str | None) -> list[str]:
 
 
 def shell_actions(message: Message) -> list[str]:
-    """The shell commands an assistant message runs: Terminus keystrokes, bash tool calls, fenced blocks."""
+    """The shell commands an assistant message runs: Terminus keystrokes, bash tool calls, fenced blocks.
+
+    An OpenHands `str_replace_editor` call that changes a file runs as the shell command that makes
+    the same change (`pivot_core._editor`); `view` runs nothing.
+    """
     obj = parse_terminus(message.content)
     if obj is not None:
         return [k for k in terminus_keystrokes(obj) if k.strip()]
     out: list[str] = []
     for call in message.tool_calls:
         args = call.parsed_arguments()
+        if call.name == EDITOR_TOOL:
+            # OpenHands' file editor changes files: the shell command that makes the same change
+            if (command := editor_shell(args)) is not None:
+                out.append(command)
+            continue
         if isinstance(args, dict):
             for key in ("command", "cmd", "keystrokes", "script"):
                 if isinstance(args.get(key), str) and call.name in SHELL_TOOLS:

@@ -21,10 +21,13 @@ from pivot_core._model import Pivot, Trajectory
 from pivot_core._pivots import SkipTurn, extract_pivots
 from pivot_core.browse import _io as browse_io
 from pivot_core.convert import (
+    agent_runs,
+    atif,
     fireact,
     mini_swe_agent,
     nemo_gym,
     openai,
+    openhands,
     react,
     swe_agent,
     swe_agent_enigma,
@@ -170,8 +173,38 @@ def _is_parquet(path: Path) -> bool:
         return False
 
 
+def _write_atif(pivots: Iterable[Pivot], path: Path) -> int:
+    """One ATIF document per trajectory (its longest pivot's chat); a list when there are several."""
+    longest: dict[str, Pivot] = {}
+    for p in pivots:
+        key = str(p.context.get("trajectory_id") or p.id)
+        if key not in longest or len(p.history) > len(longest[key].history):
+            longest[key] = p
+    docs = [
+        atif.to_atif(
+            [*p.history, p.expert],
+            session_id=key,
+            agent={"name": p.context.get("harness") or "unknown", "model_name": p.context.get("model")},
+            tools=p.tools,
+        )
+        for key, p in longest.items()
+    ]
+    path.write_text(json.dumps(docs[0] if len(docs) == 1 else docs, ensure_ascii=False, indent=1), encoding="utf-8")
+    return len(docs)
+
+
+def _run_format(name: str, detect: Callable[[Mapping[str, Any]], bool], write: Any = None) -> Format:
+    """A format whose file is one agent run (its folder's results.json gives the context)."""
+    return Format(name, detect, lambda path, options: agent_runs.iter_file_pivots(path, name), write)
+
+
 FORMATS: dict[str, Format] = {
     "pivots": Format("pivots", lambda r: "expert" in r and "history" in r, _read_pivot_jsonl, _write_pivot_jsonl),
+    # One run per file: an OpenHands event stream, an ATIF document, a mini-swe-agent transcript (text:
+    # sniffed by `detect_format`, never by a JSON record).
+    "openhands": _run_format("openhands", openhands.detect),
+    "atif": _run_format("atif", atif.detect, _write_atif),
+    "mini-swe-agent-log": _run_format("mini-swe-agent-log", lambda r: False),
     "nemo-gym": Format("nemo-gym", nemo_gym.detect, _read_nemo, _write_nemo),
     "tau-bench": trajectory_format(
         "tau-bench",
@@ -262,6 +295,8 @@ def detect_format(path: PathLike) -> Format:
     check_regular(p)
     if _is_parquet(p):
         return FORMATS["parquet"]
+    if p.suffix.lower() == ".log" and agent_runs.sniff(p) == "mini-swe-agent-log":
+        return FORMATS["mini-swe-agent-log"]
     if p.suffix.lower() == ".parquet":
         raise DataFileError(
             str(p), None, "named .parquet but not a Parquet file (no PAR1 magic bytes); rename it if it holds JSONL"
@@ -309,7 +344,11 @@ def open_pivots(path: PathLike, format: str | None = None, **options: Any) -> Se
 
 
 def write_pivots(pivots: Iterable[Pivot], path: PathLike, format: str = "openai") -> int:
-    """Write pivots as pivot JSONL (`"openai"`), NeMo Gym rows (`"nemo-gym"`) or `"parquet"`; returns the count."""
+    """Write pivots as pivot JSONL (`"openai"`), NeMo Gym rows, `"parquet"` or `"atif"`; returns the count.
+
+    `"atif"` writes one ATIF document per trajectory (a JSON list when there are several) and
+    returns the number of documents.
+    """
     fmt = get_format(WRITE_ALIASES.get(format, format))
     if fmt.write is None:
         raise UnknownFormat(

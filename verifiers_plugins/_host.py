@@ -38,6 +38,7 @@ from verifiers_plugins.errors import BrokenPluginWarning, DuplicateName, PluginE
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.parsers",
     "verifiers_plugins.builtin.turn_kind",
+    "verifiers_plugins.builtin.harness_format",
     "verifiers_plugins.builtin.json_schema",
     "verifiers_plugins.builtin.string_similarity",
     "verifiers_plugins.builtin.tool_name",

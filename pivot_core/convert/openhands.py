@@ -1,0 +1,202 @@
+"""OpenHands event streams (`agent-logs/<id>.json`): one run -> one Trajectory in the harness's own form.
+
+The stream is a JSON list of events. An *action* event (`source: agent`, `action: run | edit |
+read | think | finish | run_ipython | message | system`) carries, under `tool_call_metadata`,
+the model's own response (its text and the function call); an *observation* event names its
+action by `cause`. The chat is what CodeAct's conversation memory showed the model:
+
+- the system prompt (the `system` action) and the task instruction (the first user message);
+- each model response as one assistant turn: its text, and its function calls as tool calls
+  (`execute_bash`, `str_replace_editor`, `think`, `finish`, `execute_ipython_cell`) in OpenHands'
+  schemas (`pivot_core/data/openhands_tools.json`); a response with several calls is one turn;
+- each observation as a tool message, rendered as OpenHands renders it: a command's output is
+  `prefix + content + suffix`, then its working directory, Python interpreter and exit code
+  (`CmdOutputObservation.to_agent_observation`); others are their `content`;
+- a plain agent `message` is a text turn, and the user's later messages ("Please continue ...")
+  are user turns. Recall events (workspace context) are left out: they hold no action.
+
+`edit` actions carry the editor's sub-command (`create`, `str_replace`, `insert`, `undo_edit`)
+in the call's arguments; `read` is the same tool's `view`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pivot_core._model import Message, ToolCall, Trajectory
+from pivot_core.errors import InvalidTrajectory
+
+HARNESS = "openhands"
+SOURCES = ("agent", "user", "environment")
+
+
+@cache
+def openhands_tools() -> tuple[dict[str, Any], ...]:
+    """OpenHands CodeAct's tool schemas (OpenAI function form), as the runs' model saw them."""
+    text = (resources.files("pivot_core") / "data" / "openhands_tools.json").read_text(encoding="utf-8")
+    return tuple(json.loads(text))
+
+
+def tool_names() -> frozenset[str]:
+    """The names of OpenHands' tools."""
+    return frozenset(t["function"]["name"] for t in openhands_tools())
+
+
+def detect(record: Mapping[str, Any]) -> bool:
+    """True for an OpenHands event (the first item of an event-stream file)."""
+    return (
+        isinstance(record.get("id"), int)
+        and record.get("source") in SOURCES
+        and ("action" in record or "observation" in record)
+        and "timestamp" in record
+    )
+
+
+def render_observation(event: Mapping[str, Any]) -> str:
+    """An observation's text as OpenHands showed it to the model."""
+    content = event.get("content")
+    text = content if isinstance(content, str) else ""
+    extras = event.get("extras") if isinstance(event.get("extras"), Mapping) else {}
+    meta = extras.get("metadata") if isinstance(extras.get("metadata"), Mapping) else None
+    if event.get("observation") != "run" or meta is None:
+        return text
+    out = f"{meta.get('prefix') or ''}{text}{meta.get('suffix') or ''}"
+    if meta.get("working_dir"):
+        out += f"\n[Current working directory: {meta['working_dir']}]"
+    if meta.get("py_interpreter_path"):
+        out += f"\n[Python interpreter: {meta['py_interpreter_path']}]"
+    if meta.get("exit_code", -1) != -1:
+        out += f"\n[Command finished with exit code {meta['exit_code']}]"
+    return out
+
+
+def exit_code(event: Mapping[str, Any]) -> int | None:
+    """The exit code an observation recorded (-1: the command was still running), None when none."""
+    extras = event.get("extras") if isinstance(event.get("extras"), Mapping) else {}
+    meta = extras.get("metadata") if isinstance(extras.get("metadata"), Mapping) else {}
+    code = meta.get("exit_code")
+    return code if isinstance(code, int) else None
+
+
+def _response(event: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    """(response id, the model's message) of an action event; None when it has no model response."""
+    meta = event.get("tool_call_metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("model_response"), Mapping):
+        return None
+    response = meta["model_response"]
+    choices = response.get("choices") or [{}]
+    message = (choices[0] or {}).get("message") if isinstance(choices[0], Mapping) else None
+    if not isinstance(message, Mapping):
+        return None
+    return str(response.get("id") or meta.get("tool_call_id") or event.get("id")), message
+
+
+def _assistant(message: Mapping[str, Any], event_ids: list[int]) -> Message:
+    calls = []
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        calls.append(
+            ToolCall(str(fn.get("name")), args if isinstance(args, str) else json.dumps(args), str(call["id"]))
+        )
+    content = message.get("content")
+    if isinstance(content, list):  # Anthropic-style content blocks through litellm
+        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return Message("assistant", content or None, tool_calls=tuple(calls), extra={"events": event_ids})
+
+
+def convert_events(events: Sequence[Mapping[str, Any]]) -> tuple[list[Message], dict[str, Any]]:
+    """The chat of an event stream, and facts about it: `{"actions", "exit_codes"}`.
+
+    `actions` counts the agent's action events (what the report's share is of); `exit_codes` maps a
+    tool call id to its recorded exit code.
+    """
+    messages: list[Message] = []
+    observations: dict[int, Mapping[str, Any]] = {}
+    for e in events:
+        if "observation" in e and isinstance(e.get("cause"), int):
+            observations[e["cause"]] = e
+    seen_responses: set[str] = set()
+    actions = 0
+    exit_codes: dict[str, int] = {}
+    pending_tools: list[Message] = []
+    turn_events: list[int] = []
+    for e in events:
+        if not isinstance(e, Mapping) or "action" not in e:
+            continue
+        kind, source = e["action"], e.get("source")
+        if kind == "system":
+            args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
+            messages.append(Message("system", str(args.get("content") or e.get("message") or "")))
+            continue
+        if kind == "recall" or source == "environment":
+            continue
+        if source == "user":
+            if kind == "message":
+                messages.extend(pending_tools)
+                pending_tools = []
+                args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
+                messages.append(Message("user", str(args.get("content") or e.get("message") or "")))
+            continue
+        actions += 1
+        found = _response(e)
+        if found is None:  # a plain text turn (`message`), no model response recorded with it
+            messages.extend(pending_tools)
+            pending_tools = []
+            args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
+            messages.append(Message("assistant", str(args.get("content") or e.get("message") or "")))
+            continue
+        response_id, model_message = found
+        if response_id not in seen_responses:
+            # one model response -> one assistant turn, however many actions it became
+            seen_responses.add(response_id)
+            messages.extend(pending_tools)
+            pending_tools = []
+            turn_events = [int(e["id"])]  # the same list object stays in the message's `extra`
+            messages.append(_assistant(model_message, turn_events))
+        else:
+            turn_events.append(int(e["id"]))
+        obs = observations.get(int(e["id"]))
+        call_id = str((e.get("tool_call_metadata") or {}).get("tool_call_id") or "")
+        if obs is not None:
+            pending_tools.append(Message("tool", render_observation(obs), tool_call_id=call_id or None))
+            code = exit_code(obs)
+            if code is not None and call_id:
+                exit_codes[call_id] = code
+    messages.extend(pending_tools)
+    return messages, {"actions": actions, "exit_codes": exit_codes}
+
+
+def from_openhands(
+    events: Sequence[Mapping[str, Any]], *, run_id: str, context: Mapping[str, Any] | None = None
+) -> Trajectory:
+    """One OpenHands event stream -> Trajectory (domain terminal, OpenHands' tools).
+
+    Args:
+        events: the items of `agent-logs/<id>.json`.
+        run_id: the trajectory id (the trial's name when the run sits in a trial folder).
+        context: what the run's folder tells (`task_id`, `run`, `is_resolved`, ...).
+    """
+    if not events or not detect(events[0]):
+        raise InvalidTrajectory("expected an OpenHands event stream (a JSON list of events with id/source/action)")
+    messages, facts = convert_events(events)
+    if not any(m.role == "assistant" for m in messages):
+        raise InvalidTrajectory("OpenHands event stream: no agent action")
+    ctx = {"harness": HARNESS, "format": "openhands", "action_format": "tool_call", **dict(context or {})}
+    ctx["actions"] = facts["actions"]
+    if facts["exit_codes"]:
+        ctx["exit_codes"] = facts["exit_codes"]
+    resolved = ctx.get("is_resolved")
+    return Trajectory(
+        id=run_id,
+        domain="terminal",
+        messages=tuple(messages),
+        tools=openhands_tools(),
+        reward=None if resolved is None else float(bool(resolved)),
+        context=ctx,
+        source="openhands",
+    )
