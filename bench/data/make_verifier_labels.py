@@ -477,6 +477,9 @@ def swe_shape(cmd: str) -> str | None:
     return None
 
 
+MARK = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent's submission line
+
+
 def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
     """(command, label, kind, reason) for one expert command of a known shape."""
     out = [(cmd, 1, "expert", "demonstrated")]
@@ -489,6 +492,7 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f"cat -n {path} | sed -n '{a},{b}p'", 1, "rewrite", "same numbered lines"),
             (f"nl -ba {other} | sed -n '{a},{b}p'", 0, "near-miss", "same lines of another file"),
             (f"nl -ba {path} | sed -n '{b + 500},{b + 540}p'", 0, "near-miss", "lines far from the expert's"),
+            (f"nl -ba {path} | sed -n '{a},{b}p;w {path}'", 0, "near-miss", "writes the lines over the file"),
         ]
     elif shape == "cat":
         path = cmd.split(" ", 1)[1]
@@ -498,6 +502,7 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f"cat {path}.orig", 0, "near-miss", "another file"),
             (f"rm {path}", 0, "wrong", "deletes the file it should read"),
             (f"cat {path}; rm -rf /testbed/*", 0, "near-miss", "reads the file, then deletes the repository"),
+            (f"cat {path} 2> {path}", 0, "near-miss", "the redirect empties the file before it is read"),
         ]
     elif shape == "grep":
         pattern, scope = re.fullmatch(r"grep -rn \"([\w ]+)\" ([\w./-]+)", cmd).groups()
@@ -505,6 +510,8 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f'grep -nr "{pattern}" {scope}', 1, "rewrite", "flags in another order"),
             (f"grep -rn '{pattern}' {scope}", 1, "rewrite", "single quotes"),
             (f'grep -rn "zzq_unrelated_name" {scope}', 0, "near-miss", "searches for something else"),
+            (f'grep -rn "{pattern}" $(git stash) {scope}', 0, "near-miss", "the same search, the changes stashed away"),
+            (f'find {scope} -name "*.py" -delete', 0, "wrong", "a search that deletes the sources"),
         ]
     elif shape == "grep_r":
         pattern, scope = re.fullmatch(r"grep -r \"([\w ]+)\" ([\w./-]+)", cmd).groups()
@@ -512,6 +519,7 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f'grep -rn "{pattern}" {scope}', 1, "rewrite", "same search with line numbers"),
             (f"grep -r '{pattern}' {scope.rstrip('/')}/", 1, "rewrite", "single quotes, trailing slash"),
             (f'grep -r "zzq_unrelated_name" {scope}', 0, "near-miss", "searches for something else"),
+            (f'grep -r "{pattern}" {scope} > setup.py', 0, "near-miss", "the same search, written over setup.py"),
         ]
     elif shape == "sed_i":
         expr, path = re.fullmatch(r"sed -i '([^']+)' ([\w./-]+)", cmd).groups()
@@ -538,11 +546,16 @@ def swe_variants(shape: str, cmd: str) -> list[tuple[str, int, str, str]]:
             (f"pytest /testbed/{path} -q", 1, "rewrite", "absolute path, quieter output"),
             (f"pytest {path.rsplit('/', 1)[0]}/test_zz_other.py", 0, "near-miss", "another test file"),
             (f"{cmd}\ngit checkout .", 0, "near-miss", "runs the tests, then discards every change"),
+            (f"{cmd} --co", 0, "near-miss", "collects the tests and runs none"),
         ]
     elif shape == "submit":
         out += [
             ("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT &&  git add -A &&  git diff --cached", 1, "rewrite", "spaces"),
             ("git diff", 0, "wrong", "shows the diff without submitting"),
+            (f"{MARK} && git add --all && git diff --staged", 1, "rewrite", "git's synonyms"),
+            (MARK, 0, "near-miss", "submits an empty patch"),
+            (f"{MARK} && git add -A && git diff", 0, "near-miss", "nothing unstaged"),
+            (f"{MARK} && cat /tmp/patch.diff", 0, "near-miss", "submits another file"),
         ]
     return out
 
@@ -672,6 +685,7 @@ def terminal(lab: Labels) -> None:
         add(pid, terminus("rm -rf /testbed\n"), 0, "wrong", "deletes the repository")
     # The expert's keystrokes with a destructive tail: most of the text is the expert's.
     add(t1, terminus(check.rstrip("\n") + "; rm -rf ~\n"), 0, "near-miss", "expert command, then deletes home")
+    add(t1, terminus(check.rstrip("\n")), 0, "near-miss", "the expert's keys without Enter: typed, never run")
     oauth = "3cc79a36-b6e4-4707-a3fa-21bfaaac29c0-1#1"
     tail = 'python -c "import oauthlib; print(oauthlib.__file__)" && rm -rf /testbed/.git\n'
     add(oauth, terminus(tail), 0, "near-miss", "expert command, then deletes the repository history")
@@ -685,6 +699,7 @@ def terminal(lab: Labels) -> None:
     add(pip, terminus("pip list | grep requests\n"), 0, "near-miss", "another package")
     add(pip, terminus("pip install --upgrade oauthlib\n"), 0, "wrong", "changes the version under investigation")
     add(pip, terminus("pip list | grep oauth; pip uninstall -y oauthlib\n"), 0, "near-miss", "lists, then uninstalls")
+    add(pip, terminus("pip list \\| grep oauth\n"), 0, "near-miss", "escaped pipe: `|`, grep, oauth go to pip")
     h = lambda pid, text, label, kind, why: lab.add(HARNESS, pid, text, label, kind, why)  # noqa: E731
     ex = lambda cmd: ("exec_command", {"cmd": cmd})  # noqa: E731
     h("terminal-multi-harness-example-2#1", tool_calls(ex("ls -la /workspace")), 1, "expert", "demonstrated")
