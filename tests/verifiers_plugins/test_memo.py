@@ -132,11 +132,11 @@ def test_results_holding_constant_verdicts_cross_process_boundaries():
         ("grep 'x|y' f | wc -l", ["grep 'x|y' f", "wc -l"]),
         ("a\\;b; c", ["a\\;b", "c"]),
         ("cmd 2>&1 | tee log", ["cmd 2>&1", "tee log"]),
-        ("a |& b", ["a", "& b"]),
+        ("a |& b", ["a", "b"]),  # `|&` pipes stderr too: one pipe
         ('echo "a; b', ['echo "a; b']),  # a quote that never closes runs to the end
         ('echo "a\\"; b" ; c', ['echo "a\\"; b"', "c"]),
         (";; a ;; b", ["a", "b"]),
-        ("a &&& b", ["a", "& b"]),
+        ("a &&& b", ["a", "b"]),  # a lone `&` after `&&` ends a (background) command as well
         ("a ||| b", ["a", "b"]),
         ("x \\\n y; z", ["x \\\n y", "z"]),
         ("  \n ", []),

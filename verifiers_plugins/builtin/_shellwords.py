@@ -31,23 +31,33 @@ def join_path(cwd: str, path: str) -> str:
 
 
 # A quoted string (to its close, or to the end when it never closes; `\` escapes inside double
-# quotes only), an escaped character, a separator (`&&`, `||`, `;`, `|`, newline), or a run of
-# anything else (a lone `&`, as in `2>&1` or a background job, does not split).
+# quotes only), an escaped character, a separator (`&&`, `||`, `;`, `|`, newline), a lone `&`, or a
+# run of anything else. A lone `&` ends a background job (a command of its own) unless it belongs to
+# a redirection (`2>&1`, `<&3`, `&>file`) or to `|&`.
 _SHELL_TOKEN = re.compile(r"""'[^']*'?|"(?:\\[\s\S]|[^"\\])*"?|\\[\s\S]?|&&|\|\||[;|\n]|[^'"\\;|\n&]+|&""")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "\n"})
 
 
 def shell_segments(line: str) -> list[str]:
-    """The simple commands of a line (or lines), split at `&&`, `||`, `;`, `|` and newlines outside quotes."""
+    """The simple commands of a line (or lines), split at `&&`, `||`, `;`, `|`, `&` and newlines outside quotes."""
     out, current = [], []
-    for token in _SHELL_TOKEN.findall(line):  # one regex pass: a loop over characters cost 4x as much
-        if token in _SEPARATORS:
+    tokens = _SHELL_TOKEN.findall(line)  # one regex pass: a loop over characters cost 4x as much
+    for i, token in enumerate(tokens):
+        if token == "&" and i and tokens[i - 1] == "|":
+            continue  # `|&` pipes stderr as well: still one pipe
+        if token in _SEPARATORS or (token == "&" and _is_background(tokens, i)):
             out.append("".join(current))
             current = []
         else:
             current.append(token)
     out.append("".join(current))
     return [seg.strip() for seg in out if seg.strip()]
+
+
+def _is_background(tokens: list[str], i: int) -> bool:
+    before = tokens[i - 1] if i else ""
+    after = tokens[i + 1] if i + 1 < len(tokens) else ""
+    return not (before.endswith((">", "<")) or after.startswith(">"))
 
 
 def words(segment: str) -> list[str]:

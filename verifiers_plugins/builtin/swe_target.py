@@ -29,8 +29,9 @@ class SweTarget:
     cost = "cheap"
     deterministic = True
     # 3: tool_name (its category check) rejects state-changing riders; 4: writes hidden in reads (redirects,
-    # substitutions, find actions, sed w), the submission itself, and test runs that run nothing
-    version = "4"
+    # substitutions, find actions, sed w), the submission itself, and test runs that run nothing; 5: a command
+    # backgrounded with `&` is a command of its own
+    version = "5"
     continuous = False
 
     def __init__(self) -> None:

@@ -70,8 +70,9 @@ class ToolName:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    # 3: a state-changing command riding along after the expert's is rejected; 4: the rider's hidden writes
-    version = "4"
+    # 3: a state-changing command riding along after the expert's is rejected; 4: the rider's hidden writes;
+    # 5: a rider backgrounded with `&`
+    version = "5"
     # Category-only by design (the paper's verifier): the right tool with type-valid junk arguments
     # is in the right category. `swe_target` is the verifier that checks what an action aims at.
     audit_exempt = {
