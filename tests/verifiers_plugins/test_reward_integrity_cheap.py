@@ -307,3 +307,21 @@ def test_cheap_acceptors_reject_the_new_cases_on_the_bundled_pivots(env_id):
     rows = audit(names, env.pivots, parser=env.parse, cases=cases)
     assert audit_failures(rows) == [], audit_failures(rows)
     assert sum(r["total"] for r in rows if "chain" in r) > 0
+
+
+def test_a_python_file_written_without_its_indentation_is_another_edit():
+    flat = HEREDOC.replace("    ", "")  # whitespace-collapsed, the two texts are the same
+    verifier = get_verifier("swe_target")
+    verdict = verifier.verify(_swe_pivot(HEREDOC), Message("assistant", fence(flat)))
+    assert not verdict.accepted and "compile" in verdict.reason
+    assert verifier.verify(_swe_pivot(HEREDOC), Message("assistant", fence(HEREDOC.replace("    ", "  ")))).accepted
+    from pivot_core import ToolCall
+
+    def create(text: str) -> Message:
+        args = {"command": "create", "path": "/testbed/fix.py", "file_text": text}
+        return Message("assistant", None, (ToolCall("str_replace_editor", json.dumps(args)),))
+
+    body = HEREDOC.split("\n", 1)[1].rsplit("\n", 1)[0]
+    tool = Pivot("s#5", "swe", (Message("user", "fix it"),), create(body))
+    assert not verifier.verify(tool, create(body.replace("    ", ""))).accepted
+    assert verifier.verify(tool, create(body)).accepted

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
@@ -51,6 +52,7 @@ class Target:
     effects: frozenset[str] = frozenset()  # what a command may change (see `command_effects`)
     content: str = ""  # the whole text a write puts in a file (a heredoc's body, `create`'s file_text)
     submission: str = ""  # what a finishing command submits (`submission_form`), "" for other actions
+    source: str = ""  # a whole file's text as written (indentation kept), bounded: Python must still compile
 
 
 def patterns_match(want: str, got: str) -> bool:
@@ -122,9 +124,10 @@ def command_target(command: str) -> Target:
         if is_path(m.group(1)) and m.group(1) not in paths:
             paths.append(m.group(1))
     body = command.split("\n", 1)[1] if "\n" in command else ""
-    content = ""
+    content = source = ""
     if re.search(r"<<-?\s*['\"]?\w+['\"]?", line) and ">" in line.replace("<<", ""):
-        content = _clip(heredoc_body(command))  # `cat <<'EOF' > f`: the file becomes the body
+        source = heredoc_body(command)[:_SOURCE_CHARS]
+        content = _clip(source)  # `cat <<'EOF' > f`: the file becomes the body
     return Target(
         tuple(paths),
         lines,
@@ -134,6 +137,7 @@ def command_target(command: str) -> Target:
         runs=command_runs(command),
         pattern=pattern,
         content=content,
+        source=source,
         effects=command_effects(command),
         submission=submission_form(command) if command_category(command) == "finish" else "",
     )
@@ -159,6 +163,21 @@ def sed_substitution(expression: str) -> tuple[str, str] | None:
             current += c
         i += 1
     return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+_SOURCE_CHARS = 20_000  # a whole file compared by compiling it: bounded, so that scoring stays cheap
+
+
+@functools.lru_cache(maxsize=512)
+def compiles(source: str) -> bool:
+    """Python source that compiles (parsed only, never run); any failure, a recursion limit included, is False."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes is no error
+        try:
+            compile(source, "<written>", "exec", dont_inherit=True)
+        except Exception:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError, MemoryError: not Python
+            return False
+    return True
 
 
 def _clip(text: str) -> str:
@@ -193,9 +212,9 @@ def call_target(call: ToolCall) -> Target:
     )
     whole = args.get("file_text") if args.get("command") == "create" or "file_text" in args else None
     content = _clip(whole) if isinstance(whole, str) else ""
-    return Target(
-        paths, lines, symbols, " ".join(anchor.split())[:600], " ".join(written.split())[:600], content=content
-    )
+    source = whole[:_SOURCE_CHARS] if isinstance(whole, str) else ""
+    clipped_anchor, clipped_written = " ".join(anchor.split())[:600], " ".join(written.split())[:600]
+    return Target(paths, lines, symbols, clipped_anchor, clipped_written, content=content, source=source)
 
 
 def action_targets(message: Message) -> list[Target]:
@@ -301,6 +320,10 @@ def target_problem(want: Target, got: Target, category: str) -> str | None:
     if category == "edit" and want.anchor and not same_change(want, got):
         # The same passage replaced by other text (`return 0` where the expert wrote `return sum(xs)`).
         return "expected the replaced passage to become the expert's text, got another change"
+    if category == "edit" and want.source and any(p.endswith(".py") for p in want.paths):
+        # whitespace-collapsed text compares alike with its indentation stripped: the file must still be Python
+        if compiles(want.source) and not compiles(got.source):
+            return "the written Python does not compile where the expert's does (indentation or syntax lost)"
     if category == "edit" and want.content and fuzz.ratio(want.content, got.content) < CONTENT_MIN_SIMILARITY:
         # A whole-file write is its text: the same path written empty (or with other text) is another edit.
         return "expected the file written with mostly the expert's text, got other text"
