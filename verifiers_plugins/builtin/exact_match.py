@@ -26,7 +26,9 @@ class ExactMatch:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "2"  # 2: commands compared by a normalisation that keeps meaning; keystrokes by what runs
+    # 2: commands compared by a normalisation that keeps meaning; keystrokes by what runs; 3: blanks
+    # around control operators made one
+    version = "3"
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Compare normalised actions."""

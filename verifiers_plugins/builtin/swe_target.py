@@ -30,8 +30,8 @@ class SweTarget:
     deterministic = True
     # 3: tool_name (its category check) rejects state-changing riders; 4: writes hidden in reads (redirects,
     # substitutions, find actions, sed w), the submission itself, and test runs that run nothing; 5: a command
-    # backgrounded with `&` is a command of its own
-    version = "5"
+    # backgrounded with `&` is a command of its own; 6: a written Python file must compile where the expert's does
+    version = "6"
     continuous = False
 
     def __init__(self) -> None:
