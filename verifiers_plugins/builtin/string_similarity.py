@@ -42,8 +42,9 @@ class StringSimilarity:
     cost = "cheap"
     deterministic = True
     # 2: shell actions compared command by command; 3: the files they name exactly; 4: quoting,
-    # escapes and heredoc indentation kept (the skeleton), keystrokes compared by what runs
-    version = "4"
+    # escapes and heredoc indentation kept (the skeleton), keystrokes compared by what runs; 5: blanks
+    # around control operators made one in the compared text
+    version = "5"
 
     def __init__(self, threshold: float = 0.85) -> None:
         if not 0.0 <= threshold <= 1.0:

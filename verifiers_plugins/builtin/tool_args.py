@@ -196,7 +196,9 @@ class ToolArgs:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "5"  # 5: shell commands compared with quoting and escapes kept (`\\>` is no redirect)
+    # 5: shell commands compared with quoting and escapes kept (`\\>` is no redirect); 6: blanks around
+    # control operators made one (`a;b` is `a ; b`)
+    version = "6"
 
     def __init__(self, rel_tol: float = 1e-9, text_threshold: float = 0.8) -> None:
         self.rel_tol = rel_tol
