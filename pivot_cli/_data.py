@@ -19,18 +19,31 @@ def register(app: typer.Typer) -> None:
 
 
 def convert(
-    src: Path = typer.Argument(..., help="Input file (trajectories or pivot rows)."),
+    src: Path = typer.Argument(..., help="Input file (trajectories or pivot rows), or a folder of agent runs."),
     out: Path = typer.Argument(..., help="Output pivot file."),
-    from_: str | None = typer.Option(None, "--from", help="Input format (detected when omitted)."),
-    to: str = typer.Option("openai", "--to", help="Output format: openai (pivot JSONL), nemo-gym or parquet."),
+    from_: str | None = typer.Option(
+        None, "--from", help="Input format (detected when omitted); openhands, mini-swe-agent-log, atif for agent runs."
+    ),
+    to: str = typer.Option("openai", "--to", help="Output format: openai (pivot JSONL), nemo-gym, parquet or atif."),
     domain: str | None = typer.Option(None, "--domain", help="Override the domain of every pivot."),
     successful_only: bool = typer.Option(False, "--successful-only", help="Keep only successful trajectories."),
+    tasks_dir: Path | None = typer.Option(
+        None, "--tasks-dir", help="Terminal-Bench task folders: agent-run pivots get the task image's sandbox."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Convert trajectories into candidate pivots (D_cand), one per assistant turn."""
+    """Convert trajectories into candidate pivots (D_cand), one per assistant turn.
+
+    A folder (or a file in one of the agent-run formats) is read as agents' runs: each trial folder
+    holds `results.json` beside its log; the report names the runs skipped and why.
+    """
+    from pivot_core import RUN_FORMATS, detect_format
     from pivot_envs import load_pivots, write_pivots
 
     with user_errors():
+        if src.is_dir() or from_ in RUN_FORMATS or (from_ is None and detect_format(src).name in RUN_FORMATS):
+            _convert_runs(src, out, from_, to, tasks_dir, as_json)
+            return
         options = {"successful_only": successful_only}
         if domain:
             options["domain"] = domain
@@ -41,6 +54,36 @@ def convert(
         emit_json(summary)
     else:
         console.print(f"wrote {n} pivots to {out}")
+
+
+def _convert_runs(src: Path, out: Path, fmt: str | None, to: str, tasks_dir: Path | None, as_json: bool) -> None:
+    """`pivot convert` on agents' runs: pivots, the report, a progress bar for folders."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from pivot_core import convert_runs, find_runs, write_pivots
+
+    total = len(find_runs(src, fmt)) if src.is_dir() else 1
+    columns = (TextColumn("converting runs"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=err_console, transient=True, disable=as_json or not src.is_dir()) as bar:
+        task = bar.add_task("runs", total=total)
+        pivots, report = convert_runs(src, fmt, progress=lambda run: bar.advance(task))
+    report["sandboxed"] = 0
+    if tasks_dir is not None:
+        from pivot_tasks import sandbox_pivots
+
+        pivots, sandbox = sandbox_pivots(pivots, tasks_dir)
+        report.update(sandbox)
+    report["output"] = str(out)
+    report["written"] = write_pivots(pivots, out, format=to)
+    if as_json:
+        emit_json(report)
+        return
+    console.print(
+        f"wrote {report['pivots']} pivots from {report['runs']} runs to {out} "
+        f"({report['sandboxed']} sandboxed, {len(report['skipped'])} runs skipped)"
+    )
+    for row in report["skipped"]:
+        err_console.print(f"  skipped {row['run']}: {row['reason']}", markup=False)
 
 
 def select(

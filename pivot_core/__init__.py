@@ -45,6 +45,7 @@ from pivot_core._safejson import decode_json
 from pivot_core._shell import ShellScan, Typed, scan_shell, trim_command, typed_commands
 from pivot_core._split import split_pivots, trajectory_key
 from pivot_core.convert._documents import AliasBudgetExceeded, load_yaml
+from pivot_core.convert.agent_runs import RUN_FORMATS, convert_runs, find_runs
 from pivot_core.errors import (
     DataFileError,
     InvalidTrajectory,
@@ -63,6 +64,9 @@ __all__ = [
     "DataFileError",
     "FORMATS",
     "Format",
+    "RUN_FORMATS",
+    "convert_runs",
+    "find_runs",
     "InvalidTrajectory",
     "History",
     "AliasBudgetExceeded",

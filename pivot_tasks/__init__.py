@@ -1,9 +1,10 @@
-"""Pivots from Terminal-Bench tasks: oracle solutions replayed into trajectories in the task's own image.
+"""Terminal-Bench pivots: oracle solutions replayed in the task's own image; agents' runs sandboxed there.
 
 This floor sits above the sandbox (it builds and replays in it) and below the envs; the
 verifiers do not import it.
 """
 
+from pivot_tasks._agent_runs import replay_blocker, sandbox_pivots
 from pivot_tasks._oracle import oracle_candidates, oracle_readable
 from pivot_tasks._synthesize import (
     REPLAY_LIMITS,
@@ -18,6 +19,8 @@ from pivot_tasks._synthesize import (
 
 __all__ = [
     "oracle_candidates",
+    "replay_blocker",
+    "sandbox_pivots",
     "oracle_readable",
     "REPLAY_LIMITS",
     "default_tasks_dir",

@@ -1,0 +1,139 @@
+"""Sandbox contexts for pivots converted from real agents' runs (`pivot convert --tasks-dir`).
+
+A run's pivots get the sandbox `pivot synthesize` gives a task: the image built from the task's
+own folder (`task_image`, reused by content hash), its working directory and user, registry
+access for the replay. `docker_shell` restores a pivot's state by running the set-up and then the
+state-changing actions of its history (shell commands, OpenHands editor calls as the shell
+commands that make the same file change: `pivot_core._editor`).
+
+A pivot whose history holds an action a replay cannot reproduce is left unsandboxed, with the
+reason in `context.unsandboxed` (it and every later pivot of the run: their histories hold it):
+
+- OpenHands: an IPython cell (the kernel's state), `undo_edit` (the editor's own history), input
+  sent to a running process (`is_input`), a command still running when the agent moved on
+  (exit code -1: its process is not replayed);
+- mini-swe-agent: a command that timed out and was killed (its partial effect), a command that
+  changed the shell's own state (`cd` elsewhere than the working directory, `export`, `source`,
+  ...): each of its commands ran in a fresh subshell, which the replay's one shell does not model.
+
+Such pivots are scored by the static part of the chain, as pivots without a sandbox are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pivot_core import Pivot, shell_actions
+from pivot_sandbox.errors import SandboxError
+from pivot_tasks._synthesize import REPLAY_LIMITS, mark_network_pivots
+
+_REPLAYED_EDITS = ("view", "create", "str_replace", "insert")
+_STATEFUL = re.compile(r"(?:^|[;&|(]\s*|\n\s*)(cd|export|source|\.|pushd|popd|unset|alias|set)(?:\s+([^\s;&|)]+))?")
+
+
+def task_sandbox(folder: Path, backend: Any) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+    """(context.sandbox, context.task, "") for a task folder, or (None, {}, reason) when it gives none."""
+    from pivot_sandbox import load_task, task_image
+
+    if not (folder / "task.yaml").is_file():
+        return None, {}, f"no task folder {folder.name!r} under the tasks folder"
+    task = load_task(folder)
+    built = task_image(backend.client, task)
+    if built.status == "skipped":
+        return None, {}, f"image not built: {built.reason}"
+    sandbox = {
+        "image": built.image,
+        "setup": [],
+        "workdir": built.workdir if built.workdir != "/" else "/app",
+        "shell": "/bin/bash",
+        "user": "root" if built.user in ("", "root", "0") else built.user,
+        "replay_access": True,
+    }
+    meta = {"task_id": task.task_id, "dir": str(folder.resolve()), "test_timeout": task.tests.timeout}
+    return sandbox, meta, ""
+
+
+def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
+    """Why the pivot's state cannot be rebuilt by replaying its history, None when it can."""
+    harness = pivot.context.get("harness")
+    codes = pivot.context.get("exit_codes") or {}
+    turn = 0
+    for message in pivot.history:
+        if message.role == "user" and harness == "mini-swe-agent" and "timed out and has been killed" in message.text:
+            return f"turn {turn}: a command timed out and was killed (its partial effect is not replayed)"
+        if message.role != "assistant":
+            continue
+        turn += 1
+        for call in message.tool_calls:
+            args = call.parsed_arguments() if isinstance(call.parsed_arguments(), dict) else {}
+            if call.name == "execute_ipython_cell":
+                return f"turn {turn}: an IPython cell (the kernel's state is not replayed)"
+            if call.name == "str_replace_editor" and args.get("command") not in (
+                "view",
+                "create",
+                "str_replace",
+                "insert",
+            ):
+                return f"turn {turn}: str_replace_editor {args.get('command')!r} (the editor's history is not replayed)"
+            if call.name == "execute_bash" and str(args.get("is_input", "")).lower() == "true":
+                return f"turn {turn}: input sent to a running process (is_input)"
+            if codes.get(call.id) == -1:
+                return f"turn {turn}: a command was still running when the agent moved on (exit -1)"
+        if harness == "mini-swe-agent":
+            for command in shell_actions(message):
+                for verb, arg in _STATEFUL.findall(command):
+                    if verb == "cd" and arg.rstrip("/") in (workdir.rstrip("/"), ""):
+                        continue
+                    why = "changes the shell's state, which mini-swe-agent's fresh subshells do not keep"
+                    return f"turn {turn}: `{verb}` {why}"
+    for call in pivot.expert.tool_calls:
+        args = call.parsed_arguments() if isinstance(call.parsed_arguments(), dict) else {}
+        if call.name == "execute_bash" and str(args.get("is_input", "")).lower() == "true":
+            return "the expert sends input to a running process (is_input)"
+    return None
+
+
+def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None) -> tuple[list[Pivot], dict[str, Any]]:
+    """The pivots with `context.sandbox` (and `context.task`) where their state can be rebuilt; the report.
+
+    The report: `sandboxed` (count), `images` (`{task_id: image or reason}`), `unsandboxed`
+    (reasons counted, the run-level part of each reason kept).
+    """
+    from pivot_sandbox import docker_backend
+
+    backend = backend or docker_backend(**REPLAY_LIMITS)
+    by_task: dict[str, tuple[dict[str, Any] | None, dict[str, Any], str]] = {}
+    for task_id in sorted({str(p.context.get("task_id")) for p in pivots if p.context.get("task_id")}):
+        try:
+            by_task[task_id] = task_sandbox(Path(tasks_dir) / task_id, backend)
+        except SandboxError as e:
+            by_task[task_id] = (None, {}, f"image not built: {e}")
+    out: list[Pivot] = []
+    reasons: Counter[str] = Counter()
+    for pivot in pivots:
+        sandbox, task, why = by_task.get(str(pivot.context.get("task_id")), (None, {}, "the run names no task"))
+        if sandbox is not None:
+            blocker = replay_blocker(pivot, sandbox["workdir"])
+            why = blocker or ""
+        context = dict(pivot.context)
+        if why:
+            context["unsandboxed"] = why
+            reasons[re.sub(r"^turn \d+: ", "", why)] += 1
+        else:
+            context["sandbox"] = dict(sandbox or {})
+            context["task"] = task
+        out.append(dataclasses.replace(pivot, context=context))
+    out = mark_network_pivots(out)
+    images = {t: (s["image"] if s else why) for t, (s, _, why) in by_task.items()}
+    report = {
+        "sandboxed": sum(1 for p in out if isinstance(p.context.get("sandbox"), Mapping)),
+        "expert_needs_network": sum(1 for p in out if (p.context.get("sandbox") or {}).get("expert_needs_network")),
+        "images": images,
+        "unsandboxed": dict(reasons.most_common()),
+    }
+    return out, report

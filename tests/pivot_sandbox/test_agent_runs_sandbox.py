@@ -1,0 +1,94 @@
+"""Agent-run pivots in the task's own image: OpenHands' editor calls replay as file changes.
+
+hello-world by OpenHands (Terminal-Bench leaderboard log, read by path: canary, tests only): the
+agent creates /app/hello.txt with its editor (13 bytes, no newline), fails a str_replace, then
+rewrites the file with `echo`. The pivots after the editor's create see that file in the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import pivot_envs  # noqa: F401  (registers the env ids)
+from pivot_core import Message, Pivot, ToolCall, convert_runs, write_pivots
+from pivot_tasks import replay_blocker, sandbox_pivots
+
+
+@pytest.fixture(scope="module")
+def hello_env(shared_data: Path, docker_client, tmp_path_factory):
+    runs = shared_data / "terminal" / "agent_runs" / "openhands-claude-4-sonnet" / "hello-world"
+    pivots, _ = convert_runs(runs)
+    sandboxed, report = sandbox_pivots(pivots, shared_data / "terminal" / "tasks")
+    assert report["sandboxed"] == len(pivots) == 12, report
+    path = tmp_path_factory.mktemp("hello") / "pivots.jsonl"
+    write_pivots(sandboxed, path)
+    return gym.make("pivot/terminal-v0", dataset=str(path)).unwrapped
+
+
+def _call(command: str) -> str:
+    return "<tool_call>" + json.dumps({"name": "execute_bash", "arguments": {"command": command}}) + "</tool_call>"
+
+
+def _at(env, command: str):
+    for p in env.pivots:
+        calls = p.expert.tool_calls
+        if calls and calls[0].name == "execute_bash" and calls[0].parsed_arguments()["command"] == command:
+            return p
+    raise AssertionError(command)
+
+
+def test_the_editors_file_is_in_the_replayed_state(hello_env):
+    # the first `od -c` comes right after the editor's create: 13 bytes, no newline
+    pivot = _at(hello_env, "od -c /app/hello.txt")
+    assert "Hello, world!" not in (pivot.history[-1].content or "")  # it follows hexdump's failure
+    (same, other) = hello_env.score(pivot, [_call("od -c hello.txt"), _call("cat /app/hello.txt")])
+    assert same.reward == 1.0 and same.decided_by == "docker_shell", same.verdicts["docker_shell"].reason
+    assert other.reward == 0.0
+
+
+def test_an_equivalent_rewrite_scores_1_and_a_wrong_or_destructive_one_0(hello_env):
+    pivot = _at(hello_env, 'echo "Hello, world!" > /app/hello.txt')
+    good, wrong, extra = hello_env.score(
+        pivot,
+        [
+            _call("printf 'Hello, world!\\n' > /app/hello.txt"),
+            _call("echo hi > /app/hello.txt"),
+            _call('echo "Hello, world!" > /app/hello.txt; rm -rf /app/*'),
+        ],
+    )
+    assert good.reward == 1.0, good.verdicts["docker_shell"].reason
+    assert wrong.reward == 0.0 and extra.reward == 0.0
+
+
+def _pivot(history, harness="openhands", context=None):
+    return Pivot(
+        id="p#1",
+        domain="terminal",
+        history=tuple(history),
+        expert=Message("assistant", "x"),
+        context={"harness": harness, **(context or {})},
+    )
+
+
+def test_replay_blockers_name_what_a_replay_cannot_rebuild():
+    def call(name, args, cid="c1"):
+        return Message("assistant", tool_calls=(ToolCall(name, json.dumps(args), cid),))
+
+    assert "IPython" in replay_blocker(_pivot([call("execute_ipython_cell", {"code": "x=1"})]), "/app")
+    assert "undo_edit" in replay_blocker(
+        _pivot([call("str_replace_editor", {"command": "undo_edit", "path": "/a"})]), "/app"
+    )
+    assert "is_input" in replay_blocker(_pivot([call("execute_bash", {"command": "y", "is_input": "true"})]), "/app")
+    running = _pivot([call("execute_bash", {"command": "sleep 999"})], context={"exit_codes": {"c1": -1}})
+    assert "still running" in replay_blocker(running, "/app")
+    assert replay_blocker(_pivot([call("execute_bash", {"command": "ls"})]), "/app") is None
+    mini = [Message("assistant", "THOUGHT: go.\n\n```bash\ncd /tmp && make\n```")]
+    assert "fresh subshells" in replay_blocker(_pivot(mini, "mini-swe-agent"), "/app")
+    home = [Message("assistant", "THOUGHT: go.\n\n```bash\ncd /app && ls\n```")]
+    assert replay_blocker(_pivot(home, "mini-swe-agent"), "/app") is None
+    timed = [Message("user", "The last command <command>x</command> timed out and has been killed.")]
+    assert "timed out" in replay_blocker(_pivot(timed, "mini-swe-agent"), "/app")
