@@ -5,7 +5,10 @@ steps: [{step_id, source: system|user|agent, message, tool_calls?: [{tool_call_i
 arguments}], observation?: {results: [{source_call_id?, content}]}}]}`. Reading: a system or user
 step is that message; an agent step is an assistant turn (its message and tool calls) followed
 by its observation, one tool message per result that names its call, and the results that name
-none as one user message (what a text-only harness shows as the next user turn). Writing is the
+none as one user message (what a text-only harness shows as the next user turn). A Terminus agent
+(`agent.name` terminus-*) replied in JSON and read terminal output as the next user turn: its
+steps become Terminus JSON turns (the recorded reply when `message` is one, else one built from
+its `bash_command` keystrokes and `mark_task_complete`), its observations user turns. Writing is the
 inverse, so a converted run goes out and comes back with the same chat.
 """
 
@@ -15,6 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pivot_core._actions import parse_terminus
 from pivot_core._model import Message, ToolCall, Trajectory
 from pivot_core.errors import InvalidTrajectory
 
@@ -34,6 +38,20 @@ def _content(value: Any) -> str:
     return "" if value is None else json.dumps(value, ensure_ascii=False)
 
 
+def _terminus_turn(text: str, step: Mapping[str, Any]) -> str:
+    """A Terminus agent step as the JSON reply its harness parsed (the recorded reply when it is one)."""
+    if parse_terminus(text) is not None:
+        return text
+    commands, done = [], False
+    for call in step.get("tool_calls") or []:
+        args = call.get("arguments") if isinstance(call.get("arguments"), Mapping) else {}
+        if call.get("function_name") == "mark_task_complete":
+            done = True
+        elif isinstance(args.get("keystrokes"), str):
+            commands.append({"keystrokes": args["keystrokes"], "duration": args.get("duration", 1.0)})
+    return json.dumps({"analysis": text, "plan": "", "commands": commands, "task_complete": done}, ensure_ascii=False)
+
+
 def from_atif(
     record: Mapping[str, Any], *, default_id: str = "", context: Mapping[str, Any] | None = None
 ) -> Trajectory:
@@ -45,6 +63,7 @@ def from_atif(
     agent = record.get("agent") if isinstance(record.get("agent"), Mapping) else {}
     messages: list[Message] = []
     actions = 0
+    terminus = str(agent.get("name") or "").lower().startswith("terminus")
     for i, step in enumerate(record["steps"]):
         if not isinstance(step, Mapping):
             raise InvalidTrajectory(f"steps[{i}]: expected an object")
@@ -62,7 +81,13 @@ def from_atif(
             )
             calls.append(ToolCall(str(call.get("function_name")), arguments, str(call.get("tool_call_id") or "")))
         actions += 1
-        messages.append(Message("assistant", text or None, tool_calls=calls, extra={"step_id": step.get("step_id")}))
+        if terminus:
+            # Terminus replies in JSON; Harbor records the reply as `message` and its keystrokes as calls
+            messages.append(Message("assistant", _terminus_turn(text, step), extra={"step_id": step.get("step_id")}))
+        else:
+            messages.append(
+                Message("assistant", text or None, tool_calls=calls, extra={"step_id": step.get("step_id")})
+            )
         results = (
             ((step.get("observation") or {}).get("results") or [])
             if isinstance(step.get("observation"), Mapping)
@@ -72,7 +97,7 @@ def from_atif(
         for r in results:
             if not isinstance(r, Mapping):
                 continue
-            if r.get("source_call_id") and calls:
+            if r.get("source_call_id") and calls and not terminus:
                 messages.append(Message("tool", _content(r.get("content")), tool_call_id=str(r["source_call_id"])))
             else:
                 loose.append(_content(r.get("content")))

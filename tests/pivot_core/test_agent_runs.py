@@ -191,7 +191,13 @@ def test_atif_reader_on_a_harbor_style_document():
     }
     traj = atif.from_atif(doc)
     assert traj.context["harness"] == "terminus-2" and traj.context["actions"] == 1
-    assert [m.role for m in traj.messages] == ["user", "assistant", "tool"]
+    # Terminus replied in JSON and read the terminal as its next user turn
+    assert [m.role for m in traj.messages] == ["user", "assistant", "user"]
+    turn = json.loads(traj.messages[1].content)
+    assert turn["commands"] == [{"keystrokes": "echo hi > hello.txt\n", "duration": 1.0}]
+    assert traj.messages[2].content == "$ echo hi > hello.txt\n$"
+    doc["agent"]["name"] = "some-tool-agent"  # a function-calling agent: calls and tool results
+    assert [m.role for m in atif.from_atif(doc).messages] == ["user", "assistant", "tool"]
 
 
 # -- the folder and its report --------------------------------------------------------------------
