@@ -8,7 +8,6 @@ trial's name) and `is_resolved`. A trial folder without a log is a skipped run, 
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -44,7 +43,9 @@ def trial_context(folder: Path) -> dict[str, Any]:
     path = folder / "results.json"
     if not path.is_file():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_document(path)  # bounded, and a bad file is a DataFileError naming it
+    if not isinstance(data, dict):
+        return {}
     out = {"task_id": data.get("task_id"), "run": data.get("trial_name") or folder.name}
     if data.get("is_resolved") is not None:
         out["is_resolved"] = bool(data["is_resolved"])
