@@ -28,6 +28,7 @@ _LEADS = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!", "
 _DQ_SPECIAL = re.compile(r"[$`\\!'\n]")
 _IO_NUMBER = re.compile(r"(?:\d+|\{\w+\})$")
 _REDIRECT_OPS = (">>", ">|", ">&", "<>", "<&", ">", "<")
+_BODY_SUBSTITUTION = re.compile(r"(?<!\\)(?:\$\(|`)")  # a substitution an unquoted heredoc body runs
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class _Reader:
         self.skeleton: list[str] = []
         self.redirects: list[tuple[str, str]] = []
         self.subs: list[str] = []
-        self.heredocs: list[tuple[str, bool]] = []  # (delimiter, tabs stripped) waiting for the next line end
+        # (delimiter, tabs stripped, body expanded) of each heredoc waiting for the next line end
+        self.heredocs: list[tuple[str, bool, bool]] = []
         self.depth = 0  # open compound commands (if/case/loops/braces/subshells)
         self.cases = 0
         self.open = False  # an unterminated quote, substitution or heredoc
@@ -332,12 +334,13 @@ class _Reader:
         if not delimiter:
             self.open = True
             return
-        self.heredocs.append((delimiter, strip))
+        # `<<EOF` expands `$(...)` and backquotes in its body; `<<'EOF'` (any quoting) keeps them as text
+        self.heredocs.append((delimiter, strip, delimiter == raw))
 
     def heredoc_bodies(self) -> None:
         """Read the pending heredoc bodies (verbatim) after a line end; one never closed leaves the text open."""
         s = self.s
-        for delimiter, strip in self.heredocs:
+        for delimiter, strip, expanded in self.heredocs:
             indents = []
             while True:
                 if self.i >= self.n:
@@ -351,6 +354,9 @@ class _Reader:
                 self.i = min(end + 1, self.n)
                 if (line.lstrip("\t") if strip else line) == delimiter:
                     break
+                if expanded and _BODY_SUBSTITUTION.search(line):
+                    self.skeleton.append("$(")
+                    self.subs.append(f"in a heredoc: {line.strip()[:200]}")
                 indents.append(len(line) - len(line.lstrip(" \t")))
             self.skeleton.append(f"<<body:{','.join(map(str, indents))}")
         self.heredocs = []

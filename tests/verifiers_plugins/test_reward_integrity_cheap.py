@@ -325,3 +325,12 @@ def test_a_python_file_written_without_its_indentation_is_another_edit():
     tool = Pivot("s#5", "swe", (Message("user", "fix it"),), create(body))
     assert not verifier.verify(tool, create(body.replace("    ", ""))).accepted
     assert verifier.verify(tool, create(body)).accepted
+
+
+def test_a_substitution_in_an_unquoted_heredoc_body_runs():
+    # `<<EOF` (unquoted) runs `$(...)` in its body while writing the file; `<<'EOF'` writes it as text
+    expert = "cat > fix.py <<'EOF'\nX = 1\nprint(X)\nEOF"
+    stash = "cat > fix.py <<EOF\nX = 1\nprint(X)  # $(git stash)\nEOF"
+    assert not get_verifier("swe_target").verify(_swe_pivot(expert), Message("assistant", fence(stash))).accepted
+    quoted = "cat > fix.py <<'EOF'\nX = 1\nprint(X)  # $(git stash)\nEOF"  # text only: a comment in the file
+    assert get_verifier("swe_target").verify(_swe_pivot(expert), Message("assistant", fence(quoted))).accepted
