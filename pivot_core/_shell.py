@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+MAX_NESTING = 50  # substitutions inside substitutions read at most this deep (the reader recurses)
 MAX_SCAN_CHARS = 200_000  # longer text is left as it is (no canonical form) and read as incomplete
 _META = frozenset(" \t\n;&|()<>")
 _RESERVED_OPEN = frozenset({"if", "case", "for", "while", "until", "select", "{"})
@@ -72,6 +73,7 @@ class _Reader:
         self.need_more = False  # the last operator was `&&`, `||` or `|`: bash waits for a command
         self.continued = False  # the text ends in a `\` line continuation
         self.clean_end = 0
+        self.nesting = 0  # substitutions open around `i`
 
     # -- words -------------------------------------------------------------------------------
     def word(self) -> str:
@@ -198,6 +200,11 @@ class _Reader:
 
     def nested(self, closer: str) -> None:
         """Commands up to the `closer` of a substitution (`i` is left after it); `out` keeps no inner text."""
+        if self.nesting >= MAX_NESTING:  # `$($($(...` thousands deep: not read further, never understood
+            self.open = True
+            self.i = self.n
+            return
+        self.nesting += 1
         saved = (self.depth, self.cases, self.need_more, self.out)
         self.depth = self.cases = 0
         self.out = []  # the substitution is kept as written: its text is the caller's piece
@@ -207,6 +214,7 @@ class _Reader:
         else:
             self.open = True
         self.depth, self.cases, self.need_more, self.out = saved
+        self.nesting -= 1
 
     # -- commands ----------------------------------------------------------------------------
     def blank(self) -> None:
@@ -439,7 +447,8 @@ def typed_commands(keystrokes: Sequence[str], pending: str = "") -> Typed:
         if cut < 0:
             continue
         submitted = buf[: cut + 1]
-        ran = scan_shell(submitted).clean_end
+        # past the reader's bound, the whole text runs: bash would run its complete commands, never hide them
+        ran = len(submitted) if len(submitted) > MAX_SCAN_CHARS else scan_shell(submitted).clean_end
         if ran:
             command = trim_command(submitted[:ran])
             if command:

@@ -334,3 +334,21 @@ def test_a_substitution_in_an_unquoted_heredoc_body_runs():
     assert not get_verifier("swe_target").verify(_swe_pivot(expert), Message("assistant", fence(stash))).accepted
     quoted = "cat > fix.py <<'EOF'\nX = 1\nprint(X)  # $(git stash)\nEOF"  # text only: a comment in the file
     assert get_verifier("swe_target").verify(_swe_pivot(expert), Message("assistant", fence(quoted))).accepted
+
+
+def test_the_shell_reader_never_raises_and_bounds_its_work():
+    import random
+
+    from pivot_core import scan_shell, typed_commands
+
+    pieces = list("ab $(){}[]<>|&;'\"`\\\n\t#=~*?!-0") + ["<<EOF", "EOF", "if ", "fi", "case ", "esac", "$((", "2>&1"]
+    rng = random.Random(30)
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        scan = scan_shell(text)
+        if scan.understood and scan.complete:  # the canonical form is a fixed point
+            assert scan_shell(scan.canonical).canonical == scan.canonical, text
+        typed_commands([text, "\n"])
+    assert not scan_shell("$(" * 5000).understood  # nesting past the bound: not understood, no RecursionError
+    hidden = "rm -rf /app\n" + "x" * 300_000 + "\n"  # past the reader's bound the whole text runs
+    assert typed_commands([hidden]).commands[0].startswith("rm -rf /app")
