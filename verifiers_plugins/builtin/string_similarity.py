@@ -43,8 +43,8 @@ class StringSimilarity:
     deterministic = True
     # 2: shell actions compared command by command; 3: the files they name exactly; 4: quoting,
     # escapes and heredoc indentation kept (the skeleton), keystrokes compared by what runs; 5: blanks
-    # around control operators made one in the compared text
-    version = "5"
+    # around control operators made one in the compared text; 6: an unquoted heredoc's substitutions
+    version = "6"
 
     def __init__(self, threshold: float = 0.85) -> None:
         if not 0.0 <= threshold <= 1.0:
