@@ -56,7 +56,8 @@ class DockerShell:
     deterministic = True
     # 2: descriptors carry mode and owner; expert runs the sandbox stopped are errors, not references
     # 3: the shell state and the processes an action leaves are part of its effect; racy verdicts unstable
-    version = "3"
+    # 4: a Terminus turn runs what its terminal would (no Enter, no run); text left typed must be the expert's
+    version = "4"
 
     # Shared by every instance: the expert's effect at a state is the same for any env of the process.
     _expert_cache: OrderedDict[tuple[Any, ...], tuple[Effect, Unstable]] = OrderedDict()
