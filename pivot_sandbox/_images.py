@@ -168,7 +168,7 @@ def build_debian_image(
     return tag
 
 
-# Debian roots of the task base images (`_tasks.BASES` maps the names Dockerfiles ask for onto them).
+# Debian roots of the task base images (`_bases.BASES` maps the names Dockerfiles ask for onto them).
 PYTHON_PACKAGES = ("python3", "python3-pip", "python3-venv", "python-is-python3", "bash", "coreutils", "procps")
 ROOTS = {
     "pivot-gym/root:trixie": ("trixie", (*PYTHON_PACKAGES, "ca-certificates", "tmux", "asciinema")),

@@ -54,7 +54,7 @@ SHELL_VARIABLES = (
     "TIMEFORMAT",
     "POSIXLY_CORRECT",
 )
-SHADOWABLE = ("declare", "typeset", "builtin", "command")  # builtins the dump calls that a function could shadow
+SHADOWABLE = ("declare", "typeset", "builtin", "command", "read")  # builtins the dump calls a function could shadow
 SUBSHELL = "(the action's shell)"
 STATE_MARK = b"\x1ePIVOT-STATE\x00"
 _CAPTURE = "".join(f'__pivot_v{i}="${{{n}+=}}${{{n}-}}"; ' for i, n in enumerate(SHELL_VARIABLES))
@@ -66,7 +66,12 @@ _BASH_DUMP = (
     ' \\unset -f "$__pivot_n"; }; done;'
     ' __pivot_al=; for __pivot_n in "${!BASH_ALIASES[@]}"; do'
     " __pivot_al=\"$__pivot_al$__pivot_n=${BASH_ALIASES[$__pivot_n]}\"$'\\n'; done;"
-    " __pivot_fn=$(declare -f); __pivot_tr=$(\\trap)"
+    ' \\declare -f >|"$__pivot_to/.f"; IFS= \\read -r -d "" __pivot_fn <"$__pivot_to/.f";'
+    ' \\trap >|"$__pivot_to/.t"; IFS= \\read -r -d "" __pivot_tr <"$__pivot_to/.t"'
+)
+# Other shells: each listing through a file read back by `read` (no fork: a command substitution forks)
+_SH_READ = (
+    '__pivot_{v}=; while IFS= \\read -r __pivot_l; do __pivot_{v}="$__pivot_{v}$__pivot_l\n"; done <"$__pivot_to/.{f}"'
 )
 WRAPPER = (
     r"""{ __pivot_from="$1"; __pivot_to="$2"; __pivot_cmd="$3"; __pivot_quiet="$4"; __pivot_park="$5"
@@ -78,6 +83,8 @@ if [ "$__pivot_from" != "$__pivot_to" ]; then
 fi
 if [ -f "$__pivot_from/env" ]; then . "$__pivot_from/env" >/dev/null 2>&1; fi
 if [ -f "$__pivot_from/cwd" ]; then cd "$(cat "$__pivot_from/cwd")" 2>/dev/null; fi
+# the dump's files exist before the action runs: written later, they keep their mode whatever umask it sets
+: >|"$__pivot_to/.a"; : >|"$__pivot_to/.o"; : >|"$__pivot_to/.t"; : >|"$__pivot_to/.f"
 if [ -n "$__pivot_quiet" ]; then eval "$__pivot_cmd" >"$__pivot_to/out" 2>&1 </dev/null; else eval "$__pivot_cmd"; fi
 __pivot_rc=$?
 __pivot_sh="$-|${SHELLOPTS-}|${BASHOPTS-}"; """
@@ -90,12 +97,13 @@ case "${BASH_VERSION-}" in
     \eval '"""
     + _BASH_DUMP.replace("'", "'\\''")
     + r"""' ;;
-*) __pivot_shadow=; __pivot_fn="(not listed by this shell)"; __pivot_al=$(\alias 2>/dev/null)
+*) __pivot_shadow=; __pivot_fn="(not listed by this shell)"; \unset -f read alias 2>/dev/null
+   \alias >|"$__pivot_to/.a" 2>/dev/null; \set +o >|"$__pivot_to/.o" 2>/dev/null; \trap >|"$__pivot_to/.t" 2>/dev/null
+   """
+    + "\n   ".join(_SH_READ.format(v=v, f=f) for v, f in (("al", "a"), ("op", "o"), ("tr", "t")))
+    + r"""
    __pivot_sh="$__pivot_sh
-$(\set +o 2>/dev/null)"
-   \trap >|"$__pivot_to/.traps" 2>/dev/null; __pivot_tr=
-   while IFS= \read -r __pivot_l; do __pivot_tr="$__pivot_tr$__pivot_l
-"; done <"$__pivot_to/.traps"; \rm -f "$__pivot_to/.traps" 2>/dev/null ;;
+$__pivot_op" ;;
 esac
 \set -- shell "$__pivot_sh" """
     + _PAIRS

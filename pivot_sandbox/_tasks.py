@@ -2,7 +2,7 @@
 
 A task folder holds `Dockerfile`, `task.yaml`, `solution.sh` or `solution.yaml`, `tests/` and, where
 present, `run-tests.sh` and the files the Dockerfile copies. Its image is the Dockerfile run by
-`_dockerfile.build` on a locally built base mapped to the name the Dockerfile asks for (`BASES`),
+`_build.build` on a locally built base mapped to the name the Dockerfile asks for (`_bases.BASES`),
 with build-time registry access (`_access.py`), plus a test-tools layer: a venv at `/opt/pivot-tests`
 holding pytest and what `run-tests.sh` would have installed (the tests run with `--network none`,
 so their dependencies are fetched at build time). Images are tagged by a content hash of (Dockerfile,
