@@ -44,12 +44,15 @@ from pivot_core._render import DOMAIN_PARSERS, chat_message, observation, render
 from pivot_core._safejson import decode_json
 from pivot_core._shell import ShellScan, Typed, scan_shell, trim_command, typed_commands
 from pivot_core._split import split_pivots, trajectory_key
-from pivot_core.convert._documents import AliasBudgetExceeded, load_yaml
+from pivot_core.convert._documents import load_yaml
 from pivot_core.convert.agent_runs import RUN_FORMATS, convert_runs, find_runs
 from pivot_core.errors import (
+    AliasBudgetExceeded,
     DataFileError,
     InvalidTrajectory,
     PivotGymError,
+    QueryRejected,
+    SearchTimeout,
     ServeRefused,
     UnknownFormat,
     UnknownPivot,
@@ -79,6 +82,8 @@ __all__ = [
     "Message",
     "Pivot",
     "PivotGymError",
+    "QueryRejected",
+    "SearchTimeout",
     "PivotSequence",
     "Profile",
     "ROLES",

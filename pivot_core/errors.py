@@ -54,3 +54,24 @@ class UnsafeJSON(json.JSONDecodeError, PivotGymError):
 
 class ServeRefused(PivotGymError):
     """Raised by `pivot serve` when its settings would expose the server unsafely (no token off loopback)."""
+
+
+class QueryRejected(PivotGymError, ValueError):
+    """Raised by `SearchBackend.search` for a query past the bounds a search engine serves (too long, too many words).
+
+    A policy can write any query; an unbounded one costs a full-text engine time that grows with
+    its length (a 32 KB query of common words took 100 s of SQLite FTS5). The message says which
+    bound, so a verifier can reject the call with it as the reason.
+    """
+
+
+class SearchTimeout(PivotGymError, TimeoutError):
+    """Raised by `SearchBackend.search` when a query ran past the backend's time limit and was stopped."""
+
+
+class AliasBudgetExceeded(PivotGymError, ValueError):
+    """Raised by `load_yaml` when aliases stand for more than the budget allows (or make a cycle)."""
+
+    def __init__(self, line: int | None, budget: int) -> None:
+        super().__init__(f"YAML aliases expand past {budget:,} nodes and characters (an alias bomb?)")
+        self.line = line

@@ -2,7 +2,7 @@
 
 from pivot_core.browse._annotate import annotate, browse_pivots, lift_turn
 from pivot_core.browse._answer import exact_match, normalize_answer, token_f1
-from pivot_core.browse._backend import QueryRejected, SearchBackend, SearchHit, SearchTimeout
+from pivot_core.browse._backend import SearchBackend, SearchHit
 from pivot_core.browse._corpus import Document, bundled_corpus, corpus_digest, iter_corpus, resolve_corpus
 from pivot_core.browse._fts import (
     MAX_QUERY_CHARS,
@@ -17,6 +17,7 @@ from pivot_core.browse._fts import (
 from pivot_core.browse._oracle import oracle_trajectory, synthesize
 from pivot_core.browse._session import BrowseSession, call_k, find_sentences, resolve
 from pivot_core.browse._tools import BROWSE_TOOLS, DEFAULT_K, MAX_K, TOOL_NAMES
+from pivot_core.errors import QueryRejected, SearchTimeout
 
 __all__ = [
     "call_k",

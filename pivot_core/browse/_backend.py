@@ -13,20 +13,6 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from pivot_core.browse._corpus import Document
-from pivot_core.errors import PivotGymError
-
-
-class QueryRejected(PivotGymError, ValueError):
-    """Raised by `SearchBackend.search` for a query past the bounds a search engine serves (too long, too many words).
-
-    A policy can write any query; an unbounded one costs a full-text engine time that grows with
-    its length (a 32 KB query of common words took 100 s of SQLite FTS5). The message says which
-    bound, so a verifier can reject the call with it as the reason.
-    """
-
-
-class SearchTimeout(PivotGymError, TimeoutError):
-    """Raised by `SearchBackend.search` when a query ran past the backend's time limit and was stopped."""
 
 
 @dataclass(frozen=True)

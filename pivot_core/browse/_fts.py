@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from pivot_core._paths import cache_dir
-from pivot_core.browse._backend import QueryRejected, SearchHit, SearchTimeout
+from pivot_core.browse._backend import SearchHit
 from pivot_core.browse._corpus import (
     Document,
     PathLike,
@@ -28,7 +28,7 @@ from pivot_core.browse._corpus import (
     iter_corpus,
     resolve_corpus,
 )
-from pivot_core.errors import DataFileError, PivotGymError
+from pivot_core.errors import DataFileError, PivotGymError, QueryRejected, SearchTimeout
 
 SCHEMA_VERSION = "1"
 TITLE_WEIGHT = 10.0  # BM25 column weight: a title term counts ten body terms

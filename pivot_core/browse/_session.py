@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pivot_core.browse._backend import QueryRejected, SearchBackend, SearchHit, SearchTimeout
+from pivot_core.browse._backend import SearchBackend, SearchHit
 from pivot_core.browse._corpus import Document
 from pivot_core.browse._tools import DEFAULT_K, MAX_K
+from pivot_core.errors import QueryRejected, SearchTimeout
 
 SIMILAR_TITLES = 5
 

@@ -14,21 +14,13 @@ from typing import Any
 from pivot_core._files import read_bounded
 from pivot_core._jsonl import check_text_file, decode_record
 from pivot_core.convert import tau2
-from pivot_core.errors import DataFileError, PivotGymError
+from pivot_core.errors import AliasBudgetExceeded, DataFileError
 
 DOCUMENT_SUFFIXES = (".json", ".traj", ".yaml", ".yml")
 # What YAML aliases may add: each alias counts the nodes and scalar characters it stands for. A
 # 775-byte "billion laughs" file loads as a few shared objects and then expands past memory when
 # anything walks it (`Pivot.content_hash`, JSON output); real SWE-agent demos use few aliases if any.
 MAX_YAML_ALIAS_EXPANSION = 1_000_000
-
-
-class AliasBudgetExceeded(PivotGymError, ValueError):
-    """Raised by `load_yaml` when aliases stand for more than the budget allows (or make a cycle)."""
-
-    def __init__(self, line: int | None, budget: int) -> None:
-        super().__init__(f"YAML aliases expand past {budget:,} nodes and characters (an alias bomb?)")
-        self.line = line
 
 
 def load_yaml(text: str, budget: int = MAX_YAML_ALIAS_EXPANSION) -> Any:
