@@ -7,17 +7,22 @@ pivots, agent actions, the share of actions that became pivots, the skipped runs
 turns that became no pivot by reason, seconds per pivot for the conversion, and the share of
 experts that score 1 through the cheap chain of `pivot/terminal-v0` (`harness_format`,
 `turn_kind`, `json_schema`, `tool_args`, `string_similarity`) when rendered in their harness's
-format. With `--tasks-dir`, each pivot also gets its task image's sandbox (images are built from
-the task folders, or reused by hash) and the sandboxed share and the reasons a pivot stays
-unsandboxed are counted. Replay fidelity (`--check-replay`) is not measured here.
+format, and the share of pivots whose history a replay can rebuild at all (`replay_blocker`, no
+image needed), with the blockers counted. With `--tasks-dir`, each pivot also gets its task
+image's sandbox (images are built from the task folders, or reused by hash) and the sandboxed
+share and the reasons a pivot stays unsandboxed are counted, and `docker_shell` alone scores each
+sandboxed expert against itself (its effect replayed twice: a rejection is a replay that is not
+deterministic or not faithful). `--only a,b` limits the run to some tasks (images build slowly).
+Replay fidelity against the recorded observations (`--check-replay`) is not measured here.
 
-    python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR] [--json]
+    python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...]] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -29,7 +34,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 CHEAP = ["harness_format", "turn_kind", "json_schema", "tool_args", "string_similarity"]
 
 
-def measure(runs_dir: Path, tasks_dir: Path | None) -> dict:
+def expert_in_sandbox(pivots: list, path: Path) -> dict:
+    """`docker_shell` alone on each sandboxed pivot whose expert runs a command: does the expert match itself?"""
+    import gymnasium as gym
+
+    from pivot_envs import render_completion
+
+    env = gym.make("pivot/terminal-v0", dataset=str(path), verifiers=["docker_shell"]).unwrapped
+    counts: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    started = time.perf_counter()
+    for pivot in env.pivots:
+        if not pivot.context.get("sandbox"):
+            continue
+        (result,) = env.score(pivot, [render_completion(pivot.expert, pivot.domain)])
+        verdict = result.verdicts["docker_shell"]
+        if not verdict.applicable:
+            counts["not applicable"] += 1
+            continue
+        counts["accepted" if verdict.accepted else "rejected"] += 1
+        if not verdict.accepted:
+            reasons[verdict.reason[:90]] += 1
+    judged = counts["accepted"] + counts["rejected"]
+    return {
+        **counts,
+        "accepted_share": round(counts["accepted"] / judged, 4) if judged else None,
+        "rejections": dict(reasons.most_common(10)),
+        "seconds_per_pivot": round((time.perf_counter() - started) / judged, 2) if judged else None,
+    }
+
+
+def measure(runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = None) -> dict:
     import gymnasium as gym
 
     import pivot_envs  # noqa: F401  (registers the env ids)
@@ -38,6 +73,8 @@ def measure(runs_dir: Path, tasks_dir: Path | None) -> dict:
 
     started = time.perf_counter()
     pivots, report = convert_runs(runs_dir)
+    if only:
+        pivots = [p for p in pivots if p.context.get("task_id") in only]
     convert_seconds = time.perf_counter() - started
     sandbox = {}
     if tasks_dir is not None:
@@ -54,23 +91,40 @@ def measure(runs_dir: Path, tasks_dir: Path | None) -> dict:
         for pivot in env.pivots:
             (result,) = env.score(pivot, [render_completion(pivot.expert, pivot.domain)])
             accepted[pivot.context["harness"]] += result.reward == 1.0
+        if tasks_dir is not None:
+            sandbox["expert_in_sandbox"] = expert_in_sandbox(pivots, path)
+    # without building any image: which pivots' histories a replay can rebuild at all
+    from pivot_tasks import replay_blocker
+
+    replayable: Counter[str] = Counter()
+    blockers: Counter[str] = Counter()
+    for pivot in pivots:
+        why = replay_blocker(pivot, "/app")
+        if why is None:
+            replayable[pivot.context["harness"]] += 1
+        else:
+            blockers[re.sub(r"^turn \d+: ", "", why)] += 1
     skipped_by_agent: dict[str, Counter[str]] = {}
     for row in report["skipped"]:
         agent = "openhands" if "openhands" in row["run"] else "mini-swe-agent"
         skipped_by_agent.setdefault(agent, Counter())[row["reason"]] += 1
     sandboxed: Counter[str] = Counter(p.context["harness"] for p in pivots if p.context.get("sandbox"))
+    kept: Counter[str] = Counter(p.context["harness"] for p in pivots)  # what `--only` kept
     agents = {}
     for agent, counts in report["per_agent"].items():
         n = counts.get("pivots", 0)
+        m = kept[agent]
         agents[agent] = {
             "runs": counts["runs"],
             "runs_with_log": counts["runs"] - counts.get("skipped_runs", 0),
             "pivots": n,
             "actions": counts.get("actions", 0),
             "converted_share": round(n / counts["actions"], 4) if counts.get("actions") else None,
-            "expert_cheap_chain_share": round(accepted[agent] / n, 4) if n else None,
+            "scored_pivots": m,
+            "expert_cheap_chain_share": round(accepted[agent] / m, 4) if m else None,
+            "replayable_share": round(replayable[agent] / m, 4) if m else None,
             "skipped_runs": dict(skipped_by_agent.get(agent, {})),
-            **({"sandboxed_share": round(sandboxed[agent] / n, 4) if n else None} if tasks_dir else {}),
+            **({"sandboxed_share": round(sandboxed[agent] / m, 4) if m else None} if tasks_dir else {}),
         }
     return {
         "runs": report["runs"],
@@ -80,6 +134,7 @@ def measure(runs_dir: Path, tasks_dir: Path | None) -> dict:
         "skipped_turns": report["skipped_turns"],
         "seconds_per_pivot": round(convert_seconds / max(1, report["pivots"]), 6),
         "agents": agents,
+        "replay_blockers": dict(blockers.most_common()),
         **({"sandbox": sandbox} if tasks_dir else {}),
     }
 
@@ -88,6 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, default=None, help="the runs folder (default: shared data)")
     parser.add_argument("--tasks-dir", type=Path, default=None, help="task folders: sandbox the pivots too")
+    parser.add_argument("--only", default="", help="comma-separated task ids (the sandbox part builds their images)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     from pivot_core import shared_data_file
@@ -95,7 +151,7 @@ def main() -> None:
     runs = args.runs or shared_data_file("terminal/agent_runs")
     if runs is None:
         sys.exit("no shared data: pass --runs DIR (terminal/agent_runs of the shared data)")
-    result = measure(runs, args.tasks_dir)
+    result = measure(runs, args.tasks_dir, [t for t in args.only.split(",") if t] or None)
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -103,18 +159,20 @@ def main() -> None:
         f"{result['runs']} runs, {result['pivots']} pivots of {result['actions']} actions "
         f"({result['converted_share']:.1%}), {result['seconds_per_pivot'] * 1000:.2f} ms per pivot"
     )
-    print("| agent | runs | with a log | pivots | actions | converted | expert = 1 (cheap chain) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| agent | runs | with a log | pivots | actions | converted | expert = 1 (cheap chain) | replayable |")
+    print("|---|---|---|---|---|---|---|---|")
     for agent, row in result["agents"].items():
         print(
             f"| {agent} | {row['runs']} | {row['runs_with_log']} | {row['pivots']} | {row['actions']} | "
-            f"{row['converted_share']:.1%} | {row['expert_cheap_chain_share']:.1%} |"
+            f"{row['converted_share']:.1%} | {row['expert_cheap_chain_share']:.1%} | {row['replayable_share']:.1%} |"
         )
     for agent, row in result["agents"].items():
         for reason, n in row["skipped_runs"].items():
             print(f"skipped {agent}: {n} x {reason}")
     for reason, n in result["skipped_turns"].items():
         print(f"turns without a pivot: {n} x {reason}")
+    for reason, n in result["replay_blockers"].items():
+        print(f"history not replayable: {n} x {reason}")
     if "sandbox" in result:
         print(json.dumps(result["sandbox"], indent=2))
 

@@ -33,7 +33,10 @@ from pivot_sandbox.errors import SandboxError
 from pivot_tasks._synthesize import REPLAY_LIMITS, mark_network_pivots
 
 _REPLAYED_EDITS = ("view", "create", "str_replace", "insert")
-_STATEFUL = re.compile(r"(?:^|[;&|(]\s*|\n\s*)(cd|export|source|\.|pushd|popd|unset|alias|set)(?:\s+([^\s;&|)]+))?")
+# a builtin that changes the shell itself, in command position (`./run.sh` and `cd.py` are no such word)
+_STATEFUL = re.compile(
+    r"(?:^|[;&|(]\s*|\n\s*)(cd|export|source|\.|pushd|popd|unset|alias|set)(?=\s|$)(?:\s+([^\s;&|)]+))?"
+)
 
 
 def task_sandbox(folder: Path, backend: Any) -> tuple[dict[str, Any] | None, dict[str, Any], str]:

@@ -88,7 +88,7 @@ def test_replay_blockers_name_what_a_replay_cannot_rebuild():
     assert replay_blocker(_pivot([call("execute_bash", {"command": "ls"})]), "/app") is None
     mini = [Message("assistant", "THOUGHT: go.\n\n```bash\ncd /tmp && make\n```")]
     assert "fresh subshells" in replay_blocker(_pivot(mini, "mini-swe-agent"), "/app")
-    home = [Message("assistant", "THOUGHT: go.\n\n```bash\ncd /app && ls\n```")]
+    home = [Message("assistant", "THOUGHT: go.\n\n```bash\ncd /app && ./run.sh && ls cd.d\n```")]
     assert replay_blocker(_pivot(home, "mini-swe-agent"), "/app") is None
     timed = [Message("user", "The last command <command>x</command> timed out and has been killed.")]
     assert "timed out" in replay_blocker(_pivot(timed, "mini-swe-agent"), "/app")
