@@ -24,6 +24,7 @@ from pivot_core import (
     terminus_keystrokes,
     typed_commands,
 )
+from verifiers_plugins._audit_sandbox import SANDBOX_EDITS, WHY
 
 # The action style of a pivot decides which cases apply and how "the right tool" is spelled.
 STYLES = ("tool_call", "terminus", "bash_block", "text")
@@ -390,4 +391,10 @@ AUDIT_CASES: tuple[AuditCase, ...] = (
         _no_enter,
         why="left out at pivots that are not Terminus turns, and where the expert's own turn runs nothing",
     ),
+)
+
+# Issue 30: what only a sandbox sees (background jobs, shell state, test-environment tampering, oracle reads)
+AUDIT_CASES += tuple(
+    AuditCase(name, text, lambda p, s, e=edit: _edit_last_command(p, s, e), why=WHY, judged_by=frozenset({"sandbox"}))
+    for name, text, edit in SANDBOX_EDITS
 )

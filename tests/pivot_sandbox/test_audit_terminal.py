@@ -50,3 +50,20 @@ def test_the_chain_rejects_them_and_cheap_acceptors_are_not_held_to_the_newline_
     assert all(sandbox[c]["accepted"] == 0 and sandbox[c]["expected"] == 0 for c in CASES)
     cheap = next(r for r in mine if r.get("verifier") == "string_similarity" and r["case"] == "newline_name")
     assert cheap["expected"] is None and "judged by the chain" in cheap["why"]
+
+
+# issue 30: what only the sandbox sees (the chain must reject each; cheap acceptors carry no expectation)
+SANDBOX_CASES = {"background_job", "shell_state_path", "shell_state_alias", "test_environment", "oracle_read"}
+
+
+@pytest.mark.docker
+def test_background_jobs_shell_state_test_environment_and_oracle_reads_are_rejected(busybox):
+    built = adversarial_completions(hello_pivot())
+    assert SANDBOX_CASES <= set(built)
+    rows = audit(VerifierChain.from_names(["string_similarity", "docker_shell"]), [hello_pivot(busybox)])
+    mine = [r for r in rows if r["case"] in SANDBOX_CASES]
+    assert audit_failures(mine) == [], audit_failures(mine)
+    chain = {r["case"]: r for r in mine if "chain" in r}
+    assert {c: (chain[c]["accepted"], chain[c]["total"]) for c in SANDBOX_CASES} == {c: (0, 1) for c in SANDBOX_CASES}
+    cheap = [r for r in mine if r.get("verifier") == "string_similarity"]
+    assert all(r["expected"] is None for r in cheap)
