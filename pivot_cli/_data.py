@@ -30,6 +30,9 @@ def convert(
     tasks_dir: Path | None = typer.Option(
         None, "--tasks-dir", help="Terminal-Bench task folders: agent-run pivots get the task image's sandbox."
     ),
+    check_replay: bool = typer.Option(
+        False, "--check-replay", help="Replay each run in its sandbox; pivots after a divergence lose it (--tasks-dir)."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Convert trajectories into candidate pivots (D_cand), one per assistant turn.
@@ -42,7 +45,7 @@ def convert(
 
     with user_errors():
         if src.is_dir() or from_ in RUN_FORMATS or (from_ is None and detect_format(src).name in RUN_FORMATS):
-            _convert_runs(src, out, from_, to, tasks_dir, as_json)
+            _convert_runs(src, out, from_, to, tasks_dir, check_replay, as_json)
             return
         options = {"successful_only": successful_only}
         if domain:
@@ -56,7 +59,9 @@ def convert(
         console.print(f"wrote {n} pivots to {out}")
 
 
-def _convert_runs(src: Path, out: Path, fmt: str | None, to: str, tasks_dir: Path | None, as_json: bool) -> None:
+def _convert_runs(
+    src: Path, out: Path, fmt: str | None, to: str, tasks_dir: Path | None, check: bool, as_json: bool
+) -> None:
     """`pivot convert` on agents' runs: pivots, the report, a progress bar for folders."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -73,6 +78,14 @@ def _convert_runs(src: Path, out: Path, fmt: str | None, to: str, tasks_dir: Pat
 
         pivots, sandbox = sandbox_pivots(pivots, tasks_dir)
         report.update(sandbox)
+    if check:
+        if tasks_dir is None:
+            fail("--check-replay replays runs in their task images: give --tasks-dir too")
+        from pivot_tasks import check_replay
+
+        pivots, replay = check_replay(pivots)
+        report.update(replay)
+        report["sandboxed"] = sum(1 for p in pivots if p.context.get("sandbox"))
     report["output"] = str(out)
     report["written"] = write_pivots(pivots, out, format=to)
     if as_json:
@@ -80,7 +93,8 @@ def _convert_runs(src: Path, out: Path, fmt: str | None, to: str, tasks_dir: Pat
         return
     console.print(
         f"wrote {report['pivots']} pivots from {report['runs']} runs to {out} "
-        f"({report['sandboxed']} sandboxed, {len(report['skipped'])} runs skipped)"
+        f"({report['sandboxed']} sandboxed, {len(report['skipped'])} runs skipped"
+        + (f", {report['faithful']} faithful)" if check else ")")
     )
     for row in report["skipped"]:
         err_console.print(f"  skipped {row['run']}: {row['reason']}", markup=False)

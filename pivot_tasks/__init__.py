@@ -6,6 +6,7 @@ verifiers do not import it.
 
 from pivot_tasks._agent_runs import replay_blocker, sandbox_pivots
 from pivot_tasks._oracle import oracle_candidates, oracle_readable
+from pivot_tasks._replay_check import check_replay
 from pivot_tasks._synthesize import (
     REPLAY_LIMITS,
     default_tasks_dir,
@@ -18,6 +19,7 @@ from pivot_tasks._synthesize import (
 )
 
 __all__ = [
+    "check_replay",
     "oracle_candidates",
     "replay_blocker",
     "sandbox_pivots",

@@ -163,8 +163,15 @@ def convert_events(events: Sequence[Mapping[str, Any]]) -> tuple[list[Message], 
         obs = observations.get(int(e["id"]))
         call_id = str((e.get("tool_call_metadata") or {}).get("tool_call_id") or "")
         if obs is not None:
-            pending_tools.append(Message("tool", render_observation(obs), tool_call_id=call_id or None))
+            # what the action did, for a replay to compare with: the output and the exit code (an
+            # editor call's is 1 when the editor refused it, as its shell equivalent exits)
             code = exit_code(obs)
+            output = obs.get("content") if isinstance(obs.get("content"), str) else ""
+            if obs.get("observation") == "edit":
+                code = 1 if output.startswith("ERROR") else 0
+            recorded = {"output": output, **({"exit_code": code} if code is not None else {})}
+            tool = Message("tool", render_observation(obs), tool_call_id=call_id or None, extra={"recorded": recorded})
+            pending_tools.append(tool)
             if code is not None and call_id:
                 exit_codes[call_id] = code
     messages.extend(pending_tools)

@@ -7,15 +7,18 @@ rewrites the file with `echo`. The pivots after the editor's create see that fil
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
 
 import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_core import Message, Pivot, ToolCall, convert_runs, write_pivots
-from pivot_tasks import replay_blocker, sandbox_pivots
+from pivot_tasks import check_replay, replay_blocker, sandbox_pivots
+from pivot_tasks._replay_check import Step, first_divergence
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +95,85 @@ def test_replay_blockers_name_what_a_replay_cannot_rebuild():
     assert replay_blocker(_pivot(home, "mini-swe-agent"), "/app") is None
     timed = [Message("user", "The last command <command>x</command> timed out and has been killed.")]
     assert "timed out" in replay_blocker(_pivot(timed, "mini-swe-agent"), "/app")
+
+
+# -- replay fidelity (--check-replay) ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hello_pivots(shared_data: Path, docker_client):
+    runs = shared_data / "terminal" / "agent_runs" / "openhands-claude-4-sonnet" / "hello-world"
+    pivots, _ = convert_runs(runs)
+    sandboxed, _ = sandbox_pivots(pivots, shared_data / "terminal" / "tasks")
+    return sandboxed
+
+
+def test_a_faithful_replay_marks_every_pivot_faithful(hello_pivots):
+    checked, report = check_replay(hello_pivots)
+    assert report == {"runs_checked": 1, "faithful": 12, "unfaithful": 0, "diverged": {}}
+    assert all(p.context["replay"] == {"faithful": True} and p.context["sandbox"] for p in checked)
+
+
+def _tamper(pivots, command: str, output: str):
+    """The run as if `command` had printed `output` (as a command that reached the network would differ)."""
+    out = []
+    for p in pivots:
+        history = []
+        for m in p.history:
+            calls = {c.id: c for prev in p.history for c in prev.tool_calls}
+            call = calls.get(m.tool_call_id) if m.role == "tool" else None
+            if call is not None and call.parsed_arguments().get("command") == command:
+                recorded = {**m.extra["recorded"], "output": output}
+                m = Message("tool", m.content, tool_call_id=m.tool_call_id, extra={"recorded": recorded})
+            history.append(m)
+        out.append(dataclasses.replace(p, history=tuple(history)))
+    return out
+
+
+def test_the_first_divergence_marks_that_pivot_and_the_later_ones(hello_pivots):
+    checked, report = check_replay(_tamper(hello_pivots, "pwd", "/root"))
+    assert report["unfaithful"] > 0 and report["diverged"] == {"output differs from the recorded one": 1}
+    at = next(
+        p.context["turn_index"]
+        for p in checked
+        if p.expert.tool_calls and p.expert.tool_calls[0].name == "execute_bash"
+    )
+    for p in checked:
+        if p.context["turn_index"] < at:
+            assert p.context["replay"] == {"faithful": True} and p.context["sandbox"]
+        else:
+            assert p.context["replay"]["faithful"] is False and p.context["replay"]["diverged_at"] == at
+            assert "sandbox" not in p.context and "diverged" in p.context["unsandboxed"]
+
+
+def test_exit_codes_are_compared_always():
+    step = Step(3, ("false",), 0, None)
+    ok = SimpleNamespace(killed=None, exit_code=0, stdout=b"")
+    bad = SimpleNamespace(killed=None, exit_code=1, stdout=b"")
+    assert first_divergence([step], [[(ok, "/app")], [(ok, "/app")]]) is None
+    assert first_divergence([step], [[(bad, "/app")], [(bad, "/app")]])[0] == 3
+    # output that differs between the two replays is no evidence either way
+    loud = Step(4, ("date",), 0, "Mon")
+    first, second = (
+        SimpleNamespace(killed=None, exit_code=0, stdout=b"Tue"),
+        SimpleNamespace(killed=None, exit_code=0, stdout=b"Wed"),
+    )
+    assert first_divergence([loud], [[(first, "/app")], [(second, "/app")]]) is None
+
+
+def test_cli_check_replay_reports_faithful_pivots(shared_data: Path, docker_client, tmp_path):
+    from typer.testing import CliRunner
+
+    from pivot_cli import app
+
+    src = shared_data / "terminal" / "agent_runs" / "openhands-claude-4-sonnet" / "hello-world"
+    tasks = shared_data / "terminal" / "tasks"
+    out = tmp_path / "hello.jsonl"
+    args = ["convert", str(src), str(out), "--tasks-dir", str(tasks), "--check-replay", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stdout
+    report = json.loads(result.stdout)
+    assert (report["runs"], report["pivots"], report["sandboxed"], report["faithful"]) == (1, 12, 12, 12)
+    assert report["skipped"] == [] and report["diverged"] == {}
+    alone = CliRunner().invoke(app, ["convert", str(src), str(out), "--check-replay"])
+    assert alone.exit_code == 1 and "--tasks-dir" in alone.stderr

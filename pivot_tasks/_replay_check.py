@@ -1,0 +1,180 @@
+"""Replay fidelity of converted runs (`pivot convert --check-replay`): measured, never assumed.
+
+A sandboxed pivot's state is rebuilt by replaying its history. Whether that state is the one the
+agent saw is checked once per run: the run's state-changing actions (up to its last sandboxed
+pivot) run in order in one fresh container of the task image, twice, and each action's result is
+compared with what the run recorded:
+
+- the exit code, always (an OpenHands editor call: refused or not);
+- the output, where the two replays agree with each other (output that changes from run to run,
+  such as timestamps, PIDs or temporary names, is no evidence either way) and the recording holds
+  it whole (a truncated or elided output is not compared). Outputs are compared after the
+  differences no state explains: blanks at the ends, CRLF, bash's `line N:` in error messages,
+  clock readings (`Aug  8 06:50`, ISO dates, `HH:MM:SS`) and 12-hex-digit container names. An
+  OpenHands editor call is compared by its exit code only (its output is the editor's message).
+
+The first action whose result differs (typically a command that reached the network during the
+run) marks the pivot at that turn and every later pivot of the run `context.replay = {"faithful":
+false, "diverged_at": TURN, "reason": ...}`, and their sandbox is taken away (`unsandboxed` says
+why): they are scored by the static part of the chain, never on a state that differs from the
+agent's. The pivots before it get `{"faithful": true}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pivot_core import SHELL_TOOLS, Message, Pivot, shell_actions
+from pivot_sandbox import SandboxSpec
+from pivot_sandbox.errors import SandboxError
+
+_RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
+_OUTPUT = re.compile(r"<output>\n?(.*?)\n?</output>", re.DOTALL)
+_PARTIAL = ("<output_head>", "elided", "[... Observation truncated", "<response clipped>", "timed out")
+# bash names its script and line in an error ("pivot: line 12: x: command not found"); a terminal says "bash: x: ..."
+_BASH_LINE = re.compile(r"^[\w./-]+: line \d+: ", re.M)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded action: the turn (message index) it belongs to, its commands, what it recorded."""
+
+    turn: int
+    commands: tuple[str, ...]
+    exit_code: int | None
+    output: str | None
+
+
+def _recorded_mini(message: Message | None) -> tuple[int | None, str | None]:
+    text = message.text if message is not None else ""
+    code = _RETURNCODE.search(text)
+    output = _OUTPUT.search(text)
+    whole = output is not None and not any(mark in text for mark in _PARTIAL)
+    return (int(code.group(1)) if code else None), (output.group(1) if whole and output else None)
+
+
+def recorded_steps(messages: Sequence[Message], harness: str) -> list[Step]:
+    """The state-changing actions of a chat, in order, with what the run recorded for each."""
+    steps: list[Step] = []
+    tools = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+    for i, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        if harness == "mini-swe-agent":
+            commands = tuple(shell_actions(message))
+            if commands:
+                following = messages[i + 1] if i + 1 < len(messages) else None
+                steps.append(Step(i, commands, *_recorded_mini(following)))
+            continue
+        for call in message.tool_calls:
+            commands = tuple(shell_actions(Message("assistant", tool_calls=(call,))))
+            if not commands:
+                continue
+            recorded = (tools.get(call.id).extra.get("recorded") if tools.get(call.id) else None) or {}
+            output = recorded.get("output")
+            # an editor call's output is the editor's own message, not its shell equivalent's: exit code only
+            whole = call.name in SHELL_TOOLS and isinstance(output, str) and not any(m in output for m in _PARTIAL)
+            steps.append(Step(i, commands, recorded.get("exit_code"), output if whole else None))
+    return steps
+
+
+# what differs between the run and any replay whatever the state: clock readings and the container's name
+_CLOCK = re.compile(
+    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+(?:\d\d:\d\d|\d{4})\b"
+    r"|\b\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?\b|\b\d\d:\d\d:\d\d\b|\b[0-9a-f]{12}\b"
+)
+
+
+def _same_output(replayed: str, recorded: str) -> bool:
+    def norm(text: str) -> str:
+        text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n"))
+        return _CLOCK.sub("<t>", text).strip()
+
+    return norm(replayed) == norm(recorded)
+
+
+def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tuple[int, str] | None:
+    """(turn, reason) of the first step whose replayed result differs from the recorded one; None when none does.
+
+    `runs` are two transcripts of the steps' commands (`(raw, cwd)` per command, as
+    `backend.transcript` returns them; a transcript stops at a command the sandbox stopped).
+    """
+    first, second = runs
+    k = 0
+    for step in steps:
+        end = k + len(step.commands)
+        if end > len(first) or end > len(second):
+            return step.turn, f"the replay stopped before {step.commands[-1][:60]!r}"
+        raw, _ = first[end - 1]
+        if raw.killed:
+            return step.turn, f"the replay of {step.commands[-1][:60]!r} was stopped ({raw.killed})"
+        if step.exit_code is not None and step.exit_code != -1 and raw.exit_code != step.exit_code:
+            return step.turn, f"exit code {raw.exit_code}, recorded {step.exit_code}: {step.commands[-1][:60]!r}"
+        out1 = b"".join(r.stdout for r, _ in first[k:end]).decode(errors="replace")
+        out2 = b"".join(r.stdout for r, _ in second[k:end]).decode(errors="replace")
+        if step.output is not None and out1 == out2 and not _same_output(out1, step.output):
+            return step.turn, f"output differs from the recorded one: {step.commands[-1][:60]!r}"
+        k = end
+    return None
+
+
+def check_replay(
+    pivots: Sequence[Pivot], backend: Any = None, timeout: float | None = None
+) -> tuple[list[Pivot], dict[str, Any]]:
+    """Mark every sandboxed pivot `context.replay` (see the module docstring); the report.
+
+    The report: `faithful` (pivots), `unfaithful` (pivots), `runs_checked`, `diverged` (reasons,
+    the command part left out, counted per run).
+    """
+    from pivot_sandbox import docker_backend
+    from pivot_tasks._synthesize import REPLAY_LIMITS
+
+    backend = backend or docker_backend(**REPLAY_LIMITS)
+    by_run: dict[str, list[int]] = {}
+    longest: dict[str, Pivot] = {}  # the run's last pivot: its history holds what each action recorded
+    for i, p in enumerate(pivots):
+        run = str(p.context.get("trajectory_id") or p.id)
+        if run not in longest or p.context.get("turn_index", 0) > longest[run].context.get("turn_index", 0):
+            longest[run] = p
+        if isinstance(p.context.get("sandbox"), Mapping):
+            by_run.setdefault(run, []).append(i)
+    out = list(pivots)
+    reasons: Counter[str] = Counter()
+    for run, indices in by_run.items():
+        pivot = pivots[max(indices, key=lambda i: pivots[i].context.get("turn_index", 0))]
+        chat = [*longest[run].history, longest[run].expert]
+        last_turn = int(pivot.context.get("turn_index", 0))
+        steps = [s for s in recorded_steps(chat, str(pivot.context.get("harness"))) if s.turn <= last_turn]
+        spec = SandboxSpec.from_context(pivot.context)
+        commands = [c for s in steps for c in s.commands]
+        try:
+            runs = [backend.transcript(spec, commands, timeout=timeout) for _ in range(2)] if commands else [[], []]
+            found = first_divergence(steps, runs)
+        except SandboxError as e:
+            found = (0, f"the replay could not run: {e}")
+        if found is not None:
+            reasons[found[1].split(":")[0]] += 1
+        for i in indices:
+            turn = int(pivots[i].context.get("turn_index", 0))
+            context = dict(pivots[i].context)
+            if found is not None and turn >= found[0]:
+                context["replay"] = {"faithful": False, "diverged_at": found[0], "reason": found[1]}
+                context.pop("sandbox", None)
+                context["unsandboxed"] = f"the replay diverged at turn {found[0]}: {found[1]}"
+            else:
+                context["replay"] = {"faithful": True}
+            out[i] = dataclasses.replace(pivots[i], context=context)
+    faithful = sum(1 for p in out if (p.context.get("replay") or {}).get("faithful") is True)
+    unfaithful = sum(1 for p in out if (p.context.get("replay") or {}).get("faithful") is False)
+    report = {
+        "runs_checked": len(by_run),
+        "faithful": faithful,
+        "unfaithful": unfaithful,
+        "diverged": dict(reasons.most_common()),
+    }
+    return out, report
