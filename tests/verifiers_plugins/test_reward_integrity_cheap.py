@@ -352,3 +352,12 @@ def test_the_shell_reader_never_raises_and_bounds_its_work():
     assert not scan_shell("$(" * 5000).understood  # nesting past the bound: not understood, no RecursionError
     hidden = "rm -rf /app\n" + "x" * 300_000 + "\n"  # past the reader's bound the whole text runs
     assert typed_commands([hidden]).commands[0].startswith("rm -rf /app")
+
+
+def test_a_test_run_cut_short_by_a_timeout_is_not_the_expert_s_run(swe_env):
+    from pivot_core import render_completion
+
+    pivot = _pivot(swe_env, "example_5#2")
+    score = lambda c: swe_env.score(pivot, [render_completion(_run_call(c), pivot.domain)])[0]  # noqa: E731
+    assert not score("timeout 1 python -m pytest /workspace/proj/tests/test_utils.py -q").accepted
+    assert score("timeout 600 python -m pytest /workspace/proj/tests/test_utils.py -q").accepted

@@ -6,7 +6,8 @@ against any `cd`, or the runner module: `python3 -m pytest` is `pytest`) and the
 so `./tests/runtests.py X`, `python3 tests/runtests.py X` and `cd tests && ./runtests.py X` are one
 run and `... Y` another. Options that change only how results print (`-v`, `--verbosity 2`, `-q`,
 `--tb=short`) are ignored; options under which a runner runs no test (`--co`, `--collect-only`,
-`--setup-plan`, `--fixtures`, `-h`, `--version`) or fewer (`--lf`, `-x`) are part of the run.
+`--setup-plan`, `--fixtures`, `-h`, `--version`) or fewer (`--lf`, `-x`, a `timeout` under a
+minute) are part of the run.
 """
 
 from __future__ import annotations
@@ -66,6 +67,20 @@ _FEWER = {
     "--noconftest": "--noconftest",
 }
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=.*", re.DOTALL)
+SHORT_LIMIT_S = 60.0  # a `timeout` shorter than this cuts a test run short: it runs fewer tests
+_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def time_limit(prefix: list[str]) -> float | None:
+    """The seconds a `timeout N` among a command's prefix words allows (None: no limit)."""
+    if "timeout" not in prefix:
+        return None
+    words = prefix[prefix.index("timeout") + 1 :]
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        i += 2 if words[i] in ("-s", "-k", "--signal", "--kill-after") else 1  # `-k 1` is not the limit
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", words[i]) if i < len(words) else None
+    return float(m.group(1)) * _SECONDS[m.group(2)] if m else None
 
 
 @dataclass(frozen=True)
@@ -176,7 +191,10 @@ def command_runs(command: str) -> tuple[TestRun, ...]:
         if not argv:
             continue
         verb = argv[0].rsplit("/", 1)[-1]
-        mine = env | {f"env:{w}" for w in raw[: len(raw) - len(argv)] if _ASSIGNMENT.fullmatch(w)}
+        prefix = raw[: len(raw) - len(argv)]
+        mine = env | {f"env:{w}" for w in prefix if _ASSIGNMENT.fullmatch(w)}
+        limit = time_limit(prefix)
+        short = {f"runs fewer: cut after {limit:g} s"} if limit is not None and limit < SHORT_LIMIT_S else set()
         if verb == "cd":
             cwd = join_path(cwd, argv[1]) if len(argv) > 1 else "."
         elif verb == "export":
@@ -184,14 +202,17 @@ def command_runs(command: str) -> tuple[TestRun, ...]:
         elif re.fullmatch(r"python[\d.]*", verb):
             run = _python_run(argv[1:], cwd, body)
             if run is not None:
-                runs.append(replace(run, selection=run.selection | mine))
+                runs.append(_with(run, mine, short))
         elif verb in _RUNNER_MODULES:
-            run = _run(_RUNNER_MODULES[verb], argv[1:], cwd)
-            runs.append(replace(run, selection=run.selection | mine))
+            runs.append(_with(_run(_RUNNER_MODULES[verb], argv[1:], cwd), mine, short))
         elif argv[0].startswith(("./", "bin/")) or verb.endswith(".py"):
-            run = _run(join_path(cwd, argv[0]), argv[1:], cwd)
-            runs.append(replace(run, selection=run.selection | mine))
+            runs.append(_with(_run(join_path(cwd, argv[0]), argv[1:], cwd), mine, short))
     return tuple(runs)
+
+
+def _with(run: TestRun, env: set[str], short: set[str]) -> TestRun:
+    """`run` given its variables, and (a test runner only) the mark of a time limit that cuts it short."""
+    return replace(run, selection=run.selection | env | (short if _is_test_runner(run.program) else set()))
 
 
 def runs_problem(want: tuple[TestRun, ...], got: tuple[TestRun, ...]) -> str | None:

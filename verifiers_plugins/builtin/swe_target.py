@@ -31,8 +31,8 @@ class SweTarget:
     # 3: tool_name (its category check) rejects state-changing riders; 4: writes hidden in reads (redirects,
     # substitutions, find actions, sed w), the submission itself, and test runs that run nothing; 5: a command
     # backgrounded with `&` is a command of its own; 6: a written Python file must compile where the expert's does;
-    # 7: substitutions in an unquoted heredoc's body are the command's
-    version = "7"
+    # 7: substitutions in an unquoted heredoc's body are the command's; 8: a test run cut under a minute
+    version = "8"
     continuous = False
 
     def __init__(self) -> None:
