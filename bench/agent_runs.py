@@ -13,9 +13,11 @@ image's sandbox (images are built from the task folders, or reused by hash) and 
 share and the reasons a pivot stays unsandboxed are counted, and `docker_shell` alone scores each
 sandboxed expert against itself (its effect replayed twice: a rejection is a replay that is not
 deterministic or not faithful). `--only a,b` limits the run to some tasks (images build slowly).
-Replay fidelity against the recorded observations (`--check-replay`) is not measured here.
+With `--check-replay` too, each run is replayed against its recorded observations
+(`pivot_tasks.check_replay`): the faithful share of the sandboxed pivots, the divergences by
+reason, seconds per sandboxed pivot; the expert is then scored on the faithful ones only.
 
-    python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...]] [--json]
+    python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...] [--check-replay]] [--json]
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def expert_in_sandbox(pivots: list, path: Path) -> dict:
     }
 
 
-def measure(runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = None) -> dict:
+def measure(runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = None, check: bool = False) -> dict:
     import gymnasium as gym
 
     import pivot_envs  # noqa: F401  (registers the env ids)
@@ -83,6 +85,15 @@ def measure(runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = Non
         started = time.perf_counter()
         pivots, sandbox = sandbox_pivots(pivots, tasks_dir)
         sandbox["seconds"] = round(time.perf_counter() - started, 1)
+        if check:
+            from pivot_tasks import check_replay
+
+            before = sum(1 for p in pivots if p.context.get("sandbox"))
+            started = time.perf_counter()
+            pivots, replay = check_replay(pivots)
+            replay["seconds_per_pivot"] = round((time.perf_counter() - started) / max(1, before), 2)
+            replay["faithful_share"] = round(replay["faithful"] / before, 4) if before else None
+            sandbox["replay"] = replay
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "pivots.jsonl"
         write_pivots(pivots, path)
@@ -144,6 +155,7 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=None, help="the runs folder (default: shared data)")
     parser.add_argument("--tasks-dir", type=Path, default=None, help="task folders: sandbox the pivots too")
     parser.add_argument("--only", default="", help="comma-separated task ids (the sandbox part builds their images)")
+    parser.add_argument("--check-replay", action="store_true", help="with --tasks-dir: replay fidelity")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     from pivot_core import shared_data_file
@@ -151,7 +163,7 @@ def main() -> None:
     runs = args.runs or shared_data_file("terminal/agent_runs")
     if runs is None:
         sys.exit("no shared data: pass --runs DIR (terminal/agent_runs of the shared data)")
-    result = measure(runs, args.tasks_dir, [t for t in args.only.split(",") if t] or None)
+    result = measure(runs, args.tasks_dir, [t for t in args.only.split(",") if t] or None, args.check_replay)
     if args.json:
         print(json.dumps(result, indent=2))
         return
