@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 
 import pivot_envs  # noqa: F401  (registers the pivot/* ids with gymnasium)
-from pivot_core import Pivot, observation, render_completion
+from pivot_core import Message, Pivot, observation, render_completion
 from pivot_core.errors import UnknownPivot
 from pivot_envs import PivotEnv
 from verifiers_plugins import ChainResult
@@ -169,3 +169,29 @@ def error_result(decided_by: str, error: str) -> ChainResult:
 def pivot_ref(env_id: str, pivot: Pivot) -> dict[str, Any]:
     """The self-contained reference to a pivot that exported rows carry."""
     return {"env_id": env_id, "pivot_id": pivot.id, "pivot_json": json.dumps(pivot.to_json(), ensure_ascii=False)}
+
+
+# -- episodes: the one place a multi-turn rollout becomes a reward ---------------------------------
+
+
+def outcome_reward(info: Mapping[str, Any]) -> float | None:
+    """The reward of an ended episode from its last step's `info`; None when the outcome is an error.
+
+    An episode whose outcome could not be decided (the live state failed, the tests could not
+    run) has no reward: None, which trainers that allow it read as "not applicable", never a 0
+    that would read as "wrong".
+    """
+    outcome = info.get("outcome")
+    if not isinstance(outcome, Mapping):
+        raise ValueError(f"expected the info of an episode's last step (with 'outcome'), got keys {sorted(info)}")
+    return None if outcome.get("error") else float(outcome["reward"])
+
+
+def action_reward(scorer: PivotScorer, pivot: Pivot, action: Message, env_id: str | None = None) -> float | None:
+    """The pivot's verifiers on one assistant action a rollout took there; None on an error verdict.
+
+    Multi-turn trainers see a rollout as a sequence of calls and texts; scoring the pivot's own
+    action (the first turn) goes through the same chain as a single-step completion.
+    """
+    (result,) = scorer.score([render_completion(action, pivot.domain)], pivot=pivot, env_id=env_id)
+    return None if result.error else result.reward

@@ -32,6 +32,7 @@ from typing import Any
 from pivot_core import Pivot
 from trainers import render_prompt
 from trainers.adapters._common import DEFAULT_ENV, PivotScorer, completion_text, pivot_ref, prompt_messages
+from trainers.adapters._trl_env import PivotEnvironment, pivot_environment
 
 RewardFunc = Callable[..., list[float | None]]
 """TRL's reward-function shape: keyword arguments in, one float-or-None per completion out."""
@@ -206,3 +207,14 @@ def pivot_rollout_func(
         return out
 
     return rollout
+
+
+__all__ = [
+    "PivotEnvironment",
+    "env_reward",
+    "pivot_environment",
+    "pivot_reward_func",
+    "pivot_rollout_func",
+    "pivots_to_dataset",
+    "rendered_prompt",
+]
