@@ -15,6 +15,7 @@ inverse, so a converted run goes out and comes back with the same chat.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from pivot_core._model import Message, ToolCall, Trajectory
 from pivot_core.errors import InvalidTrajectory
 
 SCHEMA_VERSION = "ATIF-v1.4"
+_ANALYSIS_PLAN = re.compile(r"Analysis:\s*(.*?)\s*\nPlan:\s*(.*)\Z", re.DOTALL)
 
 
 def detect(record: Mapping[str, Any]) -> bool:
@@ -49,7 +51,11 @@ def _terminus_turn(text: str, step: Mapping[str, Any]) -> str:
             done = True
         elif isinstance(args.get("keystrokes"), str):
             commands.append({"keystrokes": args["keystrokes"], "duration": args.get("duration", 1.0)})
-    return json.dumps({"analysis": text, "plan": "", "commands": commands, "task_complete": done}, ensure_ascii=False)
+    # Harbor writes Terminus-2's reply as "Analysis: ...\nPlan: ..." (the JSON's two text fields)
+    found = _ANALYSIS_PLAN.match(text)
+    analysis, plan = (found.group(1), found.group(2)) if found else (text, "")
+    turn = {"analysis": analysis, "plan": plan, "commands": commands, "task_complete": done}
+    return json.dumps(turn, ensure_ascii=False)
 
 
 def from_atif(

@@ -221,3 +221,29 @@ def test_a_run_whose_agent_never_started_is_skipped_with_its_reason(runs):
 def test_openhands_detection_does_not_take_other_json():
     assert not openhands.detect({"role": "user", "content": "x"})
     assert not atif.detect({"steps": []})
+
+
+HARBOR_ATIF = Path(__file__).parent / "data" / "harbor_terminus2_hello_world_timeout.trajectory.json"
+
+
+def test_a_real_harbor_atif_file_reads_as_terminus_turns():
+    # written by Harbor (terminus-2, its golden test outputs); source in pivot_core/data/SOURCES.md
+    assert detect_format(HARBOR_ATIF).name == "atif"
+    pivots = load_pivots(HARBOR_ATIF)
+    assert len(pivots) == 3 and {p.context["harness"] for p in pivots} == {"terminus-2"}
+    first = json.loads(pivots[0].expert.content)
+    assert first["analysis"] == "Terminal is ready. Let me start by echoing hello world."
+    assert first["plan"] == "Echo hello world to stdout."
+    assert first["commands"] == [{"keystrokes": "echo 'Hello, world!'\n", "duration": 0.1}]
+    assert pivots[0].history[0].text.startswith("You are an AI assistant tasked with solving command-line tasks")
+    assert pivots[1].history[-1].role == "user" and "Hello, world!" in pivots[1].history[-1].text
+    assert shell_actions(pivots[2].expert) == ["sleep 5\n"]
+
+
+def test_a_real_harbor_atif_file_goes_out_and_back(tmp_path):
+    pivots = load_pivots(HARBOR_ATIF)
+    out = tmp_path / "again.trajectory.json"
+    write_pivots(pivots, out, format="atif")
+    back = load_pivots(out)
+    assert [p.expert.content for p in back] == [p.expert.content for p in pivots]
+    assert [m.text for m in back[-1].history] == [m.text for m in pivots[-1].history]

@@ -105,3 +105,16 @@ def test_cli_convert_json_report(shared_data: Path, tmp_path):
     assert report["pivots"] == report["actions"] > 0 and report["written"] == report["pivots"]
     assert {s["reason"] for s in report["skipped"]} == {"the trial folder holds results.json but no agent log"}
     assert sum(1 for _ in out.open()) == report["pivots"]
+
+
+def test_terminus_pivots_from_a_harbor_atif_file_read_terminus_json():
+    atif = Path(__file__).parents[1] / "pivot_core" / "data" / "harbor_terminus2_hello_world_timeout.trajectory.json"
+    env = gym.make("pivot/terminal-v0", dataset=str(atif), verifiers=CHEAP).unwrapped
+    pivot = env.pivots[0]
+    assert pivot.context["harness"] == "terminus-2"
+    expert, block = env.score(
+        pivot, [render_completion(pivot.expert, pivot.domain), "```bash\necho 'Hello, world!'\n```"]
+    )
+    assert expert.reward == 1.0
+    assert block.reward == 0.0 and block.decided_by == "harness_format"
+    assert "Terminus reads a JSON object" in block.verdicts["harness_format"].reason
