@@ -1,0 +1,136 @@
+"""The verl episode agent loop through verl's own classes: registry, hydra instantiation, RLHFDataset, Continuous Token.
+
+No GPU here: the rollout server (vLLM in a verl run) is the only stand-in. `ScriptServer.generate`
+returns, as `TokenOutput`, the tokens of scripted assistant turns (the recorded agent's turns, or a
+wrong call); everything else is verl's code and the episode env's.
+"""
+
+import gymnasium as gym
+import hydra
+import pytest
+from omegaconf import OmegaConf
+
+# verl is a CI install (.ci/run): a missing one fails here, it is never skipped.
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+import pivot_envs  # noqa: F401
+from pivot_core import render_completion
+from trainers.adapters import verl_agent_loop
+from trainers.adapters.verl_agent_loop import AGENT_NAME, write_episode_parquet
+
+ENV = "pivot/tool-use-episode-v0"
+
+
+class ScriptServer:
+    """The rollout server's `generate`, answering each request with the next scripted turn's tokens."""
+
+    def __init__(self, tokenizer, turns):
+        self.tok, self.turns, self.sent = tokenizer, list(turns), []
+
+    async def generate(self, *, request_id, prompt_ids, sampling_params, **kw):
+        ids = self.tok(text=self.turns.pop(0) + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        self.sent.append(ids)
+        return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed")
+
+
+@pytest.fixture(scope="module")
+def env():
+    return gym.make(ENV).unwrapped
+
+
+@pytest.fixture(scope="module")
+def tokenizer(env):
+    from trainers.demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
+
+    return build_tokenizer(corpus_texts(env.pivots, _bootstrap_tokenizer()), 1024)
+
+
+def recorded_turns(env, pivot):
+    recorded = env.recorded_messages(pivot)
+    return [render_completion(m, "tool-use") for m in recorded[len(pivot.history) :] if m.role == "assistant"]
+
+
+def replay_in_process(env, pivot, turns):
+    env.reset(options={"pivot_id": pivot.id})
+    for k, text in enumerate(turns):
+        _, reward, terminated, truncated, info = env.step(text)
+        if terminated or truncated:
+            return reward, info, k + 1
+    raise AssertionError("the script ran out before the episode ended")
+
+
+def run_loop(tokenizer, row, turns, response_length=8192):
+    config = OmegaConf.create(
+        {"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": response_length}}, "data": {}}
+    )
+    server = ScriptServer(tokenizer, turns)
+    loop = hydra.utils.instantiate(  # as verl's AgentLoopWorker builds a registered loop
+        config=_agent_loop_registry[AGENT_NAME],
+        trainer_config=DictConfigWrap(config=config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+    )
+    assert isinstance(loop, verl_agent_loop.PivotEpisodeAgentLoop)
+    kwargs = {k: row[k] for k in ("raw_prompt", "extra_info", "agent_name")}
+    return loop.loop.run_until_complete(loop.run({"temperature": 1.0}, **kwargs)), server  # verl's worker loop
+
+
+@pytest.fixture(scope="module")
+def rows(env, tokenizer, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("verl_episodes")
+    path = folder / "episodes.parquet"
+    firsts = {}
+    for p in env.pivots:
+        firsts.setdefault(p.context["trajectory_id"], p)
+    write_episode_parquet(list(firsts.values()), path, ENV)
+    config = OmegaConf.create({"max_prompt_length": 100000, "filter_overlong_prompts": False, "cache_dir": str(folder)})
+    dataset = RLHFDataset(str(path), tokenizer, config)
+    return {dataset[i]["extra_info"]["pivot_id"]: dataset[i] for i in range(len(dataset))}
+
+
+def test_recorded_agent_plays_the_episode_with_masked_observations(env, tokenizer, rows):
+    scored = 0
+    for pivot_id, row in list(rows.items())[:3]:
+        assert row["agent_name"] == AGENT_NAME
+        pivot = env.pivot(pivot_id)
+        turns = recorded_turns(env, pivot)
+        reward, info, steps = replay_in_process(env, pivot, turns)
+        out, server = run_loop(tokenizer, row, turns)
+        want = 0.0 if info["outcome"]["error"] else reward
+        assert out.reward_score == want and out.extra_fields["pivot_error"] == info["outcome"]["error"]
+        scored += out.reward_score
+        assert len(server.sent) == steps
+        # The mask is 1 exactly on the policy's tokens, in order, and 0 on everything else (what the env said).
+        ids, mask = out.response_ids, out.response_mask
+        assert len(ids) == len(mask)
+        assert [t for t, m in zip(ids, mask, strict=True) if m] == [t for sent in server.sent for t in sent]
+        observed = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+        last = len(env.conversation) - len(info["new_messages"])  # the last step's answer ends the episode
+        said = [m for m in env.conversation[len(pivot.history) : last] if m.role != "assistant"]
+        assert said and all((m.content or "").strip()[:200] in observed for m in said)
+        assert "<tool_call>" not in observed  # no generated token is masked out
+        assert out.num_turns == 1 + steps + len(said)
+        assert (
+            out.prompt_ids
+            == tokenizer.apply_chat_template(
+                row["raw_prompt"].tolist() if hasattr(row["raw_prompt"], "tolist") else row["raw_prompt"],
+                tools=pivot.tools or None,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+            )["input_ids"]
+        )
+    assert scored >= 1  # at least one recorded run is a success the loop reproduces
+
+
+def test_a_wrong_first_call_that_runs_out_of_tokens_scores_zero(env, tokenizer, rows):
+    pivot_id, row = next(iter(rows.items()))
+    wrong = '<tool_call>\n{"name": "get_user_details", "arguments": {"user_id": "nobody_1"}}\n</tool_call>'
+    out, server = run_loop(tokenizer, row, [wrong] * 3, response_length=64)
+    assert len(server.sent) >= 1 and out.reward_score == 0.0
+    assert out.extra_fields["ended_by"] == "response_length" and len(out.response_ids) <= 64
