@@ -1,14 +1,14 @@
 """The data model: OpenAI-chat messages, trajectories, pivots and their profiles.
 
-Every class is a frozen dataclass validated in `__post_init__` (or in an `__init__` written out
-where construction cost matters), with `to_json`/`from_json` that round-trip. A bad payload
-raises `InvalidTrajectory` naming the field, with the cause chained.
+Every class is a frozen dataclass validated in `__post_init__`, with `to_json`/`from_json` that
+round-trip. A bad payload raises `InvalidTrajectory` naming the field, with the cause chained.
 Mappings held by these classes (`arguments` is a JSON string, `context`/`extra` are plain dicts)
 are treated as read-only by convention: transforms build new objects with `dataclasses.replace`.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -30,7 +30,7 @@ ROLES = ("system", "user", "assistant", "tool")
 DOMAINS = ("tool-use", "swe", "terminal", "browse")
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class ToolCall:
     """One function call of an assistant turn (OpenAI `tool_calls[i]`).
 
@@ -44,20 +44,13 @@ class ToolCall:
     arguments: str = "{}"
     id: str = ""
 
-    # Written out rather than generated (as `Verdict.__init__` is): every parsed completion builds
-    # a ToolCall and a Message, and the generated frozen `__init__` (one `object.__setattr__` per
-    # field, then `__post_init__`) cost about as much as decoding the call. Same arguments, same checks.
-    def __init__(self, name: str, arguments: str = "{}", id: str = "") -> None:
-        # `if ...: raise` rather than `_require(cond, f"...")`: formatting messages that are never
-        # raised was most of the cost.
-        if not isinstance(name, str):
-            raise InvalidTrajectory(f"ToolCall.name: expected str, got {type(name).__name__}")
-        if not isinstance(arguments, str):
-            raise InvalidTrajectory(f"ToolCall.arguments: expected a JSON string, got {type(arguments).__name__}")
-        if not isinstance(id, str):
-            raise InvalidTrajectory(f"ToolCall.id: expected str, got {type(id).__name__}")
-        d = self.__dict__  # item stores: cheaper than `update(**kwargs)`, which builds a dict first
-        d["name"], d["arguments"], d["id"] = name, arguments, id
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise InvalidTrajectory(f"ToolCall.name: expected str, got {type(self.name).__name__}")
+        if not isinstance(self.arguments, str):
+            raise InvalidTrajectory(f"ToolCall.arguments: expected a JSON string, got {type(self.arguments).__name__}")
+        if not isinstance(self.id, str):
+            raise InvalidTrajectory(f"ToolCall.id: expected str, got {type(self.id).__name__}")
 
     def parsed_arguments(self) -> Any:
         """The arguments decoded from JSON, or None when they are not valid, safe JSON (see `decode_json`)."""
@@ -84,11 +77,7 @@ class ToolCall:
         return _load("ToolCall", payload, build)
 
 
-# `Message(...)` without `extra` gets a fresh dict, as the field's `default_factory` gives (None stays an error).
-_NO_EXTRA: Any = object()
-
-
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class Message:
     """One chat message in the OpenAI shape.
 
@@ -109,42 +98,26 @@ class Message:
     name: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
-    # Written out, as `ToolCall.__init__` is (one per parsed completion). Same arguments, same checks.
-    def __init__(
-        self,
-        role: str,
-        content: str | None = None,
-        tool_calls: Sequence[ToolCall] = (),
-        tool_call_id: str | None = None,
-        name: str | None = None,
-        extra: Mapping[str, Any] = _NO_EXTRA,
-    ) -> None:
-        if role not in ROLES:
-            raise InvalidTrajectory(f"Message.role: expected one of {ROLES}, got {role!r}")
-        if not (content is None or isinstance(content, str)):
-            raise InvalidTrajectory(f"Message.content: expected str or None, got {type(content).__name__}")
-        if type(tool_calls) is not tuple:
-            tool_calls = tuple(tool_calls)
-        if tool_calls:
-            if not all(isinstance(c, ToolCall) for c in tool_calls):
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidTrajectory(f"Message.role: expected one of {ROLES}, got {self.role!r}")
+        if not (self.content is None or isinstance(self.content, str)):
+            raise InvalidTrajectory(f"Message.content: expected str or None, got {type(self.content).__name__}")
+        if type(self.tool_calls) is not tuple:
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if self.tool_calls:
+            if not all(isinstance(c, ToolCall) for c in self.tool_calls):
                 raise InvalidTrajectory("Message.tool_calls: expected ToolCall items")
-            if role != "assistant":
-                raise InvalidTrajectory(f"Message.tool_calls: only assistant messages call tools, got role {role!r}")
-        if not (tool_call_id is None or isinstance(tool_call_id, str)):
-            raise InvalidTrajectory(f"Message.tool_call_id: expected str or None, got {type(tool_call_id).__name__}")
-        if not (name is None or isinstance(name, str)):
-            raise InvalidTrajectory(f"Message.name: expected str or None, got {type(name).__name__}")
-        if extra is _NO_EXTRA:
-            extra = {}  # the field's default: a fresh dict per message
-        elif type(extra) is not dict and not isinstance(extra, Mapping):  # the ABC check only when needed
-            raise InvalidTrajectory(f"Message.extra: expected a mapping, got {type(extra).__name__}")
-        d = self.__dict__  # item stores: cheaper than `update(**kwargs)`, which builds a dict first
-        d["role"] = role
-        d["content"] = content
-        d["tool_calls"] = tool_calls
-        d["tool_call_id"] = tool_call_id
-        d["name"] = name
-        d["extra"] = extra
+            if self.role != "assistant":
+                raise InvalidTrajectory(
+                    f"Message.tool_calls: only assistant messages call tools, got role {self.role!r}"
+                )
+        for name in ("tool_call_id", "name"):
+            value = getattr(self, name)
+            if not (value is None or isinstance(value, str)):
+                raise InvalidTrajectory(f"Message.{name}: expected str or None, got {type(value).__name__}")
+        if not isinstance(self.extra, Mapping):
+            raise InvalidTrajectory(f"Message.extra: expected a mapping, got {type(self.extra).__name__}")
 
     @property
     def is_tool_call(self) -> bool:
@@ -287,6 +260,14 @@ class Pivot:
         _check_tools("Pivot", self.tools)
         _require(isinstance(self.context, Mapping), "Pivot.context: expected a mapping")
 
+    @functools.cached_property
+    def tool_schemas(self) -> Mapping[str, Mapping[str, Any] | None]:
+        """Each tool's parameter schema by name (the first tool of a name wins), read once per pivot."""
+        out: dict[str, Mapping[str, Any] | None] = {}
+        for t in self.tools:
+            out.setdefault(tool_schema_name(t), t.get("function", t).get("parameters"))
+        return out
+
     @property
     def tool_names(self) -> tuple[str, ...]:
         """Names of the tools available at this pivot."""
@@ -294,11 +275,7 @@ class Pivot:
 
     def tool_schema(self, name: str) -> Mapping[str, Any] | None:
         """The JSON schema of a tool's parameters, None when the tool is unknown."""
-        for t in self.tools:
-            if tool_schema_name(t) == name:
-                fn = t.get("function", t)
-                return fn.get("parameters")
-        return None
+        return self.tool_schemas.get(name)
 
     def content_hash(self) -> str:
         """SHA-256 of the pivot's state and expert action (not its profile): the cache key."""

@@ -6,20 +6,20 @@ import hashlib
 import json
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pivot_core import normalized_action
 from verifiers_plugins._async import Bounder, await_all, is_async_verifier, verify_timeout
 from verifiers_plugins._host import get_verifier
-from verifiers_plugins._verdict import COST_ORDER, Verdict, is_constant, verifier_fingerprint, verifier_meta
+from verifiers_plugins._verdict import COST_ORDER, Verdict, verifier_fingerprint, verifier_meta
 from verifiers_plugins.errors import VerifierTimeout
 
 if TYPE_CHECKING:
     from pivot_core import Message, Pivot
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class ChainResult:
     """The chain's decision on one action.
 
@@ -36,22 +36,6 @@ class ChainResult:
     decided_by: str
     verdicts: Mapping[str, Verdict]
     error: str | None = None
-
-    # Written out, as `Verdict.__init__` is: one per scored candidate.
-    def __init__(
-        self,
-        reward: float,
-        accepted: bool,
-        decided_by: str,
-        verdicts: Mapping[str, Verdict],
-        error: str | None = None,
-    ) -> None:
-        d = self.__dict__  # item stores: cheaper than `update(**kwargs)`, which builds a dict first
-        d["reward"] = reward
-        d["accepted"] = accepted
-        d["decided_by"] = decided_by
-        d["verdicts"] = verdicts
-        d["error"] = error
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the env's `info` and the CLI use it)."""
@@ -128,8 +112,6 @@ class _Step:
     interruptible: bool
     verify: Any
     batch: Any  # the verifier's `verify_batch`, None when it has none
-    # id -> (constant verdict, its copy named after this step): see `_verdict.constant`
-    constants: dict[int, tuple[Verdict, Verdict]] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, name: str, verifier: Any) -> _Step:
@@ -176,22 +158,7 @@ class _Step:
             values = await_all([_called(self.verify, pivot, a) for a in actions], self.timeout)
             return [as_verdict(name, v) for v in values]
         values = bounder.each(self.verify, pivot, actions, self.timeout, self.interruptible)
-        verdicts, constants = [], self.constants
-        for v in values:  # `as_verdict` inlined for the common case: a Verdict, named here unless it is already
-            if type(v) is not Verdict:  # an exception, a wrong type, or a coroutine from a sync-looking verifier
-                return [as_verdict(name, v) for v in await_all(values, self.timeout)]
-            if v.verifier != name:
-                hit = constants.get(id(v))  # a constant's named copy, made once (see `_verdict.constant`)
-                v = hit[1] if hit is not None and hit[0] is v else self._named(v)
-            verdicts.append(v)
-        return verdicts
-
-    def _named(self, verdict: Verdict) -> Verdict:
-        """`verdict.named(self.name)`, kept for the next time when the verdict is a constant."""
-        named = verdict.named(self.name)
-        if is_constant(verdict):
-            self.constants[id(verdict)] = (verdict, named)
-        return named
+        return [as_verdict(name, v) for v in values]
 
 
 def _awaited(values: list[Any], timeout: float) -> list[Any]:

@@ -14,7 +14,7 @@ Role = Literal["gate", "acceptor"]
 COST_ORDER: dict[str, int] = {"cheap": 0, "sandbox": 1, "judge": 2}
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class Verdict:
     """A verifier's score of one candidate action at one pivot.
 
@@ -37,38 +37,16 @@ class Verdict:
     applicable: bool = True
     verifier: str = field(default="", compare=False)
 
-    # Written out rather than generated: a chain makes one Verdict per verifier per candidate, and
-    # the generated frozen `__init__` (one `object.__setattr__` per field) cost more than a cheap
-    # verifier's own work. Same arguments, same checks.
-    def __init__(
-        self,
-        reward: float,
-        accepted: bool,
-        reason: str = "",
-        details: Mapping[str, Any] | None = None,
-        error: str | None = None,
-        applicable: bool = True,
-        verifier: str = "",
-    ) -> None:
-        value = float(reward)
+    def __post_init__(self) -> None:
+        value = float(self.reward)
         if not 0.0 <= value <= 1.0:
-            raise ValueError(f"Verdict.reward: expected a float in [0, 1], got {reward!r}")
-        d = self.__dict__  # item stores: cheaper than `update(**kwargs)`, which builds a dict first
-        d["reward"] = value
-        d["accepted"] = bool(accepted)
-        d["reason"] = reason
-        d["details"] = details
-        d["error"] = error
-        d["applicable"] = applicable
-        d["verifier"] = verifier
+            raise ValueError(f"Verdict.reward: expected a float in [0, 1], got {self.reward!r}")
+        object.__setattr__(self, "reward", value)
+        object.__setattr__(self, "accepted", bool(self.accepted))
 
     def named(self, verifier: str) -> Verdict:
-        """This verdict under another verifier's name (validated already, so no checks rerun)."""
-        named = object.__new__(Verdict)
-        d = named.__dict__
-        d.update(self.__dict__)
-        d["verifier"] = verifier
-        return named
+        """This verdict under another verifier's name."""
+        return Verdict(self.reward, self.accepted, self.reason, self.details, self.error, self.applicable, verifier)
 
     @classmethod
     def accept(cls, reason: str = "", **details: Any) -> Verdict:
@@ -101,53 +79,6 @@ class Verdict:
             "error": self.error,
             "applicable": self.applicable,
         }
-
-
-class ReadOnlyDetails(dict):
-    """The details of a constant verdict: a dict (JSON, `dict(...)` and `==` work) that refuses changes.
-
-    A `MappingProxyType` would not pickle, and verdicts cross process boundaries (Ray executors);
-    this pickles and copies as a plain dict.
-    """
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("the details of a constant verdict are shared by every call that returns it: read-only")
-
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (dict, (dict(self),))
-
-
-# Verdicts a verifier returns as they are, again and again (a fixed reason, no details): the chain
-# names each one once per chain step instead of copying it for every candidate (see `constant`).
-_CONSTANTS: dict[int, Verdict] = {}
-
-
-def constant(verdict: Verdict) -> Verdict:
-    """`verdict` as a module-level constant that a verifier returns as is, again and again.
-
-    A chain names every verdict after its verifier (a copy: verdicts are immutable). For a constant
-    it makes that copy once and reuses it, which is most of a cheap gate's cost. The constant's
-    details are a read-only view: every caller that gets the verdict shares them.
-    """
-    if verdict.details is not None and not isinstance(verdict.details, ReadOnlyDetails):
-        verdict = Verdict(
-            verdict.reward,
-            verdict.accepted,
-            verdict.reason,
-            ReadOnlyDetails(verdict.details),
-            verdict.error,
-            verdict.applicable,
-            verdict.verifier,
-        )
-    _CONSTANTS[id(verdict)] = verdict
-    return verdict
-
-
-def is_constant(verdict: Verdict) -> bool:
-    """True for a verdict marked by `constant` (held here, so its id names no other object)."""
-    return _CONSTANTS.get(id(verdict)) is verdict
 
 
 @runtime_checkable

@@ -10,8 +10,7 @@ import pytest
 import pivot_envs
 from pivot_core import Message, Pivot, ToolCall, parse_terminus
 from verifiers_plugins import Verdict, VerifierChain, get_parser, get_verifier, verifier_meta
-from verifiers_plugins._memo import call_arguments, per_candidate
-from verifiers_plugins._verdict import constant
+from verifiers_plugins._memo import call_arguments
 from verifiers_plugins.builtin._targets import shell_segments
 from verifiers_plugins.builtin.json_schema import terminus_of
 
@@ -80,42 +79,34 @@ def test_the_arguments_the_parser_hands_on_are_what_decoding_the_call_gives(argu
         assert _canonical(call_arguments(call)) == _canonical(call.parsed_arguments()) == _canonical(arguments)
 
 
-def test_a_derived_form_belongs_to_one_object_not_to_equal_ones():
-    seen = []
-    form = per_candidate(lambda call: seen.append(call) or call.parsed_arguments())
+def test_decoded_arguments_are_cached_by_content_and_equal_to_a_fresh_decode():
+    call_arguments.cache_clear()
     a, b = ToolCall("f", '{"x": 1}'), ToolCall("f", '{"x": 1}')
-    assert a == b and a is not b
-    assert form(a) is form(a)  # derived once for `a`
-    assert form(b) == form(a) and form(b) is not form(a)  # `b` derives its own
-    assert seen == [a, b]
+    assert a == b and a is not b and hash(a) == hash(b)
+    assert call_arguments(a) == {"x": 1} and call_arguments(b) is call_arguments(a)  # decoded once for both
+    assert call_arguments(ToolCall("f", '{"x": 2}')) == {"x": 2}  # other content, decoded anew
+    assert call_arguments.cache_info().misses == 2
 
 
 class _Constant:
-    verdict = constant(Verdict.reject("always the same"))
+    verdict = Verdict.reject("always the same")
 
     def verify(self, pivot, action):
         return self.verdict
 
 
-def test_a_constant_verdict_is_named_after_each_step_that_returns_it_and_stays_unnamed():
+def test_a_module_level_verdict_is_named_after_each_step_that_returns_it_and_stays_unnamed():
     pivot = Pivot("p#1", "tool-use", (Message("user", "hi"),), Message("assistant", "hello"))
     chain = VerifierChain([("first", _Constant()), ("second", _Constant())])
-    for _ in range(2):  # the second group reads the named copies made by the first
+    for _ in range(2):
         (result,) = chain.verify_batch(pivot, [Message("assistant", "x")])
         assert [v.verifier for v in result.verdicts.values()] == ["first", "second"]
         assert result.verdicts["first"] == _Constant.verdict
     assert _Constant.verdict.verifier == ""
 
 
-def test_a_constant_verdicts_details_are_read_only_for_everyone_who_shares_it():
-    shared = constant(Verdict.reject("wrong kind", expected="text", got="tool_call"))
-    with pytest.raises(TypeError):
-        shared.details["expected"] = "tool_call"  # type: ignore[index]
-    assert shared.to_json()["details"] == {"expected": "text", "got": "tool_call"}
-
-
 def test_results_holding_constant_verdicts_cross_process_boundaries():
-    # Ray executors and vector envs pickle results: a constant's read-only details must pickle too.
+    # Ray executors and vector envs pickle results
     env = gym.make("pivot/browse-v0").unwrapped
     pivot = next(p for p in env.pivots if p.expert.tool_calls)
     results = env.score(pivot, ["plain text where a tool call belongs", "ls"])

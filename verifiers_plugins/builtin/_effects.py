@@ -17,10 +17,11 @@ close descriptors: those are no writes, so `find . -name x 2>/dev/null` stays th
 
 from __future__ import annotations
 
+import functools
 import re
 
 from pivot_core import Message, message_commands, scan_shell
-from verifiers_plugins._memo import per_candidate
+from verifiers_plugins._memo import CACHE_SIZE
 from verifiers_plugins.builtin._categories import command_category, command_verb, strip_prefixes
 from verifiers_plugins.builtin._shellwords import normalize_path, shell_segments, words
 
@@ -222,7 +223,7 @@ def rider_problem(expert: Message, action: Message) -> str | None:
     return None
 
 
-@per_candidate
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def _command_facts(message: Message) -> tuple[tuple[int, frozenset[str]], ...]:
     """(number of simple commands, effects) of each text-form command of a turn (the expert's, in `rider_problem`)."""
     return tuple((len(shell_segments(c)), command_effects(c)) for c in message_commands(message))

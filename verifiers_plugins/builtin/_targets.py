@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from rapidfuzz import fuzz
 
 from pivot_core import SHELL_TOOLS, Message, ToolCall, message_commands, normalize_shell
-from verifiers_plugins._memo import call_arguments, per_candidate
+from verifiers_plugins._memo import CACHE_SIZE, call_arguments
 from verifiers_plugins.builtin._categories import command_category, first_line
 from verifiers_plugins.builtin._effects import command_effects
 from verifiers_plugins.builtin._runs import TestRun, command_runs, heredoc_body, runs_problem
@@ -224,9 +224,9 @@ def action_targets(message: Message) -> list[Target]:
     return [command_target(c) for c in message_commands(message)]
 
 
-@per_candidate
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def targets_of(message: Message) -> tuple[Target, ...]:
-    """`action_targets(message)`, once per message object (the expert's, or a candidate's for every SWE check)."""
+    """`action_targets(message)`, once per distinct message (the expert's, or a candidate's for every SWE check)."""
     return tuple(action_targets(message))
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from pivot_core import Message, Pivot
 from pivot_core.browse import exact_match, token_f1
-from verifiers_plugins._memo import call_arguments, per_pivot
-from verifiers_plugins._verdict import Verdict, constant
+from verifiers_plugins._memo import call_arguments
+from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
 
@@ -19,7 +19,6 @@ def _answer_arg(message: Message) -> str | None:
     return value if isinstance(value, str) else None
 
 
-@per_pivot
 def _references(pivot: Pivot) -> tuple[str | None, str, tuple[str, ...]]:
     """(the expert's answer or None, "gold" or "expert", the answers a candidate is compared with)."""
     expert = _answer_arg(pivot.expert)
@@ -32,8 +31,8 @@ def _references(pivot: Pivot) -> tuple[str | None, str, tuple[str, ...]]:
     return expert, reference, tuple(golds or ([expert] if expert is not None else []))
 
 
-_NOT_AN_ANSWER = constant(Verdict.skip("expert turn is not an answer call"))
-_NO_ANSWER = constant(Verdict.reject("expected an answer call with a string 'answer'"))
+_NOT_AN_ANSWER = Verdict.skip("expert turn is not an answer call")
+_NO_ANSWER = Verdict.reject("expected an answer call with a string 'answer'")
 
 
 class AnswerMatch:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pivot_core import Message, Pivot
-from verifiers_plugins._verdict import Verdict, constant
-from verifiers_plugins.builtin.json_schema import tool_names
+from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
 TOOL_KINDS: dict[str, str] = {"search": "retrieve", "open": "retrieve", "find": "find", "answer": "answer"}
@@ -23,7 +22,7 @@ def tool_kind(name: str) -> str:
     return TOOL_KINDS.get(name, name)
 
 
-_NO_EXPERT_CALL = constant(Verdict.skip("expert turn calls no tool"))
+_NO_EXPERT_CALL = Verdict.skip("expert turn calls no tool")
 
 
 class BrowseToolGate:
@@ -41,7 +40,7 @@ class BrowseToolGate:
         if len(action.tool_calls) != 1:
             return Verdict.reject(f"expected exactly one tool call, got {len(action.tool_calls)}")
         want, got = pivot.expert.tool_calls[0].name, action.tool_calls[0].name
-        names = tool_names(pivot)
+        names = pivot.tool_schemas
         if names and got not in names:
             return Verdict.reject(f"unknown tool {got!r}; expected one of {sorted(pivot.tool_names)}")
         if want in TOOL_KINDS and got in TOOL_KINDS:  # the browse tools: one constant verdict per pair
@@ -57,7 +56,7 @@ def kind_verdict(want: str, got: str) -> Verdict:
     return Verdict.accept(f"{got} is a {tool_kind(got)} call like the expert's {want}", **details)
 
 
-_BROWSE_PAIRS = {(w, g): constant(kind_verdict(w, g)) for w in TOOL_KINDS for g in TOOL_KINDS}
+_BROWSE_PAIRS = {(w, g): kind_verdict(w, g) for w in TOOL_KINDS for g in TOOL_KINDS}
 
 
 @hookimpl

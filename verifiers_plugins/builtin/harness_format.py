@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from pivot_core import Message, Pivot, parse_terminus
-from verifiers_plugins._verdict import Verdict, constant
+from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
 BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)  # mini-swe-agent's action_regex
@@ -83,7 +83,7 @@ class HarnessFormatGate:
         return _NOT_MINE
 
 
-_NOT_MINE = constant(Verdict.skip("the pivot names no harness whose format this gate knows"))
+_NOT_MINE = Verdict.skip("the pivot names no harness whose format this gate knows")
 
 
 @hookimpl

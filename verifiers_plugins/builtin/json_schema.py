@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import functools
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -11,51 +11,47 @@ import fastjsonschema
 import jsonschema
 
 from pivot_core import TERMINUS_SCHEMA, Message, Pivot, parse_terminus
-from verifiers_plugins._memo import call_arguments, per_candidate, per_pivot
-from verifiers_plugins._verdict import Verdict, constant
+from verifiers_plugins._memo import CACHE_SIZE, call_arguments
+from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
 
-@per_pivot
 def is_terminus(pivot: Pivot) -> bool:
     """True when the pivot's actions are Terminus JSON turns."""
-    return pivot.context.get("format") == "terminus" or (
-        not pivot.expert.is_tool_call and parse_terminus(pivot.expert.content) is not None
-    )
+    return pivot.context.get("format") == "terminus" or (not pivot.expert.is_tool_call and _is_terminus(pivot.expert))
 
 
-# Compiled validators by schema object. A pivot's tool schemas are the same dict objects call after
-# call, so a group (and every later group at that pivot) compiles each schema once; the entry holds
-# the schema itself, so its id cannot be reused by another object while it is cached. The entry is
-# (schema, jsonschema validator, fastjsonschema function or None): fastjsonschema's generated code
-# answers "valid" about 10x faster; jsonschema stays the judge whenever it says anything else.
-# The oldest entry goes first when it is full.
-_VALIDATORS: OrderedDict[int, tuple[Mapping[str, Any], Any, Any]] = OrderedDict()
-_VALIDATORS_SIZE = 1024
-_VALIDATORS_LOCK = threading.Lock()
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _is_terminus(expert: Message) -> bool:
+    return parse_terminus(expert.content) is not None
 
 
 def validators_for(schema: Mapping[str, Any]) -> tuple[Any, Any]:
-    """(jsonschema validator or None when the schema is unusable, fastjsonschema function or None), compiled once."""
-    hit = _VALIDATORS.get(id(schema))  # without the lock: a dict lookup is atomic, and the entry holds the schema
-    if hit is not None and hit[0] is schema:
-        return hit[1], hit[2]
+    """(jsonschema validator or None when the schema is unusable, fastjsonschema function or None), compiled once.
+
+    fastjsonschema's generated code answers "valid" about 10x faster; jsonschema stays the judge
+    whenever it says anything else. Compiled once per distinct schema (keyed by its canonical JSON).
+    """
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON: no validator can come of it
+        return None, None
+    return _compiled(key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(schema_json: str) -> tuple[Any, Any]:
+    schema = json.loads(schema_json)
     try:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
         validator = cls(schema)
     except (jsonschema.SchemaError, TypeError, AttributeError):
-        validator = None
-    fast = None
-    if validator is not None:
-        try:
-            fast = fastjsonschema.compile(dict(schema))
-        except Exception:  # a schema fastjsonschema cannot compile: jsonschema alone decides
-            fast = None
-    with _VALIDATORS_LOCK:
-        _VALIDATORS[id(schema)] = (schema, validator, fast)
-        while len(_VALIDATORS) > _VALIDATORS_SIZE:
-            _VALIDATORS.popitem(last=False)
+        return None, None
+    try:
+        fast = fastjsonschema.compile(schema)
+    except Exception:  # a schema fastjsonschema cannot compile: jsonschema alone decides
+        fast = None
     return validator, fast
 
 
@@ -78,31 +74,16 @@ def schema_errors(instance: Any, schema: Mapping[str, Any]) -> list[str]:
     ][:5]
 
 
-@per_pivot
-def tool_names(pivot: Pivot) -> frozenset[str]:
-    """The names of the pivot's tools."""
-    return frozenset(pivot.tool_names)
-
-
-@per_pivot
-def tool_schemas(pivot: Pivot) -> Mapping[str, Mapping[str, Any] | None]:
-    """`pivot.tool_schema(name)` for every tool of the pivot (the first schema of a name, as `tool_schema` finds)."""
-    schemas: dict[str, Mapping[str, Any] | None] = {}
-    for name in pivot.tool_names:
-        schemas.setdefault(name, pivot.tool_schema(name))
-    return schemas
-
-
-@per_candidate
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def terminus_of(message: Message) -> dict[str, Any] | None:
     """`parse_terminus(message.content)`, once per candidate (shared: never mutate it)."""
     return parse_terminus(message.content)
 
 
-_TERMINUS_MISSING = constant(Verdict.reject("expected a Terminus JSON object with 'commands', found none"))
-_TERMINUS_VALID = constant(Verdict.accept("valid Terminus JSON"))
-_NO_SCHEMA = constant(Verdict.skip("text turn with no schema"))
-_CALLS_VALID = constant(Verdict.accept("arguments valid against the tool schemas"))
+_TERMINUS_MISSING = Verdict.reject("expected a Terminus JSON object with 'commands', found none")
+_TERMINUS_VALID = Verdict.accept("valid Terminus JSON")
+_NO_SCHEMA = Verdict.skip("text turn with no schema")
+_CALLS_VALID = Verdict.accept("arguments valid against the tool schemas")
 
 
 class JsonSchemaGate:
@@ -128,11 +109,10 @@ class JsonSchemaGate:
         return _NO_SCHEMA
 
     def _verify_calls(self, pivot: Pivot, action: Message) -> Verdict:
-        known = tool_names(pivot)
-        schemas = tool_schemas(pivot)
+        schemas = pivot.tool_schemas
         for call in action.tool_calls:
-            if known and call.name not in known:
-                return Verdict.reject(f"unknown tool {call.name!r}; expected one of {sorted(known)}")
+            if schemas and call.name not in schemas:
+                return Verdict.reject(f"unknown tool {call.name!r}; expected one of {sorted(schemas)}")
             args = call_arguments(call)
             if not isinstance(args, dict):
                 return Verdict.reject(f"{call.name}: arguments are not a JSON object: {call.arguments[:80]!r}")

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pivot_core import Message, ToolCall, UnsafeJSON, decode_json
-from verifiers_plugins._memo import remember_arguments
 from verifiers_plugins.hookspecs import hookimpl
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
@@ -60,11 +59,7 @@ def _as_call(obj: Any) -> ToolCall | None:
         text = _ENCODE(args)
     except (TypeError, ValueError):
         return None
-    call = ToolCall(name, text, call_id)
-    # `args` came out of `decode_json` and `text` is its encoding, so decoding `text` gives `args`
-    # back: the verifiers read it without decoding the call a second time.
-    remember_arguments(call, args)
-    return call
+    return ToolCall(name, text, call_id)
 
 
 def _check_arguments(args: str) -> None:

@@ -33,8 +33,8 @@ from pivot_core.browse import (
     open_backend,
     resolve,
 )
-from verifiers_plugins._memo import call_arguments, per_pivot
-from verifiers_plugins._verdict import Verdict, constant
+from verifiers_plugins._memo import call_arguments
+from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
 _HITS_CACHE_SIZE = 4096
@@ -56,7 +56,6 @@ class _ExpertForm:
     wanted: frozenset[str]
 
 
-@per_pivot
 def _expert_form(pivot: Pivot) -> _ExpertForm:
     ctx = pivot.context
     unopened_gold = set(ctx.get("gold_doc_ids") or ()) - set(ctx.get("opened_doc_ids") or ())
@@ -65,7 +64,7 @@ def _expert_form(pivot: Pivot) -> _ExpertForm:
     return _ExpertForm(_call(pivot.expert), frozenset(wanted))
 
 
-_NOT_RETRIEVAL = constant(Verdict.skip("expert turn is not a search, open or find call"))
+_NOT_RETRIEVAL = Verdict.skip("expert turn is not a search, open or find call")
 
 
 def _arg(name: str, args: Mapping[str, Any]) -> str:

@@ -13,6 +13,7 @@ Enter are typed, not run, and text left at the prompt must be the expert's.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections import Counter
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz
 
 from pivot_core import Message, Pivot, action_text, normalize_text, scan_shell, typed_action
-from verifiers_plugins._memo import per_pivot
-from verifiers_plugins._verdict import Verdict, constant
+from verifiers_plugins._memo import CACHE_SIZE
+from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._shellwords import is_path, normalize_path
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -55,7 +56,7 @@ class StringSimilarity:
         """Compare the comparable text of expert and candidate."""
         if pivot.expert.tool_calls:
             return _EXPERT_CALLED
-        expert = _expert_form(pivot)
+        expert = _expert_form(pivot.expert)
         typed = typed_action(action)
         commands = list(typed.commands) if not action.tool_calls else []  # derived once, for both checks
         if typed.pending != expert.pending:
@@ -76,9 +77,9 @@ class StringSimilarity:
         return Verdict.reject(f"similarity {score:.2f} < {self.threshold}", **details)
 
 
-_EXPERT_CALLED = constant(Verdict.skip("expert called a tool: compared by tool_args"))
-_EMPTY = constant(Verdict.reject("empty completion"))
-_NO_EXPERT_TEXT = constant(Verdict.reject("expert turn has no comparable text"))
+_EXPERT_CALLED = Verdict.skip("expert called a tool: compared by tool_args")
+_EMPTY = Verdict.reject("empty completion")
+_NO_EXPERT_TEXT = Verdict.reject("expert turn has no comparable text")
 _OPERATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "\n"})
 
 
@@ -92,12 +93,12 @@ class _ExpertForm:
     pending: str = ""
 
 
-@per_pivot
-def _expert_form(pivot: Pivot) -> _ExpertForm:
-    typed = typed_action(pivot.expert)
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _expert_form(expert: Message) -> _ExpertForm:
+    typed = typed_action(expert)
     actions = list(typed.commands)
     commands = simple_commands(actions) if actions else None
-    text = normalize_text(action_text(pivot.expert, actions))
+    text = normalize_text(action_text(expert, actions))
     return _ExpertForm(commands if actions else None, text, skeleton_of(actions), typed.pending)
 
 

@@ -14,6 +14,7 @@ as a multiset: a one-to-one pairing of expert and candidate calls must exist.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -22,9 +23,9 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from pivot_core import SHELL_TOOLS, Message, Pivot, ToolCall, digit_tokens, loose_shell, normalize_text
-from verifiers_plugins._memo import call_arguments, per_candidate
-from verifiers_plugins._verdict import Verdict, constant
-from verifiers_plugins.builtin.json_schema import schema_errors, tool_schemas
+from verifiers_plugins._memo import CACHE_SIZE, call_arguments
+from verifiers_plugins._verdict import Verdict
+from verifiers_plugins.builtin.json_schema import schema_errors
 from verifiers_plugins.hookspecs import hookimpl
 
 _ID_LIKE = re.compile(r"^[\w\-.:/@#+]*\d[\w\-.:/@#+]*$|^[A-Z0-9_\-]+$")
@@ -171,7 +172,7 @@ def object_diff(
     return diffs
 
 
-@per_candidate
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def _shell_arguments(call: ToolCall) -> dict[str, str]:
     """The command arguments of a shell tool's call, normalised (`loose_shell`); once per expert call."""
     args = call_arguments(call)
@@ -180,8 +181,8 @@ def _shell_arguments(call: ToolCall) -> dict[str, str]:
     return {k: loose_shell(args[k]) for k in SHELL_ARGS if isinstance(args.get(k), str)}
 
 
-_NO_EXPERT_CALL = constant(Verdict.skip("expert turn calls no tool"))
-_NO_CALL = constant(Verdict.reject("expected a tool call, got none"))
+_NO_EXPERT_CALL = Verdict.skip("expert turn calls no tool")
+_NO_CALL = Verdict.reject("expected a tool call, got none")
 
 
 class ToolArgs:
@@ -231,7 +232,7 @@ class ToolArgs:
         got_args = call_arguments(got)
         if not isinstance(got_args, dict):
             return f"{got.name}: arguments are not a JSON object"
-        schema = tool_schemas(pivot).get(want.name)
+        schema = pivot.tool_schemas.get(want.name)
         errors = schema_errors(got_args, schema) if schema else []
         if errors:
             return f"{got.name}: arguments invalid {errors[0]}"

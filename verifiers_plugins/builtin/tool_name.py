@@ -11,10 +11,11 @@ This module also registers the built-in alias table through `register_categories
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from pivot_core import Message, Pivot, message_commands
-from verifiers_plugins._memo import call_arguments, per_candidate
+from verifiers_plugins._memo import CACHE_SIZE, call_arguments
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin._categories import (
     TOOL_ALIASES,
@@ -91,7 +92,10 @@ class ToolName:
         self.by_category = by_category
         self.table = category_table()
         # The expert's categories, once per expert message (this instance's table decides them).
-        self.expert_categories = per_candidate(lambda message: tuple(action_categories(message, self.table)))
+        self.expert_categories = functools.lru_cache(maxsize=CACHE_SIZE)(self._categories)
+
+    def _categories(self, message: Message) -> tuple[str, ...]:
+        return tuple(action_categories(message, self.table))
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Compare action counts, then categories (or names)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pivot_core import Message, Pivot
-from verifiers_plugins._verdict import Verdict, constant
+from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
 
@@ -30,11 +30,11 @@ class TurnKindGate:
 
 _KINDS = ("tool_call", "text")
 _MISMATCH = {
-    want: constant(Verdict.reject(f"expected a {want} turn, got a {got} turn", expected=want, got=got))
+    want: Verdict.reject(f"expected a {want} turn, got a {got} turn", expected=want, got=got)
     for want, got in (_KINDS, _KINDS[::-1])
 }
-_EMPTY = constant(Verdict.reject("expected a non-empty reply, got an empty completion"))
-_AS_EXPECTED = {kind: constant(Verdict.accept(f"{kind} turn as expected")) for kind in _KINDS}
+_EMPTY = Verdict.reject("expected a non-empty reply, got an empty completion")
+_AS_EXPECTED = {kind: Verdict.accept(f"{kind} turn as expected") for kind in _KINDS}
 
 
 @hookimpl
