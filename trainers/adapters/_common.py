@@ -195,3 +195,39 @@ def action_reward(scorer: PivotScorer, pivot: Pivot, action: Message, env_id: st
     """
     (result,) = scorer.score([render_completion(action, pivot.domain)], pivot=pivot, env_id=env_id)
     return None if result.error else result.reward
+
+
+def is_episode_env(env_id: str | None) -> bool:
+    """True when `env_id` names a registered episode env (multi-turn, outcome reward)."""
+    if not env_id:
+        return False
+    try:
+        entry = gym.spec(env_id).entry_point
+    except gym.error.Error:
+        return False
+    return isinstance(entry, str) and entry.startswith("pivot_envs.episodes:")
+
+
+class EpisodePool:
+    """Idle episode envs by (env id, `gym.make` kwargs as JSON), one per concurrent rollout.
+
+    An episode env is stateful (a restored world, a container): trainers that run rollouts
+    concurrently in one worker take one each and give it back when the rollout ends.
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[tuple[str, str], list[Any]] = {}
+
+    def acquire(self, env_id: str, kwargs_json: str = "{}") -> Any:
+        """An idle env for `env_id`, built with `json.loads(kwargs_json)` when none is idle."""
+        free = self._free.setdefault((env_id, kwargs_json), [])
+        return free.pop() if free else gym.make(env_id, **json.loads(kwargs_json)).unwrapped
+
+    def release(self, env_id: str, kwargs_json: str, env: Any) -> None:
+        """Give back `env` after its episode; what the episode held (a container) is released now."""
+        env.release()
+        self._free.setdefault((env_id, kwargs_json), []).append(env)
+
+
+EPISODES = EpisodePool()
+"""The worker's one pool (adapters that play episodes share it)."""

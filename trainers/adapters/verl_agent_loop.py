@@ -28,11 +28,9 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-import gymnasium as gym
-
 import pivot_envs  # noqa: F401  (registers the episode ids)
 from pivot_core import Pivot
-from trainers.adapters._common import expert_text, flat_prompt_messages, outcome_reward
+from trainers.adapters._common import EPISODES, expert_text, flat_prompt_messages, outcome_reward
 
 try:
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
@@ -41,8 +39,6 @@ except ImportError as e:  # no stand-in: a loop that is not an AgentLoopBase wou
 
 AGENT_NAME = "pivot_episode_agent"
 AGENT_LOOP_TARGET = "trainers.adapters.verl_agent_loop.PivotEpisodeAgentLoop"
-
-_FREE: dict[str, list[Any]] = {}  # idle episode envs by (env id, kwargs): one per concurrent trajectory
 
 
 def episode_rows(pivots: Sequence[Pivot], env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> list[dict]:
@@ -72,15 +68,6 @@ def write_episode_parquet(
     return len(rows)
 
 
-def _acquire(env_id: str, kwargs_json: str) -> Any:
-    free = _FREE.setdefault(env_id + "\0" + kwargs_json, [])
-    return free.pop() if free else gym.make(env_id, **json.loads(kwargs_json)).unwrapped
-
-
-def _release(env_id: str, kwargs_json: str, env: Any) -> None:
-    _FREE.setdefault(env_id + "\0" + kwargs_json, []).append(env)
-
-
 @register(AGENT_NAME)
 class PivotEpisodeAgentLoop(AgentLoopBase):
     """One episode of a pivot episode env, generated token by token by verl's rollout server."""
@@ -93,12 +80,11 @@ class PivotEpisodeAgentLoop(AgentLoopBase):
         """Play the row's episode; see the module docstring for what the output holds."""
         info = dict(kwargs.get("extra_info") or {})
         env_id, env_kwargs = str(info["env_id"]), str(info.get("env_kwargs") or "{}")
-        env = _acquire(env_id, env_kwargs)
+        env = EPISODES.acquire(env_id, env_kwargs)
         try:
             return await self._play(env, str(info["pivot_id"]), sampling_params)
         finally:
-            env.release()  # a container held by an unfinished episode goes now, not at the next reset
-            _release(env_id, env_kwargs, env)
+            EPISODES.release(env_id, env_kwargs, env)  # a container of an unfinished episode goes now
 
     async def _play(self, env: Any, pivot_id: str, sampling_params: dict[str, Any]) -> AgentLoopOutput:
         observation, _ = env.reset(options={"pivot_id": pivot_id})

@@ -53,3 +53,45 @@ def test_row_without_a_readable_pivot_is_an_error_verdict():
     text_env = skyrl.PivotTextEnv({}, {"extra_info": {"pivot_json": "{not json"}})
     out = text_env.step("anything")
     assert out["reward"] == 0.0 and out["metadata"]["error"]
+
+
+def test_episode_rows_play_whole_episodes_with_done_only_at_the_end(tokenizer, tmp_path):
+    from pivot_core import render_completion
+
+    episodes = gym.make("pivot/tool-use-episode-v0").unwrapped
+    firsts = {}
+    for p in episodes.pivots:
+        firsts.setdefault(p.context["trajectory_id"], p)
+    pivots = list(firsts.values())[:3]
+    path = tmp_path / "episodes.parquet"
+    skyrl.write_skyrl_parquet(pivots, path, env_id="pivot/tool-use-episode-v0")
+    dataset = PromptDataset(str(path), tokenizer, max_prompt_length=100_000, num_workers=1)
+    skyrl.register()
+    rewards = []
+    for i, pivot in enumerate(pivots):
+        messages, env_class, extras, _ = dataset[i]
+        recorded = episodes.recorded_messages(pivot)
+        turns = [render_completion(m, "tool-use") for m in recorded[len(pivot.history) :] if m.role == "assistant"]
+        # the same turns in process, for the expected outcome and observations
+        episodes.reset(options={"pivot_id": pivot.id})
+        expected = []
+        for t in turns:
+            expected.append(episodes.step(t))
+            if episodes.ended:
+                break
+        text_env = skyrl_gym.make(env_class, env_config={}, extras={**extras, "max_turns": 1})
+        prompt, meta = text_env.init(messages)
+        assert prompt == messages and meta["pivot_id"] == pivot.id
+        for k, (_, reward, terminated, truncated, info) in enumerate(expected):
+            out = text_env.step(turns[k])
+            last = k == len(expected) - 1
+            assert out["done"] is last and (terminated or truncated) is last  # done only at the episode's end
+            if not last:
+                assert out["reward"] == 0.0
+                assert [o["content"] for o in out["observations"]] == [m["content"] for m in info["new_messages"]]
+            else:
+                assert out["reward"] == (0.0 if info["outcome"]["error"] else reward)
+                assert out["metadata"]["outcome"] == info["outcome"]
+        rewards.append(out["reward"])
+        assert text_env.episode is None  # given back at the end
+    assert len(expected) > 1 and 1.0 in rewards
