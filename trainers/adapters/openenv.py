@@ -7,8 +7,12 @@ TRL's OpenEnv examples, SkyRL, Unsloth, ART, Oumi) talk to an `Environment` serv
 
 `PivotEnvironment` wraps one pivot env: `reset(pivot_id=ID)` (or a seed) picks the pivot and
 returns its history and tools; `step({"completion": TEXT})` scores the completion through the
-env's own `step` (its one scoring path) and ends the episode. `openenv_app(ENV_ID)` is the app;
-`pivot serve --protocol openenv` runs it with uvicorn.
+env's own `step` (its one scoring path) and ends the episode. An episode env
+(`pivot/tool-use-episode-v0`, `pivot/terminal-episode-v0`) plays a whole episode in one session
+instead: each `step` is one turn, its observation carries what the env answered (`verdict["new_messages"]`),
+and `done` and the outcome reward come at the episode's end (an undecidable outcome: reward None
+and `verdict["outcome"]["error"]`). `openenv_app(ENV_ID)` is the app; `pivot serve --protocol
+openenv` runs it with uvicorn.
 
 ```python
 from openenv.core import GenericEnvClient
@@ -28,7 +32,7 @@ from typing import Any
 import gymnasium as gym
 
 import pivot_envs  # noqa: F401  (registers the pivot/* ids with gymnasium)
-from pivot_envs import PivotEnv
+from trainers.adapters._common import is_episode_env, outcome_reward
 
 try:
     from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app
@@ -71,7 +75,8 @@ class PivotEnvironment(Environment[PivotAction, PivotObservation, PivotState]):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__()
-        self.env: PivotEnv = env.unwrapped
+        self.env: Any = env.unwrapped
+        self.episodic = is_episode_env(env.spec.id if env.spec else None)
         self._state = PivotState()
 
     def reset(
@@ -83,11 +88,19 @@ class PivotEnvironment(Environment[PivotAction, PivotObservation, PivotState]):
         return PivotObservation(**obs)
 
     def step(self, action: PivotAction, timeout_s: float | None = None, **kwargs: Any) -> PivotObservation:
-        """Score the completion at the current pivot (the env's `step`); the episode ends."""
-        obs, reward, terminated, _, info = self.env.step(action.completion)
+        """Score the completion at the current pivot (the env's `step`); the episode ends (an episode env: one turn)."""
+        obs, reward, terminated, truncated, info = self.env.step(action.completion)
         self._state.step_count += 1
+        if self.episodic:
+            done = bool(terminated or truncated)
+            turn = {"turn": info["turn"], "new_messages": info["new_messages"], "outcome": info.get("outcome")}
+            return PivotObservation(**obs, reward=outcome_reward(info) if done else 0.0, done=done, verdict=turn)
         verdict = {k: info[k] for k in ("accepted", "decided_by", "error", "verdicts")}
         return PivotObservation(**obs, reward=reward, done=terminated, verdict=verdict)
+
+    def close(self) -> None:
+        """Release what the session's env holds (an episode's container)."""
+        self.env.close()
 
     @property
     def state(self) -> PivotState:

@@ -86,3 +86,58 @@ def test_pivot_serve_protocol_openenv():
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def _serve_in_thread(app):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    for _ in range(200):  # bounded wait for the socket (not a timing assertion)
+        if srv.started:
+            break
+        time.sleep(0.05)
+    assert srv.started, "uvicorn did not start"
+    return srv, thread, f"http://127.0.0.1:{port}"
+
+
+def test_a_whole_episode_in_one_openenv_session():
+    from pivot_core import render_completion
+
+    env_id = "pivot/tool-use-episode-v0"
+    episodes = gym.make(env_id).unwrapped
+    firsts = {}
+    for p in episodes.pivots:
+        firsts.setdefault(p.context["trajectory_id"], p)
+    srv, thread, url = _serve_in_thread(openenv_app(env_id))
+    rewards = []
+    try:
+        with GenericEnvClient(base_url=url).sync() as client:
+            for pivot in list(firsts.values())[:3]:
+                recorded = episodes.recorded_messages(pivot)
+                turns = [
+                    render_completion(m, "tool-use") for m in recorded[len(pivot.history) :] if m.role == "assistant"
+                ]
+                first = client.reset(pivot_id=pivot.id)
+                episodes.reset(options={"pivot_id": pivot.id})
+                assert first.observation["messages"] == [m for m in first.observation["messages"]] and not first.done
+                steps = 0
+                for text in turns:
+                    result = client.step({"completion": text})
+                    _, reward, terminated, truncated, info = episodes.step(text)
+                    steps += 1
+                    assert result.done is bool(terminated or truncated)  # done only at the episode's end
+                    assert result.observation["verdict"]["new_messages"] == info["new_messages"]
+                    if result.done:
+                        assert result.reward == (None if info["outcome"]["error"] else reward)
+                        assert result.observation["verdict"]["outcome"] == info["outcome"]
+                        break
+                    assert result.reward == 0.0
+                assert result.done and steps > 1
+                rewards.append(result.reward)
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+    assert 1.0 in rewards
