@@ -29,9 +29,9 @@ from pivot_sandbox import _cleanup
 from pivot_sandbox import _containers as ct
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._build import COMMIT_TIMEOUT, api_timeout
-from pivot_sandbox._images import ensure_image
 from pivot_sandbox._netns import NetnsHolders
 from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec
+from pivot_sandbox._tasks import ensure_image
 from pivot_sandbox.errors import SandboxError, SandboxUnavailable
 
 BASELINE_PROCESSES = 2  # docker-init and the idle sleep

@@ -186,23 +186,3 @@ def build_root_image(client: Any, tag: str, force: bool = False) -> str:
 
 
 BUILDERS = {"busybox": build_busybox_image, "debian": build_debian_image}
-
-
-def ensure_image(client: Any, tag: str) -> None:
-    """Make sure `tag` exists: build busybox (1 s) or a bundled task's image on demand; others beforehand.
-
-    A bundled task's pivots name `pivot-gym/task:<task id>` (the content-hash tag depends on this
-    machine's base images); it is built from the package's copy of the task folder the first time.
-    """
-    if image_exists(client, tag):
-        return
-    if tag == BUSYBOX_TAG:
-        build_busybox_image(client, tag)
-        return
-    from pivot_sandbox import _tasks
-
-    if _tasks.bundled_task_dir(tag) is not None:
-        _tasks.ensure_bundled_image(client, tag)
-        return
-    hint = "pivot sandbox build-image" + ("" if tag == DEBIAN_TAG else f" --tag {tag}")
-    raise SandboxError(f"image {tag!r} is not on this machine (no registry is reachable): build it with `{hint}`")

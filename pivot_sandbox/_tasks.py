@@ -39,15 +39,16 @@ from typing import Any
 
 import yaml
 
+from pivot_core import AliasBudgetExceeded, load_yaml
 from pivot_sandbox import _dockerfile as df
 from pivot_sandbox._access import build_access
 from pivot_sandbox._bases import ensure_base
 from pivot_sandbox._build import build
 from pivot_sandbox._equivalents import registry_equivalent
-from pivot_sandbox._images import image_exists
+from pivot_sandbox._images import BUSYBOX_TAG, DEBIAN_TAG, build_busybox_image, image_exists
 from pivot_sandbox._spec import LABEL
 from pivot_sandbox._task_tests import TESTS_VENV, TestPlan, test_plan
-from pivot_sandbox.errors import TaskError
+from pivot_sandbox.errors import SandboxError, TaskError
 
 BUILDER_VERSION = "3"  # 3: tests/ and solution.* are never copied into the image
 TASK_REPO = "pivot-gym/task"
@@ -118,11 +119,13 @@ def load_task(task_dir: Path | str) -> Task:
     if not meta_path.is_file():
         raise TaskError(f"{task_dir}: no task.yaml (not a Terminal-Bench task folder)")
     try:
-        meta = yaml.safe_load(meta_path.read_text()) or {}
+        meta = load_yaml(meta_path.read_text()) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{meta_path}:{mark.line + 1}" if mark else str(meta_path)
         raise TaskError(f"{where}: task.yaml is not valid YAML: {e}") from e
+    except AliasBudgetExceeded as e:
+        raise TaskError(f"{meta_path}: {e}") from e
     context, dockerfile, compose = compose_build(task_dir)
     timeout = float(meta.get("max_test_timeout_sec") or 60.0)
     return Task(
@@ -149,8 +152,8 @@ def compose_build(task_dir: Path) -> tuple[Path, Path, str]:
     if path is None:
         return task_dir, task_dir / "Dockerfile", ""
     try:
-        services = (yaml.safe_load(path.read_text()) or {}).get("services") or {}
-    except yaml.YAMLError as e:
+        services = (load_yaml(path.read_text()) or {}).get("services") or {}
+    except (yaml.YAMLError, AliasBudgetExceeded) as e:
         return task_dir, task_dir / "Dockerfile", f"{path}: not valid YAML: {e}"
     others = {k: v for k, v in services.items() if k != "client"}
     if others:
@@ -430,3 +433,21 @@ def ensure_bundled_image(client: Any, tag: str) -> str:
     repo, _, name = tag.partition(":")
     client.images.get(report.image).tag(repo, name)
     return tag
+
+
+def ensure_image(client: Any, tag: str) -> None:
+    """Make sure `tag` exists: build busybox (1 s) or a bundled task's image on demand; others beforehand.
+
+    A bundled task's pivots name `pivot-gym/task:<task id>` (the content-hash tag depends on this
+    machine's base images); it is built from the package's copy of the task folder the first time.
+    """
+    if image_exists(client, tag):
+        return
+    if tag == BUSYBOX_TAG:
+        build_busybox_image(client, tag)
+        return
+    if bundled_task_dir(tag) is not None:
+        ensure_bundled_image(client, tag)
+        return
+    hint = "pivot sandbox build-image" + ("" if tag == DEBIAN_TAG else f" --tag {tag}")
+    raise SandboxError(f"image {tag!r} is not on this machine (no registry is reachable): build it with `{hint}`")

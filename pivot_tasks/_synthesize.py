@@ -392,7 +392,7 @@ def bundle(tasks_dir: Path, records: Sequence[Mapping[str, Any]], out: Path) -> 
     """Synthesize the package's own tasks (`pivot_core/data/terminal_tasks/`) into `out` with portable contexts.
 
     A content-hash tag depends on this machine's base images, so the written pivots name the stable
-    `pivot-gym/task:<task id>` (built on first use from the bundled folder: `_images.ensure_image`) and
+    `pivot-gym/task:<task id>` (built on first use from the bundled folder: `_tasks.ensure_image`) and
     `bundled:<task id>` as their task folder.
     """
     rows = list(synthesize(records, "", tasks_dir=tasks_dir))

@@ -364,3 +364,15 @@ def test_hub_downloads_by_id_are_named_in_builds_and_solutions(tmp_path: Path):
     assert _tasks.script_hosts(_tasks.load_task(folder), df.parse(text), REGISTRIES) == [("setup.py", "huggingface.co")]
     step = df.parse("FROM x\nRUN python -c 'from transformers import AutoModel; AutoModel.from_pretrained(\"m\")'\n")
     assert [host for host, _ in df.foreign_hosts(step, REGISTRIES)] == ["huggingface.co"]
+
+
+def test_a_task_yaml_alias_bomb_is_refused_with_the_file_named(tmp_path):
+    from pivot_sandbox import TaskError, load_task
+
+    lines = ['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for i in range(1, 9):  # each level names the last ten times: 10**9 strings once expanded
+        prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
+        lines.append(f"{cur}: &{cur} [{', '.join(['*' + prev] * 10)}]")
+    (tmp_path / "task.yaml").write_text("\n".join(lines) + "\ninstruction: hi\n")
+    with pytest.raises(TaskError, match=r"task\.yaml: YAML aliases expand past"):
+        load_task(tmp_path)
