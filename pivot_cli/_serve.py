@@ -55,7 +55,8 @@ def serve(
     protocol: str = typer.Option(
         "pivot",
         "--protocol",
-        help="pivot (this project's /v1 API) or openenv (openenv-core's server and clients; loopback only).",
+        help="pivot (this project's /v1 API), nemo-gym (a NeMo Gym resources server: POST /verify, "
+        "/seed_session) or openenv (openenv-core's server and clients; loopback only).",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -74,8 +75,8 @@ def serve(
         with user_errors():  # uvicorn prints the address once it listens
             serve_openenv(env, host=host, port=port, **kwargs)
         return
-    if protocol != "pivot":
-        raise typer.BadParameter(f"expected pivot or openenv, got {protocol!r}", param_hint="--protocol")
+    if protocol not in ("pivot", "nemo-gym"):
+        raise typer.BadParameter(f"expected pivot, nemo-gym or openenv, got {protocol!r}", param_hint="--protocol")
     with user_errors():
         config = ServerConfig(
             concurrency=concurrency,
@@ -89,7 +90,7 @@ def serve(
             forwarded_allow_ips=tuple(ip for ip in (p.strip() for p in forwarded_allow_ips.split(",")) if ip),
         )
         auth = "token" if resolve_tokens(host, token) else "none (loopback only)"
-        url = f"http://{host}:{port}/v1"
+        url = f"http://{host}:{port}" + ("/v1" if protocol == "pivot" else "")
         if as_json:  # one line a supervisor can parse before the server blocks
             emit_json(
                 {
@@ -103,4 +104,9 @@ def serve(
             )
         else:
             err_console.print(f"serving {env} on {url} (auth {auth}, concurrency {concurrency}, queue {max_queue})")
+        if protocol == "nemo-gym":
+            from pivot_cli._server_nemo_gym import serve_nemo_gym
+
+            serve_nemo_gym(env, host, port, config, token=token, **kwargs)
+            return
         run_server(env, host=host, port=port, config=config, executor=executor, token=token, **kwargs)

@@ -35,12 +35,16 @@ def response_text(response: Mapping[str, Any], domain: str) -> str:
     return render_completion(Message(role="assistant", content=text or None, tool_calls=tool_calls), domain)
 
 
-def verify_payload(request: Mapping[str, Any], scorer: PivotScorer | None = None) -> dict[str, Any]:
+def verify_payload(
+    request: Mapping[str, Any], scorer: PivotScorer | None = None, max_completion_chars: int | None = None
+) -> dict[str, Any]:
     """A NeMo Gym verify request -> its verify response (the request plus `reward`).
 
     Args:
         request: the row's fields plus `response`.
-        scorer: the scorer (an env per env id); a tool-use scorer when None.
+        scorer: the scorer (an env per env id); a tool-use scorer when None. A row of domain D is
+            scored by the scorer's `pivot/D-v0` env.
+        max_completion_chars: a response rendered longer than this scores 0 with the reason, unscored.
 
     Returns:
         A copy of the request with `reward` and `pivot_verdict` (the chain's decision) added; a
@@ -56,7 +60,13 @@ def verify_payload(request: Mapping[str, Any], scorer: PivotScorer | None = None
             "nemo_gym_request", f"request holds no readable pivot or response: {type(e).__name__}: {e}"
         )
     else:
-        (result,) = scorer.score([text], pivot=pivot, env_id=f"pivot/{pivot.domain}-v0")
+        if max_completion_chars is not None and len(text) > max_completion_chars:
+            result = error_result(
+                "nemo_gym_request",
+                f"response has {len(text)} characters, max_completion_chars is {max_completion_chars}",
+            )
+        else:
+            (result,) = scorer.score([text], pivot=pivot, env_id=f"pivot/{pivot.domain}-v0")
     out = copy.deepcopy(dict(request))
     out["reward"] = result.reward
     out["pivot_verdict"] = result.to_json()
