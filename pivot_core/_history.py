@@ -13,19 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, TypeVar, overload
 
-from pivot_core.errors import InvalidTrajectory
-
-if TYPE_CHECKING:
-    from pivot_core._model import Message
+T = TypeVar("T")  # a `Message`: a history does not need to know its items' type
 
 
-class History(Sequence["Message"]):
+class History(Sequence[T]):
     """An immutable sequence of messages: the first `len(self)` messages of a shared tuple.
 
     Args:
-        messages: the messages (each a `Message`; checked here).
+        messages: the messages (each a `Message`: `Pivot` checks them when it makes its history).
 
     `History.prefix(messages, end)` makes the view without copying or checking: for the tuple a
     `Trajectory` holds, whose items its constructor has checked already.
@@ -33,18 +30,13 @@ class History(Sequence["Message"]):
 
     __slots__ = ("_end", "_messages")
 
-    def __init__(self, messages: Sequence[Message] = ()) -> None:
-        from pivot_core._model import Message
-
+    def __init__(self, messages: Sequence[T] = ()) -> None:
         items = messages if type(messages) is tuple else tuple(messages)
-        for i, m in enumerate(items):
-            if not isinstance(m, Message):
-                raise InvalidTrajectory(f"Pivot.history[{i}]: expected a Message, got {type(m).__name__}")
-        self._messages: tuple[Message, ...] = items
+        self._messages: tuple[T, ...] = items
         self._end = len(items)
 
     @classmethod
-    def prefix(cls, messages: tuple[Message, ...], end: int) -> History:
+    def prefix(cls, messages: tuple[T, ...], end: int) -> History:
         """The first `end` items of `messages`, sharing the tuple (its items must be checked `Message`s already)."""
         if type(messages) is not tuple:
             raise TypeError(f"History.prefix: expected a tuple of messages, got {type(messages).__name__}")
@@ -57,12 +49,12 @@ class History(Sequence["Message"]):
         return self._end
 
     @overload
-    def __getitem__(self, index: int) -> Message: ...
+    def __getitem__(self, index: int) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
 
-    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
         if isinstance(index, slice):
             start, stop, step = index.indices(self._end)
             if step == 1:
@@ -76,12 +68,12 @@ class History(Sequence["Message"]):
             raise IndexError("history index out of range")
         return self._messages[i]
 
-    def __iter__(self) -> Iterator[Message]:
+    def __iter__(self) -> Iterator[T]:
         if self._end == len(self._messages):
             return iter(self._messages)
         return islice(self._messages, self._end)
 
-    def __reversed__(self) -> Iterator[Message]:
+    def __reversed__(self) -> Iterator[T]:
         return (self._messages[i] for i in range(self._end - 1, -1, -1))
 
     def __bool__(self) -> bool:
@@ -98,12 +90,12 @@ class History(Sequence["Message"]):
     def __hash__(self) -> int:
         return hash(tuple(self))
 
-    def __add__(self, other: object) -> tuple[Message, ...]:
+    def __add__(self, other: object) -> tuple[T, ...]:
         if isinstance(other, tuple | History):
             return tuple(self) + tuple(other)
         return NotImplemented
 
-    def __radd__(self, other: object) -> tuple[Message, ...]:
+    def __radd__(self, other: object) -> tuple[T, ...]:
         if isinstance(other, tuple):
             return other + tuple(self)
         return NotImplemented

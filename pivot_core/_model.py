@@ -253,7 +253,11 @@ class Pivot:
         _require(isinstance(self.id, str) and bool(self.id), "Pivot.id: expected a non-empty string")
         _require(self.domain in DOMAINS, f"Pivot.domain: expected one of {DOMAINS}, got {self.domain!r}")
         if type(self.history) is not History:  # a History's items were checked when it was made
-            object.__setattr__(self, "history", History(self.history))
+            items = tuple(self.history)
+            for i, m in enumerate(items):
+                if not isinstance(m, Message):
+                    raise InvalidTrajectory(f"Pivot.history[{i}]: expected a Message, got {type(m).__name__}")
+            object.__setattr__(self, "history", History(items))
         object.__setattr__(self, "tools", tuple(self.tools))
         _require(isinstance(self.expert, Message), "Pivot.expert: expected a Message")
         _require(self.expert.role == "assistant", f"Pivot.expert: expected role 'assistant', got {self.expert.role!r}")
