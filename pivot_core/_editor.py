@@ -24,6 +24,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pivot_core.errors import EditorUnsupported
+
 EDITOR_TOOL = "str_replace_editor"
 CHANGING = ("create", "str_replace", "insert")
 
@@ -68,10 +70,6 @@ elif c == "insert":
 else:
     fail("Unrecognized command %s." % c)
 """
-
-
-class EditorUnsupported(ValueError):
-    """An editor call whose file change a replay cannot make (`undo_edit`, an unknown sub-command)."""
 
 
 def editor_command(arguments: Mapping[str, Any]) -> str | None:

@@ -75,3 +75,7 @@ class AliasBudgetExceeded(PivotGymError, ValueError):
     def __init__(self, line: int | None, budget: int) -> None:
         super().__init__(f"YAML aliases expand past {budget:,} nodes and characters (an alias bomb?)")
         self.line = line
+
+
+class EditorUnsupported(PivotGymError, ValueError):
+    """An editor call whose file change a replay cannot make (`undo_edit`, an unknown sub-command)."""
