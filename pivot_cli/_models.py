@@ -65,6 +65,14 @@ def pretrain(
     drill_cycles: int = typer.Option(
         -1, "--drill-cycles", help="Runs of the drill steps, each restarting the learning rate (-1: the default)."
     ),
+    drill_bar: float = typer.Option(
+        -1.0,
+        "--drill-bar",
+        help="Greedy copy on unseen drills to reach: one more drill run while below it (-1: the default; 0: off).",
+    ),
+    max_drill_cycles: int = typer.Option(
+        -1, "--max-drill-cycles", help="The most drill runs in all, bar or not (-1: the default)."
+    ),
     quick: bool = typer.Option(False, "--quick", help="The CI shape: a small model and a short run."),
     seed: int = typer.Option(0, "--seed", help="Seeds the conversations, the initialisation and the batches."),
     as_json: bool = JSON_OPTION,
@@ -90,11 +98,19 @@ def pretrain(
             config = replace(config, drill_steps=drill_steps)
         if drill_cycles >= 0:
             config = replace(config, drill_cycles=drill_cycles)
+        if drill_bar >= 0:
+            config = replace(config, drill_bar=drill_bar)
+        if max_drill_cycles >= 0:
+            config = replace(config, max_drill_cycles=max_drill_cycles)
         extra = list(load_pivots(corpus)) if corpus else []
         columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True, disable=as_json) as bar:
             task = bar.add_task("pretrain", total=max(config.total_steps, 1))
-            summary = run_pretrain(out, config, corpus=extra, log=lambda step, m: bar.update(task, completed=step))
+
+            def log(step: int, m: dict) -> None:  # drills past the bar's check lengthen the run
+                bar.update(task, completed=step, total=max(step, config.total_steps, 1))
+
+            summary = run_pretrain(out, config, corpus=extra, log=log)
     if as_json:
         emit_json(summary)
     else:
@@ -102,7 +118,8 @@ def pretrain(
         skill = summary["copy_skill"]
         console.print(
             f"pretrained a {summary['parameters']:,}-parameter model on {summary['synthetic_pivots']} synthetic "
-            f"{world} pivots; last loss {' then '.join(f'{x:.3f}' for x in losses) or 'none (no steps)'}; "
+            f"{world} pivots; {summary.get('drill_steps_run', 0)} drill steps; "
+            f"last loss {' then '.join(f'{x:.3f}' for x in losses) or 'none (no steps)'}; "
             f"greedy copy {skill['drills']:.2f} on unseen drills, {skill['conversations']:.2f} on unseen "
             f"conversations; saved to {out}"
         )

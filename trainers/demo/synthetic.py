@@ -165,10 +165,15 @@ def _book(w: ConversationWriter, uid: str, flights: Sequence[tuple[str, str, str
     prices = [f["prices"]["economy"] for f in found if isinstance(f, dict) and "prices" in f][:3]
     if len(prices) >= 2:
         picked = prices[: w.rng.randint(2, len(prices))]
+        # the agent reads the prices out first: a search's output runs to ~500 tokens and the
+        # policy's cut prompt keeps its end, so without this the numbers a calculation needs are
+        # out of its view and no policy could compute them (the functional reward would have
+        # nothing to accept); here they are in the last two messages, to copy
+        w.say(_say(w.rng, LIST_PRICES, prices=", ".join(str(x) for x in prices)))
         w.user(_say(w.rng, ASK_TOTAL, n=NUMBER_WORDS[len(picked)]))
         w.call_one_of("calculate", [{"expression": e} for e in sum_forms(picked)])
         if w.rng.random() < 0.5:
-            w.user(_say(w.rng, ASK_PASSENGERS, n=NUMBER_WORDS[2]))
+            w.user(_say(w.rng, ASK_PASSENGERS, n=NUMBER_WORDS[2], p=picked[0]))
             w.call_one_of("calculate", [{"expression": e} for e in product_forms(picked[0], 2)])
     w.say("Which flight would you like to book?")
 
@@ -180,7 +185,12 @@ ASK_TOTAL = (
     "How much are the first {n} in economy, in total?",
     "Can you add up the economy prices of the first {n}?",
 )
-ASK_PASSENGERS = ("And the first one for {n} passengers?", "What would the first one cost for {n} of us?")
+ASK_PASSENGERS = ("And the one at {p} for {n} passengers?", "What would the {p} one cost for {n} of us?")
+LIST_PRICES = (
+    "The first flights cost {prices} in economy.",
+    "I found economy fares of {prices}.",
+    "Economy prices of the first flights: {prices}.",
+)
 NUMBER_WORDS = {2: "two", 3: "three"}
 
 
