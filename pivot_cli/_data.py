@@ -104,13 +104,18 @@ def select(
     src: Path = typer.Argument(..., help="Profiled pivot file."),
     out: Path = typer.Argument(..., help="Output file for the kept pivots (D_adv)."),
     lam: float = typer.Option(..., "--lam", help="Keep pivots with mean reward < lam (and variance > 0)."),
+    keep_oracle_readable: bool = typer.Option(
+        False,
+        "--keep-oracle-readable",
+        help="Keep pivots whose task answer the agent can read (dropped by default).",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Keep profiled pivots with reward variance > 0 and mean < lambda (D_adv)."""
     from pivot_envs import load_pivots, select_pivots, write_pivots
 
     with user_errors():
-        selection = select_pivots(load_pivots(src), lam)
+        selection = select_pivots(load_pivots(src), lam, keep_oracle_readable=keep_oracle_readable)
         write_pivots(selection.kept, out)
     summary = {"input": str(src), "output": str(out), "lam": lam, **selection.summary()}
     if as_json:

@@ -163,6 +163,9 @@ def terminal_bench(
     check_tests: bool = typer.Option(
         False, "--check-tests", help="Run each task's tests on the initial state and after the oracle solution."
     ),
+    keep_oracle_readable: bool = typer.Option(
+        False, "--keep-oracle-readable", help="Also write pivots of tasks whose answer the agent can read."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run each task's oracle solution command by command and write Terminus trajectories' pivots."""
@@ -179,6 +182,7 @@ def terminal_bench(
             tasks_dir=tasks_dir,
             only=[t for t in only.split(",") if t.strip()],
             check_tests=check_tests,
+            keep_oracle_readable=keep_oracle_readable,
         )
     if as_json:
         emit_json(report)

@@ -75,11 +75,15 @@ class Selection:
 _DROP_REASON = {"all_zero": "zero_variance_all_fail", "all_one": "zero_variance_all_pass", "constant": "zero_variance"}
 
 
-def select_pivots(pivots: Iterable[Pivot], lam: float, min_variance: float = 0.0) -> Selection:
+def select_pivots(
+    pivots: Iterable[Pivot], lam: float, min_variance: float = 0.0, keep_oracle_readable: bool = False
+) -> Selection:
     """Keep profiled pivots with reward variance > `min_variance` and mean < `lam` (D_adv).
 
-    Dropped pivots are counted under one reason each: "unprofiled", "zero_variance_all_fail",
-    "zero_variance_all_pass", "zero_variance", "mean_at_or_above_lambda".
+    Dropped pivots are counted under one reason each: "oracle_readable" (the task's answer is
+    readable by the agent, `context.oracle_readable`: a policy would learn to copy it, so such
+    pivots are no training data unless `keep_oracle_readable`), "unprofiled",
+    "zero_variance_all_fail", "zero_variance_all_pass", "zero_variance", "mean_at_or_above_lambda".
     """
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"select_pivots: expected lam in [0, 1], got {lam!r}")
@@ -88,7 +92,9 @@ def select_pivots(pivots: Iterable[Pivot], lam: float, min_variance: float = 0.0
     for p in pivots:
         prof = p.profile
         outcome = "unprofiled" if prof is None else prof.outcome
-        if prof is None or outcome == "unprofiled":
+        if p.context.get("oracle_readable") and not keep_oracle_readable:
+            dropped["oracle_readable"] += 1
+        elif prof is None or outcome == "unprofiled":
             dropped["unprofiled"] += 1
         elif outcome != "mixed" or prof.variance <= min_variance:
             dropped[_DROP_REASON.get(outcome, "zero_variance")] += 1

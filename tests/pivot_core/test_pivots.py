@@ -54,6 +54,24 @@ def test_select_keeps_mixed_pivots_under_lambda_and_explains_drops():
     }
 
 
+def test_select_leaves_out_pivots_whose_answer_the_agent_can_read_unless_asked():
+    import dataclasses
+
+    leaky = dataclasses.replace(_profiled(5, (1, 0, 0, 0)), context={"oracle_readable": ["/protected/map.txt"]})
+    pivots = [_profiled(2, (1, 0, 0, 0)), leaky]
+    sel = select_pivots(pivots, lam=0.7)
+    assert [p.id for p in sel.kept] == ["p#2"] and sel.summary() == {"kept": 1, "oracle_readable": 1}
+    assert len(select_pivots(pivots, lam=0.7, keep_oracle_readable=True).kept) == 2
+
+
+def test_the_bundled_blind_maze_pivots_are_marked_oracle_readable():
+    import gymnasium as gym
+
+    env = gym.make("pivot/terminal-v0").unwrapped
+    maze = [p for p in env.pivots if p.context.get("task_id") == "blind-maze-explorer-5x5"]
+    assert maze and all("/protected/ground_truth_map.txt" in p.context["oracle_readable"] for p in maze)
+
+
 def test_select_rejects_bad_lambda():
     with pytest.raises(ValueError, match="lam in"):
         select_pivots([], lam=2)
