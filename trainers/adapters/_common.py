@@ -231,3 +231,30 @@ class EpisodePool:
 
 EPISODES = EpisodePool()
 """The worker's one pool (adapters that play episodes share it)."""
+
+
+HERMES_TOOLS = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{schemas}\n</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, "arguments": <args-json-object>}}\n'
+    "</tool_call>"
+)
+"""The tools block Qwen/Hermes chat templates render into the system message (the env's parser reads Hermes calls)."""
+
+
+def with_tools_in_system(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """`messages` with the pivot's tool schemas in the system message, for trainers that pass no per-row tools.
+
+    SkyRL renders every prompt with one set of chat-template arguments for the whole run, so a
+    pivot's own tools reach its prompt only as text: the block a Qwen/Hermes template writes.
+    """
+    out = [dict(m) for m in messages]
+    if not tools:
+        return out
+    block = HERMES_TOOLS.format(schemas="\n".join(json.dumps(dict(t), ensure_ascii=False) for t in tools))
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0].get('content') or ''}\n\n{block}"
+    else:
+        out.insert(0, {"role": "system", "content": block})
+    return out

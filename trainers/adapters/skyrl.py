@@ -32,6 +32,7 @@ from trainers.adapters._common import (
     outcome_reward,
     pivot_ref,
     prompt_messages,
+    with_tools_in_system,
 )
 
 try:
@@ -117,13 +118,23 @@ class PivotTextEnv(BaseTextEnv):
         self.episode: Any = None  # the episode env this trajectory holds (episode ids only)
 
     def init(self, prompt: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """The prompt is the pivot's history, passed through unchanged; an episode restores its state here."""
+        """The pivot's history with its tool schemas in the system message; an episode restores its state here.
+
+        SkyRL renders prompts with run-wide chat-template arguments, so a pivot's own tools travel in
+        the row's extras (the pivot) and reach the prompt here, as the block Qwen/Hermes templates write.
+        """
         env_id = self.info.get("env_id")
         if not is_episode_env(env_id):
-            return prompt, {}
+            try:
+                tools = _scorer().pivot(pivot_id=self.info.get("pivot_id"), pivot=self.info.get("pivot_json"),
+                                        env_id=env_id).tools  # fmt: skip
+            except Exception:  # an unreadable row is scored 0 with the reason in `step`; its prompt stays
+                tools = ()
+            return with_tools_in_system(prompt, tools), {}
         self.episode = EPISODES.acquire(env_id, str(self.info.get("env_kwargs") or "{}"))
-        _, reset_info = self.episode.reset(options={"pivot_id": self.info["pivot_id"]})
-        return prompt, {"pivot_id": reset_info["pivot_id"], "max_turns": reset_info["max_turns"]}
+        observation, reset_info = self.episode.reset(options={"pivot_id": self.info["pivot_id"]})
+        meta = {"pivot_id": reset_info["pivot_id"], "max_turns": reset_info["max_turns"]}
+        return with_tools_in_system(prompt, observation["tools"]), meta
 
     def step(self, action: str) -> dict[str, Any]:
         """Score `action` at the pivot (the episode ends here), or play it as one turn of the episode."""

@@ -1,5 +1,7 @@
 """The SkyRL adapter through skyrl-gym and SkyRL themselves: PromptDataset rows, skyrl_gym.make, BaseTextEnv."""
 
+import json
+
 import gymnasium as gym
 import pytest
 import skyrl_gym
@@ -10,7 +12,7 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv
 
 import pivot_envs  # noqa: F401
 from trainers.adapters import skyrl
-from trainers.adapters._common import expert_text
+from trainers.adapters._common import expert_text, with_tools_in_system
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,7 @@ def test_prompt_dataset_rows_made_into_envs_by_skyrl_gym(env, tokenizer, tmp_pat
             text_env = skyrl_gym.make(env_class, env_config={}, extras=extras)
             assert isinstance(text_env, BaseTextEnv)
             prompt, _ = text_env.init(messages)
-            assert prompt == messages
+            assert prompt == with_tools_in_system(messages, pivot.tools)
             out = text_env.step(completion)
             (expected,) = env.score(pivot, [completion])
             assert out["reward"] == expected.reward == reward and out["done"] and out["observations"] == []
@@ -81,7 +83,7 @@ def test_episode_rows_play_whole_episodes_with_done_only_at_the_end(tokenizer, t
                 break
         text_env = skyrl_gym.make(env_class, env_config={}, extras={**extras, "max_turns": 1})
         prompt, meta = text_env.init(messages)
-        assert prompt == messages and meta["pivot_id"] == pivot.id
+        assert prompt == with_tools_in_system(messages, pivot.tools) and meta["pivot_id"] == pivot.id
         for k, (_, reward, terminated, truncated, info) in enumerate(expected):
             out = text_env.step(turns[k])
             last = k == len(expected) - 1
@@ -95,3 +97,18 @@ def test_episode_rows_play_whole_episodes_with_done_only_at_the_end(tokenizer, t
         rewards.append(out["reward"])
         assert text_env.episode is None  # given back at the end
     assert len(expected) > 1 and 1.0 in rewards
+
+
+def test_a_tool_use_pivots_prompt_as_skyrl_renders_it_holds_its_schemas(env, tokenizer, tmp_path):
+    pivot = next(p for p in env.pivots if p.tools)
+    path = tmp_path / "train.parquet"
+    skyrl.write_skyrl_parquet([pivot], path)
+    messages, env_class, extras, _ = PromptDataset(str(path), tokenizer, max_prompt_length=100_000, num_workers=1)[0]
+    skyrl.register()
+    chat_history, _ = skyrl_gym.make(env_class, env_config={}, extras=extras).init(messages)
+    # what SkyRL's generator does with init's chat history (skyrl_gym_generator.py, agent_loop)
+    ids = tokenizer.apply_chat_template(chat_history, add_generation_prompt=True, tokenize=True, return_dict=False)
+    rendered = tokenizer.decode(ids)
+    for tool in pivot.tools:
+        assert json.dumps(dict(tool), ensure_ascii=False) in rendered  # each schema, whole
+    assert rendered.count("# Tools") == 1 and "<tool_call>" in rendered
