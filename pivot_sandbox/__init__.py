@@ -19,7 +19,7 @@ from pivot_sandbox._effects import (
 )
 from pivot_sandbox._equivalents import registry_equivalent
 from pivot_sandbox._network import NETWORK, needs_network
-from pivot_sandbox._plugin import docker_backend
+from pivot_sandbox._plugin import BACKEND_NAMES, chosen_backend, docker_backend, namespace_backend, usable_backends
 from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import DockerfileError, RunnerLost, SandboxError, SandboxUnavailable, TaskError
 
@@ -89,6 +89,10 @@ __all__ = [
     "compare_effects",
     "is_racy",
     "docker_backend",
+    "namespace_backend",
+    "chosen_backend",
+    "usable_backends",
+    "BACKEND_NAMES",
     "normalize_output",
     "unstable_parts",
 ]

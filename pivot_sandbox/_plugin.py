@@ -36,3 +36,45 @@ def docker_backend(**config: Any) -> Any:
                 ) from e
             backend = _BACKENDS[key] = module.DockerBackend(**config)
         return backend
+
+
+def namespace_backend(**config: Any) -> Any:
+    """The process-wide `NamespaceBackend` for this configuration (raises `SandboxUnavailable` with the reason)."""
+    key = "namespace:" + json.dumps(config, sort_keys=True, default=str)
+    with _LOCK:
+        backend = _BACKENDS.get(key)
+        if backend is None or backend._closed:
+            from pivot_sandbox._nsroot import unavailable
+
+            why = unavailable()
+            if why:
+                raise SandboxUnavailable(f"the namespace sandbox cannot run here: {why}")
+            module = importlib.import_module("pivot_sandbox._namespace")
+            backend = _BACKENDS[key] = module.NamespaceBackend(**config)
+        return backend
+
+
+BACKEND_NAMES = ("docker", "namespace")
+
+
+def chosen_backend(explicit: str | None = None) -> str:
+    """The sandbox backend to use: `explicit`, else `PIVOT_SANDBOX`, else "docker".
+
+    Docker stays the default until the namespace backend's verdicts are shown to agree on the
+    pivots the project builds (`bench/sandbox.py --backends docker,namespace`: docs/sandbox.md). An
+    explicit choice is never swapped for another: a namespace backend that cannot run fails with
+    the reason when first used.
+    """
+    import os
+
+    name = explicit or os.environ.get("PIVOT_SANDBOX") or "docker"
+    if name not in BACKEND_NAMES:
+        raise ValueError(f"sandbox backend: expected one of {BACKEND_NAMES}, got {name!r}")
+    return name
+
+
+def usable_backends() -> dict[str, str | None]:
+    """Each backend's name -> None when this machine can run it, else why not (Docker: not probed here)."""
+    from pivot_sandbox._nsroot import unavailable
+
+    return {"docker": None, "namespace": unavailable()}

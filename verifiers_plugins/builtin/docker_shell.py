@@ -22,10 +22,12 @@ from pivot_sandbox import (
     Effect,
     SandboxSpec,
     Unstable,
+    chosen_backend,
     compare_effects,
     docker_backend,
     image_id,
     is_racy,
+    namespace_backend,
     path_shape,
     reason_for,
     unstable_parts,
@@ -42,7 +44,8 @@ class DockerShell:
     """Accepts a candidate whose effect at the pivot state matches the expert's.
 
     Args:
-        backend: name of a sandbox backend registered through `register_sandboxes`.
+        backend: name of a sandbox backend registered through `register_sandboxes` ("docker",
+            "namespace"); default: `PIVOT_SANDBOX`, else "docker" (`pivot_sandbox.chosen_backend`).
         expert_gap: seconds between the end of the first expert run and the start of the second, so that clock readings
             with one-second resolution (`date`, `ls -l` of a new file) differ between them and are
             recognised as unstable. Paid once per pivot state: the expert's effect is cached.
@@ -65,15 +68,15 @@ class DockerShell:
     stats: Counter[str] = Counter()
 
     def __init__(
-        self, backend: str = "docker", expert_gap: float = 1.05, stderr: str = "exact", **backend_config: Any
+        self, backend: str | None = None, expert_gap: float = 1.05, stderr: str = "exact", **backend_config: Any
     ) -> None:
         if stderr not in STDERR_MODES:
             raise ValueError(f"docker_shell stderr: expected one of {STDERR_MODES}, got {stderr!r}")
-        self.backend_name = backend
+        self.backend_name = backend or chosen_backend()
         self.expert_gap = expert_gap
         self.stderr = stderr
         self.backend_config = dict(backend_config)
-        get_host().get("sandboxes", backend)  # fail now on an unknown backend name, with a did-you-mean
+        get_host().get("sandboxes", self.backend_name)  # fail now on an unknown backend name, with a did-you-mean
 
     def backend(self) -> Any:
         """The sandbox backend (shared per configuration)."""
@@ -249,5 +252,6 @@ def register_verifiers(register: Callable[..., None]) -> None:
 
 @hookimpl
 def register_sandboxes(register: Callable[..., None]) -> None:
-    """Register the built-in `docker` backend (docker itself is imported on first use)."""
+    """Register the built-in `docker` and `namespace` backends (each imported on first use)."""
     register("docker", docker_backend)
+    register("namespace", namespace_backend)

@@ -1,0 +1,449 @@
+"""The namespace sandbox backend: bubblewrap and overlayfs, no daemon round trip per candidate.
+
+The same runner (`runner.c`), wrapper, change-set scan (`_diff.py`) and effect (`_action.effect_of`)
+as the Docker backend; only what holds the runner differs. Docker still builds the task images.
+
+- The image's root file system is exported once (`_nsroot.rootfs`, cached by image id).
+- A pivot's state is an overlay snapshot: set-up and history are replayed once in a sandbox whose
+  upper folder starts empty over the root file system; that upper folder is then kept read-only.
+- Each candidate runs in a fresh sandbox on a fresh empty upper folder over (snapshot, root file
+  system): its change set is exactly that upper folder, read by `_diff.scan_upper` as Docker's is.
+
+A sandbox is one process tree: `unshare --mount` (a private mount namespace, so the overlay mount
+is nobody else's and goes away with the sandbox), which joins its cgroups and mounts the overlay,
+then `prlimit --fsize` and `bwrap` with new pid, network (loopback only), IPC and UTS namespaces,
+`--die-with-parent` (a killed verifying process takes its sandboxes with it), no new privileges,
+every capability dropped but the runner's three where the task's user is not root (as Docker's
+pool containers: `_containers.create`), and the runner as its command. The runner's stdin and
+stdout are one end of a socket pair: a command costs one message on it.
+
+Why bubblewrap (Debian's `bubblewrap`): it is the maintained tool for exactly this set-up (pivot_root
+into a prepared root, /proc and /dev of the new namespaces, loopback up, capabilities, parent-death
+kill) and costs a few milliseconds. Its version in Debian 12 (0.8) has no overlay option, hence the
+`unshare` step before it; `os.unshare` would need a hand-written pivot_root and capability code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pivot_sandbox import _action as act
+from pivot_sandbox import _containers as ct
+from pivot_sandbox import _nsroot as nr
+from pivot_sandbox import _runner as rn
+from pivot_sandbox._diff import Layers, root_state
+from pivot_sandbox._spec import Effect, Limits, SandboxSpec
+from pivot_sandbox.errors import RunnerLost, SandboxError, SandboxUnavailable
+
+# Docker's default capabilities: what the replay of set-up and history (as root) has there
+REPLAY_CAPS = (
+    "CHOWN DAC_OVERRIDE FSETID FOWNER MKNOD NET_RAW SETGID SETUID SETFCAP SETPCAP NET_BIND_SERVICE SYS_CHROOT KILL "
+    "AUDIT_WRITE"
+).split()
+# joins the cgroups given first, mounts the overlay, then execs the rest (prlimit, bwrap, the runner)
+LAUNCH = r"""set -e
+n=$1; shift
+while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs"; shift; n=$((n - 1)); done
+mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4"
+shift 4
+exec "$@"
+"""
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class _Channel(rn.Channel):
+    """The runner's channel over a socket pair (no multiplexed attach stream to unpack)."""
+
+    def __init__(self, sock: socket.socket, errors: Path) -> None:  # noqa: D107 - no docker attach: own fields
+        self._sock = sock
+        self._pending = bytearray()
+        self._diagnostics = bytearray()
+        self._deadline = 0.0
+        self._errors = errors
+
+    def _fill(self) -> None:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("past the reply's deadline")
+        self._sock.settimeout(remaining)
+        chunk = self._sock.recv(1 << 16)
+        if not chunk:
+            raise RunnerLost(f"the runner's stream ended{self._tail()}")
+        self._pending += chunk
+
+    def _tail(self) -> str:
+        try:
+            text = self._errors.read_text(errors="replace").strip()[-200:]
+        except OSError:
+            text = ""
+        return f" ({text})" if text else ""
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class _Sandbox:
+    """What `_containers.run` asks of a box's container when its runner is lost: a kill, and whether OOM killed it.
+
+    (`_containers` asks `container.client.api.inspect_container(id)["State"]["OOMKilled"]`: this
+    object answers for itself there.)
+    """
+
+    def __init__(self, name: str, proc: subprocess.Popen[bytes], cgroups: nr.Cgroups, folder: Path) -> None:
+        self.id, self.proc, self.cgroups, self.folder = name, proc, cgroups, folder
+        self.client = self.api = self
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # bwrap: its pid namespace, and everything in it, goes with it
+        self.proc.wait()
+
+    def oom_kills(self) -> int:
+        for folder in self.cgroups.joined:
+            for name in ("memory.events", "memory.oom_control"):
+                try:
+                    for line in (folder / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and value.strip().isdigit():
+                            return int(value)
+                except OSError:
+                    continue
+        return 0
+
+    def inspect_container(self, _id: str) -> dict[str, Any]:
+        return {"State": {"OOMKilled": self.oom_kills() > 0}}
+
+
+@dataclass(frozen=True)
+class _Root:
+    """An image's exported root file system, its environment, and its users."""
+
+    path: Path
+    env: dict[str, str]
+
+
+def resolve_user(root: Path, user: str) -> str:
+    """`uid:gid` for a task's user (the runner switches by number; Docker reads the image's /etc/passwd)."""
+    if rn.parse_user(user) is not None:
+        return user
+    name, _, group = user.partition(":")
+    ids = {}
+    for line in (root / "etc/passwd").read_text(errors="replace").splitlines():
+        fields = line.split(":")
+        if len(fields) > 3:
+            ids[fields[0]] = (fields[2], fields[3])
+    if name not in ids and not name.isdigit():
+        raise SandboxError(f"user {name!r} is not in the image's /etc/passwd")
+    uid, gid = ids.get(name, (name, "0"))
+    if group:
+        gids = {
+            f[0]: f[2] for f in (ln.split(":") for ln in (root / "etc/group").read_text().splitlines()) if len(f) > 2
+        }
+        gid = group if group.isdigit() else gids.get(group, "")
+        if not gid:
+            raise SandboxError(f"group {group!r} is not in the image's /etc/group")
+    return f"{uid}:{gid}"
+
+
+class NamespaceBackend:
+    """Runs shell actions at restored pivot states in bubblewrap sandboxes over overlay snapshots.
+
+    Args:
+        limits: resource limits and timeouts (`Limits` fields may also be given as keywords).
+        parallelism: actions of a group run at once (default: twice the number of cores).
+        max_snapshots: snapshot upper folders kept (LRU).
+        base_url: the Docker endpoint that builds and exports the images.
+    """
+
+    name = "namespace"
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        parallelism: int | None = None,
+        max_snapshots: int = 32,
+        base_url: str | None = None,
+        **limit_overrides: Any,
+    ) -> None:
+        # options of the Docker backend that mean nothing here (the pool, the runner, snapshots on/off)
+        for ignored in ("pool_size", "max_pooled", "runner", "snapshots"):
+            limit_overrides.pop(ignored, None)
+        why = nr.unavailable()
+        if why:
+            raise SandboxUnavailable(f"the namespace sandbox cannot run here: {why}")
+        self.limits = replace(limits or Limits(), **limit_overrides)
+        self.parallelism = max(1, parallelism or 2 * (os.cpu_count() or 1))
+        self.max_snapshots = max(1, max_snapshots)
+        self.base_url = base_url
+        self.cgroups = nr.Cgroups.version()
+        self.stats: Counter[str] = Counter()
+        runner = rn.build_runner()
+        assert isinstance(runner, Path)  # `unavailable()` checked it
+        self._runner = runner
+        self._bwrap = shutil.which("bwrap") or "bwrap"
+        self._unshare = shutil.which("unshare") or "unshare"
+        self._prlimit = shutil.which("prlimit") or "prlimit"
+        nr.gc()  # what killed processes left: folders and empty cgroups
+        self.token = f"{os.getpid()}-{id(self):x}"
+        self.folder = nr.run_root() / self.token
+        self.folder.mkdir(parents=True)
+        self._lock = threading.RLock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._snapshots: OrderedDict[str, tuple[Path, _Root]] = OrderedDict()
+        self._roots: dict[str, _Root] = {}
+        self._serial = itertools.count()
+        self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-ns")
+        self._client: Any = None
+        self._closed = False
+        atexit.register(self.close)
+
+    @property
+    def client(self) -> Any:
+        """The Docker client that builds and exports images."""
+        with self._lock:
+            if self._client is None:
+                import docker
+
+                try:
+                    self._client = docker.DockerClient(base_url=self.base_url) if self.base_url else docker.from_env()
+                    self._client.ping()
+                except Exception as e:  # noqa: BLE001 - any failure: no engine to build the images with
+                    self._client = None
+                    raise SandboxUnavailable(f"the namespace sandbox takes its images from Docker: {e}") from e
+            return self._client
+
+    def image_id(self, tag: str) -> str | None:
+        """The Docker image id behind `tag` (the reward cache keys verdicts by it)."""
+        from pivot_sandbox._images import image_id
+
+        return image_id(tag, self.base_url)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[name] += n
+
+    def _root(self, image: str) -> _Root:
+        from pivot_sandbox._tasks import ensure_image
+
+        with self._lock:
+            found = self._roots.get(image)
+        if found is None:
+            ensure_image(self.client, image)
+            path, env = nr.rootfs(self.client, image)
+            found = _Root(path, env)
+            with self._lock:
+                self._roots[image] = found
+        return found
+
+    # -- one sandbox -----------------------------------------------------------------------
+
+    def _launch(self, spec: SandboxSpec, root: _Root, lowers: tuple[Path, ...], upper: Path, kind: str) -> ct.Box:
+        """A started sandbox on `upper` over `lowers`, its runner waiting for commands."""
+        n = next(self._serial)
+        box_dir = self.folder / f"box-{n}"
+        work, merged = box_dir / "work", box_dir / "merged"
+        for folder in (upper, work, merged):
+            folder.mkdir(parents=True, exist_ok=True)
+        etc = nr.etc_files(box_dir / "etc")
+        mem = nr.memory_bytes(self.limits.memory)
+        cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
+        env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
+        args = [self._bwrap, "--bind", str(merged), "/", "--ro-bind", "/sys", "/sys"]
+        for host, inside in cgroups.binds:
+            args += ["--ro-bind", str(host), inside]
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(8 << 20), "--tmpfs", "/dev/shm"]
+        args += ["--mqueue", "/dev/mqueue"]
+        if kind != "replay":
+            args += ["--perms", "1777", "--size", str(1 << 20), "--tmpfs", ct.RUN_STATE]
+        for inside, host in etc.items():
+            args += ["--bind", str(host), inside]
+        args += ["--ro-bind", str(self._runner), rn.MOUNT_POINT]
+        args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--hostname", ct.HOSTNAME, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        caps = REPLAY_CAPS if kind == "replay" else ([] if spec.runs_as_root else rn.CAPABILITIES)
+        for cap in caps:
+            args += ["--cap-add", f"CAP_{cap}"]
+        args += ["--chdir", "/", "--clearenv"]
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        args += ["--", rn.MOUNT_POINT]
+        fsize = self.limits.file_size
+        lower = ":".join(str(p) for p in lowers)
+        command = [self._unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", LAUNCH, "launch"]
+        command += [str(len(cgroups.joined)), *(str(c) for c in cgroups.joined), lower, str(upper), str(work)]
+        command += [str(merged), self._prlimit, f"--fsize={fsize}:{fsize}", "--", *args]
+        mine, theirs = socket.socketpair()
+        errors = box_dir / "stderr"
+        try:
+            with errors.open("wb") as err:
+                proc = subprocess.Popen(command, stdin=theirs, stdout=theirs, stderr=err, close_fds=True)
+        except BaseException:
+            mine.close()
+            cgroups.remove()
+            raise
+        finally:
+            theirs.close()
+        self._count("sandboxes_started")
+        layers = Layers(str(upper), tuple(str(p) for p in lowers))
+        return ct.Box(
+            _Sandbox(str(n), proc, cgroups, box_dir), _Channel(mine, errors), None, layers, root_state(layers)
+        )
+
+    def _discard(self, box: ct.Box, keep_upper: bool = False) -> None:
+        """Kill the sandbox and remove its folders (the snapshot's upper folder stays when it is one)."""
+        sandbox: _Sandbox = box.container
+        if box.channel is not None:
+            box.channel.close()
+        sandbox.kill()
+        sandbox.cgroups.remove()
+        shutil.rmtree(sandbox.folder, ignore_errors=True)
+        if not keep_upper and box.layers is not None:
+            shutil.rmtree(box.layers.upper, ignore_errors=True)
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def _prepare(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> None:
+        """Replay set-up (as root) and history (as the user) on `upper`, as `DockerBackend._prepare` does."""
+        root = self._root(spec.image)
+        box = self._launch(spec, root, (root.path,), upper, "replay")
+        try:
+            init = (
+                f"mkdir -p {ct.STATE} {ct.RUN_STATE} {spec.workdir} && chmod 1777 {ct.RUN_STATE}"
+                f" && printf '%s' {spec.workdir} > {ct.STATE}/cwd && : > {ct.STATE}/env"
+            )
+            owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {ct.STATE} {spec.workdir}"]
+            steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
+            for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
+                raw = ct.run(
+                    box,
+                    [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"],
+                    user="0",
+                    timeout=self.limits.replay_timeout,
+                    output_cap=self.limits.output_cap,
+                    keep=True,
+                )
+                if raw.exit_code != 0:
+                    tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
+                    raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
+            for command in history:
+                raw = ct.shell_run(
+                    box, spec, self.limits, command, src=ct.STATE, dst=ct.STATE, quiet=True,
+                    timeout=self.limits.replay_timeout,
+                )  # fmt: skip
+                if raw.killed:
+                    raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
+            self._count("replayed_commands", len(history))
+        except BaseException:
+            self._discard(box)
+            raise
+        self._discard(box, keep_upper=True)  # processes the history left do not survive, as with `docker commit`
+
+    def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Path, _Root]:
+        """The snapshot's upper folder at this state (replayed on a cache miss) and the root it lies on."""
+        key = spec.key(history)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._snapshots:
+                    self._snapshots.move_to_end(key)
+                    self._count("snapshot_hits")
+                    return self._snapshots[key]
+            upper = self.folder / f"snapshot-{key[:16]}"
+            shutil.rmtree(upper, ignore_errors=True)
+            try:
+                self._prepare(spec, history, upper)
+            except BaseException:
+                shutil.rmtree(upper, ignore_errors=True)
+                raise
+            self._count("snapshots_built")
+            with self._lock:
+                self._snapshots[key] = (upper, self._root(spec.image))
+                evicted = self._snapshots.popitem(last=False) if len(self._snapshots) > self.max_snapshots else None
+                if evicted:
+                    self._key_locks.pop(evicted[0], None)
+            if evicted:
+                # a candidate still running on it keeps its lower folder: overlay holds the open tree
+                shutil.rmtree(evicted[1][0], ignore_errors=True)
+            return self._snapshots.get(key) or (upper, self._root(spec.image))
+
+    # -- running actions -------------------------------------------------------------------
+
+    def _numeric(self, spec: SandboxSpec) -> SandboxSpec:
+        """The spec with its user as uid:gid (resolved in the image's own /etc/passwd)."""
+        user = resolve_user(self._root(spec.image).path, spec.user)
+        return spec if user == spec.user else replace(spec, user=user)
+
+    def run(self, spec: SandboxSpec, history: Sequence[str], commands: Sequence[str]) -> Effect:
+        """The effect of one action (its shell commands) at the state after `history`."""
+        self._count("actions_run")
+        spec = self._numeric(spec)
+        snapshot, root = self.snapshot(spec, history)
+        n = next(self._serial)
+        box = self._launch(spec, root, (snapshot, root.path), self.folder / f"upper-{n}", "pool")
+        try:
+            return act.effect_of(box, spec, self.limits, commands)[0]
+        finally:
+            self._discard(box)
+
+    def run_group(
+        self, spec: SandboxSpec, history: Sequence[str], actions: Sequence[Sequence[str]]
+    ) -> list[Effect | SandboxError]:
+        """Effects of several actions at one state, in parallel; one action's failure is returned in its place.
+
+        A state whose replay needs registry access (`SandboxSpec.replay_access`: the host network
+        for `pip install` in the history) is built and run by the Docker backend, which has it.
+        """
+        if spec.replay_access:
+            from pivot_sandbox._plugin import docker_backend
+
+            self._count("groups_run_by_docker")
+            return docker_backend(limits=self.limits, base_url=self.base_url).run_group(spec, history, actions)
+        spec = self._numeric(spec)
+        self.snapshot(spec, history)
+
+        def one(commands: Sequence[str]) -> Effect | SandboxError:
+            try:
+                return self.run(spec, history, commands)
+            except SandboxError:
+                raise
+            except Exception as e:  # noqa: BLE001 - one candidate's failure is its own, never the group's
+                return SandboxError(f"{type(e).__name__}: {e}")
+
+        return list(self._workers.map(one, actions))
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the workers and remove every folder of this backend (snapshots included)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._workers.shutdown(wait=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        atexit.unregister(self.close)
+
+    def drain(self) -> None:
+        """Nothing runs in the background here (the Docker backend's refills): for symmetry."""
+
+    def gc(self, everything: bool = False) -> dict[str, int]:
+        """Remove folders and cgroups of backends whose process is gone (all with `everything`)."""
+        return nr.gc(everything)
+
+
+__all__ = ["NamespaceBackend", "resolve_user"]
