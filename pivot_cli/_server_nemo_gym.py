@@ -53,14 +53,13 @@ def create_nemo_gym_app(
         config: the server's caps and quotas.
         tokens: bearer tokens, one of which every request must carry (none: loopback only).
     """
-    from trainers.adapters._common import PivotScorer
-    from trainers.adapters.nemo_rl import verify_payload
+    from trainers.adapters.nemo_rl import verify_payload, verify_scorer
 
     config = config or ServerConfig()
     if "max_body_size" not in inspect.signature(FastAPI).parameters:
         raise RuntimeError("pivot serve needs FastAPI's max_body_size (fastapi>=0.165): pip install -U fastapi")
     admission = Admission(config)
-    scorer = PivotScorer(env)
+    scorer = verify_scorer(env)
     max_chars = env.action_space.max_length
     app = FastAPI(
         title=f"pivot-gym {env_id} (NeMo Gym)", default_response_class=FastJSON, max_body_size=config.max_body_bytes

@@ -73,6 +73,11 @@ def verify_payload(
     return out
 
 
+def verify_scorer(env: Any = DEFAULT_ENV, **env_kwargs: Any) -> PivotScorer:
+    """The scorer `verify_payload` uses: `env` (an id or a built env) for its domain's rows, defaults for the rest."""
+    return PivotScorer(env, **env_kwargs)
+
+
 def verify_app(scorer: PivotScorer | None = None) -> Any:
     """A FastAPI app answering NeMo Gym's resources-server endpoints with a pivot env's verifiers."""
     from fastapi import Body, FastAPI
