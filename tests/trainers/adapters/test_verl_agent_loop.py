@@ -5,6 +5,8 @@ returns, as `TokenOutput`, the tokens of scripted assistant turns (the recorded 
 wrong call); everything else is verl's code and the episode env's.
 """
 
+import json
+
 import gymnasium as gym
 import hydra
 import pytest
@@ -134,3 +136,54 @@ def test_a_wrong_first_call_that_runs_out_of_tokens_scores_zero(env, tokenizer, 
     out, server = run_loop(tokenizer, row, [wrong] * 3, response_length=64)
     assert len(server.sent) >= 1 and out.reward_score == 0.0
     assert out.extra_fields["ended_by"] == "response_length" and len(out.response_ids) <= 64
+
+
+# -- terminal episodes: the same loop, a live container, the task's tests --------------------------
+
+TASK = {
+    "task_id": "verl-notes",
+    "instruction": "In /app, write the TODO lines of notes.txt into todo.txt.",
+    "setup": ["printf 'a TODO one\\nb draft\\n' > notes.txt"],
+    "solution_commands": ["grep TODO notes.txt > todo.txt"],
+}
+
+
+def terminus(command, complete=False):
+    keys = [{"keystrokes": command + "\n", "duration": 0.1}] if command else []
+    return json.dumps({"analysis": "a", "plan": "p", "commands": keys, "task_complete": complete})
+
+
+@pytest.fixture(scope="module")
+def terminal_row(tokenizer, tmp_path_factory):
+    import dataclasses
+
+    from pivot_envs import extract_pivots, write_pivots
+    from pivot_sandbox import docker_backend
+    from pivot_sandbox._images import build_busybox_image
+    from pivot_tasks import synthesize_task, task_spec
+
+    image = build_busybox_image(docker_backend().client, "pivot-gym/busybox:1")
+    traj, reason = synthesize_task(TASK, task_spec(TASK, image), docker_backend())
+    assert traj is not None, reason
+    tests = {"commands": ["test \"$(cat /app/todo.txt)\" = 'a TODO one'"], "timeout": 10.0}
+    traj = dataclasses.replace(traj, context={**traj.context, "task_tests": tests})
+    folder = tmp_path_factory.mktemp("verl_terminal")
+    pivots = list(extract_pivots(traj))
+    write_pivots(pivots, folder / "pivots.jsonl")
+    kwargs = {"dataset": str(folder / "pivots.jsonl"), "backend_config": {"pool_size": 0}}
+    write_episode_parquet(pivots[:1], folder / "episodes.parquet", "pivot/terminal-episode-v0", kwargs)
+    config = OmegaConf.create({"max_prompt_length": 100000, "filter_overlong_prompts": False, "cache_dir": str(folder)})
+    return RLHFDataset(str(folder / "episodes.parquet"), tokenizer, config)[0]
+
+
+@pytest.mark.docker
+def test_terminal_episode_in_the_loop_scored_by_the_tasks_tests(tokenizer, terminal_row):
+    script = [terminus("grep TODO notes.txt > todo.txt"), terminus("", complete=True)]
+    out, server = run_loop(tokenizer, terminal_row, script)
+    assert out.reward_score == 1.0 and out.extra_fields["ended_by"] == "task_complete"
+    ids, mask = out.response_ids, out.response_mask
+    assert [t for t, m in zip(ids, mask, strict=True) if m] == [t for sent in server.sent for t in sent]
+    observed = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+    assert "New Terminal Output" in observed and "grep TODO" in observed  # the terminal's answer, masked
+    wrong, _ = run_loop(tokenizer, terminal_row, [terminus("echo no > todo.txt"), terminus("", complete=True)])
+    assert wrong.reward_score == 0.0 and wrong.extra_fields["pivot_error"] is None
