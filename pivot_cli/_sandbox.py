@@ -107,9 +107,20 @@ def build_tasks(
 
 
 def info(as_json: bool = JSON_OPTION) -> None:
-    """How this machine's sandbox runs: the daemon, the command transport, where change sets come from."""
-    from pivot_sandbox import SandboxError, docker_backend
+    """How this machine's sandbox runs: the backend in use and the usable ones, the daemon, the transport.
 
+    `backend` is the one `docker_shell` uses (`PIVOT_SANDBOX`, else docker); `backends` maps each
+    backend to "usable" or why it cannot run here. A chosen backend that cannot run fails here with the reason.
+    """
+    from pivot_sandbox import SandboxError, chosen_backend, docker_backend, usable_backends
+
+    try:
+        chosen = chosen_backend()
+    except ValueError as e:
+        fail(str(e))
+    usable = {name: why or "usable" for name, why in usable_backends().items()}
+    if usable.get(chosen, "usable") != "usable":
+        fail(f"PIVOT_SANDBOX={chosen}: {usable[chosen]}")
     try:
         backend = docker_backend()
         daemon = backend.client.info()
@@ -118,14 +129,24 @@ def info(as_json: bool = JSON_OPTION) -> None:
     layers = os.path.join(daemon.get("DockerRootDir", "/var/lib/docker"), "overlay2")
     readable = daemon.get("Driver") == "overlay2" and os.access(layers, os.R_OK | os.X_OK)
     summary = {
+        "backend": chosen,
+        "backends": usable,
         "daemon": daemon.get("ServerVersion"),
         "storage_driver": daemon.get("Driver"),
-        "transport": backend.transport,
+        "transport": backend.transport if chosen == "docker" else "runner (socket pair)",
         "runner_note": backend.runner_note,
-        "change_sets": "overlay upper folder" if readable else "docker diff (same-size edits can be missed)",
+        "change_sets": "overlay upper folder"
+        if readable or chosen == "namespace"
+        else "docker diff (same-size edits can be missed)",
         "cpus": daemon.get("NCPU"),
         "parallelism": backend.parallelism,
     }
+    if usable["namespace"] == "usable":
+        from pivot_sandbox._nsroot import Cgroups, seccomp_program
+
+        # what holds the namespace backend's limits here: cgroups (v1/v2), else rlimits alone
+        summary["namespace_limits"] = f"cgroup {Cgroups.version()}" if Cgroups.version() != "none" else "rlimits"
+        summary["namespace_seccomp"] = seccomp_program() is not None
     if as_json:
         emit_json(summary)
     else:
@@ -141,6 +162,12 @@ def gc(
     from pivot_sandbox import removed_in_this_process
 
     run_gc(_client(), everything=everything)
+    from pivot_sandbox import usable_backends
+
+    if usable_backends()["namespace"] is None:  # the namespace backend's folders and cgroups of dead processes
+        from pivot_sandbox._nsroot import gc as namespace_gc
+
+        namespace_gc(everything)
     # Connecting already swept dead owners' leftovers: count that sweep too, not only this call.
     report = removed_in_this_process().to_json()
     if as_json:

@@ -197,10 +197,15 @@ class NamespaceBackend:
         self._bwrap = shutil.which("bwrap") or "bwrap"
         self._unshare = shutil.which("unshare") or "unshare"
         self._prlimit = shutil.which("prlimit") or "prlimit"
+        self._seccomp: Path | None = None
+        program = nr.seccomp_program()
         nr.gc()  # what killed processes left: folders and empty cgroups
         self.token = f"{os.getpid()}-{id(self):x}"
         self.folder = nr.run_root() / self.token
         self.folder.mkdir(parents=True)
+        if program is not None:
+            self._seccomp = self.folder / "seccomp.bpf"
+            self._seccomp.write_bytes(program)
         self._lock = threading.RLock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._snapshots: OrderedDict[str, tuple[Path, _Root]] = OrderedDict()
@@ -277,6 +282,9 @@ class NamespaceBackend:
         caps = REPLAY_CAPS if kind == "replay" else ([] if spec.runs_as_root else rn.CAPABILITIES)
         for cap in caps:
             args += ["--cap-add", f"CAP_{cap}"]
+        seccomp = os.open(self._seccomp, os.O_RDONLY) if self._seccomp else None
+        if seccomp is not None:
+            args += ["--seccomp", str(seccomp)]
         args += ["--chdir", "/", "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
@@ -290,13 +298,16 @@ class NamespaceBackend:
         errors = box_dir / "stderr"
         try:
             with errors.open("wb") as err:
-                proc = subprocess.Popen(command, stdin=theirs, stdout=theirs, stderr=err, close_fds=True)
+                fds = () if seccomp is None else (seccomp,)
+                proc = subprocess.Popen(command, stdin=theirs, stdout=theirs, stderr=err, pass_fds=fds)
         except BaseException:
             mine.close()
             cgroups.remove()
             raise
         finally:
             theirs.close()
+            if seccomp is not None:
+                os.close(seccomp)
         self._count("sandboxes_started")
         layers = Layers(str(upper), tuple(str(p) for p in lowers))
         return ct.Box(
