@@ -9,7 +9,7 @@ import pytest
 import pivot_envs  # noqa: F401
 from pivot_core._formats import load_pivots
 from trainers.adapters import nemo_rl, openrlhf, skyrl, verl
-from trainers.adapters._common import expert_text, prompt_messages
+from trainers.adapters._common import expert_text, prompt_messages, with_tools_in_system
 from trainers.adapters.trl import pivot_reward_func, pivots_to_dataset
 
 
@@ -89,7 +89,8 @@ def test_skyrl_text_env(pivots):
     (row,) = skyrl.skyrl_rows([p])
     env = skyrl.PivotTextEnv({}, {"extra_info": row["extra_info"], "reward_spec": row["reward_spec"]})
     prompt, meta = env.init(row["prompt"])
-    assert prompt == row["prompt"] and meta == {}
+    assert prompt == with_tools_in_system(row["prompt"], p.tools) and meta == {}  # the pivot's tools, in the prompt
+    assert prompt[0]["content"].startswith(row["prompt"][0]["content"]) and "<tools>" in prompt[0]["content"]
     out = env.step(row["reward_spec"]["ground_truth"])
     assert out["reward"] == 1.0 and out["done"] and out["observations"] == []
     assert skyrl.PivotTextEnv({}, row).step("nope")["reward"] == 0.0
