@@ -7,6 +7,13 @@ here `split`, `index`, `pivot_id`, `pivot_json`). Point verl (0.9) at the reward
 (read by verl's `get_custom_reward_fn`); its reward managers (`NaiveRewardManager`, classic and
 reward-loop) call `compute_score(data_source=, solution_str=, ground_truth=, extra_info=)` per
 response, with the response alone decoded, so no prompt truncation can shift it.
+
+Per-pivot tools: verl renders an agent loop's prompt with the tools of its tool config, filtered
+per row by `extra_info["tool_selection"]` (verl's `ToolAgentLoop`). `verl_rows` writes each pivot's
+tool names there and `write_verl_tool_config(pivots, PATH)` writes the config
+(`actor_rollout_ref.rollout.multi_turn.tool_config_path=PATH`, `...multi_turn.format=hermes`, and
+`...multi_turn.max_assistant_turns=1` so that a single-step pivot stays one turn: its tools are
+declared, never run there; episodes run tools in `verl_agent_loop`).
 """
 
 from __future__ import annotations
@@ -50,7 +57,13 @@ def verl_rows(pivots: Sequence[Pivot], env_id: str = DEFAULT_ENV, split: str = "
                 "prompt": flat_prompt_messages(p),
                 "ability": p.domain,
                 "reward_model": {"style": "rule", "ground_truth": expert_text(p)},
-                "extra_info": {"split": split, "index": i, "pivot_id": p.id, "pivot_json": ref["pivot_json"]},
+                "extra_info": {
+                    "split": split,
+                    "index": i,
+                    "pivot_id": p.id,
+                    "pivot_json": ref["pivot_json"],
+                    "tool_selection": [tool_name(t) for t in p.tools],
+                },
             }
         )
     return rows
@@ -66,6 +79,37 @@ def write_verl_parquet(
     rows = verl_rows(pivots, env_id, split)
     pq.write_table(pa.Table.from_pylist(rows), str(path))
     return len(rows)
+
+
+def tool_name(schema: Mapping[str, Any]) -> str:
+    """The function name of an OpenAI tool schema (`{"type": "function", "function": {...}}` or the bare function)."""
+    return str((schema.get("function") or schema)["name"])
+
+
+SCHEMA_TOOL = "trainers.adapters.verl_agent_loop.PivotSchemaTool"
+
+
+def write_verl_tool_config(pivots: Sequence[Pivot], path: str | Path) -> int:
+    """Verl's tool config (`tools: [{class_name, config, tool_schema}]`) declaring every pivot tool; returns the count.
+
+    Written as JSON, which is YAML (`OmegaConf.load` reads it). Two pivots declaring one name with
+    different schemas is an error: verl keys its tools by name.
+
+    Raises:
+        ValueError: a tool name with two different schemas.
+    """
+    import json
+
+    schemas: dict[str, dict[str, Any]] = {}
+    for p in pivots:
+        for t in p.tools:
+            schema = {"type": "function", "function": dict(t.get("function") or t)}
+            name = tool_name(schema)
+            if schemas.setdefault(name, schema) != schema:
+                raise ValueError(f"tool {name!r}: expected one schema per name, pivot {p.id!r} declares another")
+    tools = [{"class_name": SCHEMA_TOOL, "config": {"type": "native"}, "tool_schema": s} for s in schemas.values()]
+    Path(path).write_text(json.dumps({"tools": tools}, indent=1, ensure_ascii=False))
+    return len(tools)
 
 
 def compute_score(

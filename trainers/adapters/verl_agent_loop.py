@@ -34,6 +34,8 @@ from trainers.adapters._common import EPISODES, expert_text, flat_prompt_message
 
 try:
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+    from verl.tools.base_tool import BaseTool
+    from verl.tools.schemas import ToolResponse
 except ImportError as e:  # no stand-in: a loop that is not an AgentLoopBase would fail inside verl
     raise ImportError(f"trainers.adapters.verl_agent_loop needs verl >= 0.9: pip install verl ({e})") from e
 
@@ -121,3 +123,17 @@ class PivotEpisodeAgentLoop(AgentLoopBase):
             metrics=AgentLoopMetrics(),
             extra_fields={"pivot_id": pivot_id, "ended_by": ended_by, "pivot_error": error},
         )
+
+
+class PivotSchemaTool(BaseTool):
+    """A pivot tool declared to verl (`verl.write_verl_tool_config`) so that its schema renders in prompts.
+
+    Single-step pivots score the first turn, so verl's `ToolAgentLoop` runs them with
+    `max_assistant_turns=1` and never calls a tool; a call that does arrive answers an error the
+    policy can read instead of pretending to run (tools run in the live state in `pivot_episode_agent`).
+    """
+
+    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any) -> tuple[Any, float, dict]:
+        """Refuse: no live state here."""
+        why = f"error: {self.name} does not run in this loop; pivot tools run in the {AGENT_NAME} agent loop"
+        return ToolResponse(text=why), 0.0, {}

@@ -187,3 +187,56 @@ def test_terminal_episode_in_the_loop_scored_by_the_tasks_tests(tokenizer, termi
     assert "New Terminal Output" in observed and "grep TODO" in observed  # the terminal's answer, masked
     wrong, _ = run_loop(tokenizer, terminal_row, [terminus("echo no > todo.txt"), terminus("", complete=True)])
     assert wrong.reward_score == 0.0 and wrong.extra_fields["pivot_error"] is None
+
+
+# -- single-step pivots: each pivot's tools in the prompt verl's own ToolAgentLoop renders ----------
+
+
+def test_each_pivots_tools_render_in_verls_tool_agent_loop(tokenizer, tmp_path):
+    from verl.experimental.agent_loop.agent_loop import ToolListWrap
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+    from verl.tools.tool_registry import load_all_tools
+
+    from trainers.adapters.verl import tool_name, write_verl_parquet, write_verl_tool_config
+
+    single = gym.make("pivot/tool-use-v0").unwrapped
+    by_tools = {}
+    for p in single.pivots:
+        by_tools.setdefault(tuple(sorted(tool_name(t) for t in p.tools)), p)
+    with pytest.raises(ValueError, match="transfer_to_human_agents"):  # two worlds, one name: verl keys tools by name
+        write_verl_tool_config(single.pivots, tmp_path / "tools.yaml")
+    pivots = [p for p in by_tools.values() if not any(tool_name(t) == "authenticate_user" for t in p.tools)]
+    assert len(pivots) >= 3  # airline, weather, stocks and weather: different tool sets
+    write_verl_parquet(pivots, tmp_path / "train.parquet")
+    names = {tool_name(t) for p in pivots for t in p.tools}
+    assert write_verl_tool_config(pivots, tmp_path / "tools.yaml") == len(names)
+    tools = load_all_tools(tool_config_path=str(tmp_path / "tools.yaml"), function_tool_path=None)
+    data = OmegaConf.create(
+        {"max_prompt_length": 100000, "filter_overlong_prompts": False, "cache_dir": str(tmp_path),
+         "tool_config_path": str(tmp_path / "tools.yaml")}
+    )  # fmt: skip
+    dataset = RLHFDataset(str(tmp_path / "train.parquet"), tokenizer, data)
+    multi_turn = {"max_user_turns": 1, "max_assistant_turns": 1, "max_parallel_calls": 1, "format": "hermes",
+                  "max_tool_response_length": 256, "tool_response_truncate_side": "middle"}  # fmt: skip
+    rollout = {"prompt_length": 100000, "response_length": 256, "multi_turn": multi_turn, "full_determinism": False}
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}, "data": {}})
+    all_names = {tool.name for tool in tools}
+    for i, pivot in enumerate(pivots):
+        row = dataset[i]
+        loop = hydra.utils.instantiate(
+            config=_agent_loop_registry["tool_agent"],
+            trainer_config=DictConfigWrap(config=config),
+            server_manager=ScriptServer(tokenizer, ["I will check."]),
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(config.data),
+            tools=ToolListWrap(tools),
+        )
+        assert isinstance(loop, ToolAgentLoop)
+        kwargs = {k: row[k] for k in ("raw_prompt", "extra_info", "tools_kwargs")}
+        out = loop.loop.run_until_complete(loop.run({"temperature": 1.0}, **kwargs))
+        prompt = tokenizer.decode(out.prompt_ids)
+        mine = {tool_name(t) for t in pivot.tools}
+        assert mine and all(f"{name}(" in prompt for name in mine), pivot.id  # the tiny template lists name(args)
+        assert not any(f"\n{name}(" in prompt for name in all_names - mine), pivot.id  # and no other pivot's tools
