@@ -115,3 +115,30 @@ def test_pivot_serve_protocol_nemo_gym_with_a_token(shared_data):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def text_item(text):
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
+@pytest.mark.parametrize("env_id", ["pivot/tool-use-v0", "pivot/swe-v0", "pivot/terminal-v0", "pivot/browse-v0"])
+def test_every_domain_rows_scored_at_the_served_pivots(env_id, tmp_path):
+    env = gym.make(env_id).unwrapped
+    pivots = env.pivots[:3]
+    path = tmp_path / "rows.jsonl"
+    nemo_rl.write_nemo_gym_rows(pivots, path)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    client = TestClient(create_nemo_gym_app(env, env_id))
+    for row, pivot in zip(rows, pivots, strict=True):
+        assert row["pivot_id"] == pivot.id
+        call = pivot.expert.tool_calls[0] if pivot.expert.tool_calls else None
+        expert = (
+            {"type": "function_call", "name": call.name, "arguments": call.arguments, "call_id": "c1"}
+            if call
+            else text_item(pivot.expert.text)
+        )
+        for item in (expert, text_item("I cannot help.")):
+            body = client.post("/verify", json={**row, "response": {"output": [item]}}).json()
+            (want,) = env.score(pivot, [nemo_rl.response_text({"output": [item]}, pivot.domain)])
+            assert body["reward"] == want.reward and body["pivot_verdict"]["decided_by"] == want.decided_by, pivot.id
+        assert body["reward"] == 0.0  # the refusal

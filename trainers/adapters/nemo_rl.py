@@ -16,14 +16,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_core import Message, Pivot, render_completion, write_pivots
+from pivot_core import Message, Pivot, iter_jsonl, render_completion, write_jsonl, write_pivots
 from pivot_core.convert.nemo_gym import from_nemo_gym, items_to_messages
+from pivot_core.errors import UnknownPivot
 from trainers.adapters._common import DEFAULT_ENV, PivotScorer, error_result
 
 
 def write_nemo_gym_rows(pivots: Sequence[Pivot], path: str | Path) -> int:
-    """NeMo Gym rows, one per pivot (the foundation's writer); returns the count."""
-    return write_pivots(pivots, path, format="nemo-gym")
+    """NeMo Gym rows, one per pivot (the foundation's writer) plus `pivot_id`; returns the count.
+
+    NeMo Gym keeps a row's extra fields in its verify request, so a server holding the pivots
+    (`pivot serve --protocol nemo-gym --dataset PATH`) scores the row at its own pivot, context
+    included (a browse corpus, a terminal sandbox), not at the pivot rebuilt from the row's text.
+    """
+    count = write_pivots(pivots, path, format="nemo-gym")
+    rows = [row for _, row in iter_jsonl(path)]
+    if len(rows) != len(pivots):
+        raise ValueError(f"{path}: expected {len(pivots)} rows from the nemo-gym writer, got {len(rows)}")
+    write_jsonl([{**row, "pivot_id": p.id} for row, p in zip(rows, pivots, strict=True)], path)
+    return count
 
 
 def response_text(response: Mapping[str, Any], domain: str) -> str:
@@ -51,9 +62,11 @@ def verify_payload(
         request without a readable pivot or response gets reward 0 and an error verdict.
     """
     scorer = scorer or PivotScorer(DEFAULT_ENV)
-    row = {k: v for k, v in request.items() if k not in ("response", "reward")}
+    row = {k: v for k, v in request.items() if k not in ("response", "reward", "pivot_id")}
     try:
-        pivot = from_nemo_gym(row, default_id=str(request.get("uuid") or "verify"))
+        pivot = held_pivot(scorer, request.get("pivot_id")) or from_nemo_gym(
+            row, default_id=str(request.get("uuid") or "verify")
+        )
         text = response_text(request.get("response") or {}, pivot.domain)
     except Exception as e:  # a malformed request scores 0 with the reason (an answer, not an HTTP 500)
         result = error_result(
@@ -71,6 +84,16 @@ def verify_payload(
     out["reward"] = result.reward
     out["pivot_verdict"] = result.to_json()
     return out
+
+
+def held_pivot(scorer: PivotScorer, pivot_id: Any) -> Pivot | None:
+    """The scorer's default env's own pivot with that id; None when the row names none it holds."""
+    if not isinstance(pivot_id, str):
+        return None
+    try:
+        return scorer.env().pivot(pivot_id)
+    except UnknownPivot:  # a row of another data set: scored at the pivot its own fields describe
+        return None
 
 
 def verify_scorer(env: Any = DEFAULT_ENV, **env_kwargs: Any) -> PivotScorer:
