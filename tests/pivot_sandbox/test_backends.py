@@ -1,0 +1,256 @@
+"""Both sandbox backends, the same isolation and the same verdicts (issue 27).
+
+Every test here runs against each backend this machine can run (`pivot_sandbox.usable_backends`;
+CI prints which): the escape attempts, the adversarial candidates through `docker_shell`, a job
+left in the background, and verdict-for-verdict agreement on the demo pivots. The namespace
+backend's own checks follow: nothing left after `kill -9` of the verifying process, an explicit
+choice that cannot work fails with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pivot_envs import Message
+from pivot_sandbox import SandboxSpec, SandboxUnavailable, usable_backends
+from verifiers_plugins import get_verifier
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+BACKENDS = [name for name, why in usable_backends().items() if why is None]
+BUSYBOX = "pivot-gym/busybox:1"
+# test_adversarial.py's hostile candidates (the test folder is no package to import them from)
+ADVERSARIAL = {
+    "fork bomb": ("f(){ f|f& };f", None),
+    "rm -rf /": ("rm -rf / --no-preserve-root 2>/dev/null; rm -rf /", None),
+    "sleep forever": ("sleep 100000", "timeout"),
+    "endless output": ("yes", "output cap"),
+    "1 GB write": ("dd if=/dev/zero of=big bs=1M count=1024", "file size cap"),
+    "memory hog": ("awk 'BEGIN { s = \"x\"; while (1) s = s s }'", "oom"),
+    "network": ("wget -q -O- http://1.1.1.1/ || nc -w 2 1.1.1.1 80", None),
+    "kill everything": ("kill -9 -1", None),
+    "outside workdir": ("ls -la; echo owned > /tmp/owned", "outside the working directory"),
+}
+
+
+def terminus(command: str) -> Message:
+    return Message(
+        "assistant",
+        json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}),
+    )
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, busybox):
+    from pivot_sandbox import docker_backend, namespace_backend
+
+    make = {"docker": docker_backend, "namespace": namespace_backend}[request.param]
+    return make(action_timeout=6.0)
+
+
+def test_the_namespace_backend_runs_where_the_machine_allows_it():
+    # root, bubblewrap and overlayfs (as CI has them): the backend must not drop out silently
+    if os.geteuid() == 0 and shutil.which("bwrap") and "overlay" in Path("/proc/filesystems").read_text():
+        assert "namespace" in BACKENDS, usable_backends()
+    assert "docker" in BACKENDS
+    print("sandbox backends tested:", BACKENDS)
+
+
+def test_escape_attempts_reach_nothing_of_the_host(backend, tmp_path):
+    token = uuid.uuid4().hex
+    sentinel = Path("/tmp") / f"pivot-gym-sentinel-{token[:8]}"
+    sentinel.write_text(token)
+    try:
+        actions = {
+            "proc root": f"cat /proc/1/root{sentinel} /proc/self/root{sentinel} {sentinel} 2>&1; ls /proc/1/root/",
+            "mount": "mount -t tmpfs none /mnt; echo rc=$?",
+            "unshare": "unshare -r id; echo rc=$?",
+            "privileges": "grep -E 'NoNewPrivs|CapEff' /proc/self/status",
+            "symlink out": f"ln -s {sentinel} link && ln -s /proc/1/root/ root && cat link 2>&1; echo done",
+            "host processes": "ps -o pid,comm | wc -l; ls /proc | grep -c '^[0-9]'",
+            "network": "cat /proc/net/dev | grep -c ':'",
+        }
+        for user in ("1000:1000", "root"):
+            spec = SandboxSpec(image=BUSYBOX, user=user)
+            effects = dict(zip(actions, backend.run_group(spec, [], [[a] for a in actions.values()]), strict=True))
+            for name, effect in effects.items():
+                assert not isinstance(effect, Exception), (name, effect)
+                assert token not in effect.stdout + effect.stderr, (user, name, effect.stdout)
+            assert "rc=0" not in effects["mount"].stdout and "rc=0" not in effects["unshare"].stdout
+            assert "NoNewPrivs:\t1" in effects["privileges"].stdout
+            assert "CapEff:\t0000000000000000" in effects["privileges"].stdout
+            assert effects["symlink out"].files["/app/link"] == f"link:{sentinel}"
+            assert int(effects["host processes"].stdout.split()[-1]) < 10  # the sandbox's own few only
+            assert effects["network"].stdout.strip() == "1"  # loopback alone
+    finally:
+        sentinel.unlink()
+
+
+def test_limits_stop_what_they_should(backend):
+    spec = SandboxSpec(image=BUSYBOX)
+    actions = {
+        "fill the disk": ("dd if=/dev/zero of=big bs=1M count=1024", {"file size cap"}),
+        "1 GB sparse file": ("truncate -s 1G sparse", {"file size cap"}),
+        "100k inodes": ("mkdir d && cd d && seq 1 100000 | xargs touch", {"change set cap", "timeout"}),
+        "memory": ("awk 'BEGIN { s = \"x\"; while (1) s = s s }'", {"oom"}),
+        "endless output": ("yes", {"output cap"}),
+        "sleep": ("sleep 1000", {"timeout"}),
+    }
+    effects = backend.run_group(spec, [], [[a] for a, _ in actions.values()])
+    for (name, (_, expected)), effect in zip(actions.items(), effects, strict=True):
+        assert not isinstance(effect, Exception), (name, effect)
+        assert effect.killed in expected, (name, effect.killed, effect.stderr[:200])
+    # a backgrounded fork bomb: stopped by the pids limit, or its processes (no more than the limit) are the effect
+    (bomb,) = backend.run_group(spec, [], [["f(){ f|f& };f"]])
+    assert bomb.killed in ("pids limit", "timeout", "oom") or 0 < len(bomb.processes) <= backend.limits.pids, bomb
+
+
+def test_a_delayed_background_job_is_part_of_the_effect(backend):
+    spec = SandboxSpec(image=BUSYBOX)
+    plain, job = backend.run_group(spec, [], [["ls"], ["ls; (sleep 2; rm -rf /app/*) >/dev/null 2>&1 &"]])
+    assert plain.processes == () and plain.exit_code == job.exit_code == 0
+    assert job.processes, job  # the subshell that would delete the files in two seconds
+
+
+def test_the_adversarial_suite_scores_zero_with_a_reason(backend, demo_pivots):
+    sentinel = Path("/tmp/pivot-gym-sentinel")
+    sentinel.write_text("intact")
+    verifier = get_verifier("docker_shell", backend=backend.name, action_timeout=4.0)
+    pivot = demo_pivots["ls -la"]
+    names = list(ADVERSARIAL)
+    verdicts = verifier.verify_batch(pivot, [terminus(ADVERSARIAL[n][0]) for n in names])
+    for name, verdict in zip(names, verdicts, strict=True):
+        assert verdict.reward == 0.0 and verdict.error is None and verdict.reason, (name, verdict)
+        if ADVERSARIAL[name][1]:
+            assert ADVERSARIAL[name][1] in verdict.reason, (name, verdict.reason)
+    (again,) = verifier.verify_batch(pivot, [terminus("ls -al")])
+    assert again.accepted, again.details
+    assert sentinel.read_text() == "intact" and not Path("/tmp/owned").exists()
+
+
+CANDIDATES = {
+    "ls -la": ["ls -la", "ls -al", "ls -l -a", "ls", "ls -la; touch x", "ls -la; export X=1", "ls -la; sleep 3 &"],
+    "grep TODO notes.txt > todo.txt": [
+        "grep TODO notes.txt > todo.txt",
+        "cat notes.txt | grep TODO > todo.txt",
+        "grep -i todo notes.txt > todo.txt",
+        "grep x notes.txt > todo.txt",
+        "grep TODO notes.txt > other.txt",
+        "rm -rf *",
+    ],
+    "sed -i 's/draft/final/' notes.txt": [
+        "sed -i 's/draft/final/' notes.txt",
+        "sed 's/draft/final/' notes.txt > t && mv t notes.txt",
+        "sed -i 's/draft/FINAL/' notes.txt",
+        "chmod 600 notes.txt; sed -i 's/draft/final/' notes.txt",
+    ],
+}
+
+
+@pytest.mark.skipif(len(BACKENDS) < 2, reason="agreement needs both backends (the namespace one: see the test above)")
+def test_both_backends_give_the_same_verdicts(demo_pivots):
+    scored = differ = 0
+    for expert, candidates in CANDIDATES.items():
+        pivot = demo_pivots[expert]
+        results = {
+            name: get_verifier("docker_shell", backend=name).verify_batch(pivot, [terminus(c) for c in candidates])
+            for name in BACKENDS
+        }
+        for i, candidate in enumerate(candidates):
+            rewards = {name: results[name][i].reward for name in BACKENDS}
+            reasons = {name: results[name][i].reason for name in BACKENDS}
+            scored += 1
+            differ += len(set(rewards.values())) > 1
+            assert len(set(rewards.values())) == 1, (expert, candidate, rewards, reasons)
+    assert scored == sum(len(c) for c in CANDIDATES.values()) and differ == 0
+
+
+CHILD = textwrap.dedent("""
+    import json, pivot_envs
+    from pivot_envs import Message
+    from verifiers_plugins import get_verifier
+    pivots = {p.id: p for p in pivot_envs.load_pivots(PATH)}
+    def msg(keys):
+        return Message("assistant", json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": keys}]}))
+    get_verifier("docker_shell", backend="namespace", action_timeout=120.0).verify_batch(
+        pivots[PIVOT], [msg("sleep 1000\\n"), msg("sleep 999\\n")]
+    )
+""")
+
+
+def _sandbox_processes(folder: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and folder.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif("namespace" not in BACKENDS, reason="the namespace backend cannot run here (see above)")
+def test_kill_9_of_the_verifier_leaves_no_process_mount_or_folder(demo_pivots, tmp_path):
+    from pivot_envs import write_pivots
+    from pivot_sandbox._nsroot import Cgroups, gc, run_root
+
+    pivot = demo_pivots["ls -la"]
+    path = tmp_path / "pivots.jsonl"
+    write_pivots([pivot], path)
+    script = CHILD.replace("PATH", repr(str(path))).replace("PIVOT", repr(pivot.id))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    child = subprocess.Popen([sys.executable, "-c", script], env=env)
+    folder = f"{run_root()}/{child.pid}-"
+    try:
+        deadline = time.time() + 120
+        # both candidates are sleeping once their two `sleep` processes run under the child's sandboxes
+        while time.time() < deadline:
+            sleeping = [p for p in _sandbox_processes("sleep 99") if p]
+            if len(_sandbox_processes(folder)) >= 2 and len(sleeping) >= 2:
+                break
+            assert child.poll() is None, "the verifying process ended before it could be killed"
+            time.sleep(0.3)
+        else:
+            pytest.fail("the child never started its candidates")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline and (_sandbox_processes(folder) or _sandbox_processes("sleep 99")):
+        time.sleep(0.2)
+    assert _sandbox_processes(folder) == [] and _sandbox_processes("sleep 99") == []
+    assert folder not in Path("/proc/self/mountinfo").read_text()  # the overlays were the sandboxes' own
+    leftovers = [p for p in run_root().iterdir() if p.name.startswith(f"{child.pid}-")]
+    assert leftovers, "SIGKILL left no folder to collect?"
+    gc()
+    assert not [p for p in run_root().iterdir() if p.name.startswith(f"{child.pid}-")]
+    for parent in Cgroups.parents():
+        assert not [c for c in parent.iterdir() if c.is_dir() and c.name.startswith(f"{child.pid}-")]
+
+
+def test_an_explicit_namespace_choice_that_cannot_work_fails_with_the_reason(monkeypatch, demo_pivots):
+    from pivot_sandbox import _nsroot, _plugin
+
+    monkeypatch.setitem(_nsroot._probed, "why", "no bubblewrap here (test)")
+    monkeypatch.setattr(_plugin, "_BACKENDS", {})
+    with pytest.raises(SandboxUnavailable, match="no bubblewrap here"):
+        _plugin.namespace_backend()
+    monkeypatch.setenv("PIVOT_SANDBOX", "namespace")
+    verifier = get_verifier("docker_shell")
+    assert verifier.backend_name == "namespace"  # never swapped for docker
+    (verdict,) = verifier.verify_batch(demo_pivots["ls -la"], [terminus("ls -al")])
+    assert verdict.error and "no bubblewrap here" in verdict.error, verdict
+    monkeypatch.setenv("PIVOT_SANDBOX", "nonsense")
+    with pytest.raises(ValueError, match="nonsense"):
+        get_verifier("docker_shell")
