@@ -142,3 +142,38 @@ def test_every_domain_rows_scored_at_the_served_pivots(env_id, tmp_path):
             (want,) = env.score(pivot, [nemo_rl.response_text({"output": [item]}, pivot.domain)])
             assert body["reward"] == want.reward and body["pivot_verdict"]["decided_by"] == want.decided_by, pivot.id
         assert body["reward"] == 0.0  # the refusal
+
+
+TASK = {
+    "task_id": "nemo-notes",
+    "instruction": "In /app, write the TODO lines of notes.txt into todo.txt.",
+    "setup": ["printf 'a TODO one\\nb draft\\n' > notes.txt"],
+    "solution_commands": ["grep TODO notes.txt > todo.txt"],
+}
+
+
+@pytest.mark.docker
+def test_terminal_rows_are_verified_in_the_sandbox(tmp_path):
+    from pivot_envs import extract_pivots, write_pivots
+    from pivot_sandbox import docker_backend
+    from pivot_sandbox._images import build_busybox_image
+    from pivot_tasks import synthesize_task, task_spec
+
+    image = build_busybox_image(docker_backend().client, "pivot-gym/busybox:1")
+    traj, reason = synthesize_task(TASK, task_spec(TASK, image), docker_backend())
+    assert traj is not None, reason
+    pivots = list(extract_pivots(traj))
+    write_pivots(pivots, tmp_path / "pivots.jsonl")
+    env = gym.make("pivot/terminal-v0", dataset=str(tmp_path / "pivots.jsonl")).unwrapped
+    nemo_rl.write_nemo_gym_rows(pivots, tmp_path / "rows.jsonl")
+    row = json.loads((tmp_path / "rows.jsonl").read_text().splitlines()[0])
+    client = TestClient(create_nemo_gym_app(env, "pivot/terminal-v0"))
+    pivot = env.pivot(row["pivot_id"])
+    wrong = pivot.expert.text.replace("grep TODO notes.txt", "grep draft notes.txt")
+    assert wrong != pivot.expert.text
+    for text in (pivot.expert.text, wrong):
+        body = client.post("/verify", json={**row, "response": {"output": [text_item(text)]}}).json()
+        (want,) = env.score(pivot, [text])
+        assert body["reward"] == want.reward and body["pivot_verdict"]["decided_by"] == want.decided_by
+    # the expert's text is accepted by string similarity; the wrong command is run in the sandbox and fails
+    assert body["reward"] == 0.0 and body["pivot_verdict"]["decided_by"] == "docker_shell"
