@@ -9,6 +9,14 @@ time per candidate / pooled time per candidate over all epochs, clean-up include
 default transport).
 
     python bench/sandbox.py [--pivots 2] [--epochs 3]
+
+`--backends docker,namespace [--json]` compares the sandbox backends instead (issue 27), on the
+same pivots in one run: per backend the snapshot build time (`snapshot_ms`, per pivot), the warm
+per-candidate latency (`warm_ms`: the epochs after the first) and the all-in one (`all_in_ms`:
+snapshots, every epoch and the clean-up over the candidates), then the agreement of their
+verdicts (`agreement.candidates` scored by each backend through `docker_shell`, `agreement.differ`
+with a different reward: must be 0) on these pivots and on the CI tasks' bundled pivots, with
+equivalent rewrites, wrong, destructive and hostile candidates. Prints the machine's load.
 """
 
 from __future__ import annotations
@@ -88,11 +96,155 @@ def run(backend: DockerBackend, pivots, epochs: int) -> tuple[float, int, list[f
     return time.perf_counter() - start, n, per_epoch
 
 
+# candidates of the agreement check beyond CANDIDATES: state, processes, limits, escapes
+HOSTILE = [
+    "export PATH=/nowhere",
+    "cd /tmp",
+    "umask 777",
+    "sleep 3 &",
+    "(sleep 2; rm -rf /app/*) &",
+    "rm -rf /app/*",
+    "echo owned > /tmp/owned",
+    "yes",
+    "dd if=/dev/zero of=big bs=1M count=1024",
+    "truncate -s 1G sparse",
+    "kill -9 -1",
+    "unshare -r id",
+    "cat /proc/1/root/etc/hostname",
+    "ln -s /etc/passwd link",
+    "chmod 600 notes.txt",
+    "f(){ f|f& };f",
+]
+GENERIC = ["ls -la", "ls -al", "pwd", "rm -rf /app/*", "echo x > /app/junk", "export PATH=/nowhere", "sleep 3 &"]
+
+
+def backend_of(name: str, **config):
+    from pivot_sandbox import docker_backend, namespace_backend
+
+    return {"docker": docker_backend, "namespace": namespace_backend}[name](**config)
+
+
+def latency(name: str, pivots, epochs: int) -> dict[str, float]:
+    """Snapshot build (ms per pivot), warm and all-in ms per candidate for one fresh backend."""
+    if name == "docker":
+        backend = DockerBackend()
+    else:
+        from pivot_sandbox._namespace import NamespaceBackend
+
+        backend = NamespaceBackend()
+    start = time.perf_counter()
+    for pivot in pivots:
+        backend.snapshot(SandboxSpec.from_context(pivot.context), history_commands(pivot))
+    built = time.perf_counter() - start
+    _, n, per_epoch = run(backend, pivots, epochs)
+    total = time.perf_counter() - start
+    per = n // epochs
+    warm = sum(per_epoch[1:]) / max(1, n - per) if epochs > 1 else per_epoch[0] / per
+    return {
+        "snapshot_ms": 1000 * built / len(pivots),
+        "first_epoch_ms": 1000 * per_epoch[0] / per,
+        "warm_ms": 1000 * warm,
+        "all_in_ms": 1000 * total / n,
+        "candidates": n,
+    }
+
+
+def terminus(command: str):
+    import json
+
+    from pivot_envs import Message
+
+    keys = {"analysis": "", "plan": "", "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}
+    return Message("assistant", json.dumps(keys))
+
+
+def agreement(names: list[str], pivots) -> dict:
+    """Verdicts of `docker_shell` on each backend for the same candidates: how many, and how many differ."""
+    from pivot_envs import load_pivots
+    from pivot_envs._env import bundled_paths
+    from verifiers_plugins import get_verifier
+
+    ci = [p for p in load_pivots(bundled_paths(["terminal_tasks.jsonl"])[0]) if p.context.get("sandbox")]
+    groups = [(p, [p.expert, *map(terminus, CANDIDATES + HOSTILE)]) for p in pivots]
+    groups += [(p, [p.expert, *map(terminus, GENERIC)]) for p in ci]
+    scored, differ, reasons_differ, examples, reason_examples = 0, 0, 0, [], []
+    for pivot, candidates in groups:
+        verdicts = {
+            n: get_verifier("docker_shell", backend=n, action_timeout=4.0).verify_batch(pivot, candidates)
+            for n in names
+        }
+        for i, candidate in enumerate(candidates):
+            rewards = {n: verdicts[n][i].reward for n in names}
+            reasons = {n: verdicts[n][i].reason for n in names}
+            scored += 1
+            if len(set(rewards.values())) > 1:
+                differ += 1
+                examples.append({"pivot": pivot.id, "candidate": candidate.content[:120], "reasons": reasons})
+            if len(set(reasons.values())) > 1:
+                reasons_differ += 1
+                reason_examples.append({"pivot": pivot.id, "candidate": candidate.content[:120], "reasons": reasons})
+    return {
+        "candidates": scored,
+        "differ": differ,
+        "reasons_differ": reasons_differ,
+        "pivots": len(groups),
+        "ci_pivots": len(ci),
+        "examples": examples[:10],
+        "reason_examples": reason_examples[:10],
+    }
+
+
+def compare_backends(names: list[str], args) -> None:
+    import json
+
+    from pivot_sandbox import usable_backends
+
+    usable = usable_backends()
+    for name in names:
+        if usable.get(name, "unknown backend") is not None:
+            raise SystemExit(f"backend {name}: {usable.get(name, 'unknown backend')}")
+    build_busybox_image(DockerBackend().client)
+    pivots = pivots_with_history(args.pivots)
+    load_before = os.getloadavg()
+    out: dict = {
+        "pivots": len(pivots),
+        "history_commands": [len(history_commands(p)) for p in pivots],
+        "k": len(CANDIDATES),
+        "epochs": args.epochs,
+        "cores": os.cpu_count(),
+        "backends": {name: latency(name, pivots, args.epochs) for name in names},
+    }
+    if "docker" in out["backends"] and "namespace" in out["backends"]:
+        out["ratio_warm"] = out["backends"]["docker"]["warm_ms"] / out["backends"]["namespace"]["warm_ms"]
+        out["ratio_all_in"] = out["backends"]["docker"]["all_in_ms"] / out["backends"]["namespace"]["all_in_ms"]
+    out["agreement"] = agreement(names, pivots)
+    out["load"] = {"before": load_before, "after": os.getloadavg()}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"cores: {out['cores']}  load before {load_before}  after {out['load']['after']}")
+    print(f"{'backend':<12}{'snapshot ms':>12}{'1st epoch ms':>14}{'warm ms':>10}{'all-in ms':>11}{'candidates':>12}")
+    for name, row in out["backends"].items():
+        print(
+            f"{name:<12}{row['snapshot_ms']:>12.0f}{row['first_epoch_ms']:>14.1f}{row['warm_ms']:>10.1f}"
+            f"{row['all_in_ms']:>11.1f}{row['candidates']:>12}"
+        )
+    if "ratio_warm" in out:
+        print(f"docker / namespace: warm {out['ratio_warm']:.1f}x, all-in {out['ratio_all_in']:.1f}x")
+    a = out["agreement"]
+    print(f"agreement: {a['candidates']} candidates on {a['pivots']} pivots, {a['differ']} verdicts differ")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pivots", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3, help="epochs of the pooled way (naive costs the same each)")
+    parser.add_argument("--backends", default="", help="compare these sandbox backends (docker,namespace)")
+    parser.add_argument("--json", action="store_true", help="with --backends: one JSON object")
     args = parser.parse_args()
+    if args.backends:
+        compare_backends([b.strip() for b in args.backends.split(",") if b.strip()], args)
+        return
     probe = DockerBackend(snapshots=False)
     build_busybox_image(probe.client)
     pivots = pivots_with_history(args.pivots)
