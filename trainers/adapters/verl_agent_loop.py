@@ -12,7 +12,10 @@ the pivot's history with the pivot's own tools through verl's Continuous Token b
 alternates: generate, decode, `env.step(text)`, append the env's new messages (tool results,
 terminal output, the user's reply) as masked context tokens, until the episode ends. The reward is
 the episode's outcome (`trainers.adapters._common.outcome_reward`; an undecidable outcome scores 0
-with `extra_fields["pivot_error"]` set, since verl has no "not applicable").
+with `extra_fields["pivot_error"]` set, since verl has no "not applicable"). An episode still
+running when `rollout.response_length` tokens are spent is cut there and scores 0
+(`extra_fields["ended_by"] == "response_length"`), as tau-bench scores a run cut by its step limit;
+a terminal episode's tests are not run for it.
 
 Use it with `actor_rollout_ref.rollout.agent.default_agent_loop=pivot_episode_agent` (importing this
 module registers it; or list `{name: pivot_episode_agent, _target_: AGENT_LOOP_TARGET}` in the
