@@ -32,11 +32,10 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +44,9 @@ from pivot_sandbox import _containers as ct
 from pivot_sandbox import _nsroot as nr
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
+from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user
 from pivot_sandbox._spec import Effect, Limits, SandboxSpec
-from pivot_sandbox.errors import RunnerLost, SandboxError, SandboxUnavailable
+from pivot_sandbox.errors import SandboxError, SandboxUnavailable
 
 # Docker's default capabilities: what the replay of set-up and history (as root) has there
 REPLAY_CAPS = (
@@ -64,106 +64,15 @@ exec "$@"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class _Channel(rn.Channel):
-    """The runner's channel over a socket pair (no multiplexed attach stream to unpack)."""
-
-    def __init__(self, sock: socket.socket, errors: Path) -> None:  # noqa: D107 - no docker attach: own fields
-        self._sock = sock
-        self._pending = bytearray()
-        self._diagnostics = bytearray()
-        self._deadline = 0.0
-        self._errors = errors
-
-    def _fill(self) -> None:
-        remaining = self._deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("past the reply's deadline")
-        self._sock.settimeout(remaining)
-        chunk = self._sock.recv(1 << 16)
-        if not chunk:
-            raise RunnerLost(f"the runner's stream ended{self._tail()}")
-        self._pending += chunk
-
-    def _tail(self) -> str:
-        try:
-            text = self._errors.read_text(errors="replace").strip()[-200:]
-        except OSError:
-            text = ""
-        return f" ({text})" if text else ""
-
-    def close(self) -> None:
-        self._sock.close()
-
-
-class _Sandbox:
-    """What `_containers.run` asks of a box's container when its runner is lost: a kill, and whether OOM killed it.
-
-    (`_containers` asks `container.client.api.inspect_container(id)["State"]["OOMKilled"]`: this
-    object answers for itself there.)
-    """
-
-    def __init__(self, name: str, proc: subprocess.Popen[bytes], cgroups: nr.Cgroups, folder: Path) -> None:
-        self.id, self.proc, self.cgroups, self.folder = name, proc, cgroups, folder
-        self.client = self.api = self
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()  # bwrap: its pid namespace, and everything in it, goes with it
-        self.proc.wait()
-
-    def oom_kills(self) -> int:
-        for folder in self.cgroups.joined:
-            for name in ("memory.events", "memory.oom_control"):
-                try:
-                    for line in (folder / name).read_text().splitlines():
-                        key, _, value = line.partition(" ")
-                        if key == "oom_kill" and value.strip().isdigit():
-                            return int(value)
-                except OSError:
-                    continue
-        return 0
-
-    def inspect_container(self, _id: str) -> dict[str, Any]:
-        return {"State": {"OOMKilled": self.oom_kills() > 0}}
-
-
-@dataclass(frozen=True)
-class _Root:
-    """An image's exported root file system, its environment, and its users."""
-
-    path: Path
-    env: dict[str, str]
-
-
-def resolve_user(root: Path, user: str) -> str:
-    """`uid:gid` for a task's user (the runner switches by number; Docker reads the image's /etc/passwd)."""
-    if rn.parse_user(user) is not None:
-        return user
-    name, _, group = user.partition(":")
-    ids = {}
-    for line in (root / "etc/passwd").read_text(errors="replace").splitlines():
-        fields = line.split(":")
-        if len(fields) > 3:
-            ids[fields[0]] = (fields[2], fields[3])
-    if name not in ids and not name.isdigit():
-        raise SandboxError(f"user {name!r} is not in the image's /etc/passwd")
-    uid, gid = ids.get(name, (name, "0"))
-    if group:
-        gids = {
-            f[0]: f[2] for f in (ln.split(":") for ln in (root / "etc/group").read_text().splitlines()) if len(f) > 2
-        }
-        gid = group if group.isdigit() else gids.get(group, "")
-        if not gid:
-            raise SandboxError(f"group {group!r} is not in the image's /etc/group")
-    return f"{uid}:{gid}"
-
-
 class NamespaceBackend:
     """Runs shell actions at restored pivot states in bubblewrap sandboxes over overlay snapshots.
 
     Args:
         limits: resource limits and timeouts (`Limits` fields may also be given as keywords).
         parallelism: actions of a group run at once (default: twice the number of cores).
+        pool_size: sandboxes started ahead per hot state, so that a candidate finds its sandbox
+            waiting (default: `parallelism`); each is a fresh empty upper folder over the
+            snapshot, nothing run in it, so exactly the state. Used sandboxes are never reused.
         max_snapshots: snapshot upper folders kept (LRU).
         base_url: the Docker endpoint that builds and exports the images.
     """
@@ -175,12 +84,13 @@ class NamespaceBackend:
         limits: Limits | None = None,
         *,
         parallelism: int | None = None,
+        pool_size: int | None = None,
         max_snapshots: int = 32,
         base_url: str | None = None,
         **limit_overrides: Any,
     ) -> None:
         # options of the Docker backend that mean nothing here (the pool, the runner, snapshots on/off)
-        for ignored in ("pool_size", "max_pooled", "runner", "snapshots"):
+        for ignored in ("max_pooled", "runner", "snapshots"):
             limit_overrides.pop(ignored, None)
         why = nr.unavailable()
         if why:
@@ -188,6 +98,7 @@ class NamespaceBackend:
         self.limits = replace(limits or Limits(), **limit_overrides)
         self.parallelism = max(1, parallelism or 2 * (os.cpu_count() or 1))
         self.max_snapshots = max(1, max_snapshots)
+        self.pool_size = self.parallelism if pool_size is None else max(0, pool_size)
         self.base_url = base_url
         self.cgroups = nr.Cgroups.version()
         self.stats: Counter[str] = Counter()
@@ -208,10 +119,14 @@ class NamespaceBackend:
             self._seccomp.write_bytes(program)
         self._lock = threading.RLock()
         self._key_locks: dict[str, threading.Lock] = {}
-        self._snapshots: OrderedDict[str, tuple[Path, _Root]] = OrderedDict()
-        self._roots: dict[str, _Root] = {}
+        self._snapshots: OrderedDict[str, tuple[Path, Root]] = OrderedDict()
+        self._roots: dict[str, Root] = {}
         self._serial = itertools.count()
         self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-ns")
+        # starts sandboxes ahead and removes used ones, off the candidates' path
+        self._janitor = ThreadPoolExecutor(2, thread_name_prefix="pivot-ns-janitor")
+        self._pending: set[Future[Any]] = set()
+        self._pool: dict[Path, list[ct.Box]] = {}  # snapshot upper folder -> sandboxes started on it
         self._client: Any = None
         self._closed = False
         atexit.register(self.close)
@@ -241,7 +156,7 @@ class NamespaceBackend:
         with self._lock:
             self.stats[name] += n
 
-    def _root(self, image: str) -> _Root:
+    def _root(self, image: str) -> Root:
         from pivot_sandbox._tasks import ensure_image
 
         with self._lock:
@@ -249,14 +164,14 @@ class NamespaceBackend:
         if found is None:
             ensure_image(self.client, image)
             path, env = nr.rootfs(self.client, image)
-            found = _Root(path, env)
+            found = Root(path, env)
             with self._lock:
                 self._roots[image] = found
         return found
 
     # -- one sandbox -----------------------------------------------------------------------
 
-    def _launch(self, spec: SandboxSpec, root: _Root, lowers: tuple[Path, ...], upper: Path, kind: str) -> ct.Box:
+    def _launch(self, spec: SandboxSpec, root: Root, lowers: tuple[Path, ...], upper: Path, kind: str) -> ct.Box:
         """A started sandbox on `upper` over `lowers`, its runner waiting for commands."""
         n = next(self._serial)
         box_dir = self.folder / f"box-{n}"
@@ -310,13 +225,11 @@ class NamespaceBackend:
                 os.close(seccomp)
         self._count("sandboxes_started")
         layers = Layers(str(upper), tuple(str(p) for p in lowers))
-        return ct.Box(
-            _Sandbox(str(n), proc, cgroups, box_dir), _Channel(mine, errors), None, layers, root_state(layers)
-        )
+        return ct.Box(Sandbox(str(n), proc, cgroups, box_dir), Channel(mine, errors), None, layers, root_state(layers))
 
     def _discard(self, box: ct.Box, keep_upper: bool = False) -> None:
         """Kill the sandbox and remove its folders (the snapshot's upper folder stays when it is one)."""
-        sandbox: _Sandbox = box.container
+        sandbox: Sandbox = box.container
         if box.channel is not None:
             box.channel.close()
         sandbox.kill()
@@ -363,7 +276,7 @@ class NamespaceBackend:
             raise
         self._discard(box, keep_upper=True)  # processes the history left do not survive, as with `docker commit`
 
-    def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Path, _Root]:
+    def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Path, Root]:
         """The snapshot's upper folder at this state (replayed on a cache miss) and the root it lies on."""
         key = spec.key(history)
         with self._lock:
@@ -388,6 +301,10 @@ class NamespaceBackend:
                 if evicted:
                     self._key_locks.pop(evicted[0], None)
             if evicted:
+                with self._lock:
+                    pooled = self._pool.pop(evicted[1][0], [])
+                for box in pooled:
+                    self._discard(box)
                 # a candidate still running on it keeps its lower folder: overlay holds the open tree
                 shutil.rmtree(evicted[1][0], ignore_errors=True)
             return self._snapshots.get(key) or (upper, self._root(spec.image))
@@ -404,12 +321,40 @@ class NamespaceBackend:
         self._count("actions_run")
         spec = self._numeric(spec)
         snapshot, root = self.snapshot(spec, history)
-        n = next(self._serial)
-        box = self._launch(spec, root, (snapshot, root.path), self.folder / f"upper-{n}", "pool")
+        with self._lock:
+            pooled = self._pool.get(snapshot)
+            box = pooled.pop() if pooled else None
+        if box is None:
+            box = self._fresh(spec, root, snapshot)
+        else:
+            self._count("pool_hits")
         try:
             return act.effect_of(box, spec, self.limits, commands)[0]
         finally:
-            self._discard(box)
+            try:
+                self._background(self._discard, box)
+            except RuntimeError:  # closing: remove it here
+                self._discard(box)
+
+    def _fresh(self, spec: SandboxSpec, root: Root, snapshot: Path) -> ct.Box:
+        return self._launch(spec, root, (snapshot, root.path), self.folder / f"upper-{next(self._serial)}", "pool")
+
+    def _refill(self, spec: SandboxSpec, root: Root, snapshot: Path, target: int) -> None:
+        """Start sandboxes on the snapshot until `target` wait there (janitor thread)."""
+        while True:
+            with self._lock:
+                if self._closed or len(self._pool.get(snapshot, ())) >= target:
+                    return
+                if not any(s == snapshot for s, _ in self._snapshots.values()):
+                    return  # evicted meanwhile
+            box = self._fresh(spec, root, snapshot)
+            with self._lock:
+                keep = not self._closed and len(self._pool.setdefault(snapshot, [])) < target
+                if keep:
+                    self._pool[snapshot].append(box)
+            if not keep:
+                self._discard(box)
+                return
 
     def run_group(
         self, spec: SandboxSpec, history: Sequence[str], actions: Sequence[Sequence[str]]
@@ -425,7 +370,7 @@ class NamespaceBackend:
             self._count("groups_run_by_docker")
             return docker_backend(limits=self.limits, base_url=self.base_url).run_group(spec, history, actions)
         spec = self._numeric(spec)
-        self.snapshot(spec, history)
+        snapshot, root = self.snapshot(spec, history)
 
         def one(commands: Sequence[str]) -> Effect | SandboxError:
             try:
@@ -435,7 +380,13 @@ class NamespaceBackend:
             except Exception as e:  # noqa: BLE001 - one candidate's failure is its own, never the group's
                 return SandboxError(f"{type(e).__name__}: {e}")
 
-        return list(self._workers.map(one, actions))
+        effects = list(self._workers.map(one, actions))
+        # this state is hot: sandboxes wait for its next group (the next epoch), as many as this one used
+        try:
+            self._background(self._refill, spec, root, snapshot, min(self.pool_size, len(actions)))
+        except RuntimeError:
+            pass  # closing
+        return effects
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -446,15 +397,30 @@ class NamespaceBackend:
                 return
             self._closed = True
         self._workers.shutdown(wait=True)
+        self._janitor.shutdown(wait=True)
+        with self._lock:
+            pooled = [box for boxes in self._pool.values() for box in boxes]
+            self._pool.clear()
+        for box in pooled:
+            self._discard(box)
         shutil.rmtree(self.folder, ignore_errors=True)
         atexit.unregister(self.close)
 
+    def _background(self, fn: Any, *args: Any) -> None:
+        future = self._janitor.submit(fn, *args)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(lambda f: self._pending.discard(f))
+
     def drain(self) -> None:
-        """Nothing runs in the background here (the Docker backend's refills): for symmetry."""
+        """Wait until the background work queued so far (removals, refills) is done."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
 
     def gc(self, everything: bool = False) -> dict[str, int]:
         """Remove folders and cgroups of backends whose process is gone (all with `everything`)."""
         return nr.gc(everything)
 
 
-__all__ = ["NamespaceBackend", "resolve_user"]
+__all__ = ["NamespaceBackend"]

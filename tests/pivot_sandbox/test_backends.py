@@ -254,3 +254,29 @@ def test_an_explicit_namespace_choice_that_cannot_work_fails_with_the_reason(mon
     monkeypatch.setenv("PIVOT_SANDBOX", "nonsense")
     with pytest.raises(ValueError, match="nonsense"):
         get_verifier("docker_shell")
+
+
+def test_a_used_sandbox_never_serves_the_next_candidate(backend):
+    # the namespace backend starts sandboxes ahead (a pool); each candidate gets an untouched one
+    spec = SandboxSpec(image=BUSYBOX, setup=("echo kept > kept.txt",))
+    for _ in range(3):
+        wipe, look = backend.run_group(spec, [], [["rm -rf /app/* && touch /app/mine"], ["ls /app"]])
+        assert wipe.files == {"/app/kept.txt": "deleted", "/app/mine": wipe.files["/app/mine"]}, wipe.files
+        assert look.stdout == "kept.txt" and look.files == {}, look
+        (again,) = backend.run_group(spec, [], [["ls /app"]])
+        assert again.stdout == "kept.txt"
+
+
+@pytest.mark.parametrize("chosen", [None, *BACKENDS])
+def test_sandbox_info_names_the_backend_in_use(chosen):
+    env = {k: v for k, v in os.environ.items() if k != "PIVOT_SANDBOX"}
+    env["PYTHONPATH"] = os.getcwd()
+    if chosen:
+        env["PIVOT_SANDBOX"] = chosen
+    out = subprocess.run(
+        [sys.executable, "-m", "pivot_cli", "sandbox", "info", "--json"], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["backend"] == (chosen or "docker")
+    assert {name for name, why in info["backends"].items() if why == "usable"} == set(BACKENDS)

@@ -1,0 +1,115 @@
+"""What holds a namespace sandbox's runner (`_namespace.py`): its channel, its process tree, the task's user.
+
+The runner (`runner.c`) is the Docker backend's; only its transport differs: its stdin and stdout
+are one end of a socket pair instead of a container's attached streams.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pivot_sandbox import _nsroot as nr
+from pivot_sandbox import _runner as rn
+from pivot_sandbox.errors import RunnerLost, SandboxError
+
+
+class Channel(rn.Channel):
+    """The runner's channel over a socket pair (no multiplexed attach stream to unpack)."""
+
+    def __init__(self, sock: socket.socket, errors: Path) -> None:  # noqa: D107 - no docker attach: own fields
+        self._sock = sock
+        self._pending = bytearray()
+        self._diagnostics = bytearray()
+        self._deadline = 0.0
+        self._errors = errors
+
+    def _fill(self) -> None:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("past the reply's deadline")
+        self._sock.settimeout(remaining)
+        chunk = self._sock.recv(1 << 16)
+        if not chunk:
+            raise RunnerLost(f"the runner's stream ended{self._tail()}")
+        self._pending += chunk
+
+    def _tail(self) -> str:
+        try:
+            text = self._errors.read_text(errors="replace").strip()[-200:]
+        except OSError:
+            text = ""
+        return f" ({text})" if text else ""
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class Sandbox:
+    """What `_containers.run` asks of a box's container when its runner is lost: a kill, and whether OOM killed it.
+
+    (`_containers` asks `container.client.api.inspect_container(id)["State"]["OOMKilled"]`: this
+    object answers for itself there.)
+    """
+
+    def __init__(self, name: str, proc: subprocess.Popen[bytes], cgroups: nr.Cgroups, folder: Path) -> None:
+        self.id, self.proc, self.cgroups, self.folder = name, proc, cgroups, folder
+        self.client = self.api = self
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # bwrap: its pid namespace, and everything in it, goes with it
+        self.proc.wait()
+
+    def oom_kills(self) -> int:
+        for folder in self.cgroups.joined:
+            for name in ("memory.events", "memory.oom_control"):
+                try:
+                    for line in (folder / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and value.strip().isdigit():
+                            return int(value)
+                except OSError:
+                    continue
+        return 0
+
+    def inspect_container(self, _id: str) -> dict[str, Any]:
+        return {"State": {"OOMKilled": self.oom_kills() > 0}}
+
+
+@dataclass(frozen=True)
+class Root:
+    """An image's exported root file system, its environment, and its users."""
+
+    path: Path
+    env: dict[str, str]
+
+
+def resolve_user(root: Path, user: str) -> str:
+    """`uid:gid` for a task's user (the runner switches by number; Docker reads the image's /etc/passwd)."""
+    if rn.parse_user(user) is not None:
+        return user
+    name, _, group = user.partition(":")
+    ids = {}
+    for line in (root / "etc/passwd").read_text(errors="replace").splitlines():
+        fields = line.split(":")
+        if len(fields) > 3:
+            ids[fields[0]] = (fields[2], fields[3])
+    if name not in ids and not name.isdigit():
+        raise SandboxError(f"user {name!r} is not in the image's /etc/passwd")
+    uid, gid = ids.get(name, (name, "0"))
+    if group:
+        gids = {
+            f[0]: f[2] for f in (ln.split(":") for ln in (root / "etc/group").read_text().splitlines()) if len(f) > 2
+        }
+        gid = group if group.isdigit() else gids.get(group, "")
+        if not gid:
+            raise SandboxError(f"group {group!r} is not in the image's /etc/group")
+    return f"{uid}:{gid}"
+
+
+__all__ = ["Channel", "Root", "Sandbox", "resolve_user"]
