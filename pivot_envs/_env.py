@@ -66,6 +66,8 @@ class PivotEnv(gym.Env[dict, str]):
             names apply to every pivot; otherwise pivots whose context names a tool world
             (`context["world"]`) get the domain's `world_verifiers` chain (see `chain_for`).
         verifier_config: per-verifier keyword arguments, `{name: {arg: value}}`.
+        sandbox: the sandbox backend of `docker_shell` ("docker" or "namespace"; default:
+            `PIVOT_SANDBOX`, else "docker"); one that cannot run here makes its verdicts errors with the reason.
         parser: parser name; the domain's default when None.
         max_completion_chars: the action space's maximum completion length.
         reward_cache: a `RewardCache` (or the path of its SQLite file) that `step` and `score`
@@ -94,8 +96,14 @@ class PivotEnv(gym.Env[dict, str]):
         max_completion_chars: int = 65536,
         render_mode: str | None = None,
         reward_cache: RewardCache | PathLike | None = None,
+        sandbox: str | None = None,
         **domain_options: Any,
     ) -> None:
+        if sandbox is not None:
+            shell = dict((verifier_config or {}).get("docker_shell") or {})
+            if shell.setdefault("backend", sandbox) != sandbox:
+                raise ValueError(f"sandbox={sandbox!r} but verifier_config names backend {shell['backend']!r}")
+            verifier_config = {**(verifier_config or {}), "docker_shell": shell}
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"expected render_mode in {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode

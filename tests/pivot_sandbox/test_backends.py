@@ -280,3 +280,15 @@ def test_sandbox_info_names_the_backend_in_use(chosen):
     info = json.loads(out.stdout)
     assert info["backend"] == (chosen or "docker")
     assert {name for name, why in info["backends"].items() if why == "usable"} == set(BACKENDS)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_gym_make_chooses_the_sandbox(name, demo_pivots):
+    import gymnasium as gym
+
+    pivots = list(demo_pivots.values())
+    env = gym.make("pivot/terminal-v0", pivots=pivots, sandbox=name, verifiers=["docker_shell"])
+    assert dict(env.unwrapped.chain.steps)["docker_shell"].backend_name == name
+    with pytest.raises(ValueError, match="verifier_config names backend"):
+        other = "docker" if name != "docker" else "namespace"
+        gym.make("pivot/terminal-v0", pivots=pivots, sandbox=name, verifier_config={"docker_shell": {"backend": other}})
