@@ -19,7 +19,6 @@ from pivot_cli import app
 from pivot_sandbox._cleanup import GcReport, gc, removed_in_this_process
 from pivot_sandbox._spec import LABEL
 
-
 pytestmark = pytest.mark.docker
 
 
