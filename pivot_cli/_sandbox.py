@@ -142,11 +142,9 @@ def info(as_json: bool = JSON_OPTION) -> None:
         "parallelism": backend.parallelism,
     }
     if usable["namespace"] == "usable":
-        from pivot_sandbox._nsroot import Cgroups, seccomp_program
+        from pivot_sandbox import namespace_details
 
-        # what holds the namespace backend's limits here: cgroups (v1/v2), else rlimits alone
-        summary["namespace_limits"] = f"cgroup {Cgroups.version()}" if Cgroups.version() != "none" else "rlimits"
-        summary["namespace_seccomp"] = seccomp_program() is not None
+        summary.update(namespace_details())  # what holds its limits here: cgroups (v1/v2), else rlimits alone
     if as_json:
         emit_json(summary)
     else:
@@ -162,11 +160,9 @@ def gc(
     from pivot_sandbox import removed_in_this_process
 
     run_gc(_client(), everything=everything)
-    from pivot_sandbox import usable_backends
+    from pivot_sandbox import namespace_gc, usable_backends
 
     if usable_backends()["namespace"] is None:  # the namespace backend's folders and cgroups of dead processes
-        from pivot_sandbox._nsroot import gc as namespace_gc
-
         namespace_gc(everything)
     # Connecting already swept dead owners' leftovers: count that sweep too, not only this call.
     report = removed_in_this_process().to_json()

@@ -19,7 +19,15 @@ from pivot_sandbox._effects import (
 )
 from pivot_sandbox._equivalents import registry_equivalent
 from pivot_sandbox._network import NETWORK, needs_network
-from pivot_sandbox._plugin import BACKEND_NAMES, chosen_backend, docker_backend, namespace_backend, usable_backends
+from pivot_sandbox._plugin import (
+    BACKEND_NAMES,
+    chosen_backend,
+    docker_backend,
+    namespace_backend,
+    namespace_details,
+    namespace_gc,
+    usable_backends,
+)
 from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import DockerfileError, RunnerLost, SandboxError, SandboxUnavailable, TaskError
 
@@ -90,6 +98,8 @@ __all__ = [
     "is_racy",
     "docker_backend",
     "namespace_backend",
+    "namespace_details",
+    "namespace_gc",
     "chosen_backend",
     "usable_backends",
     "BACKEND_NAMES",

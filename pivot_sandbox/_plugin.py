@@ -78,3 +78,21 @@ def usable_backends() -> dict[str, str | None]:
     from pivot_sandbox._nsroot import unavailable
 
     return {"docker": None, "namespace": unavailable()}
+
+
+def namespace_details() -> dict[str, Any]:
+    """What holds the namespace backend's limits here (`cgroup v1|v2` or `rlimits`), and whether seccomp is on."""
+    from pivot_sandbox._nsroot import Cgroups, seccomp_program
+
+    version = Cgroups.version()
+    return {
+        "namespace_limits": f"cgroup {version}" if version != "none" else "rlimits",
+        "namespace_seccomp": seccomp_program() is not None,
+    }
+
+
+def namespace_gc(everything: bool = False) -> dict[str, int]:
+    """Remove the namespace backend's folders and cgroups of processes that are gone (all with `everything`)."""
+    from pivot_sandbox._nsroot import gc
+
+    return gc(everything)
