@@ -4,21 +4,14 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = (
-    "pivot_core",
-    "pivot_sandbox",
-    "pivot_tool_worlds",
-    "verifiers_plugins",
-    "pivot_tasks",
-    "pivot_envs",
-    "trainers",
-    "pivot_cli",
-)
+# the packages, bottom floor first, as the import-linter contract names them (one list for every check)
+PACKAGES = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
 
 
 def _package_files():
