@@ -17,11 +17,21 @@ if TYPE_CHECKING:
 demo_app = typer.Typer(help="End-to-end demonstrations.", no_args_is_help=True)
 
 
+# What one seed can and cannot say (printed under a one-seed table).
+ONE_SEED = (
+    "One seed: indicative only. The intervals resample held-out trajectories for this one run; they do not",
+    "cover another seed's training or another reference policy. Read the direction of pivotrl - sft on text",
+    "turns (the out-of-domain retention the paper reports), not its size; a difference whose interval holds 0",
+    "says nothing. For a claim, run the full comparison (3 seeds, strict and no_filter): --data synthetic.",
+)
+
+
 def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     app.command("train")(train)
     app.add_typer(demo_app, name="demo")
     demo_app.command("pivotrl")(demo_pivotrl)
+    demo_app.command("synthetic")(demo_synthetic)
 
 
 def train(
@@ -135,25 +145,37 @@ def _coerce(type_name: str, raw: str) -> Any:
 
 
 def demo_config(
-    out: Path, quick: bool = False, data: str | None = None, steps: int = -1, seeds: str = "", profile_turns: str = ""
+    out: Path,
+    quick: bool = False,
+    data: str | None = None,
+    steps: int = -1,
+    seeds: str = "",
+    profile_turns: str = "",
+    reference: str = "",
+    arms: str = "",
 ) -> DemoConfig:
     """The demo's configuration from the CLI's options: the preset first (quick, synthetic), then the overrides."""
     from dataclasses import replace
 
-    from trainers.demo import SYNTHETIC, DemoConfig
+    from trainers.demo import BUNDLED, SYNTHETIC, DemoConfig, bundled_sample
 
     cfg = DemoConfig(out=str(out))
-    cfg = cfg.quick() if quick else cfg
-    if data == SYNTHETIC and not quick:
+    if quick:  # the main job on synthetic data from the bundled reference; real data: every stage
+        cfg = cfg.quick() if data in (None, SYNTHETIC) else cfg.quick_bundled(data)
+    elif data == SYNTHETIC:
         cfg = cfg.on_synthetic()  # before the overrides: the preset sets steps of its own
     elif data is not None:
-        cfg = replace(cfg, data=data)
+        cfg = replace(cfg, data=str(bundled_sample()) if data == BUNDLED else data)
+    if reference:
+        cfg = replace(cfg, reference=None if reference == "none" else reference)
     if steps > 0:
         cfg = replace(cfg, steps=steps)
     if seeds.strip():
         cfg = replace(cfg, seeds=tuple(int(x) for x in seeds.split(",") if x.strip()))
     if profile_turns:
         cfg = replace(cfg, profile_turns=profile_turns)
+    if arms.strip():
+        cfg = replace(cfg, arms=tuple(a.strip() for a in arms.split(",") if a.strip()))
     return cfg
 
 
@@ -167,12 +189,23 @@ def demo_pivotrl(
     data: str | None = typer.Option(
         None,
         "--data",
-        help="Airline pivots file (default: the full tau-bench file if found), or 'synthetic': conversations "
-        "written by the airline world, held out by conversation, with the arms' settings for them (no e2e arm).",
+        help="Airline pivots file (default: the full tau-bench file if found; with --quick: 'synthetic'), "
+        "'bundled' (the bundled real sample), or 'synthetic': conversations written by the airline world, "
+        "held out by conversation, from the bundled reference (no e2e arm).",
     ),
     quick: bool = typer.Option(
-        False, "--quick", help="The CI configuration: bundled sample, small model, every stage."
+        False,
+        "--quick",
+        help="The main job, minutes: the bundled reference on synthetic data, sft and pivotrl, one seed "
+        "(with --data bundled or a file: every stage on real pivots, a small model).",
     ),
+    reference: str = typer.Option(
+        "",
+        "--reference",
+        help="The policy the arms start from: 'bundled', a model folder, or 'none' (pretrain and SFT here); "
+        "default: the configuration's.",
+    ),
+    arms: str = typer.Option("", "--arms", help="Comma-separated arms (sft and pivotrl among them); default: all."),
     profile_turns: str = typer.Option(
         "",
         "--profile-turns",
@@ -186,14 +219,15 @@ def demo_pivotrl(
 
     quiet_transformers()
     with user_errors():
-        cfg = demo_config(out, quick=quick, data=data, steps=steps, seeds=seeds, profile_turns=profile_turns)
+        cfg = demo_config(out, quick, data, steps, seeds, profile_turns, reference, arms)
         result = run_demo(cfg, log=StageLog(console))
     rows = result["rows"]
     text = "heldout_text_accept" in rows[0]
+    n = f"{len(cfg.seeds)} seed" + (" (indicative)" if len(cfg.seeds) == 1 else "s")
     print_table(
-        f"PivotRL demo: held-out tool-call acceptance, mean of {len(cfg.seeds)} seeds, 95 % CI clustered by trajectory",
-        ["method", "train set", "heldout_accept", "95% CI", "zero_var_share", "reward_std"]
-        + (["text turns", "95% CI"] if text else []),
+        f"PivotRL demo: held-out acceptance, mean of {n}, 95 % CI clustered by trajectory",
+        ["method", "train set", "tool calls (in domain)", "95% CI", "zero_var_share", "reward_std"]
+        + (["text turns (out of domain)", "95% CI"] if text else []),
         [
             [
                 r["method"],
@@ -224,6 +258,9 @@ def demo_pivotrl(
                 ),
                 markup=False,
             )
+    if len(cfg.seeds) == 1:
+        for line in ONE_SEED:
+            console.print(line, markup=False)
     console.print(f"plots: {', '.join(result['plots'])}; total {result['seconds']:.0f} s")
     if json_out is not None:
         import json
@@ -232,3 +269,15 @@ def demo_pivotrl(
         keep = ("rows", "contrast", "sizes", "stages", "config", "seconds", "plots")
         json_out.write_text(json.dumps({k: result[k] for k in keep}, indent=2))
         console.print(f"wrote {json_out}")
+
+
+def demo_synthetic(
+    out: Path = typer.Option(..., "--out", help="Pivot file to write (JSONL)."),
+    conversations: int = typer.Option(600, "--conversations", help="Conversations (about 5.7 pivots each)."),
+) -> None:
+    """Write the `--data synthetic` pivots: conversations the airline world writes (the bundled reference's data)."""
+    from trainers.demo import synthetic_data
+
+    with user_errors():
+        synthetic_data(conversations, out)
+    console.print(f"wrote {conversations} synthetic airline conversations' pivots to {out}")

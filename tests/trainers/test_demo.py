@@ -1,4 +1,7 @@
-"""`pivot demo pivotrl --quick`: every stage runs, every arm moves its weights, D_adv has fewer zero-variance groups."""
+"""`pivot demo pivotrl --quick`: the bundled reference on synthetic data, sft and pivotrl, one line per stage.
+
+The real-data quick run (`--quick --data bundled`) checks every stage, pretraining and SFT included.
+"""
 
 import json
 import math
@@ -7,14 +10,47 @@ import pytest
 from typer.testing import CliRunner
 
 from pivot_cli import app
-from trainers.demo import ARMS, SYNTHETIC, DemoConfig, demo_arms, evenly, profile_pool, synthetic_data
+from trainers.demo import (
+    ARMS,
+    BUNDLED,
+    SYNTHETIC,
+    DemoConfig,
+    bundled_reference,
+    demo_arms,
+    evenly,
+    profile_pool,
+    synthetic_data,
+)
 
 
-def test_quick_configuration_keeps_every_stage_small():
+def test_quick_configuration_starts_from_the_bundled_reference_and_the_real_data_one_keeps_every_stage():
     quick = DemoConfig().quick()
-    assert quick.pretrain.steps > 0 and quick.sft_steps > 0 and quick.steps > 0 and len(quick.seeds) >= 2
-    assert quick.pretrain.model.hidden_size < DemoConfig().pretrain.model.hidden_size
+    assert (quick.data, quick.reference, quick.arms, quick.seeds) == (SYNTHETIC, BUNDLED, ("sft", "pivotrl"), (0,))
+    assert quick.profile_turns == "tool_calls" and quick.max_heldout_text and quick.steps > 0
+    real = DemoConfig().quick_bundled()
+    assert real.reference is None and real.data.endswith(".jsonl") and len(real.seeds) >= 2
+    assert real.pretrain.steps > 0 and real.sft_steps > 0 and real.steps > 0
+    assert real.pretrain.model.hidden_size < DemoConfig().pretrain.model.hidden_size
     assert evenly(list(range(10)), 3) == [0, 4, 9] and evenly([1, 2], None) == [1, 2]
+    # the bundled reference trained on one split of the synthetic data: another split would hold out
+    # conversations it has seen, so that is refused
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="trained on"):
+        replace(quick, split_seed=1)
+    with pytest.raises(ValueError, match="sft and pivotrl"):
+        replace(quick, arms=("pivotrl",))
+
+
+def test_cli_presets_then_overrides(tmp_path):
+    from pivot_cli._train import demo_config
+
+    assert demo_config(tmp_path, quick=True).reference == BUNDLED
+    assert demo_config(tmp_path, quick=True, data=BUNDLED).reference is None
+    assert demo_config(tmp_path, quick=True, data=BUNDLED).data.endswith("tool_use_tau_airline_exec.jsonl")
+    full = demo_config(tmp_path, data=SYNTHETIC, arms="sft,pivotrl,strict")
+    assert full.reference == BUNDLED and full.arms == ("sft", "pivotrl", "strict") and full.seeds == (0, 1, 2)
+    assert demo_config(tmp_path, data=SYNTHETIC, reference="none").reference is None
 
 
 def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path):
@@ -73,10 +109,11 @@ def test_arm_intervals_pair_every_arm_with_pivotrl_on_the_same_trajectories():
     assert sft["pivotrl_minus"] == 0.5 and 0.0 < sft["ci"][0] <= 0.5 <= sft["ci"][1] <= 1.0
 
 
-def test_demo_quick_runs_every_stage_and_each_arm_learns(tmp_path):
+@pytest.mark.slow
+def test_demo_quick_on_real_data_runs_every_stage_and_each_arm_learns(tmp_path):
     out = tmp_path / "results.json"
     result = CliRunner().invoke(
-        app, ["demo", "pivotrl", "--quick", "--out", str(tmp_path / "demo"), "--json", str(out)]
+        app, ["demo", "pivotrl", "--quick", "--data", "bundled", "--out", str(tmp_path / "demo"), "--json", str(out)]
     )
     assert result.exit_code == 0, result.output
     for stage in ("split", "pretrain", "sft", "profile", "arms", "eval"):
@@ -113,4 +150,39 @@ def test_demo_quick_runs_every_stage_and_each_arm_learns(tmp_path):
     from trainers.settings import StageSettings
 
     for folder in ("pretrain", "sft", "runs/pivotrl-seed0/final", "runs/sft-seed0/final"):
-        assert StageSettings.load(tmp_path / "demo" / folder) == DemoConfig().quick().settings
+        assert StageSettings.load(tmp_path / "demo" / folder) == DemoConfig().quick_bundled().settings
+
+
+@pytest.mark.slow
+def test_demo_quick_starts_from_the_bundled_reference_and_shows_both_domains(tmp_path):
+    out = tmp_path / "results.json"
+    result = CliRunner().invoke(
+        app, ["demo", "pivotrl", "--quick", "--out", str(tmp_path / "demo"), "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    print(f"pivot demo pivotrl --quick: {data['seconds']} s, stages {data['stages']}")  # the runtime, in CI's log
+    for stage in ("split", "reference", "profile", "arms", "eval"):
+        assert f"] {stage}: " in result.output  # one line per stage, with its elapsed time
+    assert "] pretrain: " not in result.output and "bundled" in result.output  # no pretraining here
+    rows = {r["method"]: r for r in data["rows"]}
+    assert list(rows) == ["sft", "pivotrl"]
+    for r in rows.values():
+        assert {"method", "heldout_accept", "heldout_ci", "zero_var_share", "reward_std", "seeds"} <= set(r)
+        for kind in ("heldout", "heldout_text"):  # in domain and out of domain
+            assert 0.0 <= r[f"{kind}_ci"][0] <= r[f"{kind}_accept"] <= r[f"{kind}_ci"][1] <= 1.0
+        assert r["seeds"] == [0] and math.isfinite(r["reward_std"]) and max(r["weight_change"]) > 0
+    for part in (data["contrast"], data["contrast"]["text"]):
+        low, high = part["vs"]["sft"]["ci"]
+        assert low <= part["vs"]["sft"]["pivotrl_minus"] <= high
+    # arms train on tool calls alone: the text turns are out of domain
+    assert data["config"]["profile_turns"] == "tool_calls" and data["sizes"]["heldout_text_eval"] > 0
+    assert "indicative" in result.output and "One seed" in result.output  # what one seed can say
+    assert [p.rsplit("/", 1)[-1] for p in data["plots"]] == ["arms.png", "zero_var.png"]
+    for plot in data["plots"]:
+        assert (tmp_path / "demo" / plot.rsplit("/", 1)[-1]).stat().st_size > 0
+    # the arms sampled with the reference's own stage settings
+    from trainers.settings import StageSettings
+
+    ref = StageSettings.load(bundled_reference())
+    assert StageSettings.load(tmp_path / "demo" / "runs" / "pivotrl-seed0" / "final") == ref

@@ -1,6 +1,9 @@
 """Synthetic airline conversations: every call runs in the world, and its ids are copyable from the context."""
 
 import json
+import os
+
+import pytest
 
 from pivot_tool_worlds import tau_airline
 from trainers.demo.pretrain import PretrainConfig
@@ -105,3 +108,80 @@ def test_drill_steps_split_into_runs_that_each_restart_the_learning_rate(tmp_pat
     assert set(skill) == {"drills", "conversations"} and all(0.0 <= v <= 1.0 for v in skill.values())
     saved = json.loads((tmp_path / "m" / "pivot_pretrain.json").read_text())
     assert saved["copy_skill"] == skill
+
+
+def test_drills_go_on_while_the_copy_skill_is_below_the_bar_up_to_the_maximum(tmp_path):
+    from dataclasses import replace
+
+    from trainers.demo.pretrain import pretrain
+
+    tiny = replace(PretrainConfig().quick(), conversations=4, drill_steps=2, drill_cycles=1, steps=1)
+    # a bar no 2-step model reaches: one run, then one more per failed check, 3 runs in all
+    info = pretrain(tmp_path / "m", replace(tiny, drill_bar=1.0, max_drill_cycles=3))
+    assert len(info["drill_cycle_losses"]) == len(info["drill_cycle_skills"]) == 3
+    assert info["drill_steps_run"] == 6 and all(s < 1.0 for s in info["drill_cycle_skills"])
+    # no bar: the fixed schedule alone, no check
+    info = pretrain(tmp_path / "n", replace(tiny, drill_bar=0.0, max_drill_cycles=3))
+    assert len(info["drill_cycle_losses"]) == 1 and "drill_cycle_skills" not in info
+    with pytest.raises(ValueError, match="drill_bar"):
+        replace(tiny, drill_bar=1.5)
+
+
+def _reference_record():
+    from trainers.demo import bundled_reference
+
+    return json.loads((bundled_reference() / "pivot_reference.json").read_text())
+
+
+def test_the_bundled_reference_loads_and_passes_copy_skills_bar():
+    from trainers.demo import bundled_reference
+    from trainers.demo.pretrain import copy_skill
+    from trainers.settings import settings_of
+
+    ref, record = bundled_reference(), _reference_record()
+    assert (ref / "model.safetensors").stat().st_size < 5_000_000  # package data: small
+    assert settings_of(ref).max_prompt_tokens == 160  # it carries the settings the demo samples with
+    # its pretraining drilled until the drill skill passed the bar (the run that made it, recorded)
+    assert record["pretrain"]["drill_cycle_skills"][-1] >= record["bar"]["pretrain_drills"]
+    # the shipped policy, greedy through the env's scoring path, on synthetic calls it never trained
+    # on: the SFT erodes the drill skill, and gives the conversation skill the demo relies on
+    skill = copy_skill(ref, tau_airline(), kinds=("conversations",))
+    assert skill["conversations"] >= record["bar"]["conversations"], skill
+    # what its README says it scores (greedy is deterministic; the tolerance covers another CPU's rounding)
+    assert abs(skill["conversations"] - record["copy_skill"]["conversations"]) <= record["tolerance"]["copy_skill"]
+
+
+def test_the_reference_readme_lists_the_commands_that_made_it():
+    from trainers.demo import bundled_reference
+
+    readme = (bundled_reference() / "README.md").read_text()
+    for command in _reference_record()["commands"]:
+        assert command.replace("{work}", "WORK") in readme
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("PIVOT_REBUILD_REFERENCE", "") in ("", "0"),
+    reason="on demand (about an hour on 2 loaded cores): PIVOT_REBUILD_REFERENCE=1 pytest -k rebuild",
+)
+def test_rebuild_the_bundled_reference_from_its_commands(tmp_path):
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from pivot_cli import app
+    from trainers.demo.pretrain import copy_skill
+
+    record = _reference_record()
+    out = {}
+    for command in record["commands"]:
+        args = shlex.split(command.format(work=tmp_path))[1:]  # drop "pivot"
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, (command, result.output)
+        out[args[0]] = result.stdout
+    tol = record["tolerance"]
+    sft = json.loads(out["sft"][out["sft"].index("{") :])  # --json: the summary is the output's one object
+    assert abs(sft["last_loss"] - record["sft"]["last_loss"]) <= tol["sft_last_loss"], sft
+    skill = copy_skill(tmp_path / "reference", tau_airline(), drill_prompt_tokens=64)
+    for kind in ("drills", "conversations"):
+        assert abs(skill[kind] - record["copy_skill"][kind]) <= tol["copy_skill"], (kind, skill, record["copy_skill"])

@@ -5,12 +5,15 @@ Experiment code, kept apart from the trainer (`trainers.grpo`) that it drives.
 
 from trainers.demo.config import (
     ARMS,
+    BUNDLED,
     ENV_ID,
     PROFILE_TURNS,
     STRICT_VERIFIERS,
     SYNTHETIC,
     TRAIN_SETS,
     DemoConfig,
+    bundled_reference,
+    bundled_sample,
     default_data,
     demo_arms,
     profile_pool,
@@ -22,6 +25,7 @@ from trainers.demo.stage_log import StageLog
 
 __all__ = [
     "ARMS",
+    "BUNDLED",
     "ENV_ID",
     "PROFILE_TURNS",
     "STRICT_VERIFIERS",
@@ -31,6 +35,8 @@ __all__ = [
     "StageLog",
     "arm_intervals",
     "arm_rows",
+    "bundled_reference",
+    "bundled_sample",
     "default_data",
     "demo_arms",
     "evenly",

@@ -20,6 +20,12 @@ FULL_DATA = Path("tool_use") / "tau_bench_airline_gpt4o.jsonl"
 
 
 SYNTHETIC = "synthetic"
+BUNDLED = "bundled"
+"""`--data bundled`: the bundled real airline sample; `reference="bundled"`: the bundled reference policy."""
+# The data the bundled reference was SFT'd on: the synthetic data's training split at these values
+# (trainers/demo/reference/README.md). A run from it must split the same way, or its held-out
+# conversations would be ones the reference trained on.
+REFERENCE_DATA = {"data": SYNTHETIC, "synthetic_conversations": 600, "heldout": 0.2, "split_seed": 0}
 # The synthetic data's conversations are drawn with their own seed, apart from the pretraining's
 # (`PretrainConfig.seed` and the drills'), so no held-out conversation is a pretraining one.
 SYNTHETIC_DATA_SEED = 4242
@@ -39,6 +45,20 @@ def synthetic_data(conversations: int, out: Path) -> Path:
     world = get_host().get("tool_worlds", "tau-airline")()
     write_pivots(synthetic_pivots(world, conversations, seed=SYNTHETIC_DATA_SEED), out)
     return out
+
+
+def bundled_reference() -> Path:
+    """The bundled reference policy's folder (drill-pretrained, then SFT'd on the synthetic training split)."""
+    from importlib import resources
+
+    return Path(str(resources.files("trainers.demo") / "reference"))
+
+
+def bundled_sample() -> Path:
+    """The bundled real airline sample (`--data bundled`)."""
+    from importlib import resources
+
+    return Path(str(resources.files("pivot_core") / "data" / BUNDLED_DATA))
 
 
 def demo_arms(data: str | None) -> tuple[str, ...]:
@@ -118,17 +138,64 @@ class DemoConfig:
     """Tokens kept of each observation in an episode (prompt + turns must fit the model's positions)."""
     threads: int | None = None
     """Torch threads; `cpu_threads()` (1 on a busy machine, else every core) when None."""
+    reference: str | None = None
+    """A reference policy to start from instead of pretraining and SFT here: a model folder, or
+    `"bundled"` (`bundled_reference()`, made on the synthetic data's training split: the run must
+    split that data as it was split, `REFERENCE_DATA`). None: pretrain and SFT in this run."""
+    arms: tuple[str, ...] | None = None
+    """The arms run, in table order; None: every arm the data allows (`demo_arms`)."""
 
     def __post_init__(self) -> None:
         profile_pool((), self.profile_turns)  # the one check of the value, at construction rather than mid-run
+        if self.arms is not None and ("sft" not in self.arms or "pivotrl" not in self.arms):
+            raise ValueError(f"arms: expected sft and pivotrl among them (the contrasts), got {self.arms}")
+        if self.arms is not None and set(self.arms) - set(ARMS):
+            raise ValueError(f"arms: expected a subset of {ARMS}, got {self.arms}")
+        if self.reference == BUNDLED:
+            wrong = {k: getattr(self, k) for k, v in REFERENCE_DATA.items() if getattr(self, k) != v}
+            if wrong:
+                raise ValueError(
+                    f"the bundled reference was SFT'd on the training split of {REFERENCE_DATA}; this run has "
+                    f"{wrong}: its held-out pivots could be ones the reference trained on"
+                )
 
     def quick(self) -> DemoConfig:
-        """The CI configuration: the bundled sample, a small model, short stages; every stage kept."""
-        from importlib import resources
+        """The main job (`pivot demo pivotrl --quick`): the bundled reference on synthetic data, sft and pivotrl.
 
+        No pretraining or SFT here (the reference is bundled): profile 48 training tool calls, 24
+        updates per arm at 3e-4 (P=4, G=4; at 1e-3 GRPO collapsed to all-0 rewards in 16 updates),
+        one seed, 32 held-out tool calls (in domain) and 32 held-out text turns (out of domain: no
+        arm trains on them), K=2. Indicative: one seed (docs/results/demo.md).
+        """
         return replace(
             self,
-            data=str(resources.files("pivot_core") / "data" / BUNDLED_DATA),
+            **REFERENCE_DATA,
+            reference=BUNDLED,
+            pretrain=self.pretrain.quick(),
+            profile_turns="tool_calls",
+            max_train_pivots=48,
+            max_heldout_pivots=32,
+            max_heldout_text=32,
+            k=4,
+            steps=24,
+            pivots_per_step=4,
+            group_size=4,
+            learning_rate=3e-4,
+            sft_arm_lr=3e-4,
+            seeds=(0,),
+            eval_k=2,
+            arms=("sft", "pivotrl"),
+        )
+
+    def quick_bundled(self, data: str | None = None) -> DemoConfig:
+        """`--quick --data bundled` (or a file): every stage on real airline pivots, a small model, short stages.
+
+        The CI configuration before the bundled reference: it checks the stages (pretraining and
+        SFT included), not the method: on the bundled 6-trajectory sample every arm scores 0 held out.
+        """
+        return replace(
+            self,
+            data=data if data not in (None, BUNDLED) else str(bundled_sample()),
             heldout=0.34,
             max_train_pivots=24,
             max_heldout_pivots=8,
@@ -149,31 +216,29 @@ class DemoConfig:
         )
 
     def on_synthetic(self) -> DemoConfig:
-        """The run on `"synthetic"` data, with the arms' settings measured on it.
+        """The full comparison on `"synthetic"` data from the bundled reference: 4 arms, 3 seeds.
 
-        Pretraining stops after the copy drills, in two runs of 600 steps (`drill_cycles`): the sft
-        stage trains on the same kind of conversations, and a conversation stage at the pretraining's
-        3e-3 eroded the copy skill (13 to 8 of 40). SFT runs at 1e-3. D_cand is 640 tool-call pivots
-        of the training split (`profile_turns`), and each arm takes 100 updates at 1e-4 (at 1e-3 GRPO
-        collapsed in 2 steps). Held-out: 64 tool calls, the kind every arm trains on, and 96 text
-        turns, the kind none does. On these tool calls the verifier accepts one completion, so a GRPO
-        step is a reweighted SFT step (`bench/grpo_vs_sft_gradient.py`) and the arms are not expected
-        to separate there; on the text turns, what each update does to a kind it never trains on
-        separates them (docs/training.md).
+        D_cand is 320 tool-call pivots of the training split (`profile_turns`: every arm trains on
+        tool calls alone), K=8; each arm takes 30 updates (P=4, G=8) at 3e-4. Held out: 64 tool
+        calls (in domain, where `calculate` turns accept several equivalent forms: `tool_exec`
+        takes any, `exact_match` the expert's alone) and 96 text turns (out of domain: no arm
+        trains on them). `reference=None` pretrains and SFTs here first instead (the settings of
+        docs/results/training.md: 1,200 drill steps in two runs, SFT 300 steps at 1e-3).
         """
         return replace(
             self,
-            data=SYNTHETIC,
+            **REFERENCE_DATA,
+            reference=BUNDLED,
             pretrain=replace(self.pretrain, steps=0),
             sft_steps=300,
             sft_lr=1e-3,
-            max_train_pivots=640,
+            max_train_pivots=320,
             profile_turns="tool_calls",
             max_heldout_pivots=64,
             max_heldout_text=96,
-            steps=100,
-            learning_rate=1e-4,
-            sft_arm_lr=1e-4,
+            steps=30,
+            learning_rate=3e-4,
+            sft_arm_lr=3e-4,
         )
 
     @property

@@ -75,45 +75,70 @@ def arm_rows(
     contrast = {"pivotrl_minus_sft": sft["pivotrl_minus"], "ci": sft["ci"], "clusters": paired["clusters"]}
     contrast["vs"] = paired["vs"]
     contrast["d_cand_zero_var_share"] = float(zero_variance_groups(prof).float().mean())
+    contrast["d_adv_zero_var_share"] = float(zero_variance_groups(adv_prof).float().mean())
     return rows, contrast
 
 
 def plot_results(
-    rows: Sequence[dict[str, Any]], runs: dict, seeds: Sequence[int], root: Path, arms: Sequence[str] = ARMS
+    rows: Sequence[dict[str, Any]],
+    runs: dict,
+    seeds: Sequence[int],
+    root: Path,
+    arms: Sequence[str] = ARMS,
+    contrast: dict[str, Any] | None = None,
 ) -> list[str]:
-    """`reward_std.png` (per GRPO step, mean over seeds) and `heldout.png` (acceptance with 95 % CIs)."""
+    """`arms.png` (held-out acceptance per arm, in and out of domain, 95 % CIs) and `zero_var.png` (per stage)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for arm in (a for a in arms if a != "sft"):  # the GRPO arms: the sft arm has no rollouts
-        label = f"{arm} ({TRAIN_SETS[arm]})"
-        per_seed = [[m["rollout/reward_std"] for m in runs[(arm, s)]] for s in seeds]
-        ys = np.mean(np.array(per_seed), axis=0)
-        ax.plot(range(1, len(ys) + 1), ys, marker="o", label=label)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set(
-        xlabel="GRPO step", ylabel="within-group reward std", title=f"Reward std per batch (mean of {len(seeds)} seeds)"
-    )
-    ax.legend()
+    contrast = contrast or {}
+    n = f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    x = np.arange(len(rows))
+    kinds = [("heldout", "tool calls (in domain)", "#4c72b0")]
+    if rows and "heldout_text_accept" in rows[0]:
+        kinds.append(("heldout_text", "text turns (out of domain: no arm trains on them)", "#dd8452"))
+    width = 0.8 / len(kinds)
+    for i, (key, label, color) in enumerate(kinds):
+        vals = np.array([r[f"{key}_accept"] for r in rows])
+        err = np.array([[v - r[f"{key}_ci"][0], r[f"{key}_ci"][1] - v] for v, r in zip(vals, rows, strict=True)]).T
+        ax.bar(x + (i - (len(kinds) - 1) / 2) * width, vals, width, yerr=err, capsize=4, color=color, label=label)
+    starts = [("sft_start_accept", "#4c72b0"), ("text", "#dd8452")]
+    for key, color in starts:  # the reference policy's own score: what each arm started from
+        start = contrast.get(key) if key != "text" else (contrast.get("text") or {}).get("sft_start_accept")
+        if isinstance(start, float):
+            ax.axhline(start, color=color, linestyle=":", linewidth=1)
+    ax.set_xticks(x, [f"{r['method']}\n({r['train_set']})" for r in rows])
+    ax.set(ylabel="held-out acceptance", ylim=(0, 1), title=f"Held-out acceptance per arm, {n}, 95 % CI by trajectory")
+    ax.legend(fontsize=8, title="dotted: the reference policy", title_fontsize=8)
     fig.tight_layout()
-    fig.savefig(root / "reward_std.png", dpi=120)
+    fig.savefig(root / "arms.png", dpi=120)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    x = np.arange(len(rows))
-    vals = np.array([r["heldout_accept"] for r in rows])
-    err = np.array([[v - r["heldout_ci"][0], r["heldout_ci"][1] - v] for v, r in zip(vals, rows, strict=True)]).T
-    ax.bar(x, vals, yerr=err, capsize=5, color="#4c72b0")
-    ax.set_xticks(x, [r["method"] for r in rows])
-    ax.set(ylabel="held-out acceptance", title="Held-out tool-call acceptance, 95 % CI (clustered by trajectory)")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5), gridspec_kw={"width_ratios": [1, 1.4]})
+    stages = [("D_cand\n(profile)", contrast.get("d_cand_zero_var_share", float("nan")))]
+    stages.append(("D_adv\n(select)", contrast.get("d_adv_zero_var_share", 0.0)))
+    grpo = [a for a in arms if a != "sft" and all((a, s) in runs for s in seeds)]
+    for arm in grpo:
+        shares = [m["rollout/zero_var_share"] for s in seeds for m in runs[(arm, s)]]
+        stages.append((f"{arm}\nbatches", float(np.mean(shares)) if shares else float("nan")))
+    left.bar(range(len(stages)), [v for _, v in stages], color="#55a868")
+    left.set_xticks(range(len(stages)), [k for k, _ in stages], fontsize=8)
+    left.set(ylabel="zero-variance share", ylim=(0, 1), title="Zero-variance groups per stage")
+    for arm in grpo:
+        per_seed = [[m["rollout/zero_var_share"] for m in runs[(arm, s)]] for s in seeds]
+        ys = np.mean(np.array(per_seed), axis=0)
+        right.plot(range(1, len(ys) + 1), ys, marker=".", label=f"{arm} ({TRAIN_SETS[arm]})")
+    right.xaxis.set_major_locator(MaxNLocator(integer=True))
+    right.set(xlabel="GRPO step", ylim=(0, 1.05), title=f"Per GRPO batch (mean of {n})")
+    right.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(root / "heldout.png", dpi=120)
+    fig.savefig(root / "zero_var.png", dpi=120)
     plt.close(fig)
-    return [str(root / "reward_std.png"), str(root / "heldout.png")]
+    return [str(root / "arms.png"), str(root / "zero_var.png")]
 
 
 def jsonable(x: Any) -> Any:

@@ -32,9 +32,10 @@ with the model (prompt cuts, completion budget, temperature).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,12 @@ from pivot_core import Pivot, load_pivots, select_pivots, split_pivots, write_pi
 from trainers._advantages import zero_variance_groups
 from trainers.backends._base import SamplingParams
 from trainers.demo.config import (
-    ARMS,
+    BUNDLED,
     ENV_ID,
     STRICT_VERIFIERS,
     SYNTHETIC,
     DemoConfig,
+    bundled_reference,
     default_data,
     demo_arms,
     profile_pool,
@@ -236,8 +238,6 @@ def pretrain_stage(cfg: DemoConfig, root: Path, split: Split, log: StageLog) -> 
 
 def sft_stage(cfg: DemoConfig, root: Path, split: Split, log: StageLog) -> HeldOut:
     """SFT on the training split (the reference policy); then the held-out turns that fit its completion budget."""
-    from transformers import AutoTokenizer
-
     from trainers.sft import SFTConfig, train_sft
 
     s, sft = cfg.settings, root / "sft"
@@ -250,8 +250,39 @@ def sft_stage(cfg: DemoConfig, root: Path, split: Split, log: StageLog) -> HeldO
             log=lambda st, m: advance(1),
         )
         advance(0, f"{len(split.train)} pivots, {summary['targets_cut']} targets longer than the budget")
+    return heldout_stage(cfg, root, split, sft, log)
+
+
+def reference_stage(cfg: DemoConfig, root: Path, split: Split, log: StageLog) -> tuple[HeldOut, dict[str, Any]]:
+    """Start from a given reference policy (no pretraining or SFT here); the held-out turns that fit its budget."""
+    model = reference_model(cfg, root)
+    with log.stage("reference", 1) as advance:
+        from safetensors import safe_open
+
+        with safe_open(str(model / "model.safetensors"), "pt") as f:
+            parameters = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+        built = model / "pivot_reference.json"
+        how = json.loads(built.read_text()) if built.is_file() else {}
+        skill = how.get("copy_skill", {})
+        about = "".join(f", greedy copy {v:.2f} on unseen {k}" for k, v in sorted(skill.items()))
+        advance(1, f"{'bundled' if cfg.reference == BUNDLED else model}: {parameters / 1e6:.2f}M params{about}")
+    return heldout_stage(cfg, root, split, model, log), {"parameters": parameters, **how}
+
+
+def reference_model(cfg: DemoConfig, root: Path) -> Path:
+    """The policy the arms start from: the given reference, else the SFT model this run trains."""
+    if cfg.reference is None:
+        return root / "sft"
+    return bundled_reference() if cfg.reference == BUNDLED else Path(cfg.reference)
+
+
+def heldout_stage(cfg: DemoConfig, root: Path, split: Split, model: Path, log: StageLog) -> HeldOut:
+    """The held-out turns the arms are scored on: those whose expert turn fits the completion budget."""
+    from transformers import AutoTokenizer
+
+    s = cfg.settings
     # held-out turns whose expert turn fits the completion budget: a longer one cannot be sampled whole
-    tokenizer = AutoTokenizer.from_pretrained(sft)
+    tokenizer = AutoTokenizer.from_pretrained(model)
     calls = [p for p in split.heldout if p.expert.tool_calls]
     fitting = [p for p in calls if expert_tokens(tokenizer, p) <= s.max_new_tokens]
     heldout = evenly(fitting, cfg.max_heldout_pivots)
@@ -272,9 +303,9 @@ def sft_stage(cfg: DemoConfig, root: Path, split: Split, log: StageLog) -> HeldO
 
 
 def candidates_stage(cfg: DemoConfig, root: Path, split: Split, log: StageLog) -> Candidates:
-    """Profile K samples per pivot with the frozen SFT policy (D_cand) and select D_adv."""
+    """Profile K samples per pivot with the frozen reference policy (D_cand) and select D_adv."""
     with log.stage("profile", len(split.profiled)) as advance:
-        d_cand = profile_stage(root / "sft", split.profiled, root / "d_cand.jsonl", cfg, advance)
+        d_cand = profile_stage(reference_model(cfg, root), split.profiled, root / "d_cand.jsonl", cfg, advance)
         d_adv = list(select_pivots(d_cand, cfg.lam).kept)
         if not d_adv:
             raise ValueError(
@@ -294,8 +325,8 @@ def candidates_stage(cfg: DemoConfig, root: Path, split: Split, log: StageLog) -
 def arms_stage(
     cfg: DemoConfig, root: Path, arms: Sequence[str], d_adv: Sequence[Pivot], log: StageLog
 ) -> dict[tuple[str, int], list[dict[str, float]]]:
-    """Train every arm once per seed from the SFT model; returns each GRPO run's per-step metrics."""
-    sft, runs = root / "sft", {}
+    """Train every arm once per seed from the reference policy; returns each GRPO run's per-step metrics."""
+    sft, runs = reference_model(cfg, root), {}
     with log.stage("arms", len(arms) * len(cfg.seeds) * cfg.steps) as advance:
         for seed in cfg.seeds:
             for arm in arms:
@@ -314,7 +345,7 @@ def arms_stage(
 
 def eval_stage(cfg: DemoConfig, root: Path, arms: Sequence[str], heldout: HeldOut, log: StageLog) -> Evaluation:
     """Sample every arm and seed (and the SFT start) on the held-out pivots, at the training temperature."""
-    s, sft = cfg.settings, root / "sft"
+    s, sft = cfg.settings, reference_model(cfg, root)
     env = gym.make(ENV_ID, pivots=[*heldout.calls, *heldout.texts]).unwrapped
     params = SamplingParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature)
 
@@ -347,12 +378,19 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
     root.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
 
+    if cfg.reference is not None:  # sample with the settings the reference was trained at
+        from trainers.settings import settings_of
+
+        cfg = replace(cfg, pretrain=replace(cfg.pretrain, settings=settings_of(reference_model(cfg, root))))
     split = split_stage(cfg, root, log)
-    info = pretrain_stage(cfg, root, split, log)
-    heldout = sft_stage(cfg, root, split, log)
+    if cfg.reference is None:
+        info = pretrain_stage(cfg, root, split, log)
+        heldout = sft_stage(cfg, root, split, log)
+    else:
+        heldout, info = reference_stage(cfg, root, split, log)
     candidates = candidates_stage(cfg, root, split, log)
-    arms = demo_arms(cfg.data)
-    if len(arms) < len(ARMS):
+    arms = cfg.arms or demo_arms(cfg.data)
+    if "e2e" not in arms and cfg.data == SYNTHETIC:
         log.line("no e2e arm: the synthetic conversations have no recorded user or outcome to run episodes with")
     runs = arms_stage(cfg, root, arms, candidates.d_adv, log)
     evaluation = eval_stage(cfg, root, arms, heldout, log)
@@ -370,7 +408,7 @@ def run_demo(cfg: DemoConfig, log: StageLog | None = None) -> dict[str, Any]:
     result = {
         "rows": rows,
         "contrast": contrast,
-        "plots": plot_results(rows, runs, cfg.seeds, root, arms),
+        "plots": plot_results(rows, runs, cfg.seeds, root, arms, contrast),
         "sizes": {
             "train_split": len(split.train),
             "heldout_split": len(split.heldout),
