@@ -150,7 +150,10 @@ def rootfs(client: Any, image: str) -> tuple[Path, dict[str, str]]:
                 where.mkdir(parents=True, exist_ok=True)
             elif not where.exists():
                 where.touch()
-        partial.rename(done)
+        try:
+            partial.rename(done)
+        except OSError:  # another process exported the same image meanwhile: same bytes, keep theirs
+            shutil.rmtree(partial, ignore_errors=True)
         return done, env
 
 
@@ -182,11 +185,17 @@ class Cgroups:
 
     @staticmethod
     def parents() -> list[Path]:
+        """Where sandboxes' cgroups go.
+
+        v1: under this process's own cgroup of each controller (its limits and accounting cover
+        them too); v2: at the top (a v2 cgroup that holds processes cannot hand controllers to
+        children), as Docker's are.
+        """
         version = Cgroups.version()
         if version == "v2":
             return [Path("/sys/fs/cgroup/pivot-ns")]
         if version == "v1":
-            return [Path(f"/sys/fs/cgroup/{c}/pivot-ns") for c in CGROUP_V1]
+            return [Path(f"/sys/fs/cgroup/{c}{_own_cgroup(c)}/pivot-ns") for c in CGROUP_V1]
         return []
 
     @classmethod
@@ -206,8 +215,8 @@ class Cgroups:
             return cls((folder,), ((folder, "/sys/fs/cgroup"),))
         if version == "v1":
             folders = {}
-            for controller in CGROUP_V1:
-                folder = Path(f"/sys/fs/cgroup/{controller}/pivot-ns") / name
+            for controller, parent in zip(CGROUP_V1, cls.parents(), strict=True):
+                folder = parent / name
                 folder.mkdir(parents=True, exist_ok=True)
                 folders[controller] = folder
             (folders["pids"] / "pids.max").write_text(str(pids))
@@ -232,6 +241,15 @@ class Cgroups:
                     break
                 except OSError:
                     threading.Event().wait(0.02)
+
+
+def _own_cgroup(controller: str) -> str:
+    """This process's cgroup path in a v1 controller's hierarchy ("" at the top)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return "" if path == "/" else path
+    return ""
 
 
 def memory_bytes(text: str) -> int:
