@@ -46,7 +46,7 @@ from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
 from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user
 from pivot_sandbox._spec import Effect, Limits, SandboxSpec
-from pivot_sandbox.errors import SandboxError, SandboxUnavailable
+from pivot_sandbox.errors import RunnerLost, SandboxError, SandboxUnavailable
 
 # Docker's default capabilities: what the replay of set-up and history (as root) has there
 REPLAY_CAPS = (
@@ -328,13 +328,24 @@ class NamespaceBackend:
             box = self._fresh(spec, root, snapshot)
         else:
             self._count("pool_hits")
+        clean = False
         try:
-            return act.effect_of(box, spec, self.limits, commands)[0]
+            effect, clean = act.effect_of(box, spec, self.limits, commands)
+            return effect
         finally:
-            try:
-                self._background(self._discard, box)
-            except RuntimeError:  # closing: remove it here
-                self._discard(box)
+            # as Docker's pool: a sandbox whose action changed nothing (its upper folder still empty,
+            # the folder's own metadata unchanged) and left nothing (the runner's count: processes,
+            # IPC, shm, queues, mounts) is still exactly the state; any other is removed
+            with self._lock:
+                kept = clean and not self._closed and len(self._pool.setdefault(snapshot, [])) < self.pool_size
+                if kept:
+                    self._pool[snapshot].append(box)
+                    self.stats["sandboxes_reused"] += 1
+            if not kept:
+                try:
+                    self._background(self._discard, box)
+                except RuntimeError:  # closing: remove it here
+                    self._discard(box)
 
     def _fresh(self, spec: SandboxSpec, root: Root, snapshot: Path) -> ct.Box:
         return self._launch(spec, root, (snapshot, root.path), self.folder / f"upper-{next(self._serial)}", "pool")
@@ -348,6 +359,14 @@ class NamespaceBackend:
                 if not any(s == snapshot for s, _ in self._snapshots.values()):
                     return  # evicted meanwhile
             box = self._fresh(spec, root, snapshot)
+            try:
+                # once the runner answers, the overlay is mounted: the upper folder's metadata from
+                # then on is what "unchanged" means when the sandbox comes back (`_action.changed_paths`)
+                box.channel.call(["true"], uid=-1, gid=-1, timeout=10, output_cap=1024)  # type: ignore[union-attr]
+                box = replace(box, root=root_state(box.layers))  # type: ignore[arg-type]
+            except RunnerLost:
+                self._discard(box)
+                return
             with self._lock:
                 keep = not self._closed and len(self._pool.setdefault(snapshot, [])) < target
                 if keep:

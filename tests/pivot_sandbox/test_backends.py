@@ -256,8 +256,8 @@ def test_an_explicit_namespace_choice_that_cannot_work_fails_with_the_reason(mon
         get_verifier("docker_shell")
 
 
-def test_a_used_sandbox_never_serves_the_next_candidate(backend):
-    # the namespace backend starts sandboxes ahead (a pool); each candidate gets an untouched one
+def test_a_changed_sandbox_never_serves_the_next_candidate(backend):
+    # both backends keep sandboxes ready (a pool); a candidate only ever gets one in the exact state
     spec = SandboxSpec(image=BUSYBOX, setup=("echo kept > kept.txt",))
     for _ in range(3):
         wipe, look = backend.run_group(spec, [], [["rm -rf /app/* && touch /app/mine"], ["ls /app"]])
@@ -265,6 +265,22 @@ def test_a_used_sandbox_never_serves_the_next_candidate(backend):
         assert look.stdout == "kept.txt" and look.files == {}, look
         (again,) = backend.run_group(spec, [], [["ls /app"]])
         assert again.stdout == "kept.txt"
+
+
+def test_a_metadata_only_change_does_not_reach_the_next_candidate(backend, busybox):
+    # one worker and a pool of one: each candidate gets the sandbox the one before left, if it was kept
+    from pivot_sandbox import docker_backend, namespace_backend
+
+    make = {"docker": docker_backend, "namespace": namespace_backend}[backend.name]
+    one = make(pool_size=1, parallelism=1, action_timeout=6.0)
+    spec = SandboxSpec(image=BUSYBOX, setup=("echo x > f",), user="root")  # root may touch / itself
+    first, touched = one.run_group(spec, [], [["ls -ald /app /app/f"], ["touch -d 2001-01-01 /app /"]])
+    assert touched.exit_code == 0 and "2001" not in first.stdout
+    for _ in range(3):
+        (after,) = one.run_group(spec, [], [["ls -ald /app /app/f /"]])
+        assert "2001" not in after.stdout, after.stdout
+    if backend.name == "namespace":
+        assert one.stats["sandboxes_reused"] >= 1  # untouched sandboxes do serve again
 
 
 @pytest.mark.parametrize("chosen", [None, *BACKENDS])
