@@ -168,7 +168,11 @@ def agreement(names: list[str], pivots) -> dict:
     groups = [(p, [p.expert, *map(terminus, CANDIDATES + HOSTILE)]) for p in pivots]
     groups += [(p, [p.expert, *map(terminus, GENERIC)]) for p in ci]
     scored, differ, reasons_differ, examples, reason_examples = 0, 0, 0, [], []
+    delegated = 0  # candidates the namespace backend hands to Docker (a replay with registry access): no evidence
     for pivot, candidates in groups:
+        if "namespace" in names and SandboxSpec.from_context(pivot.context).replay_access:
+            delegated += len(candidates)
+            continue
         verdicts = {
             n: get_verifier("docker_shell", backend=n, action_timeout=4.0).verify_batch(pivot, candidates)
             for n in names
@@ -185,6 +189,7 @@ def agreement(names: list[str], pivots) -> dict:
                 reason_examples.append({"pivot": pivot.id, "candidate": candidate.content[:120], "reasons": reasons})
     return {
         "candidates": scored,
+        "delegated_to_docker": delegated,
         "differ": differ,
         "reasons_differ": reasons_differ,
         "pivots": len(groups),

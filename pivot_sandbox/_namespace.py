@@ -33,7 +33,7 @@ import socket
 import subprocess
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
@@ -75,6 +75,8 @@ class NamespaceBackend:
             snapshot, nothing run in it, so exactly the state. Used sandboxes are never reused.
         max_snapshots: snapshot upper folders kept (LRU).
         base_url: the Docker endpoint that builds and exports the images.
+        docker: the Docker backend's factory, for states whose replay needs registry access (None: such
+            states are an error).
     """
 
     name = "namespace"
@@ -87,6 +89,7 @@ class NamespaceBackend:
         pool_size: int | None = None,
         max_snapshots: int = 32,
         base_url: str | None = None,
+        docker: Callable[..., Any] | None = None,
         **limit_overrides: Any,
     ) -> None:
         # options of the Docker backend that mean nothing here (the pool, the runner, snapshots on/off)
@@ -100,6 +103,7 @@ class NamespaceBackend:
         self.max_snapshots = max(1, max_snapshots)
         self.pool_size = self.parallelism if pool_size is None else max(0, pool_size)
         self.base_url = base_url
+        self.docker = docker
         self.cgroups = nr.Cgroups.version()
         self.stats: Counter[str] = Counter()
         runner = rn.build_runner()
@@ -384,10 +388,11 @@ class NamespaceBackend:
         for `pip install` in the history) is built and run by the Docker backend, which has it.
         """
         if spec.replay_access:
-            from pivot_sandbox._plugin import docker_backend
-
+            if self.docker is None:
+                why = SandboxError("this state's replay needs registry access, which only the Docker backend gives")
+                return [why for _ in actions]
             self._count("groups_run_by_docker")
-            return docker_backend(limits=self.limits, base_url=self.base_url).run_group(spec, history, actions)
+            return self.docker(limits=self.limits, base_url=self.base_url).run_group(spec, history, actions)
         spec = self._numeric(spec)
         snapshot, root = self.snapshot(spec, history)
 

@@ -50,7 +50,7 @@ def namespace_backend(**config: Any) -> Any:
             if why:
                 raise SandboxUnavailable(f"the namespace sandbox cannot run here: {why}")
             module = importlib.import_module("pivot_sandbox._namespace")
-            backend = _BACKENDS[key] = module.NamespaceBackend(**config)
+            backend = _BACKENDS[key] = module.NamespaceBackend(docker=docker_backend, **config)
         return backend
 
 
