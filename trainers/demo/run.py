@@ -23,7 +23,11 @@ Stages, each printed with its elapsed time and a progress bar:
 6. **eval** every arm and seed on the held-out tool-call pivots (`pivot eval`: K samples at the
    training temperature, functional chain), with 95 % bootstrap intervals clustered by trajectory,
    paired across arms for the difference pivotrl - sft;
-7. **plots**: reward std per GRPO step, held-out acceptance per arm with error bars.
+7. **plots**: `arms.png` (held-out acceptance per arm, tool calls and text turns, with intervals)
+   and `zero_var.png` (zero-variance share of D_cand, D_adv and each GRPO arm's batches).
+
+With a given reference (`DemoConfig.reference`; `--quick` and `--data synthetic` use the bundled
+one), stages 2 and 3 are one **reference** stage: the arms start from it and sample with its settings.
 
 Nothing is tuned on the held-out pivots. Every stage samples with the stage settings saved
 with the model (prompt cuts, completion budget, temperature).
