@@ -57,7 +57,7 @@ def test_pivot_plugins_lists_it_with_distribution_name_and_version():
     assert out.returncode == 0, out.stderr
     [row] = [r for r in json.loads(out.stdout)["plugins"] if r["name"] == NAME]
     assert row["distribution"] == "pivot-verifier-ast"
-    assert row["version"] == metadata.version("pivot-verifier-ast") == "0.1.0"
+    assert row["version"] == metadata.version("pivot-verifier-ast") == "0.2.0"
     assert (row["plugin"], row["cost"], row["role"]) == (NAME, "cheap", "acceptor")
     assert get_verifiers()[NAME].distribution == "pivot-verifier-ast"
 

@@ -10,8 +10,8 @@ An action becomes a list of `Piece`s, one per shell command or tool call:
   (path, `old_str`, line) must match exactly: an edit's anchor has to match the file byte for byte;
 - a python tool call (`python`, `ipython`, `execute_python`, ...) with a `code` argument (a script).
 
-Only the public data model (`Message`, `ToolCall`) is used, so the plugin depends on nothing
-private in pivot-gym.
+Only pivot-gym's public names are used (the data model, `action_commands` for what a terminal
+runs, `scan_shell` for the operators bash reads), so the plugin depends on nothing private.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
+
+from pivot_core import action_commands, scan_shell
 
 _PYTHON = re.compile(r"^(?:\S*/)?python(?:\d+(?:\.\d+)*)?$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n(.*?)\n[ \t]*\2[ \t]*(?=\n|$)", re.DOTALL)
@@ -64,7 +66,8 @@ def pieces(message: Any) -> list[Piece]:
     for call in message.tool_calls:
         out.extend(_tool_call_pieces(call))
     if not message.tool_calls:
-        for command in _shell_commands(message.content or ""):
+        # what the terminal runs: pivot-gym's keystroke model (text typed without Enter runs nothing)
+        for command in action_commands(message):
             out.extend(_shell_pieces(command))
     return out
 
@@ -95,31 +98,6 @@ def _tool_call_pieces(call: Any) -> list[Piece]:
     return [Piece("other", "", json.dumps([call.name, args], sort_keys=True))]
 
 
-def _shell_commands(content: str) -> list[str]:
-    """Terminus keystrokes, else fenced bash blocks, else nothing."""
-    try:
-        obj = json.loads(content)
-    except (json.JSONDecodeError, RecursionError):
-        obj = None
-    if isinstance(obj, dict) and isinstance(obj.get("commands"), list):
-        return [
-            c["keystrokes"]
-            for c in obj["commands"]
-            if isinstance(c, dict) and isinstance(c.get("keystrokes"), str) and c["keystrokes"].strip()
-        ]
-    blocks, body, fence = [], [], None
-    for line in content.splitlines():
-        if fence is None and line.strip().startswith("```"):
-            fence, body = line.strip()[3:].strip().lower(), []
-        elif fence is not None and line.strip() == "```":
-            if fence in ("bash", "sh", "shell", "console"):
-                blocks.append("\n".join(body))
-            fence = None
-        elif fence is not None:
-            body.append(line)
-    return blocks
-
-
 def _shell_pieces(command: str) -> list[Piece]:
     """One command: heredoc bodies and `-c` arguments become Python pieces, the rest context."""
     command = command.strip()
@@ -137,6 +115,9 @@ def _shell_pieces(command: str) -> list[Piece]:
         return f"<<{m.group(2)}{m.group(3)} {PLACEHOLDER}"
 
     rest = _HEREDOC.sub(take_heredoc, command)
+    # the unquoted operators and redirections as bash reads them: shell words alone drop escapes, and
+    # `echo hi \\> f` (which writes no file) would match `echo hi > f`
+    skeleton = " ".join(scan_shell(rest).skeleton)
     words = _words(rest)
     for i, word in enumerate(words[:-1]):
         if _PYTHON.match(word):
@@ -147,7 +128,7 @@ def _shell_pieces(command: str) -> list[Piece]:
             if words[j] == "-c" and j + 1 < len(words):
                 found.append(Piece("script", words[j + 1], ""))
                 words[j + 1] = PLACEHOLDER
-    context = " ".join(words)
+    context = " ".join(words) + " \x00" + skeleton
     if not found:
         return [Piece("other", "", context)]
     return [Piece(p.kind, p.code, context) for p in found]

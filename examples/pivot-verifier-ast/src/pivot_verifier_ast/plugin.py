@@ -32,7 +32,7 @@ class PythonAstEquivalent:
     role = "acceptor"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    version = "2"  # 2: only commands the terminal runs; escaped operators are not operators
 
     def __init__(self, rename_locals: bool = True, drop_docstrings: bool = True) -> None:
         self.options = {"rename_locals": bool(rename_locals), "drop_docstrings": bool(drop_docstrings)}
