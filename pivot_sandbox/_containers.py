@@ -28,6 +28,7 @@ from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, layers_of, root_state
 from pivot_sandbox._shell_state import WRAPPER, parse_records, split_marked_state
 from pivot_sandbox._spec import LABEL, Limits, SandboxSpec
+from pivot_sandbox.errors import SandboxError
 
 STATE = "/.pivot"  # shell state saved by replay (part of every snapshot)
 RUN_STATE = "/.pivot-run"  # per-action state of a verification run (a tmpfs in pool containers)
@@ -414,3 +415,44 @@ def _no_process_left(container: Any, baseline_processes: int, procs: str | None)
         return len(container.top().get("Processes") or ()) <= baseline_processes
     except docker.errors.APIError:
         return False
+
+
+def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[str]) -> None:
+    """Bring a fresh sandbox to the pivot state: the state folder and set-up as root, then the history as the user.
+
+    Every backend replays a state this way, so the same set-up and history give the same state.
+
+    Raises:
+        SandboxError: a set-up step failed, or a history command was stopped (timeout, a limit).
+    """
+    init = (
+        f"mkdir -p {STATE} {RUN_STATE} {spec.workdir} && chmod 1777 {RUN_STATE}"
+        f" && printf '%s' {spec.workdir} > {STATE}/cwd && : > {STATE}/env"
+    )
+    owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {STATE} {spec.workdir}"]
+    steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
+    for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
+        raw = run(
+            box,
+            [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"],
+            user="0",
+            timeout=limits.replay_timeout,
+            output_cap=limits.output_cap,
+            keep=True,
+        )
+        if raw.exit_code != 0:
+            tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
+            raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
+    for command in history:
+        raw = shell_run(
+            box,
+            spec,
+            limits,
+            command,
+            src=STATE,
+            dst=STATE,
+            quiet=True,
+            timeout=limits.replay_timeout,
+        )
+        if raw.killed:
+            raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")

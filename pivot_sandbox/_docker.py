@@ -170,37 +170,7 @@ class DockerBackend:
         ensure_image(self.client, spec.image)
         box = self._create(spec.image, spec, "replay")
         try:
-            init = (
-                f"mkdir -p {ct.STATE} {ct.RUN_STATE} {spec.workdir} && chmod 1777 {ct.RUN_STATE}"
-                f" && printf '%s' {spec.workdir} > {ct.STATE}/cwd && : > {ct.STATE}/env"
-            )
-            owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {ct.STATE} {spec.workdir}"]
-            steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
-            for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
-                raw = ct.run(
-                    box,
-                    [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"],
-                    user="0",
-                    timeout=self.limits.replay_timeout,
-                    output_cap=self.limits.output_cap,
-                    keep=True,
-                )
-                if raw.exit_code != 0:
-                    tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
-                    raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
-            for command in history:
-                raw = ct.shell_run(
-                    box,
-                    spec,
-                    self.limits,
-                    command,
-                    src=ct.STATE,
-                    dst=ct.STATE,
-                    quiet=True,
-                    timeout=self.limits.replay_timeout,
-                )
-                if raw.killed:
-                    raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
+            ct.replay_state(box, spec, self.limits, history)
             self._count("replayed_commands", len(history))
             return box
         except BaseException:
