@@ -83,16 +83,16 @@ static void fail(const char *message) {
     _exit(2);
 }
 
-/* OOM kills so far in this container's memory cgroup (v2, then v1); 0 when neither is readable. */
-static long oom_kills(void) {
-    const char *files[] = {"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"};
+/* The count `key` of the first readable cgroup events file of two (v2, then v1); 0 when neither is readable. */
+static long cgroup_count(const char *v2, const char *v1, const char *key) {
+    const char *files[] = {v2, v1};
     for (int i = 0; i < 2; i++) {
         FILE *f = fopen(files[i], "r");
         if (!f) continue;
-        char key[64];
+        char name[64];
         long value;
-        while (fscanf(f, "%63s %ld", key, &value) == 2) {
-            if (strcmp(key, "oom_kill") == 0) {
+        while (fscanf(f, "%63s %ld", name, &value) == 2) {
+            if (strcmp(name, key) == 0) {
                 fclose(f);
                 return value;
             }
@@ -100,6 +100,11 @@ static long oom_kills(void) {
         fclose(f);
     }
     return 0;
+}
+
+/* OOM kills so far in this container's memory cgroup. */
+static long oom_kills(void) {
+    return cgroup_count("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control", "oom_kill");
 }
 
 /* Live processes other than init and this runner (zombies wait for init and count as gone). */
@@ -169,23 +174,9 @@ static int count_entries(const char *path) {
     return n;
 }
 
-/* Forks the container's pids limit refused so far (cgroup v2, then v1); 0 when neither is readable. */
+/* Forks the container's pids limit refused so far. */
 static long fork_failures(void) {
-    const char *files[] = {"/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"};
-    for (int i = 0; i < 2; i++) {
-        FILE *f = fopen(files[i], "r");
-        if (!f) continue;
-        char key[64];
-        long value;
-        while (fscanf(f, "%63s %ld", key, &value) == 2) {
-            if (strcmp(key, "max") == 0) {
-                fclose(f);
-                return value;
-            }
-        }
-        fclose(f);
-    }
-    return 0;
+    return cgroup_count("/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events", "max");
 }
 
 /* A growing byte buffer capped at STATE_CAP (what does not fit is dropped, and `over` says so). */
