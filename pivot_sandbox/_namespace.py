@@ -80,6 +80,8 @@ class NamespaceBackend:
     """
 
     name = "namespace"
+    # an episode keeps one sandbox across turns (`Session`): only the Docker backend has that
+    live_sessions = False
 
     def __init__(
         self,
@@ -147,7 +149,11 @@ class NamespaceBackend:
                     self._client.ping()
                 except Exception as e:  # noqa: BLE001 - any failure: no engine to build the images with
                     self._client = None
-                    raise SandboxUnavailable(f"the namespace sandbox takes its images from Docker: {e}") from e
+                    where = self.base_url or os.environ.get("DOCKER_HOST") or "the local socket"
+                    raise SandboxUnavailable(
+                        f"Docker daemon not reachable at {where} (the namespace sandbox takes its images from "
+                        f"Docker): {e}. Start dockerd or point DOCKER_HOST at one"
+                    ) from e
             return self._client
 
     def image_id(self, tag: str) -> str | None:
@@ -238,9 +244,9 @@ class NamespaceBackend:
             box.channel.close()
         sandbox.kill()
         sandbox.cgroups.remove()
-        shutil.rmtree(sandbox.folder, ignore_errors=True)
+        nr.remove_tree(sandbox.folder)
         if not keep_upper and box.layers is not None:
-            shutil.rmtree(box.layers.upper, ignore_errors=True)
+            nr.remove_tree(box.layers.upper)
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -268,11 +274,11 @@ class NamespaceBackend:
                     self._count("snapshot_hits")
                     return self._snapshots[key]
             upper = self.folder / f"snapshot-{key[:16]}"
-            shutil.rmtree(upper, ignore_errors=True)
+            nr.remove_tree(upper)
             try:
                 self._prepare(spec, history, upper)
             except BaseException:
-                shutil.rmtree(upper, ignore_errors=True)
+                nr.remove_tree(upper)
                 raise
             self._count("snapshots_built")
             with self._lock:
@@ -286,7 +292,7 @@ class NamespaceBackend:
                 for box in pooled:
                     self._discard(box)
                 # a candidate still running on it keeps its lower folder: overlay holds the open tree
-                shutil.rmtree(evicted[1][0], ignore_errors=True)
+                nr.remove_tree(evicted[1][0])
             return self._snapshots.get(key) or (upper, self._root(spec.image))
 
     # -- running actions -------------------------------------------------------------------
@@ -363,10 +369,10 @@ class NamespaceBackend:
         A state whose replay needs registry access (`SandboxSpec.replay_access`: the host network
         for `pip install` in the history) is built and run by the Docker backend, which has it.
         """
-        if spec.replay_access:
+        why = self.cannot_run(spec)
+        if why:
             if self.docker is None:
-                why = SandboxError("this state's replay needs registry access, which only the Docker backend gives")
-                return [why for _ in actions]
+                return [SandboxError(why) for _ in actions]
             self._count("groups_run_by_docker")
             return self.docker(limits=self.limits, base_url=self.base_url).run_group(spec, history, actions)
         spec = self._numeric(spec)
@@ -388,6 +394,16 @@ class NamespaceBackend:
             pass  # closing
         return effects
 
+    def cannot_run(self, spec: SandboxSpec) -> str | None:
+        """Why this backend cannot run `spec`'s state (None when it can): `docker_shell` then asks Docker.
+
+        A replay with registry access (`pip install` in the history) needs the host network, which
+        no namespace sandbox has.
+        """
+        if spec.replay_access:
+            return "its replay needs registry access, which only the Docker backend gives"
+        return None
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -403,7 +419,7 @@ class NamespaceBackend:
             self._pool.clear()
         for box in pooled:
             self._discard(box)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        nr.remove_tree(self.folder)
         atexit.unregister(self.close)
 
     def _background(self, fn: Any, *args: Any) -> None:

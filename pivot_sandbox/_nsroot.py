@@ -98,13 +98,25 @@ def run_root() -> Path:
     return cache_dir("ns-sandbox")
 
 
+def remove_tree(path: Path | str) -> None:
+    """Remove a folder however deep, ignoring what is already gone.
+
+    A candidate may leave a folder thousands of levels deep (`mkdir d && cd d` in a loop), which
+    `shutil.rmtree` cannot remove (it recurses once per level: RecursionError); GNU `rm` can.
+    """
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], capture_output=True, check=False)
+
+
 def gc(everything: bool = False) -> dict[str, int]:
     """Remove the folders and cgroups of backends whose process is gone (all of them with `everything`)."""
     removed = {"folders": 0, "cgroups": 0}
     root = run_root()
     for entry in root.iterdir() if root.exists() else ():
         if everything or not owner_alive(entry.name):
-            shutil.rmtree(entry, ignore_errors=True)
+            remove_tree(entry)
             removed["folders"] += 1
     for parent in Cgroups.parents():
         for entry in parent.iterdir() if parent.exists() else ():

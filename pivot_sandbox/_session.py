@@ -33,6 +33,7 @@ from pivot_sandbox._task_tests import (
     test_outcome,
     tests_tar,
 )
+from pivot_sandbox.errors import SandboxUnavailable
 
 OUTPUT_HEAD = 64 * 1024  # bytes of a command's output read back
 
@@ -159,5 +160,14 @@ def _head(box: ct.Box, path: str) -> str:
 
 
 def open_session(backend: Any, spec: SandboxSpec, history: Sequence[str]) -> Session:
-    """A `Session` at the state after `history` (what episode envs call)."""
+    """A `Session` at the state after `history` (what episode envs call).
+
+    Raises `SandboxUnavailable` for a backend without live sessions (the namespace backend): an
+    episode is never run on another backend than the one asked for.
+    """
+    if not getattr(backend, "live_sessions", True):
+        name = getattr(backend, "name", type(backend).__name__)
+        raise SandboxUnavailable(
+            f"the {name} sandbox backend has no live sessions (episodes, task tests): use the docker backend"
+        )
     return Session(backend, spec, history)

@@ -239,6 +239,28 @@ def test_kill_9_of_the_verifier_leaves_no_process_mount_or_folder(demo_pivots, t
         assert not [c for c in parent.iterdir() if c.is_dir() and c.name.startswith(f"{child.pid}-")]
 
 
+@pytest.mark.skipif("namespace" not in BACKENDS, reason="the namespace backend cannot run here (see above)")
+def test_a_folder_thousands_of_levels_deep_is_removed_after_the_verdict_and_by_gc(busybox):
+    # shutil.rmtree recurses once per level: a candidate's deep folder must not outlive its verdict,
+    # nor, left by a killed process, make every later backend's start-up sweep fail
+    from pivot_sandbox import namespace_backend
+    from pivot_sandbox._nsroot import gc, run_root
+
+    backend = namespace_backend(pool_size=0, parallelism=1, action_timeout=30.0)
+    deep = "i=0; while [ $i -lt 1500 ]; do mkdir d && cd d; i=$((i+1)); done"
+    (effect,) = backend.run_group(SandboxSpec(image=BUSYBOX), [], [[deep]])
+    assert effect.exit_code == 0, effect
+    backend.drain()
+    assert not list(backend.folder.glob("upper-*")) and not list(backend.folder.glob("box-*"))
+    ended = subprocess.Popen(["true"])  # a process that has ended: what its pid names is a leftover
+    ended.wait()
+    left = run_root() / f"{ended.pid}-deep"
+    left.mkdir()
+    subprocess.run(["sh", "-c", deep], cwd=left, check=True)  # (os.makedirs recurses too)
+    gc()
+    assert not left.exists()
+
+
 def test_an_explicit_namespace_choice_that_cannot_work_fails_with_the_reason(monkeypatch, demo_pivots):
     from pivot_sandbox import _nsroot, _plugin
 
