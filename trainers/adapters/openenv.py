@@ -115,8 +115,16 @@ def openenv_app(env_id: str = "pivot/tool-use-v0", max_concurrent_envs: int = 8,
         env_id: the pivot env to serve.
         max_concurrent_envs: WebSocket sessions at once (each has its own env).
         env_kwargs: keyword arguments for `gym.make` (dataset, verifiers, ...).
+
+    Raises:
+        ValueError: `verifiers` given for an episode env (its reward is the task's outcome).
     """
     gym.spec(env_id)  # an unknown id fails here, not in the first session
+    if is_episode_env(env_id) and env_kwargs.get("verifiers"):
+        raise ValueError(
+            f"{env_id} is an episode env: it ends with the task's own outcome, so --verifiers does not apply "
+            "(it picks the chain of single-step ids such as pivot/tool-use-v0)"
+        )
 
     def factory() -> PivotEnvironment:
         return PivotEnvironment(gym.make(env_id, **env_kwargs))
