@@ -109,10 +109,11 @@ def build_tasks(
 def info(as_json: bool = JSON_OPTION) -> None:
     """How this machine's sandbox runs: the backend in use and the usable ones, the daemon, the transport.
 
-    `backend` is the one `docker_shell` uses (`PIVOT_SANDBOX`, else docker); `backends` maps each
-    backend to "usable" or why it cannot run here. A chosen backend that cannot run fails here with the reason.
+    `backend` is the one `docker_shell` uses (`PIVOT_SANDBOX`, else `default`: namespace where it
+    can run here, else docker); `backends` maps each backend to "usable" or why it cannot run here.
+    A chosen backend that cannot run fails here with the reason.
     """
-    from pivot_sandbox import SandboxError, chosen_backend, docker_backend, usable_backends
+    from pivot_sandbox import SandboxError, chosen_backend, default_backend, docker_backend, usable_backends
 
     try:
         chosen = chosen_backend()
@@ -130,6 +131,7 @@ def info(as_json: bool = JSON_OPTION) -> None:
     readable = daemon.get("Driver") == "overlay2" and os.access(layers, os.R_OK | os.X_OK)
     summary = {
         "backend": chosen,
+        "default": default_backend(),
         "backends": usable,
         "daemon": daemon.get("ServerVersion"),
         "storage_driver": daemon.get("Driver"),

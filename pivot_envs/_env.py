@@ -67,7 +67,8 @@ class PivotEnv(gym.Env[dict, str]):
             (`context["world"]`) get the domain's `world_verifiers` chain (see `chain_for`).
         verifier_config: per-verifier keyword arguments, `{name: {arg: value}}`.
         sandbox: the sandbox backend of `docker_shell` ("docker" or "namespace"; default:
-            `PIVOT_SANDBOX`, else "docker"); one that cannot run here makes its verdicts errors with the reason.
+            `PIVOT_SANDBOX`, else "namespace" where this machine can run it, else "docker"); one
+            that cannot run here makes its verdicts errors with the reason.
         parser: parser name; the domain's default when None.
         max_completion_chars: the action space's maximum completion length.
         reward_cache: a `RewardCache` (or the path of its SQLite file) that `step` and `score`

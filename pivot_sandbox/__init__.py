@@ -22,6 +22,7 @@ from pivot_sandbox._network import NETWORK, needs_network
 from pivot_sandbox._plugin import (
     BACKEND_NAMES,
     chosen_backend,
+    default_backend,
     docker_backend,
     namespace_backend,
     namespace_details,
@@ -101,6 +102,7 @@ __all__ = [
     "namespace_details",
     "namespace_gc",
     "chosen_backend",
+    "default_backend",
     "usable_backends",
     "BACKEND_NAMES",
     "normalize_output",

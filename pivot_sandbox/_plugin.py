@@ -57,17 +57,25 @@ def namespace_backend(**config: Any) -> Any:
 BACKEND_NAMES = ("docker", "namespace")
 
 
-def chosen_backend(explicit: str | None = None) -> str:
-    """The sandbox backend to use: `explicit`, else `PIVOT_SANDBOX`, else "docker".
+def default_backend() -> str:
+    """The backend used when none is chosen: "namespace" where this machine can run it, else "docker".
 
-    Docker stays the default until the namespace backend's verdicts are shown to agree on the
-    pivots the project builds (`bench/sandbox.py --backends docker,namespace`: docs/sandbox.md). An
-    explicit choice is never swapped for another: a namespace backend that cannot run fails with
-    the reason when first used.
+    The namespace backend gives the same verdicts (`bench/sandbox.py --backends docker,namespace`:
+    docs/sandbox.md) at a fraction of the latency. What it lacks (a state whose replay needs
+    registry access, live sessions) is run by Docker, and the verdict says so (`docker_shell`).
+    """
+    return "namespace" if usable_backends()["namespace"] is None else "docker"
+
+
+def chosen_backend(explicit: str | None = None) -> str:
+    """The sandbox backend to use: `explicit`, else `PIVOT_SANDBOX`, else `default_backend()`.
+
+    An explicit choice is never swapped for another: a namespace backend that cannot run fails
+    with the reason when first used.
     """
     import os
 
-    name = explicit or os.environ.get("PIVOT_SANDBOX") or "docker"
+    name = explicit or os.environ.get("PIVOT_SANDBOX") or default_backend()
     if name not in BACKEND_NAMES:
         raise ValueError(f"sandbox backend: expected one of {BACKEND_NAMES}, got {name!r}")
     return name

@@ -252,6 +252,12 @@ class _Decision:
         return ChainResult(best.reward, False, best.verifier, verdicts, best.error)
 
 
+def _keyed_config(verifier: object, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config that counts in the cache key: without the verifier's `verdict_neutral_config` keys."""
+    neutral = getattr(verifier, "verdict_neutral_config", ())
+    return {k: v for k, v in dict(config).items() if k not in neutral}
+
+
 class VerifierChain:
     """Gates (must all pass) then acceptors (first to accept decides), cheapest first.
 
@@ -298,8 +304,12 @@ class VerifierChain:
         return all(verifier_meta(v)["deterministic"] for _, v in self.steps)
 
     def config_hash(self) -> str:
-        """Hash of names, versions and config: part of every cached reward's key."""
-        desc = [(n, verifier_meta(v)["version"], self.config.get(n, {})) for n, v in self.steps]
+        """Hash of names, versions and config: part of every cached reward's key.
+
+        A verifier's `verdict_neutral_config` keys are left out: options that change no verdict
+        (`docker_shell`'s `backend`: both built-in backends give the same verdicts).
+        """
+        desc = [(n, verifier_meta(v)["version"], _keyed_config(v, self.config.get(n, {}))) for n, v in self.steps]
         return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def fingerprint(self, pivot: Pivot) -> str | None:

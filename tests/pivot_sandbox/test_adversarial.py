@@ -43,8 +43,9 @@ def terminus(command: str) -> Message:
 
 def test_adversarial_suite(demo_pivots, docker_client):
     SENTINEL.write_text("intact")
-    # a backend of its own (short timeout keeps the suite fast); its label tells its containers apart
-    config = {"action_timeout": 4.0, "pool_size": 1}
+    # a backend of its own (short timeout keeps the suite fast); its label tells its containers apart.
+    # Docker by name: containers are what this test counts (test_backends.py runs the suite on both)
+    config = {"backend": "docker", "action_timeout": 4.0, "pool_size": 1}
     verifier = get_verifier("docker_shell", **config)
     backend = verifier.backend()
     pivot = demo_pivots["ls -la"]
@@ -77,7 +78,9 @@ CHILD = textwrap.dedent("""
     def msg(keys):
         return Message("assistant", json.dumps({"analysis": "a", "plan": "p", "commands": [{"keystrokes": keys}]}))
     # two different candidates (identical ones run once): two containers busy when the process is killed
-    get_verifier("docker_shell", action_timeout=120.0).verify_batch(pivot, [msg("sleep 1000\\n"), msg("sleep 999\\n")])
+    # (Docker's containers by name; test_backends.py kills a verifying process on the namespace backend)
+    verifier = get_verifier("docker_shell", backend="docker", action_timeout=120.0)
+    verifier.verify_batch(pivot, [msg("sleep 1000\\n"), msg("sleep 999\\n")])
 """)
 
 

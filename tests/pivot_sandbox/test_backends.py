@@ -278,6 +278,49 @@ def test_an_explicit_namespace_choice_that_cannot_work_fails_with_the_reason(mon
         get_verifier("docker_shell")
 
 
+def test_the_namespace_backend_is_the_default_where_it_can_run(monkeypatch):
+    from pivot_sandbox import _nsroot, chosen_backend, default_backend
+
+    monkeypatch.delenv("PIVOT_SANDBOX", raising=False)
+    expected = "namespace" if "namespace" in BACKENDS else "docker"
+    assert default_backend() == chosen_backend() == get_verifier("docker_shell").backend_name == expected
+    monkeypatch.setenv("PIVOT_SANDBOX", "docker")
+    assert chosen_backend() == get_verifier("docker_shell").backend_name == "docker"
+    monkeypatch.delenv("PIVOT_SANDBOX")
+    monkeypatch.setitem(_nsroot._probed, "why", "no bubblewrap here (test)")
+    assert default_backend() == get_verifier("docker_shell").backend_name == "docker"
+
+
+@pytest.mark.skipif("namespace" not in BACKENDS, reason="the namespace backend cannot run here (see above)")
+def test_a_state_the_namespace_backend_cannot_run_is_scored_by_docker_and_the_verdict_says_so(busybox):
+    from pivot_core import Pivot
+    from pivot_sandbox import docker_backend, namespace_backend, open_session
+    from verifiers_plugins.builtin.docker_shell import DockerShell
+
+    # a replay with registry access (`pip install` in a task's history) needs the host network
+    sandbox = {"image": BUSYBOX, "setup": ["echo hi > hello.txt"], "replay_access": True}
+    pivot = Pivot("replay-access#1", "terminal", (Message("user", "list"),), terminus("ls"), (), {"sandbox": sandbox})
+    spec = SandboxSpec.from_context(pivot.context)
+    assert "registry access" in namespace_backend(action_timeout=6.0).cannot_run(spec)
+    before = DockerShell.stats["groups_run_by_docker"]
+    verifier = get_verifier("docker_shell", backend="namespace", action_timeout=6.0)
+    good, bad = verifier.verify_batch(pivot, [terminus("ls -1"), terminus("rm hello.txt")])
+    assert good.accepted and bad.reward == 0.0 and bad.error is None, (good, bad)
+    for verdict in (good, bad):
+        assert verdict.details["backend"] == "docker", verdict.details
+        assert "namespace backend cannot run this state" in verdict.details["backend_why"]
+    assert DockerShell.stats["groups_run_by_docker"] == before + 1
+    (plain,) = get_verifier("docker_shell", backend="namespace", action_timeout=6.0).verify_batch(
+        Pivot("plain#1", "terminal", (Message("user", "list"),), terminus("ls"), (), {"sandbox": {"image": BUSYBOX}}),
+        [terminus("ls -1")],
+    )
+    assert plain.accepted and plain.details["backend"] == "namespace" and "backend_why" not in plain.details
+    # the Docker backend itself never hands a state on; a live session is Docker's alone
+    assert getattr(docker_backend(), "cannot_run", None) is None
+    with pytest.raises(SandboxUnavailable, match="no live sessions"):
+        open_session(namespace_backend(action_timeout=6.0), spec, [])
+
+
 def test_a_changed_sandbox_never_serves_the_next_candidate(backend):
     # both backends keep sandboxes ready (a pool); a candidate only ever gets one in the exact state
     spec = SandboxSpec(image=BUSYBOX, setup=("echo kept > kept.txt",))
@@ -316,7 +359,8 @@ def test_sandbox_info_names_the_backend_in_use(chosen):
     )
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
-    assert info["backend"] == (chosen or "docker")
+    default = "namespace" if "namespace" in BACKENDS else "docker"  # the faster one where it can run
+    assert info["backend"] == (chosen or default) and info["default"] == default
     assert {name for name, why in info["backends"].items() if why == "usable"} == set(BACKENDS)
 
 

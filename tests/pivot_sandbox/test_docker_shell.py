@@ -7,6 +7,7 @@ import json
 import pytest
 
 from pivot_envs import Message
+from pivot_sandbox import usable_backends
 from verifiers_plugins import VerifierChain, get_verifier
 
 pytestmark = pytest.mark.docker
@@ -98,8 +99,10 @@ def test_pivot_without_sandbox_is_skipped(demo_pivots):
     assert verdict.applicable is False
 
 
-def test_unreachable_daemon_is_an_error_not_a_zero(demo_pivots):
-    verifier = get_verifier("docker_shell", base_url="unix:///nonexistent/docker.sock")
+@pytest.mark.parametrize("name", [n for n, why in usable_backends().items() if why is None])
+def test_unreachable_daemon_is_an_error_not_a_zero(demo_pivots, name):
+    # the namespace backend takes its images from the same engine: no engine, an error on either
+    verifier = get_verifier("docker_shell", backend=name, base_url="unix:///nonexistent/docker.sock")
     verdict = verifier.verify(demo_pivots["ls -la"], terminus("ls -la"))
     assert verdict.error and "Docker daemon not reachable" in verdict.error
     assert not verdict.accepted

@@ -170,7 +170,8 @@ def test_sandbox_info_says_how_it_runs(busybox):
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    # the Docker backend's transport: named, as the default is the namespace backend where it can run
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "PIVOT_SANDBOX": "docker"}
     out = subprocess.run(
         [sys.executable, "-m", "pivot_cli", "sandbox", "info", "--json"],
         env=env,

@@ -27,7 +27,7 @@ def test_second_verification_does_not_replay(demo_pivots):
     n_history = len(history_commands(pivot))
     assert n_history >= 5
     # a configuration no other test uses, so this backend starts with empty caches
-    verifier = get_verifier("docker_shell", max_snapshots=3, pool_size=1)
+    verifier = get_verifier("docker_shell", backend="docker", max_snapshots=3, pool_size=1)
     backend = verifier.backend()
     group = [terminus("wc -l todo.txt"), terminus("cat todo.txt | wc -l"), terminus("wc -l notes.txt")]
     first = [v.accepted for v in verifier.verify_batch(pivot, group)]
@@ -49,7 +49,7 @@ def test_second_verification_does_not_replay(demo_pivots):
 
 
 def test_lru_evicts_and_removes_snapshot_images(demo_pivots, docker_client):
-    verifier = get_verifier("docker_shell", max_snapshots=1, pool_size=0)
+    verifier = get_verifier("docker_shell", backend="docker", max_snapshots=1, pool_size=0)
     backend = verifier.backend()
     a, b = demo_pivots["ls -la"], demo_pivots["cat notes.txt"]
     verifier.verify_batch(a, [terminus("ls -al")])
@@ -64,7 +64,7 @@ def test_lru_evicts_and_removes_snapshot_images(demo_pivots, docker_client):
 
 def test_snapshot_removed_under_the_backend_is_rebuilt(demo_pivots, docker_client):
     # pool_size=0: every candidate needs a fresh container from the snapshot image
-    verifier = get_verifier("docker_shell", max_snapshots=4, pool_size=0, parallelism=1)
+    verifier = get_verifier("docker_shell", backend="docker", max_snapshots=4, pool_size=0, parallelism=1)
     backend = verifier.backend()
     pivot = demo_pivots["cat notes.txt"]
     assert verifier.verify_batch(pivot, [terminus("cat notes.txt")])[0].accepted

@@ -359,8 +359,8 @@ def test_the_same_adversarial_candidate_twice_gets_a_stable_verdict_or_none_cach
     assert rewards == [1.0, 0.0, 1.0, 0.0] and chain.cache.hits == 0
 
 
-def test_docker_fingerprints_name_the_backend_and_the_image_id():
-    """docker_shell and task_tests: the image id the engine reports for the pivot's tag, and the backend."""
+def test_docker_fingerprints_name_the_image_id_and_no_built_in_backend():
+    """docker_shell and task_tests: the image id the engine reports for the pivot's tag (no built-in backend name)."""
     from pivot_core import Message, Pivot
     from pivot_sandbox import image_id
     from verifiers_plugins import get_verifier
@@ -370,12 +370,64 @@ def test_docker_fingerprints_name_the_backend_and_the_image_id():
     assert engine_id and engine_id.startswith("sha256:")
     expert = Message("assistant", "ls")
     pivot = Pivot("p#1", "terminal", (Message("user", "go"),), expert, (), {"sandbox": {"image": tag}})
-    shell = get_verifier("docker_shell").fingerprint(pivot)
-    assert engine_id in shell and "docker" in shell
+    shell = {name: get_verifier("docker_shell", backend=name).fingerprint(pivot) for name in ("docker", "namespace")}
+    assert shell == {"docker": engine_id, "namespace": engine_id}  # the same verdicts: one key (issue 27)
     assert get_verifier("docker_shell").fingerprint(Pivot("q#1", "terminal", (), expert, (), {})) == ""
     missing = Pivot("p#1", "terminal", (), expert, (), {"sandbox": {"image": "pivot-gym/no-such-image:0"}})
     assert image_id("pivot-gym/no-such-image:0") is None
     assert get_verifier("docker_shell").fingerprint(missing) is None  # unknown image: do not cache
+
+
+def test_a_third_party_sandbox_backend_stays_in_the_key(fresh_host):
+    """Nothing says another backend's verdicts agree with the built-in ones: its name is part of the key."""
+    from pivot_core import Message, Pivot
+    from verifiers_plugins import get_verifier
+
+    class Elsewhere:
+        def image_id(self, tag):
+            return "sha256:elsewhere"
+
+    class Plugin:
+        @hookimpl
+        def register_sandboxes(self, register):
+            register("elsewhere", lambda **config: Elsewhere())
+
+    fresh_host.register_plugin(Plugin(), name="elsewhere-sandbox")
+    pivot = Pivot("p#1", "terminal", (), Message("assistant", "ls"), (), {"sandbox": {"image": "x:1"}})
+    assert get_verifier("docker_shell", backend="elsewhere").fingerprint(pivot) == "elsewhere:sha256:elsewhere"
+
+
+@pytest.mark.docker
+def test_a_verdict_cached_under_one_sandbox_backend_serves_the_other(tmp_path, monkeypatch):
+    """Both built-in backends give the same verdicts (issue 27): the key leaves the backend out, not the image."""
+    from pivot_core import Message, Pivot
+    from verifiers_plugins.builtin import docker_shell
+
+    def terminus(command):
+        keys = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": command + "\n", "duration": 0.1}]}
+        return Message("assistant", json.dumps(keys))
+
+    context = {"sandbox": {"image": "pivot-gym/busybox:1", "setup": ["echo hi > hello.txt"]}}
+    pivot = Pivot("cache-backends#1", "terminal", (Message("user", "list the files"),), terminus("ls"), (), context)
+    cache = RewardCache(tmp_path / "r.sqlite")
+
+    def chain(backend):
+        config = {"docker_shell": {"backend": backend, "action_timeout": 6.0}}
+        return CachedChain(VerifierChain.from_names(["docker_shell"], config), cache)
+
+    docker, namespace = chain("docker"), chain("namespace")
+    assert docker.config_hash() == namespace.config_hash() and docker.fingerprint(pivot) == namespace.fingerprint(pivot)
+    [first] = docker.verify_batch(pivot, [terminus("ls -1")])  # run by Docker, then cached
+    assert first.accepted and first.verdicts["docker_shell"].details["backend"] == "docker", first
+    assert (cache.misses, cache.hits) == (1, 0)
+    [again] = namespace.verify_batch(pivot, [terminus("ls -1")])
+    assert (cache.misses, cache.hits) == (1, 1) and again.to_json() == first.to_json()
+    # the image still counts: another id behind the tag is another key, on either backend
+    before = docker.fingerprint(pivot)
+    monkeypatch.setattr(docker_shell, "image_id", lambda tag, base_url=None: "sha256:rebuilt")
+    assert docker.fingerprint(pivot) == namespace.fingerprint(pivot) != before
+    [rebuilt] = docker.verify_batch(pivot, [terminus("ls -1")])
+    assert rebuilt.accepted and (cache.misses, cache.hits) == (2, 1)
 
 
 def test_the_judge_fingerprint_names_the_judge_even_when_the_environment_chose_it(tmp_path, monkeypatch):

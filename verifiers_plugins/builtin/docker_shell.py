@@ -6,6 +6,10 @@ that change from run to run (timestamps, PIDs, random names) are left out of the
 expert's effect is cached per state, so a GRPO group and later epochs reuse it. A Terminus turn
 runs what its terminal would (`typed_action`): keystrokes without a final Enter are typed, not run,
 and a candidate that leaves other text typed at the prompt than the expert's is another action.
+
+A state the chosen backend cannot run (the namespace backend's `cannot_run`: a replay that needs
+registry access) is run by the Docker backend, and its verdicts name it (`details["backend"]`,
+`details["backend_why"]`): never a silent swap, never a different verdict.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pivot_core import Message, Pivot, history_typed, typed_action
 from pivot_sandbox import (
+    BACKEND_NAMES,
     STDERR_MODES,
     Effect,
     SandboxSpec,
@@ -45,7 +50,8 @@ class DockerShell:
 
     Args:
         backend: name of a sandbox backend registered through `register_sandboxes` ("docker",
-            "namespace"); default: `PIVOT_SANDBOX`, else "docker" (`pivot_sandbox.chosen_backend`).
+            "namespace"); default: `PIVOT_SANDBOX`, else the namespace backend where this machine can
+            run it, else "docker" (`pivot_sandbox.chosen_backend`).
         expert_gap: seconds between the end of the first expert run and the start of the second, so that clock readings
             with one-second resolution (`date`, `ls -l` of a new file) differ between them and are
             recognised as unstable. Paid once per pivot state: the expert's effect is cached.
@@ -61,6 +67,9 @@ class DockerShell:
     # 3: the shell state and the processes an action leaves are part of its effect; racy verdicts unstable
     # 4: a Terminus turn runs what its terminal would (no Enter, no run); text left typed must be the expert's
     version = "4"
+    # config that changes no verdict, so the reward cache's key leaves it out: the built-in backends
+    # give the same verdicts (docs/sandbox.md), and `fingerprint` names any other backend
+    verdict_neutral_config: ClassVar[tuple[str, ...]] = ("backend",)
 
     # Shared by every instance: the expert's effect at a state is the same for any env of the process.
     _expert_cache: OrderedDict[tuple[Any, ...], tuple[Effect, Unstable]] = OrderedDict()
@@ -83,7 +92,7 @@ class DockerShell:
         return get_host().get("sandboxes", self.backend_name)(**self.backend_config)
 
     def fingerprint(self, pivot: Pivot) -> str | None:
-        """The backend's name and the id of the image the pivot's state is built on (see `sandbox_fingerprint`)."""
+        """The id of the image the pivot's state is built on (see `sandbox_fingerprint`)."""
         return sandbox_fingerprint(self.backend_name, self.backend_config, pivot)
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
@@ -110,9 +119,10 @@ class DockerShell:
         history = list(before.commands)
         typed = [typed_action(a, before.pending) for a in actions]
         wanted = [list(t.commands) for t in typed]
-        key = (self.backend_name, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert))
+        ran_on, why = self.backend_name, None
         try:
-            backend = self.backend()
+            backend, ran_on, why = self._backend_for(spec)
+            key = (ran_on, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert))
             reference = self._cached_expert(key)
             if reference is None:
                 first, first_ended = self._run_expert(backend, spec, history, expert), time.monotonic()
@@ -122,9 +132,9 @@ class DockerShell:
             if reference is None:
                 reference = self._settle_expert(backend, spec, history, expert, first, first_ended, key)
         except SandboxError as e:
-            return [Verdict.failed(f"sandbox {self.backend_name}: {e}")] * len(actions)
+            return [Verdict.failed(f"sandbox {_named(ran_on, why)}: {e}")] * len(actions)
         except Exception as e:  # noqa: BLE001 - a raise here would make the chain re-run the group one by one
-            return [Verdict.failed(f"sandbox {self.backend_name}: {type(e).__name__}: {e}")] * len(actions)
+            return [Verdict.failed(f"sandbox {_named(ran_on, why)}: {type(e).__name__}: {e}")] * len(actions)
         self._count("candidates_run", len(unique))
         out = []
         for commands, t in zip(wanted, typed, strict=True):
@@ -134,8 +144,25 @@ class DockerShell:
                 # typed and not run: the next Enter runs it (`rm -rf /` waiting at the prompt is no effect yet)
                 out.append(Verdict.reject(f"leaves {t.pending[-80:]!r} typed at the prompt, not run (no Enter)"))
             else:
-                out.append(self._judge(reference, effects[tuple(commands)], spec.workdir, commands))
+                out.append(self._judge(reference, effects[tuple(commands)], spec.workdir, commands, ran_on, why))
         return out
+
+    def _backend_for(self, spec: SandboxSpec) -> tuple[Any, str, str | None]:
+        """The backend that runs this state, its name, and why it is not the chosen one (None when it is).
+
+        A backend that cannot run a state says why (`cannot_run(spec)`); the Docker backend, which
+        runs every state the project builds, runs it then. The Docker backend itself has no fallback.
+        """
+        backend = self.backend()
+        check = getattr(backend, "cannot_run", None)
+        why = check(spec) if callable(check) else None
+        if not why:
+            return backend, self.backend_name, None
+        if self.backend_name == "docker":
+            raise SandboxError(why)
+        self._count("groups_run_by_docker")
+        docker = get_host().get("sandboxes", "docker")(**self.backend_config)
+        return docker, "docker", f"the {self.backend_name} backend cannot run this state: {why}"
 
     def _cached_expert(self, key: tuple[Any, ...]) -> tuple[Effect, Unstable] | None:
         with self._cache_lock:
@@ -195,10 +222,16 @@ class DockerShell:
         return value
 
     def _judge(
-        self, reference: tuple[Effect, Unstable], effect: Effect | Exception, workdir: str, commands: Sequence[str]
+        self,
+        reference: tuple[Effect, Unstable],
+        effect: Effect | Exception,
+        workdir: str,
+        commands: Sequence[str],
+        ran_on: str,
+        why: str | None,
     ) -> Verdict:
         if isinstance(effect, Exception):
-            return Verdict.failed(f"sandbox {self.backend_name}: {effect}")
+            return Verdict.failed(f"sandbox {_named(ran_on, why)}: {effect}")
         expert, unstable = reference
         comparison = compare_effects(expert, effect, unstable, workdir, self.stderr)
         details = comparison.details(unstable)
@@ -211,6 +244,9 @@ class DockerShell:
         }
         # a verdict that a second run of the same candidate need not repeat is not cached (the reward
         # cache honours `stable`): background jobs, processes left, limits that race
+        details["backend"] = ran_on  # which backend ran it (the same verdict on either: docs/sandbox.md)
+        if why:
+            details["backend_why"] = why  # not the chosen one: that backend cannot run this state
         details["stable"] = not (is_racy(effect, commands) or "processes" in unstable.parts)
         if comparison.equal and not comparison.outside_workdir:
             return Verdict.accept("effect matches the expert's", **details)
@@ -222,13 +258,21 @@ class DockerShell:
             cls.stats[name] += n
 
 
+def _named(ran_on: str, why: str | None) -> str:
+    return f"{ran_on} ({why})" if why else ran_on
+
+
 def sandbox_fingerprint(backend_name: str, backend_config: dict[str, Any], pivot: Pivot) -> str | None:
-    """What a sandbox verdict rests on beyond the pivot: the backend, and the image id behind the pivot's tag.
+    """What a sandbox verdict rests on beyond the pivot: the image id behind the pivot's tag.
 
     A tag names whatever was last built under it, so the verdict's key holds the id the engine
     reports (`pivot_sandbox.image_id`). None, so the verdict is not cached, when the id cannot be
     had: the engine is unreachable, it has no such image, or a backend other than Docker offers no
     `image_id(tag)`. "" for a pivot without a sandbox (the verdict is a skip).
+
+    The built-in backends (`BACKEND_NAMES`) are left out: their verdicts are the same, checked
+    verdict for verdict (`tests/pivot_sandbox/test_backends.py`, `bench/sandbox.py`), so a verdict
+    cached under one serves the other. Any other backend's name stays in: nothing says it agrees.
     """
     try:
         spec = SandboxSpec.from_context(pivot.context)
@@ -236,12 +280,14 @@ def sandbox_fingerprint(backend_name: str, backend_config: dict[str, Any], pivot
         return ""  # the verifier reports the bad context itself, as an error (never cached)
     if spec is None:
         return ""
-    if backend_name == "docker":
+    if backend_name in BACKEND_NAMES:  # both take their images from the Docker engine
         found = image_id(spec.image, backend_config.get("base_url"))
     else:
         lookup = getattr(get_host().get("sandboxes", backend_name)(**backend_config), "image_id", None)
         found = lookup(spec.image) if callable(lookup) else None
-    return None if found is None else f"{backend_name}:{found}"
+    if found is None:
+        return None
+    return found if backend_name in BACKEND_NAMES else f"{backend_name}:{found}"
 
 
 @hookimpl
