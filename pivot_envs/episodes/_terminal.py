@@ -12,6 +12,12 @@ command runs, and a command still running when it passes is stopped there (outco
 command the sandbox stops). The container is removed at the end, on reset, on close, and by
 the backend's exit and signal clean-up if the process dies.
 
+A pivot converted from a real agent's run (`pivot convert`: `context.harness` openhands or
+mini-swe-agent) plays its harness's own format instead: OpenHands tool calls (its file editor
+included) answered by tool messages, mini-swe-agent's one bash block answered by its
+`<returncode>`/`<output>` message, `finish` and mini-swe-agent's submission ending the episode
+(`_harness.py`). Stepping a run's recorded turns from its first pivot replays the run.
+
 The outcome is the task's tests, run in the final state whatever ended the episode (Terminal-Bench
 runs them after a timeout too). A pivot synthesized from a Terminal-Bench task folder
 (`context["task"]["dir"]`) is scored by the task's own pytest suite, delivered only now, run in a
@@ -28,6 +34,7 @@ from typing import Any, ClassVar
 
 from pivot_core import Message, Pivot, history_typed, parse_terminus, typed_action
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
+from pivot_envs.episodes._harness import Ran, harness_of, harness_turn, recorded_interpreter
 from verifiers_plugins import get_host
 
 DEFAULT_TURNS = 50  # Terminal-Bench bounds an agent by time, not turns; a turn budget keeps RL episodes finite
@@ -100,8 +107,13 @@ class TerminalEpisodeEnv(EpisodeEnv):
         self._agent_timeouts: dict[str, float] = {}  # task folder -> its max_agent_timeout_sec
 
     def accepts(self, pivot: Pivot) -> bool:
-        """Pivots with a sandbox; anything else in the data is an error naming the pivot."""
+        """Pivots with a sandbox; a converted run's unsandboxed ones are skipped; others raise naming the pivot.
+
+        `pivot convert --tasks-dir` leaves a pivot unsandboxed with the reason (`context.unsandboxed`).
+        """
         if not isinstance(pivot.context.get("sandbox"), Mapping):
+            if pivot.context.get("unsandboxed"):  # `pivot convert --tasks-dir`: their state cannot be rebuilt
+                return False
             raise ValueError(
                 f"TerminalEpisodeEnv: expected pivots with context['sandbox'] (from `pivot synthesize`), "
                 f"got pivot {pivot.id!r}"
@@ -109,8 +121,8 @@ class TerminalEpisodeEnv(EpisodeEnv):
         return True
 
     def default_budget(self, pivot: Pivot) -> int:
-        """The pivot's `max_turns` (or 50) less the agent turns already in the history."""
-        total = int(pivot.context.get("max_turns") or DEFAULT_TURNS)
+        """The pivot's `max_turns` (or 50, or a converted run's own actions if more) less the history's turns."""
+        total = int(pivot.context.get("max_turns") or max(DEFAULT_TURNS, int(pivot.context.get("actions") or 0)))
         return total - sum(1 for m in pivot.history if m.role == "assistant")
 
     def default_time_limit(self, pivot: Pivot) -> float | None:
@@ -141,6 +153,9 @@ class TerminalEpisodeEnv(EpisodeEnv):
 
     def act(self, message: Message) -> StepResult:
         """Run the turn's keystrokes in the live shell; `task_complete` ends the episode."""
+        assert self.current is not None
+        if harness_of(self.current) is not None:
+            return self._harness_act(message)
         turn = parse_terminus(message.content)
         if turn is None:
             return StepResult((Message("user", PARSE_ERROR),))
@@ -170,6 +185,25 @@ class TerminalEpisodeEnv(EpisodeEnv):
             shown.append(f"agent@sandbox:{self.session.cwd}$ {typed.pending}\n")
         text = "New Terminal Output:\n\n" + ("".join(shown) or "(no command ran)\n")
         return StepResult((Message("user", text),), done)
+
+    def _harness_act(self, message: Message) -> StepResult:
+        """A converted run's turn, read and answered in its harness's format (`_harness.py`)."""
+        assert self.current is not None
+        interpreter = recorded_interpreter(self.recorded_messages(self.current))
+        turn = harness_turn(self.current, message, self._run_bounded, interpreter)
+        if turn.stopped is not None:
+            self._killed = f"a command of turn {self.turn}: {turn.stopped}"
+        return StepResult(turn.messages, turn.ended_by)
+
+    def _run_bounded(self, command: str) -> Ran:
+        """One command in the live shell, stopped at its timeout or at the episode's time limit."""
+        left = self.remaining()
+        if left <= 0:  # the agent's time is up: nothing more runs
+            return Ran(None, "", "time_limit", self.session.cwd)
+        capped = left < self.backend.limits.action_timeout
+        run = self.session.run(command, timeout=left if capped else None)
+        stopped = "time_limit" if run.killed == "timeout" and capped else run.killed
+        return Ran(run.exit_code, run.output, stopped, run.cwd or self.session.cwd)
 
     def outcome(self, ended_by: str) -> EpisodeOutcome:
         """The task's tests in the final state (0 with the reason when a command had to be stopped)."""

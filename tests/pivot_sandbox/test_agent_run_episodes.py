@@ -1,0 +1,146 @@
+"""A real agent's whole run in `pivot/terminal-episode-v0`, in its harness's own format.
+
+hello-world by OpenHands and by mini-swe-agent (Terminal-Bench leaderboard logs, read by path:
+canary, tests only), converted with the bundled CI task folder. From each run's first pivot the
+agent's own recorded turns are stepped to the end: the task's tests give the recorded outcome,
+and each answer is the one the harness gave (OpenHands' tool messages, its editor's messages,
+mini-swe-agent's `<returncode>`/`<output>` user messages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import resources
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import pivot_envs  # noqa: F401  (registers the env ids)
+from pivot_core import Message, convert_runs, write_pivots
+from pivot_envs import render_completion
+from pivot_tasks import sandbox_pivots
+
+pytestmark = pytest.mark.docker
+
+AGENTS = ("openhands-claude-4-sonnet", "mini-swe-agent-claude-4-sonnet")
+
+
+@pytest.fixture(scope="module")
+def episodes(shared_data: Path, docker_client, tmp_path_factory):
+    tasks = Path(str(resources.files("pivot_core") / "data" / "terminal_tasks"))
+    pivots = []
+    for agent in AGENTS:
+        pivots.extend(convert_runs(shared_data / "terminal" / "agent_runs" / agent / "hello-world")[0])
+    sandboxed, report = sandbox_pivots(pivots, tasks)
+    assert report["sandboxed"] == len(pivots), report
+    path = tmp_path_factory.mktemp("episodes") / "pivots.jsonl"
+    write_pivots(sandboxed, path)
+    env = gym.make("pivot/terminal-episode-v0", dataset=str(path)).unwrapped
+    yield env
+    env.close()
+
+
+def _first(env, harness: str):
+    """The first pivot of the harness's first run (the task's initial state), and the run's recorded turns."""
+    first = min(
+        (p for p in env.pivots if p.context["harness"] == harness),
+        key=lambda p: (p.context["trajectory_id"], p.context["turn_index"]),
+    )
+    recorded = env.recorded_messages(first)[len(first.history) :]
+    return first, recorded
+
+
+def _play(env, first, turns):
+    """Step `turns` from the pivot; (the new messages of each step, the last info)."""
+    env.reset(options={"pivot_id": first.id})
+    shown = []
+    for message in turns:
+        _, reward, terminated, truncated, info = env.step(render_completion(message, "terminal"))
+        shown.append(info["new_messages"])
+        if terminated or truncated:
+            return shown, info
+    raise AssertionError(f"the episode did not end after {len(turns)} turns")
+
+
+@pytest.mark.parametrize(("harness", "ended_by"), [("openhands", "finish"), ("mini-swe-agent", "submitted")])
+def test_the_agents_own_turns_reproduce_the_recorded_outcome(episodes, harness, ended_by):
+    first, recorded = _first(episodes, harness)
+    assert first.context["is_resolved"] is True and not any(m.role == "assistant" for m in first.history)
+    turns = [m for m in recorded if m.role == "assistant"]
+    shown, info = _play(episodes, first, turns)
+    assert len(shown) == len(turns)
+    assert info["outcome"]["reward"] == 1.0 and info["outcome"]["ended_by"] == ended_by, info["outcome"]
+    assert info["outcome"]["details"]["counts"] == {"PASSED": 2}
+
+
+def test_openhands_answers_are_the_recorded_tool_messages(episodes):
+    first, recorded = _first(episodes, "openhands")
+    turns = [m for m in recorded if m.role == "assistant"]
+    shown, _ = _play(episodes, first, turns)
+    answers = [m for step in shown for m in step]
+    wanted = [m for m in recorded if m.role in ("tool", "user")]
+    # the last turn (finish) is answered by the end of the episode, not by a message the run recorded
+    assert [a["role"] for a in answers[:-1]] == [m.role for m in wanted]
+    for got, want in zip(answers, wanted, strict=False):
+        # its editor's messages (ERROR: relative path, File created, cat -n views), bash's own error,
+        # the exit code, working directory and interpreter lines, the "Please continue" reply
+        assert got["content"] == want.content, (got, want.content)
+        if want.role == "tool":
+            assert got["tool_call_id"]
+
+
+def test_mini_swe_agent_answers_are_its_returncode_and_output_messages(episodes):
+    first, recorded = _first(episodes, "mini-swe-agent")
+    turns = [m for m in recorded if m.role == "assistant"]
+    shown, _ = _play(episodes, first, turns)
+    wanted = [m.content for m in recorded if m.role == "user"]
+    # `echo > hello.txt`, then `cat hello.txt`; the third (`ls -la`) shows today's clock
+    assert [s[0]["content"] for s in shown[:2]] == wanted[:2]
+    assert shown[2][0]["content"].startswith("<returncode>0</returncode>\n<output>\n-rw-r--r-- 1 root root 14 ")
+
+
+def test_leaving_out_the_turn_that_fixed_the_file_gives_0(episodes):
+    # OpenHands' editor wrote the file without its newline; the agent's `echo` fixed it
+    first, recorded = _first(episodes, "openhands")
+    turns = [m for m in recorded if m.role == "assistant" and not any("echo" in c.arguments for c in m.tool_calls)]
+    assert len(turns) == len([m for m in recorded if m.role == "assistant"]) - 1
+    _, info = _play(episodes, first, turns)
+    assert info["outcome"]["reward"] == 0.0 and info["outcome"]["ended_by"] == "finish"
+    assert info["outcome"]["details"]["counts"] == {"PASSED": 1, "FAILED": 1}
+
+
+def test_a_wrong_command_in_the_harness_format_gives_0(episodes):
+    first, recorded = _first(episodes, "mini-swe-agent")
+    turns = [m for m in recorded if m.role == "assistant"]
+    wrong = dataclasses.replace(turns[0], content="THOUGHT: x\n\n```bash\necho 'Hello world' > hello.txt\n```")
+    _, info = _play(episodes, first, [wrong, turns[-1]])
+    assert info["outcome"]["reward"] == 0.0 and info["outcome"]["ended_by"] == "submitted"
+
+
+def test_a_turn_in_the_wrong_format_gets_the_harness_error_and_the_run_goes_on(episodes):
+    first, _ = _first(episodes, "mini-swe-agent")
+    episodes.reset(options={"pivot_id": first.id})
+    _, _, terminated, _, info = episodes.step("THOUGHT: two\n\n```bash\nls\n```\n\n```bash\npwd\n```")
+    assert not terminated
+    error = info["new_messages"][0]["content"]
+    assert error.startswith("Please always provide EXACTLY ONE action in triple backticks, found 2 actions.")
+    # a Terminus turn is no action for mini-swe-agent either: nothing runs
+    _, _, terminated, _, info = episodes.step('{"analysis": "a", "plan": "b", "commands": [{"keystrokes": "ls\\n"}]}')
+    assert not terminated and "found 0 actions" in info["new_messages"][0]["content"]
+    first, _ = _first(episodes, "openhands")
+    episodes.reset(options={"pivot_id": first.id})
+    _, _, terminated, _, info = episodes.step('<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>')
+    assert not terminated and info["new_messages"][0]["role"] == "tool"
+    assert "OpenHands has no tool 'bash'" in info["new_messages"][0]["content"]
+    _, _, terminated, _, info = episodes.step(render_completion(Message("assistant", "Done."), "terminal"))
+    assert not terminated and info["new_messages"][0]["content"].startswith("Please continue on whatever approach")
+
+
+def test_mini_swe_agent_commands_run_in_a_fresh_subshell(episodes):
+    # "Directory or environment variable changes are not persistent": each command is its own /bin/sh
+    first, _ = _first(episodes, "mini-swe-agent")
+    episodes.reset(options={"pivot_id": first.id})
+    episodes.step("THOUGHT: a\n\n```bash\ncd /tmp && export X=1 && pwd\n```")
+    _, _, _, _, info = episodes.step('THOUGHT: b\n\n```bash\npwd; echo "x=$X"\n```')
+    assert info["new_messages"][0]["content"] == "<returncode>0</returncode>\n<output>\n/app\nx=\n</output>"
