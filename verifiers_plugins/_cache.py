@@ -5,7 +5,8 @@ a reward once a cache is configured. Key: (pivot content hash, action hash, chai
 hash covers the parsed action (what every verifier sees). The chain key covers each verifier's
 name, version and config (`VerifierChain.config_hash`) and the verifiers' fingerprints of what
 else a verdict at that pivot depends on (`VerifierChain.fingerprint`: the tool world's database
-content, the task image's id, the sandbox backend, the corpus content). So bumping a version,
+content, the task image's id, a third-party sandbox backend's name, the corpus content; not the
+built-in Docker or namespace backend, which give the same verdicts). So bumping a version,
 changing a config, rebuilding an image or pointing `PIVOT_TAU_AIRLINE_DB` at another database
 never reads a stale verdict; a verifier that cannot tell its fingerprint (the engine is down)
 turns caching off for that pivot. The value is the whole `ChainResult` as JSON, range-checked
