@@ -16,6 +16,11 @@ from pivot_sandbox.errors import SandboxUnavailable
 
 _BACKENDS: dict[str, Any] = {}
 _LOCK = threading.Lock()
+# the minimal install (`pip install pivot-gym`) has no docker SDK: say what to install
+NO_SDK = (
+    "needs the Docker SDK and a Docker engine: pip install 'pivot-gym[sandbox]', then start a Docker engine "
+    "(dockerd) or set DOCKER_HOST"
+)
 
 
 def docker_backend(**config: Any) -> Any:
@@ -29,11 +34,7 @@ def docker_backend(**config: Any) -> Any:
             except ImportError as e:
                 if (e.name or "").split(".")[0] != "docker":
                     raise
-                # the minimal install (`pip install pivot-gym`) has no docker SDK: say what to install
-                raise SandboxUnavailable(
-                    "the docker sandbox needs the Docker SDK and a Docker engine: "
-                    "pip install 'pivot-gym[sandbox]', then start a Docker engine (dockerd) or set DOCKER_HOST"
-                ) from e
+                raise SandboxUnavailable(f"the docker sandbox {NO_SDK}") from e
             backend = _BACKENDS[key] = module.DockerBackend(**config)
         return backend
 
@@ -49,6 +50,12 @@ def namespace_backend(**config: Any) -> Any:
             why = unavailable()
             if why:
                 raise SandboxUnavailable(f"the namespace sandbox cannot run here: {why}")
+            try:
+                importlib.import_module("docker")
+            except ImportError as e:  # the images come from Docker (the minimal install has no SDK)
+                if (e.name or "").split(".")[0] != "docker":
+                    raise
+                raise SandboxUnavailable(f"the namespace sandbox takes its images from Docker, which {NO_SDK}") from e
             module = importlib.import_module("pivot_sandbox._namespace")
             backend = _BACKENDS[key] = module.NamespaceBackend(docker=docker_backend, **config)
         return backend

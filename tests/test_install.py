@@ -36,6 +36,18 @@ def test_docker_backend_without_the_sdk_says_what_to_install(monkeypatch):
         docker_backend(pool_size=0, probe="no-sdk")
 
 
+def test_namespace_backend_without_the_sdk_says_what_to_install(monkeypatch):
+    # the namespace backend is the default where it runs, and takes its images from Docker
+    from pivot_sandbox import SandboxUnavailable, namespace_backend, usable_backends
+
+    monkeypatch.delitem(sys.modules, "docker", raising=False)
+    monkeypatch.setitem(sys.modules, "docker", None)  # `import docker` now fails as when it is not installed
+    runs_here = usable_backends()["namespace"] is None
+    expected = r"pip install 'pivot-gym\[sandbox\]'.*Docker engine" if runs_here else "cannot run here"
+    with pytest.raises(SandboxUnavailable, match=expected):
+        namespace_backend(max_snapshots=7)  # a configuration of its own: no backend made before
+
+
 def _pytest(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     test = tmp_path / "test_needs_data.py"
     test.write_text(
