@@ -127,6 +127,30 @@ def profile(
         f"mean reward {summary.mean_reward:.3f}  "
         f"cache hits {summary.cache_hits} misses {summary.cache_misses}"
     )
+    if summary.harnesses:
+        _table(f"by agent harness ({out})", "harness", summary.harnesses)
+
+
+def _table(title: str, key: str, rows: list[dict[str, Any]]) -> None:
+    """The report's table, one row per domain or per harness."""
+    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+    print_table(
+        title,
+        [key, "pivots", "profiled", "zero var", "all-0", "all-1", "mixed", "mean"],
+        [
+            [
+                r[key],
+                r["pivots"],
+                r["profiled"],
+                pct(r["zero_variance"]),
+                pct(r["all_zero"]),
+                pct(r["all_one"]),
+                r["mixed"],
+                f"{r['mean_reward']:.3f}",
+            ]
+            for r in rows
+        ],
+    )
 
 
 def _executor(name: str, env_id: str, kwargs: dict, reward_cache: Any) -> Any:
@@ -171,36 +195,22 @@ def report(
     plot: Path | None = typer.Option(None, "--plot", help="Write histograms of mean and variance to this PNG."),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Per-domain table: pivots, zero-variance share (all-0 / all-1), mean reward; optional histograms."""
+    """Per-domain table (and per agent harness of converted runs): pivots, zero-variance share, mean reward."""
     from pivot_envs import load_pivots
-    from trainers.profiling import domain_rows, plot_histograms
+    from trainers.profiling import domain_rows, harness_rows, plot_histograms
 
     with user_errors():
         pivots = load_pivots(src)
         rows = domain_rows(pivots)
+        harnesses = harness_rows(pivots)
         if plot is not None:
             plot_histograms(pivots, plot)
     if as_json:
-        emit_json({"input": str(src), "plot": str(plot) if plot else None, "domains": rows})
+        emit_json({"input": str(src), "plot": str(plot) if plot else None, "domains": rows, "harnesses": harnesses})
         return
-    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
-    print_table(
-        f"profiles in {src}",
-        ["domain", "pivots", "profiled", "zero var", "all-0", "all-1", "mixed", "mean"],
-        [
-            [
-                r["domain"],
-                r["pivots"],
-                r["profiled"],
-                pct(r["zero_variance"]),
-                pct(r["all_zero"]),
-                pct(r["all_one"]),
-                r["mixed"],
-                f"{r['mean_reward']:.3f}",
-            ]
-            for r in rows
-        ],
-    )
+    _table(f"profiles in {src}", "domain", rows)
+    if harnesses:
+        _table("by agent harness", "harness", harnesses)
     if plot is not None:
         console.print(f"histograms written to {plot}")
 

@@ -23,6 +23,7 @@ from pivot_core import Pivot, Profile
 from pivot_envs import ScoringEnv, as_scoring_env
 from trainers.backends._base import GenerationBackend, SamplingParams
 from trainers.executors import Executor, VerifyTask
+from trainers.profiling._report import harness_rows
 from verifiers_plugins import ChainResult
 
 
@@ -91,6 +92,8 @@ class ProfileSummary:
     nondeterministic: bool = False
     guard_issues: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    # per agent harness of converted runs (`context.harness`, `harness_rows`); empty when no pivot names one
+    harnesses: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -240,11 +243,15 @@ def _profiled(pivot: Pivot, results: Sequence[Any], summary: ProfileSummary) -> 
 
 
 def _count_file(out: Path, summary: ProfileSummary) -> None:
-    """Fill the outcome counts from the whole output file (resumed rows included)."""
+    """Fill the outcome counts from the whole output file (resumed rows included), and the harness split."""
     means = []
+    harnesses: list[Pivot] = []
     with out.open(encoding="utf-8") as f:
         for line in f:
-            prof = json.loads(line).get("profile")
+            row = json.loads(line)
+            if (row.get("context") or {}).get("harness"):
+                harnesses.append(Pivot.from_json(row))
+            prof = row.get("profile")
             if not prof:
                 continue
             profile = Profile.from_json(prof)
@@ -253,3 +260,4 @@ def _count_file(out: Path, summary: ProfileSummary) -> None:
                 setattr(summary, kind, getattr(summary, kind) + 1)
             means.append(profile.mean)
     summary.mean_reward = sum(means) / len(means) if means else 0.0
+    summary.harnesses = harness_rows(harnesses)

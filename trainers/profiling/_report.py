@@ -1,4 +1,4 @@
-"""Per-domain profile statistics and histograms (`pivot report`)."""
+"""Per-domain (and per-harness) profile statistics and histograms (`pivot report`)."""
 
 from __future__ import annotations
 
@@ -17,26 +17,42 @@ def domain_rows(pivots: Iterable[Pivot]) -> list[dict[str, Any]]:
     for p in pivots:
         groups[p.domain].append(p)
         groups["all"].append(p)
-    rows = []
-    for domain in sorted(groups, key=lambda d: (d == "all", d)):
-        ps = groups[domain]
-        profiled = [p.profile for p in ps if p.profile is not None and p.profile.k]
-        kinds = [pr.outcome for pr in profiled]
-        n = len(profiled)
-        rows.append(
-            {
-                "domain": domain,
-                "pivots": len(ps),
-                "profiled": n,
-                "zero_variance": sum(pr.zero_variance for pr in profiled) / n if n else 0.0,
-                "all_zero": kinds.count("all_zero") / n if n else 0.0,
-                "all_one": kinds.count("all_one") / n if n else 0.0,
-                "constant": kinds.count("constant") / n if n else 0.0,
-                "mixed": kinds.count("mixed"),
-                "mean_reward": sum(pr.mean for pr in profiled) / n if n else 0.0,
-            }
-        )
-    return rows
+    return [{"domain": name, **_row(ps)} for name, ps in _ordered(groups)]
+
+
+def harness_rows(pivots: Iterable[Pivot]) -> list[dict[str, Any]]:
+    """`domain_rows` split by the agent harness a pivot was converted from (`context.harness`).
+
+    Pivots of real agents' runs (`pivot convert`) name their harness (`openhands`, `mini-swe-agent`,
+    an ATIF agent's name); the others are counted under "none". Empty when no pivot names one.
+    """
+    groups: dict[str, list[Pivot]] = defaultdict(list)
+    for p in pivots:
+        groups[str(p.context.get("harness") or "none")].append(p)
+        groups["all"].append(p)
+    if set(groups) <= {"none", "all"}:
+        return []
+    return [{"harness": name, **_row(ps)} for name, ps in _ordered(groups)]
+
+
+def _ordered(groups: dict[str, list[Pivot]]) -> list[tuple[str, list[Pivot]]]:
+    return [(name, groups[name]) for name in sorted(groups, key=lambda d: (d == "all", d))]
+
+
+def _row(ps: list[Pivot]) -> dict[str, Any]:
+    profiled = [p.profile for p in ps if p.profile is not None and p.profile.k]
+    kinds = [pr.outcome for pr in profiled]
+    n = len(profiled)
+    return {
+        "pivots": len(ps),
+        "profiled": n,
+        "zero_variance": sum(pr.zero_variance for pr in profiled) / n if n else 0.0,
+        "all_zero": kinds.count("all_zero") / n if n else 0.0,
+        "all_one": kinds.count("all_one") / n if n else 0.0,
+        "constant": kinds.count("constant") / n if n else 0.0,
+        "mixed": kinds.count("mixed"),
+        "mean_reward": sum(pr.mean for pr in profiled) / n if n else 0.0,
+    }
 
 
 def plot_histograms(pivots: Iterable[Pivot], out: str | os.PathLike[str]) -> Path:
