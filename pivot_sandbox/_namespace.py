@@ -311,7 +311,7 @@ class NamespaceBackend:
             pooled = self._pool.get(snapshot)
             box = pooled.pop() if pooled else None
         if box is None:
-            box = self._fresh(spec, root, snapshot)
+            box, _ = self._fresh(spec, root, snapshot)  # a runner that did not answer: its action says so
         else:
             self._count("pool_hits")
         clean = False
@@ -333,8 +333,20 @@ class NamespaceBackend:
                 except RuntimeError:  # closing: remove it here
                     self._discard(box)
 
-    def _fresh(self, spec: SandboxSpec, root: Root, snapshot: Path) -> ct.Box:
-        return self._launch(spec, root, (snapshot, root.path), self.folder / f"upper-{next(self._serial)}", "pool")
+    def _fresh(self, spec: SandboxSpec, root: Root, snapshot: Path) -> tuple[ct.Box, bool]:
+        """A sandbox on a fresh upper folder over the snapshot, and whether its runner answered.
+
+        The box's "unchanged" reference (`Box.root`, the upper folder's own metadata) is read once
+        the runner has answered: mounting the overlay sets an xattr on the upper folder
+        (`trusted.overlay.uuid`), so its ctime, and a reference read before the mount made every
+        sandbox started on a candidate's path look touched, so never serve again.
+        """
+        box = self._launch(spec, root, (snapshot, root.path), self.folder / f"upper-{next(self._serial)}", "pool")
+        try:
+            box.channel.call(["true"], uid=-1, gid=-1, timeout=10, output_cap=1024)  # type: ignore[union-attr]
+        except RunnerLost:
+            return box, False  # its early reference stays: never taken for untouched
+        return replace(box, root=root_state(box.layers)), True  # type: ignore[arg-type]
 
     def _refill(self, spec: SandboxSpec, root: Root, snapshot: Path, target: int) -> None:
         """Start sandboxes on the snapshot until `target` wait there (janitor thread)."""
@@ -344,13 +356,8 @@ class NamespaceBackend:
                     return
                 if not any(s == snapshot for s, _ in self._snapshots.values()):
                     return  # evicted meanwhile
-            box = self._fresh(spec, root, snapshot)
-            try:
-                # once the runner answers, the overlay is mounted: the upper folder's metadata from
-                # then on is what "unchanged" means when the sandbox comes back (`_action.changed_paths`)
-                box.channel.call(["true"], uid=-1, gid=-1, timeout=10, output_cap=1024)  # type: ignore[union-attr]
-                box = replace(box, root=root_state(box.layers))  # type: ignore[arg-type]
-            except RunnerLost:
+            box, ready = self._fresh(spec, root, snapshot)
+            if not ready:
                 self._discard(box)
                 return
             with self._lock:

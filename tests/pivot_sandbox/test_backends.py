@@ -348,6 +348,19 @@ def test_a_metadata_only_change_does_not_reach_the_next_candidate(backend, busyb
         assert one.stats["sandboxes_reused"] >= 1  # untouched sandboxes do serve again
 
 
+@pytest.mark.skipif("namespace" not in BACKENDS, reason="the namespace backend cannot run here (see above)")
+def test_an_untouched_sandbox_started_on_a_candidates_path_serves_again(busybox):
+    # mounting the overlay sets an xattr on the upper folder (so its ctime): the "unchanged" reference
+    # must be read after the mount, or every sandbox started for a candidate looks touched
+    from pivot_sandbox import namespace_backend
+
+    one = namespace_backend(pool_size=1, parallelism=1, max_snapshots=5, action_timeout=6.0)  # a backend of its own
+    spec = SandboxSpec(image=BUSYBOX, setup=("echo on-path > f",))
+    (effect,) = one.run_group(spec, [], [["cat f"]])  # no sandbox waits yet: it starts on the candidate's path
+    assert effect.stdout == "on-path"
+    assert one.stats["pool_hits"] == 0 and one.stats["sandboxes_reused"] == 1, one.stats
+
+
 @pytest.mark.parametrize("chosen", [None, *BACKENDS])
 def test_sandbox_info_names_the_backend_in_use(chosen):
     env = {k: v for k, v in os.environ.items() if k != "PIVOT_SANDBOX"}
