@@ -8,6 +8,11 @@ import typer
 
 from pivot_cli._common import JSON_OPTION, emit_json, env_kwargs, err_console, user_errors
 
+# A pivot-protocol session is a pivot id and a seed; an openenv session holds a live env (an
+# episode's world or container), so far fewer are allowed unless asked for.
+PIVOT_SESSIONS = 4096
+OPENENV_SESSIONS = 8
+
 
 def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
@@ -31,7 +36,12 @@ def serve(
     verifiers: str | None = typer.Option(None, "--verifiers", help="Comma-separated verifier names."),
     concurrency: int = typer.Option(8, "--concurrency", help="Requests verified at once (worker threads)."),
     max_queue: int = typer.Option(256, "--max-queue", help="Requests allowed to wait; more get 503 + Retry-After."),
-    max_sessions: int = typer.Option(4096, "--max-sessions", help="Live reset/step sessions held in all."),
+    max_sessions: int | None = typer.Option(
+        None,
+        "--max-sessions",
+        help="Live reset/step sessions held in all (default 4096; openenv: 8, each session holds an env).",
+        show_default=False,
+    ),
     max_sessions_per_client: int = typer.Option(
         1024, "--max-sessions-per-client", help="Live sessions one client (token, else address) may hold."
     ),
@@ -73,7 +83,13 @@ def serve(
         from trainers.adapters.openenv import serve_openenv
 
         with user_errors():  # uvicorn prints the address once it listens
-            serve_openenv(env, host=host, port=port, **kwargs)
+            serve_openenv(
+                env,
+                host=host,
+                port=port,
+                max_sessions=OPENENV_SESSIONS if max_sessions is None else max_sessions,
+                **kwargs,
+            )
         return
     if protocol not in ("pivot", "nemo-gym"):
         raise typer.BadParameter(f"expected pivot, nemo-gym or openenv, got {protocol!r}", param_hint="--protocol")
@@ -81,7 +97,7 @@ def serve(
         config = ServerConfig(
             concurrency=concurrency,
             max_queue=max_queue,
-            max_sessions=max_sessions,
+            max_sessions=PIVOT_SESSIONS if max_sessions is None else max_sessions,
             max_sessions_per_client=max_sessions_per_client,
             session_ttl_s=session_ttl,
             max_body_bytes=max_body_bytes,

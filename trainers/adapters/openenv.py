@@ -132,8 +132,13 @@ def openenv_app(env_id: str = "pivot/tool-use-v0", max_concurrent_envs: int = 8,
     return create_fastapi_app(factory, PivotAction, PivotObservation, max_concurrent_envs=max_concurrent_envs)
 
 
-def serve_openenv(env_id: str, host: str = "127.0.0.1", port: int = 8000, **env_kwargs: Any) -> None:
+def serve_openenv(
+    env_id: str, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 8, **env_kwargs: Any
+) -> None:
     """Run `openenv_app(env_id)` with uvicorn (what `pivot serve --protocol openenv` does).
+
+    `max_sessions` WebSocket sessions run at once, each with its own env (`--max-sessions`);
+    openenv-core refuses another with CAPACITY_REACHED.
 
     openenv-core's server has no authentication, and a pivot server runs model-written commands,
     so it binds loopback only; serve other hosts with the project's own protocol and a token.
@@ -152,7 +157,7 @@ def serve_openenv(env_id: str, host: str = "127.0.0.1", port: int = 8000, **env_
         )
     # No forwarding header is believed (uvicorn believes loopback's by default): a client is its peer address.
     uvicorn.run(
-        openenv_app(env_id, **env_kwargs),
+        openenv_app(env_id, max_concurrent_envs=max_sessions, **env_kwargs),
         host=host,
         port=port,
         log_level="info",

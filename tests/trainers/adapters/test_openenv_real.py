@@ -209,3 +209,22 @@ def test_pivot_serve_protocol_openenv_refuses_verifiers_for_an_episode_env():
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     said = done.stdout + done.stderr
     assert done.returncode == 1 and "Traceback" not in said and "--verifiers" in said, said[-2000:]
+
+
+def test_pivot_serve_protocol_openenv_max_sessions_bounds_live_episodes():
+    """Each openenv session holds a live env: `--max-sessions` caps them (openenv-core's CAPACITY_REACHED)."""
+    env_id = "pivot/tool-use-episode-v0"
+    pivot_id = gym.make(env_id).unwrapped.pivots[0].id
+    proc, url = _start_cli("--env", env_id, "--max-sessions", "2")
+    try:
+        with GenericEnvClient(base_url=url).sync() as a, GenericEnvClient(base_url=url).sync() as b:
+            a.reset(pivot_id=pivot_id), b.reset(pivot_id=pivot_id)  # two live episodes
+            with pytest.raises(Exception):  # noqa: B017  openenv-core answers CAPACITY_REACHED and closes the socket
+                with GenericEnvClient(base_url=url).sync() as c:
+                    c.reset(pivot_id=pivot_id)
+            assert a.step({"completion": "Could you give me your user id?"}).done is False  # the others go on
+        with GenericEnvClient(base_url=url).sync() as again:  # closed sessions free their places
+            assert again.reset(pivot_id=pivot_id).observation["pivot_id"] == pivot_id
+    finally:
+        proc.terminate()
+        proc.wait(30)
