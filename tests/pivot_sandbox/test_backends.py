@@ -173,6 +173,12 @@ def test_both_backends_give_the_same_verdicts(demo_pivots):
             scored += 1
             differ += len(set(rewards.values())) > 1
             assert len(set(rewards.values())) == 1, (expert, candidate, rewards, reasons)
+            # the same effect details too (what matched, what differed, the candidate's effect), bar the name
+            details = {
+                name: json.dumps({k: v for k, v in (results[name][i].details or {}).items() if k != "backend"})
+                for name in BACKENDS
+            }
+            assert len(set(details.values())) == 1, (expert, candidate, details)
     assert scored == sum(len(c) for c in CANDIDATES.values()) and differ == 0
 
 
