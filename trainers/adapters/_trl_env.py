@@ -30,6 +30,7 @@ from trainers.adapters._common import PivotScorer, action_reward, flat_prompt_me
 TOOL_USE = "pivot/tool-use-episode-v0"
 TERMINAL = "pivot/terminal-episode-v0"
 SCORING_ENV = {TOOL_USE: "pivot/tool-use-v0"}  # the single-step env whose verifier chain scores a pivot's action
+AIRLINE_WORLD = "tau-airline"  # the world the tool-use episode env restores (its `db_path` is that world's)
 _TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _TYPES |= {"array": list, "object": dict}
 ENDED = "error: the episode has ended ({why}); no further tool call runs"
@@ -116,7 +117,7 @@ class ToolUseEnvironment(EpisodeEnvironment):
         action = Message("assistant", None if self._calls else "", tool_calls=tuple(self._calls[:width]))
         scorer = type(self)._scorer
         if scorer is None:
-            scorer = type(self)._scorer = PivotScorer(SCORING_ENV[TOOL_USE])
+            scorer = type(self)._scorer = PivotScorer(SCORING_ENV[TOOL_USE], **scoring_kwargs(self._env_kwargs))
         return action_reward(scorer, self._pivot, action)
 
 
@@ -142,6 +143,18 @@ class TerminalEnvironment(EpisodeEnvironment):
             done = {"analysis": "", "plan": "", "commands": [], "task_complete": True}
             self._step(Message("assistant", json.dumps(done)))
         return outcome_reward(self._last_info)
+
+
+def scoring_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """`gym.make` kwargs of the scoring env that make its verifiers run on the episode's own database.
+
+    The episode env restores the world from `db_path`; `tool_exec` judges a call by executing it,
+    so it must execute on that same database, or a call would be scored on data the rollout never saw.
+    """
+    db_path = env_kwargs.get("db_path")
+    if db_path is None:
+        return {}
+    return {"verifier_config": {"tool_exec": {"world_config": {AIRLINE_WORLD: {"db_path": str(db_path)}}}}}
 
 
 def tool_method(schema: Mapping[str, Any]) -> Callable[..., str]:

@@ -70,6 +70,28 @@ def test_state_is_restored_at_the_pivot_for_every_rollout(tool_env):
     assert env.get_reservation_details(reservation_id="NQNU5R") == before  # the cancellation did not leak
 
 
+def test_a_rollout_on_its_own_database_is_scored_on_that_database(tmp_path):
+    """`db_path` reaches the scorer too: `tool_exec` judges a call by running it, on the data the rollout saw.
+
+    In this database another id holds Ivan Muller's record, so looking it up has the expert's effect
+    (1.0 there); scored on the default database, where the id does not exist, it read 0.0.
+    """
+    from pivot_tool_worlds import locate_db
+    from pivot_tool_worlds._tau_airline import load_tables
+
+    tables = {k: dict(v) for k, v in load_tables(str(locate_db()[0])).items()}
+    tables["users"]["ivan_copy_0001"] = tables["users"]["ivan_muller_7015"]
+    (tmp_path / "db.json").write_text(json.dumps(tables))
+    env = pivot_environment("pivot/tool-use-episode-v0", pivot_ids=[USER_LOOKUP], db_path=str(tmp_path / "db.json"))
+    rollout = env.factory()
+    rollout.reset(**env.train_dataset[0])
+    assert "Muller" in rollout.get_user_details(user_id="ivan_copy_0001")  # the rollout saw the record
+    assert rollout.get_reward() == 1.0
+    rollout.reset(**env.train_dataset[0])
+    rollout.get_user_details(user_id="nobody_1")
+    assert rollout.get_reward() == 0.0
+
+
 def test_unknown_env_and_non_identifier_tools_are_refused():
     from trainers.adapters._trl_env import tool_method
 
