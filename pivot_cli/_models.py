@@ -55,7 +55,9 @@ def tiny(
 
 def pretrain(
     out: Path = typer.Option(..., "--out", help="Output model folder (weights, tokenizer, stage settings)."),
-    world: str = typer.Option("tau-airline", "--world", help="Tool world the synthetic conversations come from."),
+    world: str = typer.Option(
+        "tau-airline-demo", "--world", help="Tool world the synthetic conversations come from (the demo's by default)."
+    ),
     corpus: Path | None = typer.Option(None, "--corpus", help="Training pivots added to the tokenizer corpus only."),
     conversations: int = typer.Option(-1, "--conversations", help="Synthetic conversations (-1: the default)."),
     steps: int = typer.Option(-1, "--steps", help="Optimizer steps on the conversations (-1: the default)."),

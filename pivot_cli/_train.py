@@ -24,6 +24,13 @@ ONE_SEED = (
     "turns (the out-of-domain retention the paper reports), not its size; a difference whose interval holds 0",
     "says nothing. For a claim, run the full comparison (3 seeds, strict and no_filter): --data synthetic.",
 )
+# What the main job (--quick: three short runs of sft and pivotrl) can and cannot say.
+QUICK = (
+    "Three short runs of two arms. Read pivotrl - sft on text turns: out of domain (no arm trains on them),",
+    "the retention the paper reports. Its interval resamples held-out trajectories over these three runs, not",
+    "other settings or reference policies, and single runs point both ways (docs/results/demo.md). Tool calls",
+    "(in domain), the strict reward and no filter: the full comparison, --data synthetic (minutes).",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -215,7 +222,7 @@ def demo_pivotrl(
 ) -> None:
     """Split by task, pretrain, SFT, profile, D_adv; sft/pivotrl/strict/no_filter/e2e arms x seeds; held-out CIs."""
     from pivot_cli._models import quiet_transformers
-    from trainers.demo import StageLog, run_demo
+    from trainers.demo import BUNDLED, StageLog, run_demo
 
     quiet_transformers()
     with user_errors():
@@ -258,9 +265,8 @@ def demo_pivotrl(
                 ),
                 markup=False,
             )
-    if len(cfg.seeds) == 1:
-        for line in ONE_SEED:
-            console.print(line, markup=False)
+    for line in ONE_SEED if len(cfg.seeds) == 1 else QUICK if quick and cfg.reference == BUNDLED else ():
+        console.print(line, markup=False)
     console.print(f"plots: {', '.join(result['plots'])}; total {result['seconds']:.0f} s")
     if json_out is not None:
         import json

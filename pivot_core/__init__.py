@@ -22,7 +22,14 @@ from pivot_core._actions import (
     typed_action,
 )
 from pivot_core._compare import canonical, digit_tokens, normalize_text, normalized_action
-from pivot_core._files import MAX_DATA_BYTES_ENV, check_regular, max_data_bytes, open_regular, read_bounded
+from pivot_core._files import (
+    MAX_DATA_BYTES_ENV,
+    check_regular,
+    max_data_bytes,
+    open_regular,
+    read_bounded,
+    too_large,
+)
 from pivot_core._formats import (
     FORMATS,
     Format,
@@ -79,6 +86,7 @@ __all__ = [
     "max_data_bytes",
     "open_regular",
     "read_bounded",
+    "too_large",
     "Message",
     "Pivot",
     "PivotGymError",

@@ -12,7 +12,7 @@ from pivot_tool_worlds._replay import (
     replay_trajectories,
 )
 from pivot_tool_worlds._state import DELETED, WorldState, clone_json
-from pivot_tool_worlds._tau_airline import locate_db, tau_airline
+from pivot_tool_worlds._tau_airline import locate_db, tau_airline, tau_airline_demo
 from pivot_tool_worlds._tau_airline_tools import AIRPORTS
 from pivot_tool_worlds._world import Outcome, Tool, ToolWorld, canonical_output, same_output
 from pivot_tool_worlds.errors import ToolFailure, ToolWorldError, WorldDataError
@@ -45,4 +45,5 @@ __all__ = [
     "replay_trajectories",
     "same_output",
     "tau_airline",
+    "tau_airline_demo",
 ]

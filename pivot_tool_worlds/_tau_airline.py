@@ -12,12 +12,20 @@ never copied into the package. Where it is found, first match wins:
    reservations and flights the bundled airline trajectories touch or search, so the bundled
    `pivot/tool-use-v0` pivots replay exactly with no set-up. A candidate call that reaches a
    record outside the subset gets "not found"; verdicts name the database they ran on.
+
+`tau-airline-demo` is the same world on one fixed bundled slice of the database
+(`pivot_core/data/tau_airline_db_demo.json.gz`: 100 users, all their reservations, the 48
+flights of the busiest routes), whatever else is installed: the demo's synthetic conversations
+are written in it and the bundled reference policy was trained on them, so `pivot demo pivotrl`
+runs on the same data everywhere.
 """
 
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
+import io
 import json
 import os
 from collections.abc import Mapping
@@ -25,15 +33,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pivot_core import DataFileError, open_regular, read_bounded, shared_data_file
+from pivot_core import DataFileError, max_data_bytes, open_regular, read_bounded, shared_data_file, too_large
 from pivot_tool_worlds import _tau_airline_tools as tools
 from pivot_tool_worlds._world import Tool, ToolWorld
 from pivot_tool_worlds.errors import WorldDataError
 
 WORLD_NAME = "tau-airline"
+DEMO_WORLD_NAME = "tau-airline-demo"
 DB_ENV_VAR = "PIVOT_TAU_AIRLINE_DB"
 TABLES = ("flights", "reservations", "users")
 SUBSET_FILE = "tau_airline_db_subset.json"
+DEMO_FILE = "tau_airline_db_demo.json.gz"
 TOOLS_FILE = "tau_bench_airline_tools.json"
 
 
@@ -67,16 +77,30 @@ def locate_db(db_path: str | os.PathLike[str] | None = None) -> tuple[Path, str]
     return _bundled(SUBSET_FILE), "subset"
 
 
+def _read_json_bytes(path: Path) -> bytes:
+    """A file's bytes, gunzipped when it ends in `.gz`; both sizes within `$PIVOT_MAX_DATA_BYTES`."""
+    raw = read_bounded(path)
+    if path.suffix != ".gz":
+        return raw
+    cap = max_data_bytes()
+    with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
+        data = unzipped.read(cap + 1)  # a small file that inflates past the cap stops there
+    if len(data) > cap:
+        raise too_large(path, cap, "gunzipped file")
+    return data
+
+
 @functools.lru_cache(maxsize=4)
 def load_tables(path: str) -> Mapping[str, Mapping[str, Any]]:
-    """The three tables from a folder or a single JSON file (parsed once per path and process)."""
+    """The three tables from a folder or a single JSON file, gzipped or not (parsed once per path and process)."""
     p = Path(path)
     try:  # regular files within `$PIVOT_MAX_DATA_BYTES` only: a FIFO or a device is an error, not a hang
         if p.is_dir():
             tables = {t: json.loads(read_bounded(p / f"{t}.json").decode("utf-8")) for t in TABLES}
         else:
-            tables = json.loads(read_bounded(p).decode("utf-8"))
-    except (OSError, ValueError) as e:  # DataFileError and UnicodeDecodeError are ValueErrors
+            tables = json.loads(_read_json_bytes(p).decode("utf-8"))
+    # DataFileError and UnicodeDecodeError are ValueErrors; gzip raises BadGzipFile (an OSError) or EOFError
+    except (OSError, ValueError, EOFError) as e:
         raise WorldDataError(f"{WORLD_NAME}: cannot read the airline database at {path!r}: {e}") from e
     missing = [t for t in TABLES if not isinstance(tables.get(t), dict)]
     if missing:
@@ -118,6 +142,15 @@ def tau_airline(db_path: str | os.PathLike[str] | None = None) -> ToolWorld:
         db_path: the database folder or file; located by `locate_db` when None.
     """
     path, kind = locate_db(db_path)
+    return _airline_world(WORLD_NAME, path, kind)
+
+
+def tau_airline_demo() -> ToolWorld:
+    """The airline world on the bundled demo slice (the factory registered as `tau-airline-demo`)."""
+    return _airline_world(DEMO_WORLD_NAME, _bundled(DEMO_FILE), "demo")
+
+
+def _airline_world(world_name: str, path: Path, kind: str) -> ToolWorld:
     impls = {**tools.READ_ONLY, **tools.WRITES}
     world_tools = []
     for schema in airline_schemas():
@@ -127,5 +160,5 @@ def tau_airline(db_path: str | os.PathLike[str] | None = None) -> ToolWorld:
         )
     tables = load_tables(str(path))
     return ToolWorld(
-        WORLD_NAME, world_tools, tables, description=f"{kind}:{path}", fingerprint=db_fingerprint(str(path))
+        world_name, world_tools, tables, description=f"{kind}:{path}", fingerprint=db_fingerprint(str(path))
     )

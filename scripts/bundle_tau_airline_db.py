@@ -5,7 +5,8 @@
 Writes `pivot_core/data/tool_use_tau_airline_exec.jsonl` (EXEC_SAMPLE: successful trajectories,
 unchanged, that together call every kind of database tool) and
 `pivot_core/data/tau_airline_db_subset.json` (the records that file and the env's bundled
-`tool_use_tau_airline.jsonl` need).
+`tool_use_tau_airline.jsonl` need), and the `tau-airline-demo` world's slice
+`pivot_core/data/tau_airline_db_demo.json.gz` (`demo_slice`).
 
 Kept: every user and reservation a call names, the users' other reservations and the owners of
 named reservations, every flight a call or a kept reservation names, and every flight of a
@@ -17,12 +18,13 @@ the subset and the script fails unless every recorded output is reproduced.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 
 from pivot_core._formats import FORMATS
-from pivot_tool_worlds import recorded_calls, replay_trajectories, tau_airline
-from pivot_tool_worlds._tau_airline import SUBSET_FILE, TABLES, load_tables
+from pivot_tool_worlds import AIRPORTS, recorded_calls, replay_trajectories, tau_airline
+from pivot_tool_worlds._tau_airline import DEMO_FILE, SUBSET_FILE, TABLES, load_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "pivot_core" / "data"
@@ -75,6 +77,41 @@ def needed_keys(tables: dict, trajectories: list) -> dict[str, set[str]]:
     return keep
 
 
+DEMO_USERS = 100
+DEMO_FLIGHTS = 45
+
+
+def demo_slice(tables: dict) -> dict[str, dict]:
+    """The demo world's records: 100 users, all their reservations, the flights of the busiest routes.
+
+    Every 5th user in id order (100 of 500), every reservation they hold, and every flight of the
+    busiest routes between airports `AIRPORTS` names, route by route until there are 45 or more.
+
+    The synthetic conversations (`trainers.demo.synthetic`) draw users with reservations and
+    available flight days from whatever database they are given; this fixes that database, so the
+    bundled reference's training data is the same on every install. Busy routes: a search there
+    returns several flights, so the conversation goes on to the `calculate` turns whose expert form
+    is one of several (the in-domain case where the functional reward matters).
+    """
+    users = sorted(tables["users"])
+    users = users[:: len(users) // DEMO_USERS][:DEMO_USERS]
+    reservations = sorted({r for u in users for r in tables["users"][u]["reservations"] if r in tables["reservations"]})
+    routes: dict[tuple[str, str], list[str]] = {}
+    for number, f in sorted(tables["flights"].items()):
+        if f["origin"] in AIRPORTS and f["destination"] in AIRPORTS:
+            routes.setdefault((f["origin"], f["destination"]), []).append(number)
+    flights: list[str] = []
+    for _, numbers in sorted(routes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        if len(flights) >= DEMO_FLIGHTS:
+            break
+        flights += numbers
+    return {
+        "flights": {k: tables["flights"][k] for k in flights},
+        "reservations": {r: tables["reservations"][r] for r in reservations},
+        "users": {u: tables["users"][u] for u in users},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"))
@@ -101,6 +138,10 @@ def main() -> None:
     print(f"wrote {out} ({out.stat().st_size} bytes, {sizes}); replay {report.matched}/{report.calls}")
     if report.matched != report.calls:
         raise SystemExit(f"the subset does not reproduce the bundled trajectories: {report.to_json()}")
+    demo = json.dumps(demo_slice(tables), separators=(",", ":"), sort_keys=True).encode("utf-8")
+    out = DATA / DEMO_FILE
+    out.write_bytes(gzip.compress(demo, compresslevel=9, mtime=0))  # mtime 0: the same bytes every run
+    print(f"wrote {out} ({out.stat().st_size} bytes gzipped, {len(demo)} raw)")
 
 
 if __name__ == "__main__":

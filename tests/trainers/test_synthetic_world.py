@@ -10,12 +10,12 @@ import gymnasium as gym
 
 import pivot_envs  # noqa: F401
 from pivot_core import render_completion
-from pivot_tool_worlds import tau_airline
+from pivot_tool_worlds import tau_airline_demo
 from trainers.demo.synthetic import equivalent_actions, synthetic_pivots
 
 
 def test_equivalent_forms_are_accepted_by_tool_exec_and_rejected_by_exact_match():
-    world = tau_airline()
+    world = tau_airline_demo()  # the world `--data synthetic` is written in
     pivots = synthetic_pivots(world, 120, seed=5)
     with_forms = [p for p in pivots if equivalent_actions(p)]
     calls = [p for p in pivots if p.expert.tool_calls]
@@ -38,9 +38,20 @@ def test_equivalent_forms_are_accepted_by_tool_exec_and_rejected_by_exact_match(
 
 
 def test_a_wrong_total_is_rejected_by_both():
-    world = tau_airline()
+    world = tau_airline_demo()  # the world `--data synthetic` is written in
     pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if equivalent_actions(p))
     wrong = render_completion(equivalent_actions(pivot)[0], pivot.domain).replace("1", "2", 1)
     for verifiers in (None, ["exact_match"]):
         env = gym.make("pivot/tool-use-v0", pivots=[pivot], verifiers=verifiers).unwrapped
         assert not env.score(pivot, [wrong])[0].accepted
+
+
+def test_equal_prices_give_each_form_once_and_never_the_experts_own_among_the_others():
+    from trainers.demo.synthetic import product_forms, sum_forms
+
+    assert sum_forms([172, 172, 155]) == ["172 + 172 + 155", "172+172+155", "155 + 172 + 172", "155+172+172"]
+    assert len(set(product_forms(90, 2))) == len(product_forms(90, 2)) == 4
+    with_forms = [p for p in synthetic_pivots(tau_airline_demo(), 120, seed=5) if equivalent_actions(p)]
+    assert with_forms  # seed 5 has a total of two equal prices (conv36#12)
+    for p in with_forms:
+        assert p.expert.tool_calls[0].parsed_arguments() not in p.context["equivalent_arguments"], p.id

@@ -1,4 +1,4 @@
-"""`pivot model pretrain --world tau-airline`: a small reference policy that can copy from its context.
+"""`pivot model pretrain --world tau-airline-demo`: a small reference policy that can copy from its context.
 
 A model SFT'd only on a few hundred real pivots memorises the ids of its training conversations
 and writes them into held-out ones (the right tool, the wrong reservation). Here it first learns,
@@ -79,7 +79,7 @@ class PretrainConfig:
         seed: seeds the conversations, the initialisation and the batch order.
     """
 
-    world: str = "tau-airline"
+    world: str = "tau-airline-demo"
     conversations: int = 600
     # measured on PRETRAIN_MODEL (docs/results/training.md): greedy copy accuracy on unseen calls 0/40
     # after 400 conversation steps; 6/40 after 600 drill steps, 33/40 after 1,200 (the phase change)

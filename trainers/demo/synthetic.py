@@ -95,7 +95,7 @@ class ConversationWriter:
     def call_one_of(self, name: str, forms: Sequence[dict[str, Any]]) -> Any:
         """A call written in one of several equivalent forms, drawn at random; the others are recorded."""
         chosen = self.rng.randrange(len(forms))
-        self.equivalents[len(self.messages)] = [f for i, f in enumerate(forms) if i != chosen]
+        self.equivalents[len(self.messages)] = [f for f in forms if f != forms[chosen]]
         return self.call(name, **forms[chosen])
 
     def call(self, name: str, **arguments: Any) -> Any:
@@ -202,12 +202,15 @@ def sum_forms(numbers: Sequence[float]) -> list[str]:
     """
     terms = [str(n) for n in numbers]
     orders = [terms, terms[::-1]] if len(terms) == 2 else [terms, terms[::-1], [terms[1], terms[0], *terms[2:]]]
-    return [sep.join(order) for order in orders for sep in (" + ", "+")]
+    # equal prices make some orders the same string: each form once, or the expert's own form
+    # would be listed among "the others" (and a strict reward would seem to reject it)
+    return list(dict.fromkeys(sep.join(order) for order in orders for sep in (" + ", "+")))
 
 
 def product_forms(number: float, times: int) -> list[str]:
-    """Expressions that all compute `number * times`, written four ways."""
-    return [f"{number} * {times}", f"{times} * {number}", f"{number}*{times}", " + ".join([str(number)] * times)]
+    """Expressions that all compute `number * times`, written four ways (each once)."""
+    forms = [f"{number} * {times}", f"{times} * {number}", f"{number}*{times}", " + ".join([str(number)] * times)]
+    return list(dict.fromkeys(forms))
 
 
 def equivalent_actions(pivot: Pivot) -> list[Message]:
