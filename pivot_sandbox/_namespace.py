@@ -311,7 +311,7 @@ class NamespaceBackend:
             pooled = self._pool.get(snapshot)
             box = pooled.pop() if pooled else None
         if box is None:
-            box, _ = self._fresh(spec, root, snapshot)  # a runner that did not answer: its action says so
+            box = self._fresh(spec, root, snapshot, self.limits.action_timeout)
         else:
             self._count("pool_hits")
         clean = False
@@ -333,20 +333,23 @@ class NamespaceBackend:
                 except RuntimeError:  # closing: remove it here
                     self._discard(box)
 
-    def _fresh(self, spec: SandboxSpec, root: Root, snapshot: Path) -> tuple[ct.Box, bool]:
-        """A sandbox on a fresh upper folder over the snapshot, and whether its runner answered.
+    def _fresh(self, spec: SandboxSpec, root: Root, snapshot: Path, timeout: float = 10.0) -> ct.Box:
+        """A sandbox on a fresh upper folder over the snapshot, its runner answering.
 
         The box's "unchanged" reference (`Box.root`, the upper folder's own metadata) is read once
         the runner has answered: mounting the overlay sets an xattr on the upper folder
         (`trusted.overlay.uuid`), so its ctime, and a reference read before the mount made every
-        sandbox started on a candidate's path look touched, so never serve again.
+        sandbox started on a candidate's path look touched, so never serve again. A runner that
+        does not answer within `timeout` raises `RunnerLost`, the sandbox removed (a late answer on
+        its channel must never be read as an action's).
         """
         box = self._launch(spec, root, (snapshot, root.path), self.folder / f"upper-{next(self._serial)}", "pool")
         try:
-            box.channel.call(["true"], uid=-1, gid=-1, timeout=10, output_cap=1024)  # type: ignore[union-attr]
-        except RunnerLost:
-            return box, False  # its early reference stays: never taken for untouched
-        return replace(box, root=root_state(box.layers)), True  # type: ignore[arg-type]
+            box.channel.call(["true"], uid=-1, gid=-1, timeout=timeout, output_cap=1024)  # type: ignore[union-attr]
+        except BaseException:
+            self._discard(box)
+            raise
+        return replace(box, root=root_state(box.layers))  # type: ignore[arg-type]
 
     def _refill(self, spec: SandboxSpec, root: Root, snapshot: Path, target: int) -> None:
         """Start sandboxes on the snapshot until `target` wait there (janitor thread)."""
@@ -356,9 +359,9 @@ class NamespaceBackend:
                     return
                 if not any(s == snapshot for s, _ in self._snapshots.values()):
                     return  # evicted meanwhile
-            box, ready = self._fresh(spec, root, snapshot)
-            if not ready:
-                self._discard(box)
+            try:
+                box = self._fresh(spec, root, snapshot)
+            except RunnerLost:
                 return
             with self._lock:
                 keep = not self._closed and len(self._pool.setdefault(snapshot, [])) < target

@@ -367,6 +367,19 @@ def test_an_untouched_sandbox_started_on_a_candidates_path_serves_again(busybox)
     assert one.stats["pool_hits"] == 0 and one.stats["sandboxes_reused"] == 1, one.stats
 
 
+@pytest.mark.skipif("namespace" not in BACKENDS, reason="the namespace backend cannot run here (see above)")
+def test_a_sandbox_that_does_not_start_is_an_error_verdict_not_a_reward(demo_pivots):
+    # a candidate never pays for a sandbox that could not start: no reward at all, with the reason
+    verifier = get_verifier("docker_shell", backend="namespace", pool_size=0, max_snapshots=6, action_timeout=6.0)
+    pivot = demo_pivots["ls -la"]
+    (first,) = verifier.verify_batch(pivot, [terminus("ls -al")])  # snapshot and expert reference, cached
+    assert first.accepted, first
+    verifier.backend()._bwrap = "/bin/false"  # every sandbox started from now on dies before its runner answers
+    verdicts = verifier.verify_batch(pivot, [terminus("ls -al"), terminus("rm -rf /app/*")])
+    assert all(v.error and v.reward == 0.0 for v in verdicts), verdicts
+    assert all("runner" in v.error for v in verdicts), [v.error for v in verdicts]
+
+
 @pytest.mark.parametrize("chosen", [None, *BACKENDS])
 def test_sandbox_info_names_the_backend_in_use(chosen):
     env = {k: v for k, v in os.environ.items() if k != "PIVOT_SANDBOX"}
