@@ -16,8 +16,14 @@ deterministic or not faithful). `--only a,b` limits the run to some tasks (image
 With `--check-replay` too, each run is replayed against its recorded observations
 (`pivot_tasks.check_replay`): the faithful share of the sandboxed pivots, the divergences by
 reason, seconds per sandboxed pivot; the expert is then scored on the faithful ones only.
+With `--episodes` too, each run whose task image is built is played whole in
+`pivot/terminal-episode-v0`: from its first pivot (the task's initial state) the agent's own
+recorded turns are stepped in the harness's format, with the run's own number of turns as the
+budget, and the task's tests give the outcome: how many resolved runs reproduce 1, how many
+unresolved runs stay 0, and every unresolved run that replays to 1 by id (a defect of the
+replay or of the tests).
 
-    python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...] [--check-replay]] [--json]
+    python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...] [--check-replay] [--episodes]] [--json]
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CHEAP = ["harness_format", "turn_kind", "json_schema", "tool_args", "string_similarity"]
+# seconds a whole-run episode gives one command, a bound of this bench's choosing: compiles and
+# installs outlast the sandbox's 10 s default, and the harnesses' own timeouts are not in their logs
+EPISODE_ACTION_TIMEOUT = 60.0
 
 
 def expert_in_sandbox(pivots: list, path: Path) -> dict:
@@ -66,7 +75,74 @@ def expert_in_sandbox(pivots: list, path: Path) -> dict:
     }
 
 
-def measure(runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = None, check: bool = False) -> dict:
+def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> dict:
+    """Each run whose first pivot is sandboxed, stepped whole in `pivot/terminal-episode-v0` (see the docstring).
+
+    `pivots` are sandboxed but not replay-checked: a run's first pivot is the task image itself, whatever
+    the replay of its later actions found.
+    """
+    import gymnasium as gym
+
+    from pivot_core import write_pivots
+    from pivot_envs import render_completion
+
+    # runs with an action that reached the network (`mark_network_pivots`): the sandbox has none
+    network = {
+        p.context["trajectory_id"] for p in pivots if (p.context.get("sandbox") or {}).get("expert_needs_network")
+    }
+    config = {"action_timeout": action_timeout}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pivots.jsonl"
+        write_pivots(pivots, path)
+        env = gym.make("pivot/terminal-episode-v0", dataset=str(path), backend_config=config).unwrapped
+    firsts = {}
+    for p in env.pivots:  # the task's initial state: no agent turn before it
+        if not any(m.role == "assistant" for m in p.history):
+            firsts[p.context["trajectory_id"]] = p
+    rows = []
+    started = time.perf_counter()
+    for run_id, first in sorted(firsts.items()):
+        turns = [m for m in env.recorded_messages(first)[len(first.history) :] if m.role == "assistant"]
+        env.reset(options={"pivot_id": first.id})
+        env.budget = len(turns)  # the run's own turns: where it stopped without ending, its tests decide there
+        info: dict = {}
+        for message in turns:
+            *_, info = env.step(render_completion(message, "terminal"))
+            if "outcome" in info:
+                break
+        outcome = info.get("outcome") or {}
+        details = outcome.get("details") or {}
+        rows.append(
+            {
+                "run": run_id,
+                "harness": first.context["harness"],
+                "is_resolved": bool(first.context.get("is_resolved")),
+                "reward": outcome.get("reward"),
+                "ended_by": outcome.get("ended_by"),
+                "turns": len(turns),
+                "used_network": run_id in network,
+                "reason": outcome.get("error") or details.get("reason") or details.get("killed"),
+            }
+        )
+    env.close()
+    resolved = [r for r in rows if r["is_resolved"]]
+    unresolved = [r for r in rows if not r["is_resolved"]]
+    return {
+        "runs": len(rows),
+        "action_timeout": action_timeout,
+        "resolved": {"runs": len(resolved), "reproduced": sum(r["reward"] == 1.0 for r in resolved)},
+        "unresolved": {"runs": len(unresolved), "stayed_0": sum(r["reward"] == 0.0 for r in unresolved)},
+        "flipped_to_1": [r["run"] for r in unresolved if r["reward"] == 1.0],
+        "not_reproduced": [r for r in resolved if r["reward"] != 1.0],
+        "ended_by": dict(Counter(r["ended_by"] for r in rows).most_common()),
+        "seconds_per_run": round((time.perf_counter() - started) / len(rows), 1) if rows else None,
+        "per_run": rows,
+    }
+
+
+def measure(
+    runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = None, check: bool = False, episodes: bool = False
+) -> dict:
     import gymnasium as gym
 
     import pivot_envs  # noqa: F401  (registers the env ids)
@@ -85,6 +161,7 @@ def measure(runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = Non
         started = time.perf_counter()
         pivots, sandbox = sandbox_pivots(pivots, tasks_dir)
         sandbox["seconds"] = round(time.perf_counter() - started, 1)
+        sandboxed_pivots = pivots
         if check:
             from pivot_tasks import check_replay
 
@@ -104,6 +181,8 @@ def measure(runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = Non
             accepted[pivot.context["harness"]] += result.reward == 1.0
         if tasks_dir is not None:
             sandbox["expert_in_sandbox"] = expert_in_sandbox(pivots, path)
+            if episodes:
+                sandbox["episodes"] = whole_runs(sandboxed_pivots)
     # without building any image: which pivots' histories a replay can rebuild at all
     from pivot_tasks import replay_blocker
 
@@ -156,6 +235,7 @@ def main() -> None:
     parser.add_argument("--tasks-dir", type=Path, default=None, help="task folders: sandbox the pivots too")
     parser.add_argument("--only", default="", help="comma-separated task ids (the sandbox part builds their images)")
     parser.add_argument("--check-replay", action="store_true", help="with --tasks-dir: replay fidelity")
+    parser.add_argument("--episodes", action="store_true", help="with --tasks-dir: each run played whole")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     from pivot_core import shared_data_file
@@ -163,7 +243,8 @@ def main() -> None:
     runs = args.runs or shared_data_file("terminal/agent_runs")
     if runs is None:
         sys.exit("no shared data: pass --runs DIR (terminal/agent_runs of the shared data)")
-    result = measure(runs, args.tasks_dir, [t for t in args.only.split(",") if t] or None, args.check_replay)
+    only = [t for t in args.only.split(",") if t] or None
+    result = measure(runs, args.tasks_dir, only, args.check_replay, args.episodes)
     if args.json:
         print(json.dumps(result, indent=2))
         return
