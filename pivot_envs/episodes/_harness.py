@@ -178,8 +178,9 @@ def openhands_output(ran: Ran, interpreter: str | None, timeout: float | None = 
         text = text[:half] + OPENHANDS_TRUNCATED + text[-half:]
     if ran.stopped is not None:
         code = -1
+        after = f" after {timeout:g} seconds" if timeout else ""
         text += (
-            f"\n[The command timed out after {timeout or 0:g} seconds. You may wait longer to see additional "
+            f"\n[The command timed out{after}. You may wait longer to see additional "
             "output by sending empty command '', send other commands to interact with the current process, "
             "send keys to interrupt/kill the command, or use the timeout parameter in execute_bash for future "
             "commands.]"
@@ -239,7 +240,8 @@ def _openhands_call(
     ran = run(command)
     if ran.stopped is not None and ran.stopped != "timeout":
         return openhands_output(ran, interpreter), _end(ran.stopped), ran.stopped
-    return openhands_output(ran, interpreter, args.get("timeout")), None, None
+    timeout = args.get("timeout")
+    return openhands_output(ran, interpreter, timeout if isinstance(timeout, (int, float)) else None), None, None
 
 
 def _editor(args: dict[str, Any], run: Run) -> str:
