@@ -8,6 +8,9 @@ as the Docker backend; only what holds the runner differs. Docker still builds t
   upper folder starts empty over the root file system; that upper folder is then kept read-only.
 - Each candidate runs in a fresh sandbox on a fresh empty upper folder over (snapshot, root file
   system): its change set is exactly that upper folder, read by `_diff.scan_upper` as Docker's is.
+- A state whose replay needs registry access (`pip install` in the history) is replayed and
+  committed by the Docker backend, which has the host network; the snapshot image's top layer is
+  then copied into the snapshot's upper folder (`_nslayer.py`), and candidates run on it as on any.
 
 A sandbox is one process tree: `unshare --mount` (a private mount namespace, so the overlay mount
 is nobody else's and goes away with the sandbox), which joins its cgroups and mounts the overlay,
@@ -32,6 +35,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -41,10 +45,12 @@ from typing import Any
 
 from pivot_sandbox import _action as act
 from pivot_sandbox import _containers as ct
+from pivot_sandbox import _nslayer as nl
 from pivot_sandbox import _nsroot as nr
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
 from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user
+from pivot_sandbox._nslayer import StateRefused
 from pivot_sandbox._spec import Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import RunnerLost, SandboxError, SandboxUnavailable
 
@@ -75,8 +81,9 @@ class NamespaceBackend:
             snapshot, nothing run in it, so exactly the state. Used sandboxes are never reused.
         max_snapshots: snapshot upper folders kept (LRU).
         base_url: the Docker endpoint that builds and exports the images.
-        docker: the Docker backend's factory, for states whose replay needs registry access (None: such
-            states are an error).
+        docker: the Docker backend's factory: it replays and commits the states whose replay needs
+            registry access (their top layer is copied here), and runs those this backend cannot
+            (None: such states are an error).
     """
 
     name = "namespace"
@@ -127,6 +134,8 @@ class NamespaceBackend:
         self._key_locks: dict[str, threading.Lock] = {}
         self._snapshots: OrderedDict[str, tuple[Path, Root]] = OrderedDict()
         self._roots: dict[str, Root] = {}
+        self._refused: dict[str, str] = {}  # snapshot key -> why its Docker-built state cannot be taken over
+        self._daemon_why: list[str | None] = []  # `nl.daemon_refusal`, asked once
         self._serial = itertools.count()
         self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-ns")
         # starts sandboxes ahead and removes used ones, off the candidates' path
@@ -174,7 +183,10 @@ class NamespaceBackend:
         if found is None:
             ensure_image(self.client, image)
             path, env = nr.rootfs(self.client, image)
-            found = Root(path, env)
+            info = self.client.api.inspect_image(image)
+            # the layers of the image exported (a tag moved meanwhile: none, so no snapshot lies on it)
+            same = info["Id"].split(":")[-1][:32] == path.parent.name
+            found = Root(path, env, tuple(info["RootFS"]["Layers"]) if same else ())
             with self._lock:
                 self._roots[image] = found
         return found
@@ -273,10 +285,12 @@ class NamespaceBackend:
                     self._snapshots.move_to_end(key)
                     self._count("snapshot_hits")
                     return self._snapshots[key]
+                if key in self._refused:
+                    raise StateRefused(self._refused[key])
             upper = self.folder / f"snapshot-{key[:16]}"
             nr.remove_tree(upper)
             try:
-                self._prepare(spec, history, upper)
+                (self._take_over if spec.replay_access else self._prepare)(spec, history, upper)
             except BaseException:
                 nr.remove_tree(upper)
                 raise
@@ -294,6 +308,25 @@ class NamespaceBackend:
                 # a candidate still running on it keeps its lower folder: overlay holds the open tree
                 nr.remove_tree(evicted[1][0])
             return self._snapshots.get(key) or (upper, self._root(spec.image))
+
+    def _take_over(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> None:
+        """Docker replays and commits the state (registry access); its top layer becomes `upper`.
+
+        Docker's LRU keeps (and in time removes) its image: a state refused here runs there, not replayed again.
+        """
+        if self.docker is None:
+            raise StateRefused("its replay needs registry access, and no Docker backend is given to replay it")
+        start = time.perf_counter()
+        _, image = self.docker(limits=self.limits, base_url=self.base_url).snapshot(spec, history)
+        built = time.perf_counter()
+        why = nl.import_layer(self.client, image, self._root(spec.image).layers, upper)
+        self._count("docker_replay_ms", round(1000 * (built - start)))
+        self._count("layer_copy_ms", round(1000 * (time.perf_counter() - built)))
+        if why:
+            with self._lock:
+                self._refused[spec.key(history)] = why
+            raise StateRefused(why)
+        self._count("snapshots_taken_over")
 
     # -- running actions -------------------------------------------------------------------
 
@@ -377,15 +410,16 @@ class NamespaceBackend:
         """Effects of several actions at one state, in parallel; one action's failure is returned in its place.
 
         A state whose replay needs registry access (`SandboxSpec.replay_access`: the host network
-        for `pip install` in the history) is built and run by the Docker backend, which has it.
+        for `pip install` in the history) is replayed by the Docker backend, which has it, and taken
+        over (`_take_over`); one that cannot be taken over exactly is run by the Docker backend.
         """
-        why = self.cannot_run(spec)
+        spec = self._numeric(spec)
+        why = self.cannot_run(spec, history)
         if why:
             if self.docker is None:
                 return [SandboxError(why) for _ in actions]
             self._count("groups_run_by_docker")
             return self.docker(limits=self.limits, base_url=self.base_url).run_group(spec, history, actions)
-        spec = self._numeric(spec)
         snapshot, root = self.snapshot(spec, history)
 
         def one(commands: Sequence[str]) -> Effect | SandboxError:
@@ -404,14 +438,27 @@ class NamespaceBackend:
             pass  # closing
         return effects
 
-    def cannot_run(self, spec: SandboxSpec) -> str | None:
+    def cannot_run(self, spec: SandboxSpec, history: Sequence[str] | None = None) -> str | None:
         """Why this backend cannot run `spec`'s state (None when it can): `docker_shell` then asks Docker.
 
         A replay with registry access (`pip install` in the history) needs the host network, which
-        no namespace sandbox has.
+        no namespace sandbox has: Docker replays it and its layer is taken over where the daemon's can
+        be read here. With `history`, the state is built now: one not copied exactly is Docker's to run.
         """
-        if spec.replay_access:
-            return "its replay needs registry access, which only the Docker backend gives"
+        if not spec.replay_access:
+            return None
+        with self._lock:
+            if not self._daemon_why:
+                self._daemon_why.append(
+                    nl.daemon_refusal(self.client, self.base_url) if self.docker else "none is given"
+                )
+            why = self._daemon_why[0]
+        if why or history is None:
+            return why and f"its replay needs registry access, which only the Docker backend gives, and {why}"
+        try:
+            self.snapshot(self._numeric(spec), history)
+        except StateRefused as e:
+            return f"its replay needs registry access (Docker replayed it), but {e}"
         return None
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -83,10 +83,11 @@ class Sandbox:
 
 @dataclass(frozen=True)
 class Root:
-    """An image's exported root file system, its environment, and its users."""
+    """An image's exported root file system, its environment, and the image's layers (`RootFS.Layers`)."""
 
     path: Path
     env: dict[str, str]
+    layers: tuple[str, ...] = ()  # empty when unknown: no Docker snapshot is taken over on it
 
 
 def resolve_user(root: Path, user: str) -> str:

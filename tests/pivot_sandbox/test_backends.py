@@ -298,23 +298,39 @@ def test_the_namespace_backend_is_the_default_where_it_can_run(monkeypatch):
 
 
 @pytest.mark.skipif("namespace" not in BACKENDS, reason="the namespace backend cannot run here (see above)")
-def test_a_state_the_namespace_backend_cannot_run_is_scored_by_docker_and_the_verdict_says_so(busybox):
+def test_a_state_replayed_with_registry_access_is_taken_over_and_a_refused_one_is_dockers(busybox, monkeypatch):
     from pivot_core import Pivot
-    from pivot_sandbox import docker_backend, namespace_backend, open_session
+    from pivot_sandbox import _nslayer, docker_backend, namespace_backend, open_session
     from verifiers_plugins.builtin.docker_shell import DockerShell
 
-    # a replay with registry access (`pip install` in a task's history) needs the host network
+    # a replay with registry access (`pip install` in a task's history) needs the host network:
+    # Docker replays it, the namespace backend takes its layer over (test_namespace_takeover.py)
     sandbox = {"image": BUSYBOX, "setup": ["echo hi > hello.txt"], "replay_access": True}
     pivot = Pivot("replay-access#1", "terminal", (Message("user", "list"),), terminus("ls"), (), {"sandbox": sandbox})
     spec = SandboxSpec.from_context(pivot.context)
-    assert "registry access" in namespace_backend(action_timeout=6.0).cannot_run(spec)
+    assert namespace_backend(action_timeout=6.0).cannot_run(spec, []) is None
     before = DockerShell.stats["groups_run_by_docker"]
     verifier = get_verifier("docker_shell", backend="namespace", action_timeout=6.0)
     good, bad = verifier.verify_batch(pivot, [terminus("ls -1"), terminus("rm hello.txt")])
     assert good.accepted and bad.reward == 0.0 and bad.error is None, (good, bad)
+    assert good.details["backend"] == bad.details["backend"] == "namespace", (good, bad)
+    assert DockerShell.stats["groups_run_by_docker"] == before
+    # one whose layer cannot be copied exactly is Docker's, and the verdict says why
+    monkeypatch.setattr(_nslayer, "import_layer", lambda *a: "a layer refused by the test")
+    refused = Pivot(
+        "replay-access#2",
+        "terminal",
+        pivot.history,
+        terminus("ls"),
+        (),
+        {"sandbox": {**sandbox, "setup": ["echo x > hello.txt"]}},
+    )
+    good, bad = verifier.verify_batch(refused, [terminus("ls -1"), terminus("rm hello.txt")])
+    assert good.accepted and bad.reward == 0.0 and bad.error is None, (good, bad)
     for verdict in (good, bad):
         assert verdict.details["backend"] == "docker", verdict.details
         assert "namespace backend cannot run this state" in verdict.details["backend_why"]
+        assert "a layer refused by the test" in verdict.details["backend_why"]
     assert DockerShell.stats["groups_run_by_docker"] == before + 1
     (plain,) = get_verifier("docker_shell", backend="namespace", action_timeout=6.0).verify_batch(
         Pivot("plain#1", "terminal", (Message("user", "list"),), terminus("ls"), (), {"sandbox": {"image": BUSYBOX}}),

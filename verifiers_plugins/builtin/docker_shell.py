@@ -7,9 +7,10 @@ expert's effect is cached per state, so a GRPO group and later epochs reuse it. 
 runs what its terminal would (`typed_action`): keystrokes without a final Enter are typed, not run,
 and a candidate that leaves other text typed at the prompt than the expert's is another action.
 
-A state the chosen backend cannot run (the namespace backend's `cannot_run`: a replay that needs
-registry access) is run by the Docker backend, and its verdicts name it (`details["backend"]`,
-`details["backend_why"]`): never a silent swap, never a different verdict.
+A state the chosen backend cannot run (the namespace backend's `cannot_run`: a state Docker replayed
+with registry access whose layer cannot be taken over exactly) is run by the Docker backend, and its
+verdicts name it (`details["backend"]`, `details["backend_why"]`): never a silent swap, never a
+different verdict.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ class DockerShell:
         wanted = [list(t.commands) for t in typed]
         ran_on, why = self.backend_name, None
         try:
-            backend, ran_on, why = self._backend_for(spec)
+            backend, ran_on, why = self._backend_for(spec, history)
             key = (ran_on, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert))
             reference = self._cached_expert(key)
             if reference is None:
@@ -147,15 +148,15 @@ class DockerShell:
                 out.append(self._judge(reference, effects[tuple(commands)], spec.workdir, commands, ran_on, why))
         return out
 
-    def _backend_for(self, spec: SandboxSpec) -> tuple[Any, str, str | None]:
+    def _backend_for(self, spec: SandboxSpec, history: list[str]) -> tuple[Any, str, str | None]:
         """The backend that runs this state, its name, and why it is not the chosen one (None when it is).
 
-        A backend that cannot run a state says why (`cannot_run(spec)`); the Docker backend, which
+        A backend that cannot run a state says why (`cannot_run(spec, history)`); the Docker backend, which
         runs every state the project builds, runs it then. The Docker backend itself has no fallback.
         """
         backend = self.backend()
         check = getattr(backend, "cannot_run", None)
-        why = check(spec) if callable(check) else None
+        why = check(spec, history) if callable(check) else None
         if not why:
             return backend, self.backend_name, None
         if self.backend_name == "docker":
