@@ -21,9 +21,11 @@ What is checked rather than assumed (a failure routes the state to Docker with t
 - the snapshot lies on exactly the image whose root file system was exported (its layers but
   the last are that image's);
 - the layer holds no overlay metadata but opaque marks (redirects, metacopy, origins mean
-  something only under the driver's own mount options) and no unconverted `.wh.` entry;
-- the copy equals the layer entry for entry: type, mode, owner, size, link count and hard-link
-  groups, device numbers, modification time, symbolic link targets and every xattr.
+  something only under the driver's own mount options), no unconverted `.wh.` entry, and no
+  device node but whiteouts (what opening one does is Docker's device cgroup's to say);
+- the copy equals the layer entry for entry: type, mode, owner, size (a folder's too: `ls -l`),
+  blocks (holes: `du`), link count and hard-link groups, modification time, symbolic link
+  targets and every xattr.
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ def manifest(root: str) -> tuple[dict[str, tuple[Any, ...]], str | None]:
         kind = stat.S_IFMT(st.st_mode)
         if rel.rsplit("/", 1)[-1].startswith(".wh."):
             return out, f"the layer holds an unconverted whiteout {rel!r}"
+        if kind in (stat.S_IFCHR, stat.S_IFBLK) and not (kind == stat.S_IFCHR and st.st_rdev == 0):
+            # Docker's device cgroup decides what opening it does; no namespace sandbox has that list
+            return out, f"the layer holds a device node {rel!r} ({os.major(st.st_rdev)}:{os.minor(st.st_rdev)})"
         xattrs = tuple(sorted((k, os.getxattr(full, k, follow_symlinks=False)) for k in _names(full)))
         for key, value in xattrs:
             if key.startswith(("trusted.overlay.", "user.overlay.")) and (key, value) != (OPAQUE, b"y"):
@@ -103,9 +108,10 @@ def manifest(root: str) -> tuple[dict[str, tuple[Any, ...]], str | None]:
         group = ""
         if kind != stat.S_IFDIR:
             group = first_of.setdefault((st.st_dev, st.st_ino), rel)
-        size = st.st_size if kind in (stat.S_IFREG, stat.S_IFLNK) else 0
+        # what `ls -l`, `stat` and `du` show: a folder's size, a file's blocks (holes), links
+        size = st.st_size if kind in (stat.S_IFREG, stat.S_IFLNK, stat.S_IFDIR) else 0
         out[rel or "/"] = (kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, size, st.st_rdev, st.st_mtime_ns)
-        out[rel or "/"] += (0 if kind == stat.S_IFDIR else st.st_nlink, group, link, xattrs)
+        out[rel or "/"] += (st.st_blocks if kind == stat.S_IFREG else 0, st.st_nlink, group, link, xattrs)
         if kind == stat.S_IFDIR:
             stack += [f"{rel}/{name}" for name in sorted(os.listdir(full), reverse=True)]
     return out, None

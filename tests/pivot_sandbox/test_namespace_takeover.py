@@ -210,3 +210,24 @@ def test_the_copy_is_checked_entry_for_entry_and_overlay_metadata_is_refused(tmp
     os.removexattr(source / "app", "trusted.overlay.redirect")
     (source / "app/.wh.gone").write_text("")
     assert "unconverted whiteout" in _nslayer.import_layer(client, "img", ("base",), tmp_path / "c5")
+    (source / "app/.wh.gone").unlink()
+    # a device node: Docker's device cgroup, not the file, decides what opening it does
+    os.mknod(source / "app/disk", 0o060600, os.makedev(8, 0))
+    assert "device node '/app/disk' (8:0)" in _nslayer.import_layer(client, "img", ("base",), tmp_path / "c6")
+
+
+@needs_both
+def test_a_device_node_the_replay_made_keeps_the_state_with_docker(ci_pivots):
+    from pivot_core import Pivot
+    from pivot_sandbox import namespace_backend
+
+    # Docker's replay may `mknod` (its default capabilities); what opening the node does is the
+    # device cgroup's to say, which only Docker's containers have
+    sandbox = {**ci_pivots[f"{HELLO}#1"].context["sandbox"], "setup": ["mknod /app/disk b 8 0"]}
+    spec = SandboxSpec.from_context({"sandbox": sandbox})
+    assert "device node '/app/disk' (8:0)" in namespace_backend().cannot_run(spec, [])
+    pivot = Pivot("device#1", "terminal", ci_pivots[f"{HELLO}#1"].history, terminus("ls"), (), {"sandbox": sandbox})
+    (verdict,) = get_verifier("docker_shell", backend="namespace").verify_batch(
+        pivot, [terminus("head -c 4 disk | wc -c")]
+    )
+    assert verdict.details["backend"] == "docker" and "device node" in verdict.details["backend_why"], verdict
