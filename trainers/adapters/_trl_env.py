@@ -34,6 +34,11 @@ AIRLINE_WORLD = "tau-airline"  # the world the tool-use episode env restores (it
 _TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _TYPES |= {"array": list, "object": dict}
 ENDED = "error: the episode has ended ({why}); no further tool call runs"
+# The harnesses whose own format the terminal episode plays (`pivot_envs/episodes/_harness.py`);
+# any other pivot (synthesized, a Terminus run) reads Terminus JSON turns.
+OPENHANDS, MINI, TERMINUS = "openhands", "mini-swe-agent", "terminus"
+MINI_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # how mini-swe-agent ends a run
+MINI_THOUGHT = "I run the next command."
 
 
 @dataclass(frozen=True)
@@ -121,10 +126,49 @@ class ToolUseEnvironment(EpisodeEnvironment):
         return action_reward(scorer, self._pivot, action)
 
 
-class TerminalEnvironment(EpisodeEnvironment):
-    """A shell in the task's container at the pivot's state; the reward is the task's tests after the rollout."""
+class ShellEnvironment(EpisodeEnvironment):
+    """A terminal episode: the reward is the task's tests after the rollout, in the harness's own format.
+
+    Subclasses say which harness's turns they write (`_harness`, see `harness_name`) and how that
+    harness ends a run (`_end_turn`): TRL does not end an episode, so `get_reward` ends it the way
+    the harness would before the tests run.
+    """
 
     _env_id = TERMINAL
+    _harness = TERMINUS
+
+    def reset(self, pivot_id: str, **row: Any) -> None:
+        """Restore the task's container at `pivot_id`, a pivot of this class's harness.
+
+        Raises:
+            ValueError: the pivot is another harness's: this class's tools would write turns its
+                harness does not read.
+        """
+        harness = harness_name(self._env.pivot(pivot_id))
+        if harness != self._harness:  # checked before a container starts for it
+            raise ValueError(
+                f"pivot {pivot_id!r} is a {harness} pivot; this environment writes {self._harness} turns "
+                f"(pivot_environment(..., harness={harness!r}) plays it)"
+            )
+        super().reset(pivot_id, **row)
+
+    def _end_turn(self) -> Message:
+        """The turn with which the harness ends its run."""
+        raise NotImplementedError
+
+    def get_reward(self) -> float | None:
+        """The task's tests in the final state (the episode is ended here when the rollout did not end it)."""
+        if self._pivot is None:
+            return None
+        if self._ended is None:
+            self._step(self._end_turn())
+        if self._ended is None:  # the harness did not end on its own end turn: no outcome to read
+            return None
+        return outcome_reward(self._last_info)
+
+
+class TerminalEnvironment(ShellEnvironment):
+    """A shell in the task's container at the pivot's state, one Terminus JSON turn per `bash` call."""
 
     def bash(self, command: str) -> str:
         """Run a shell command in the task's terminal and return what the terminal shows.
@@ -135,14 +179,59 @@ class TerminalEnvironment(EpisodeEnvironment):
         turn = {"analysis": "", "plan": "", "commands": [{"keystrokes": command + "\n", "duration": 1.0}]}
         return self._step(Message("assistant", json.dumps(turn | {"task_complete": False})))
 
-    def get_reward(self) -> float | None:
-        """The task's tests in the final state (the episode is ended here when the rollout did not end it)."""
-        if self._pivot is None:
-            return None
-        if self._ended is None:
-            done = {"analysis": "", "plan": "", "commands": [], "task_complete": True}
-            self._step(Message("assistant", json.dumps(done)))
-        return outcome_reward(self._last_info)
+    def _end_turn(self) -> Message:
+        return Message("assistant", json.dumps({"analysis": "", "plan": "", "commands": [], "task_complete": True}))
+
+
+class OpenHandsEnvironment(ShellEnvironment):
+    """A converted OpenHands run: its own tools (one method per schema in the pivots' `tools`).
+
+    Each call is one OpenHands tool-call turn of the episode, answered as OpenHands answers it
+    (`execute_bash`'s output with its exit-code and working-directory lines, the editor's own
+    messages; an editor `create` or `str_replace` changes the file in the container); `finish`
+    ends the episode. The methods come from `tool_method`.
+    """
+
+    _harness = OPENHANDS
+
+    def _call_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
+        call = ToolCall(name=name, arguments=json.dumps(dict(arguments), ensure_ascii=False))
+        return self._step(Message("assistant", None, tool_calls=(call,)))
+
+    def _end_turn(self) -> Message:
+        finish = {"message": "", "task_completed": "true"}
+        return Message("assistant", None, tool_calls=(ToolCall(name="finish", arguments=json.dumps(finish)),))
+
+
+class MiniSweAgentEnvironment(ShellEnvironment):
+    """A converted mini-swe-agent run: `bash` writes its turn (a THOUGHT and one ```bash block)."""
+
+    _harness = MINI
+
+    def bash(self, command: str) -> str:
+        """Run a command as mini-swe-agent runs it and return its <returncode> and <output>.
+
+        Each command runs in a fresh `/bin/sh -c` in the task's working directory: `cd` and
+        `export` do not persist to the next command. To submit, run `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`.
+
+        Args:
+            command: the command line to run (one holding a ```bash fence is mini-swe-agent's format error).
+        """
+        return self._step(Message("assistant", mini_turn(command)))
+
+    def _end_turn(self) -> Message:
+        return Message("assistant", mini_turn(MINI_SUBMIT))
+
+
+def mini_turn(command: str) -> str:
+    """mini-swe-agent's reply format for one command: a THOUGHT line and exactly one ```bash block."""
+    return f"THOUGHT: {MINI_THOUGHT}\n\n```bash\n{command}\n```"
+
+
+def harness_name(pivot: Pivot) -> str:
+    """The harness whose turns an episode at `pivot` reads: a converted run's, else Terminus JSON."""
+    harness = str(pivot.context.get("harness") or "")
+    return harness if harness in (OPENHANDS, MINI) else TERMINUS
 
 
 def scoring_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,8 +250,10 @@ def tool_method(schema: Mapping[str, Any]) -> Callable[..., str]:
     """A method named after an OpenAI function schema, whose signature and docstring give back that schema.
 
     `transformers.get_json_schema` (what TRL renders tools with) reads the type hints and the
-    Google docstring's `Args:`; enums travel as `(choices: [...])`. Calling it runs the tool in
-    the episode (`_call_tool`).
+    Google docstring's `Args:`; enums travel as `(choices: [...])`. The tool's description comes
+    back with its lines, less surrounding blank space (and cut at a literal `Args:`, `Returns:` or
+    `Raises:`, where transformers' parser starts a section); a parameter's on one line. Calling it
+    runs the tool in the episode (`_call_tool`).
 
     Raises:
         ValueError: the schema names a parameter that is not a Python identifier.
@@ -176,7 +267,7 @@ def tool_method(schema: Mapping[str, Any]) -> Callable[..., str]:
         if not p.isidentifier() or keyword.iskeyword(p):
             raise ValueError(f"tool {name!r}: expected identifiers for the tool and its parameters, got {p!r}")
 
-    def call(self: ToolUseEnvironment, **arguments: Any) -> str:
+    def call(self: Any, **arguments: Any) -> str:
         return self._call_tool(name, arguments)
 
     signature = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
@@ -192,30 +283,87 @@ def tool_method(schema: Mapping[str, Any]) -> Callable[..., str]:
         if spec.get("enum"):
             desc += f" (choices: {json.dumps(list(spec['enum']))})"
         lines.append(f"    {p}: {desc}")
-    description = " ".join(str(fn.get("description") or name).split())
+    # the description keeps its lines (OpenHands' are markdown); transformers strips only its ends
+    description = inspect.cleandoc(str(fn.get("description") or name))
     call.__name__ = call.__qualname__ = name
-    call.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
-    call.__annotations__ = {p.name: p.annotation for p in signature[1:]} | {"return": str}
+    # no return annotation: transformers would add `"return": {"type": "string"}`, which the tool's own schema lacks
+    call.__signature__ = inspect.Signature(signature)  # type: ignore[attr-defined]
+    call.__annotations__ = {p.name: p.annotation for p in signature[1:]}
     call.__doc__ = description + ("\n\nArgs:\n" + "\n".join(lines) if lines else "")
     return call
 
 
-def environment_class(env_id: str, env_kwargs: Mapping[str, Any], tools: Sequence[Mapping[str, Any]] = ()) -> type:
-    """The environment class for an episode env id: the domain's base plus one method per tool schema."""
-    if env_id == TOOL_USE:
-        methods = {}
+def environment_class(
+    env_id: str, env_kwargs: Mapping[str, Any], tools: Sequence[Mapping[str, Any]] = (), harness: str = TERMINUS
+) -> type:
+    """The environment class for an episode env id: the domain's base plus one method per tool schema.
+
+    For the terminal, `harness` picks the turns the tools write: `TERMINUS` (`bash`), `MINI`
+    (`bash` in mini-swe-agent's format) or `OPENHANDS` (one method per schema in `tools`).
+    """
+    methods = {}
+    if env_id == TOOL_USE or harness == OPENHANDS:
         for schema in tools:
             method = tool_method(schema)
-            if method.__name__ in ("reset", "get_reward") or hasattr(EpisodeEnvironment, method.__name__):
+            if method.__name__ in ("reset", "get_reward") or hasattr(ShellEnvironment, method.__name__):
                 raise ValueError(f"tool {method.__name__!r} would shadow the environment's own method")
             methods[method.__name__] = method
+    if env_id == TOOL_USE:
         base: type = ToolUseEnvironment
         name = "PivotToolUseEnvironment"
     elif env_id == TERMINAL:
-        methods, base, name = {}, TerminalEnvironment, "PivotTerminalEnvironment"
+        bases = {TERMINUS: TerminalEnvironment, OPENHANDS: OpenHandsEnvironment, MINI: MiniSweAgentEnvironment}
+        if harness not in bases:
+            raise ValueError(f"expected a terminal harness in {sorted(bases)}, got {harness!r}")
+        base = bases[harness]
+        name = {TERMINUS: "PivotTerminalEnvironment", OPENHANDS: "PivotOpenHandsEnvironment"}.get(
+            harness, "PivotMiniSweAgentEnvironment"
+        )
     else:
         raise ValueError(f"pivot_environment: expected an episode env id in {[TOOL_USE, TERMINAL]}, got {env_id!r}")
     return type(name, (base,), {**methods, "_env_id": env_id, "_env_kwargs": dict(env_kwargs)})
+
+
+def harness_tools(pivots: Sequence[Pivot]) -> list[dict[str, Any]]:
+    """The tool schemas of a converted run's pivots (every name once, in the order first seen).
+
+    Raises:
+        ValueError: two pivots give one tool different schemas (one method cannot render both), or none gives any.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for pivot in pivots:
+        for schema in pivot.tools:
+            name = str(schema.get("function", schema)["name"])
+            if found.setdefault(name, dict(schema)) != schema:
+                raise ValueError(f"pivot {pivot.id!r}: tool {name!r} has another schema than earlier pivots' {name!r}")
+    if not found:
+        raise ValueError("OpenHands pivots without tool schemas (`tools`): convert the runs again with `pivot convert`")
+    return list(found.values())
+
+
+def select_harness(pivots: Sequence[Pivot], harness: str | None, explicit: bool) -> tuple[str, list[Pivot]]:
+    """The harness a terminal dataset is played in, and its pivots.
+
+    TRL shows one environment class's methods as the tools of every row, and each harness reads
+    only its own turns (mini-swe-agent reads no tool call; OpenHands has no `bash`), so one
+    environment cannot serve two harnesses: a dataset mixing them is refused unless `harness`
+    picks one (rows of the others are left out; an explicitly listed pivot of another is refused).
+    """
+    kinds = sorted({harness_name(p) for p in pivots})
+    if harness is None:
+        if len(kinds) > 1:
+            counts = {k: sum(harness_name(p) == k for p in pivots) for k in kinds}
+            raise ValueError(
+                f"pivot_environment: the dataset mixes harnesses {counts} (pivots each); one environment "
+                f"exposes one harness's tools to every row: pass harness= one of {kinds}, one pivot_environment each"
+            )
+        return (kinds[0] if kinds else TERMINUS), list(pivots)
+    if harness not in (TERMINUS, OPENHANDS, MINI):
+        raise ValueError(f"pivot_environment: expected harness in {[TERMINUS, OPENHANDS, MINI]}, got {harness!r}")
+    others = [p.id for p in pivots if harness_name(p) != harness]
+    if explicit and others:
+        raise ValueError(f"pivot_environment: pivots {others[:3]} are not {harness} pivots")
+    return harness, [p for p in pivots if harness_name(p) == harness]
 
 
 def cut_history(messages: list[dict[str, str]], keep: int | None, system_prompt: bool) -> list[dict[str, str]]:
@@ -235,6 +383,7 @@ def pivot_environment(
     pivot_ids: Sequence[str] | None = None,
     max_history_messages: int | None = None,
     system_prompt: bool = True,
+    harness: str | None = None,
     **env_kwargs: Any,
 ) -> PivotEnvironment:
     """Episode env `env_id` as TRL's `environment_factory` plus its train dataset.
@@ -246,7 +395,9 @@ def pivot_environment(
 
     Args:
         env_id: `pivot/tool-use-episode-v0` (the airline world's tools, reward from the pivot's
-            verifiers) or `pivot/terminal-episode-v0` (`bash`, reward from the task's tests).
+            verifiers) or `pivot/terminal-episode-v0` (reward from the task's tests; the tools are
+            `bash`, or a converted run's harness's own: OpenHands' tools by their schemas,
+            mini-swe-agent's `bash` answered with `<returncode>`/`<output>`).
         dataset: the episode env's data file(s); its bundled sample when None (the terminal env has none).
         pivot_ids: rows for these pivots only (default: every pivot that can start a rollout; for
             tool use, those whose expert turn calls a tool, which is what the reward scores).
@@ -254,6 +405,10 @@ def pivot_environment(
             message (None keeps all); for small policies that cannot read a long history.
         system_prompt: keep the history's leading system message (tau-bench's airline policy is
             long: a tiny policy cannot read it).
+        harness: for the terminal, the pivots played: `openhands` and `mini-swe-agent` (runs
+            converted by `pivot convert`: their harness's own tools, see below) or `terminus`
+            (the others: `bash` writing Terminus JSON). None takes the dataset's one harness and
+            refuses a dataset mixing harnesses (TRL shows one class's tools to every row).
         env_kwargs: more keyword arguments for the episode env (`max_turns`, `backend`, ...).
 
     Returns:
@@ -262,12 +417,17 @@ def pivot_environment(
     from datasets import Dataset
 
     kwargs = {**env_kwargs, **({"dataset": dataset} if dataset is not None else {})}
+    if harness is not None and env_id != TERMINAL:
+        raise ValueError(f"pivot_environment: harness= is for {TERMINAL}, got env {env_id!r}")
     probe = gym.make(env_id, **kwargs).unwrapped
-    tools = [t.schema for t in probe.world.tools.values()] if env_id == TOOL_USE else []
-    cls = environment_class(env_id, kwargs, tools)
     pivots = [probe.pivot(pid) for pid in pivot_ids] if pivot_ids is not None else list(probe.pivots)
-    if pivot_ids is None and env_id == TOOL_USE:
-        pivots = [p for p in pivots if p.expert.tool_calls]
+    if env_id == TOOL_USE:
+        tools = [t.schema for t in probe.world.tools.values()]
+        pivots = pivots if pivot_ids is not None else [p for p in pivots if p.expert.tool_calls]
+        cls = environment_class(env_id, kwargs, tools)
+    else:
+        harness, pivots = select_harness(pivots, harness, explicit=pivot_ids is not None)
+        cls = environment_class(env_id, kwargs, harness_tools(pivots) if harness == OPENHANDS else (), harness)
     rows = [
         {
             "prompt": cut_history(flat_prompt_messages(p), max_history_messages, system_prompt),
