@@ -137,6 +137,9 @@ def test_the_editor_changes_the_file_and_a_wrong_run_scores_0(openhands):
         assert shown.startswith("The file /app/hello.txt has been edited."), shown
         assert rollout.think(thought="done") == "Your thought has been logged."
         assert rollout.get_reward() == 1.0  # ended with OpenHands' own `finish` before the tests
+        rollout.reset(**row)  # docs/trainers.md's example
+        rollout.str_replace_editor(command="create", path="/app/hello.txt", file_text="Hello, world!\n")
+        assert rollout.get_reward() == 1.0
     finally:
         rollout._env.close()
 
@@ -180,3 +183,127 @@ def test_trl_env_knows_every_harness_the_episode_plays():
     from trainers.adapters._trl_env import MINI, OPENHANDS
 
     assert set(HARNESSES) == {OPENHANDS, MINI}  # a new harness needs its environment class here too
+
+
+# -- a GRPOTrainer run: TRL parses the calls and runs them through OpenHands' tools ------------------
+
+
+class ScriptedOpenHands:
+    """Stands in for the model's `generate` only (TRL parses the calls, runs the tools, scores, steps).
+
+    Every rollout writes the file with OpenHands' editor, then reads it with `execute_bash`, then
+    replies in text (TRL's rollout ends there; `get_reward` finishes it as OpenHands does). Every
+    other rollout's file lacks the comma, so its tests fail.
+    """
+
+    def __init__(self, tokenizer):
+        self.tok, self.started = tokenizer, 0
+
+    def _turn(self, prompt: str) -> str:
+        import json
+
+        stage = prompt.count("<tool_response>")
+        if stage == 0:
+            self.started += 1
+            text = "Hello, world!\n" if self.started % 2 else "Hello world!\n"
+            call = ("str_replace_editor", {"command": "create", "path": "/app/hello.txt", "file_text": text})
+        elif stage == 1:
+            call = ("execute_bash", {"command": "cat /app/hello.txt"})
+        else:
+            return "Done.<|im_end|>"
+        return "<tool_call>\n" + json.dumps({"name": call[0], "arguments": call[1]}) + "\n</tool_call><|im_end|>"
+
+    def __call__(self, input_ids, attention_mask=None, **kw):
+        import torch
+
+        rows = []
+        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist(), strict=True):
+            prompt = self.tok.decode([i for i, m in zip(ids, mask, strict=True) if m], skip_special_tokens=False)
+            rows.append(self.tok(text=self._turn(prompt), add_special_tokens=False)["input_ids"])
+        width = max(map(len, rows))
+        out = [r + [self.tok.pad_token_id] * (width - len(r)) for r in rows]
+        return torch.cat([input_ids, torch.tensor(out, dtype=input_ids.dtype)], dim=1)
+
+
+@pytest.mark.slow
+def test_grpo_trainer_runs_openhands_tools_and_scores_with_the_tasks_tests(mixed, tmp_path):
+    import dataclasses
+    import math
+
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import qwen3_template
+
+    from trainers.demo.tiny_model import TEST_MODEL, build_tiny_model
+
+    model = tmp_path / "tiny"  # room for the prompt, two calls and their answers (the bundled reference has 512)
+    build_tiny_model(model, pivots=mixed[1], config=dataclasses.replace(TEST_MODEL, max_positions=1024))
+
+    env = pivot_environment(
+        TERMINAL,
+        dataset=str(mixed[0]),
+        harness="openhands",
+        max_history_messages=1,
+        system_prompt=False,  # OpenHands' system prompt is longer than the small model's context
+        backend_config={"pool_size": 0},
+    )
+    start = min(env.train_dataset, key=lambda r: int(r["pivot_id"].rsplit("#", 1)[1]))
+    rows = env.train_dataset.filter(lambda r: r["pivot_id"] == start["pivot_id"])
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    tokenizer.response_template = qwen3_template  # the scripted calls are Qwen/Hermes calls
+    rewards: list[float | None] = []
+    answers: list[str] = []
+    rollouts = []
+
+    def factory():
+        rollout = env.factory()
+        rollouts.append(rollout)
+        get_reward, call_tool = rollout.get_reward, rollout._call_tool
+
+        def recording_call(name, arguments):
+            answers.append(call_tool(name, arguments))
+            return answers[-1]
+
+        def recording_reward():
+            rewards.append(get_reward())
+            return rewards[-1]
+
+        rollout.get_reward, rollout._call_tool = recording_reward, recording_call
+        return rollout
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        max_steps=2,
+        per_device_train_batch_size=4,  # the run's start, 4 rollouts per step
+        num_generations=4,
+        max_completion_length=640,
+        learning_rate=1e-4,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        bf16=False,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=str(model),
+        args=args,
+        train_dataset=rows,
+        processing_class=tokenizer,
+        environment_factory=factory,
+    )
+    trainer.model.generate = ScriptedOpenHands(tokenizer)
+    try:
+        trainer.train()
+    finally:
+        for rollout in rollouts:
+            rollout._env.close()
+    logs = [x for x in trainer.state.log_history if "rewards/PivotOpenHandsEnvironment/mean" in x]
+    assert len(logs) == 2 and all(math.isfinite(x["loss"]) for x in logs)
+    assert all(x["tools/call_frequency"] == 2.0 and x["tools/failure_frequency"] == 0.0 for x in logs)
+    assert answers.count("File created successfully at: /app/hello.txt") == 8
+    assert sorted(a.split("\n")[0] for a in answers if a.endswith("[Command finished with exit code 0]")) == (
+        ["Hello world!"] * 4 + ["Hello, world!"] * 4
+    )  # `cat` saw the file the editor's call wrote in the container
+    assert sorted(rewards) == [0.0] * 4 + [1.0] * 4  # the task's tests after OpenHands' `finish`
+    assert all(x["rewards/PivotOpenHandsEnvironment/std"] > 0 for x in logs)
