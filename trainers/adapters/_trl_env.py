@@ -10,6 +10,8 @@ rollout as a reward source named after the class. None from `get_reward` is "not
 
 Here each environment holds one episode env (`pivot/tool-use-episode-v0`, `pivot/terminal-episode-v0`)
 and every tool call is one step of it, so calls run in the live state restored at the row's pivot.
+On a terminal run converted from a real agent (`context.harness`), the tools are that harness's
+own and each call is one of its turns: OpenHands' tools by their schemas, mini-swe-agent's `bash`.
 """
 
 from __future__ import annotations
