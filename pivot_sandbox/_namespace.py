@@ -35,7 +35,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -262,7 +261,7 @@ class NamespaceBackend:
 
     # -- snapshots -------------------------------------------------------------------------
 
-    def _prepare(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> None:
+    def _prepare(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> Root:
         """Replay set-up (as root) and history (as the user) on `upper`, as `DockerBackend._prepare` does."""
         root = self._root(spec.image)
         box = self._launch(spec, root, (root.path,), upper, "replay")
@@ -273,6 +272,7 @@ class NamespaceBackend:
             self._discard(box)
             raise
         self._discard(box, keep_upper=True)  # processes the history left do not survive, as with `docker commit`
+        return root
 
     def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Path, Root]:
         """The snapshot's upper folder at this state (replayed on a cache miss) and the root it lies on."""
@@ -290,13 +290,14 @@ class NamespaceBackend:
             upper = self.folder / f"snapshot-{key[:16]}"
             nr.remove_tree(upper)
             try:
-                (self._take_over if spec.replay_access else self._prepare)(spec, history, upper)
+                make = self._take_over if spec.replay_access else self._prepare
+                root = make(spec, history, upper)
             except BaseException:
                 nr.remove_tree(upper)
                 raise
             self._count("snapshots_built")
             with self._lock:
-                self._snapshots[key] = (upper, self._root(spec.image))
+                self._snapshots[key] = (upper, root)
                 evicted = self._snapshots.popitem(last=False) if len(self._snapshots) > self.max_snapshots else None
                 if evicted:
                     self._key_locks.pop(evicted[0], None)
@@ -306,27 +307,25 @@ class NamespaceBackend:
                 for box in pooled:
                     self._discard(box)
                 # a candidate still running on it keeps its lower folder: overlay holds the open tree
-                nr.remove_tree(evicted[1][0])
-            return self._snapshots.get(key) or (upper, self._root(spec.image))
+                for folder in (evicted[1][0], *evicted[1][1].stack[:1]):  # a taken-over state's init layer too
+                    nr.remove_tree(folder)
+            return self._snapshots.get(key) or (upper, root)
 
-    def _take_over(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> None:
-        """Docker replays and commits the state (registry access); its top layer becomes `upper`.
-
-        Docker's LRU keeps (and in time removes) its image: a state refused here runs there, not replayed again.
-        """
-        if self.docker is None:
-            raise StateRefused("its replay needs registry access, and no Docker backend is given to replay it")
-        start = time.perf_counter()
-        _, image = self.docker(limits=self.limits, base_url=self.base_url).snapshot(spec, history)
-        built = time.perf_counter()
-        why = nl.import_layer(self.client, image, self._root(spec.image).layers, upper)
-        self._count("docker_replay_ms", round(1000 * (built - start)))
-        self._count("layer_copy_ms", round(1000 * (time.perf_counter() - built)))
-        if why:
+    def _take_over(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> Root:
+        """Docker replays and commits the state (registry access; its LRU keeps the image); `nl.take_over`."""
+        try:
+            if self.docker is None:
+                raise StateRefused("its replay needs registry access, and no Docker backend is given to replay it")
+            builder = self.docker(limits=self.limits, base_url=self.base_url)
+            root, spent = nl.take_over(builder, self.client, spec, history, self._root(spec.image), upper)
+        except StateRefused as e:
             with self._lock:
-                self._refused[spec.key(history)] = why
-            raise StateRefused(why)
+                self._refused[spec.key(history)] = str(e)
+            raise
+        for name, ms in spent.items():
+            self._count(name, ms)
         self._count("snapshots_taken_over")
+        return root
 
     # -- running actions -------------------------------------------------------------------
 
@@ -376,7 +375,9 @@ class NamespaceBackend:
         does not answer within `timeout` raises `RunnerLost`, the sandbox removed (a late answer on
         its channel must never be read as an action's).
         """
-        box = self._launch(spec, root, (snapshot, root.path), self.folder / f"upper-{next(self._serial)}", "pool")
+        # a taken-over state lies on Docker's own layers, its init layer on top, as Docker's containers do
+        lowers = (root.stack[0], snapshot, *root.stack[1:]) if root.stack else (snapshot, root.path)
+        box = self._launch(spec, root, lowers, self.folder / f"upper-{next(self._serial)}", "pool")
         try:
             box.channel.call(["true"], uid=-1, gid=-1, timeout=timeout, output_cap=1024)  # type: ignore[union-attr]
         except BaseException:

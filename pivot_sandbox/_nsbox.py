@@ -88,6 +88,9 @@ class Root:
     path: Path
     env: dict[str, str]
     layers: tuple[str, ...] = ()  # empty when unknown: no Docker snapshot is taken over on it
+    # a state taken over from Docker (`_nslayer.take_over`): a copy of a container's init layer, then
+    # the image's layer folders as the daemon stores them (below the snapshot's upper folder)
+    stack: tuple[Path, ...] = ()
 
 
 def resolve_user(root: Path, user: str) -> str:

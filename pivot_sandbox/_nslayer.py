@@ -33,14 +33,26 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pivot_sandbox import _containers as ct
+from pivot_sandbox._nsbox import Root
+from pivot_sandbox._nsroot import MOUNT_POINTS, remove_tree
+from pivot_sandbox._spec import SandboxSpec
 from pivot_sandbox.errors import SandboxError
 
 OPAQUE = "trusted.overlay.opaque"
 # cp keeps these or fails (`-a` would ignore a failure to keep xattrs)
 COPY = ["cp", "-dR", "--preserve=mode,ownership,timestamps,links,xattr", "--"]
+# Docker writes a container's init layer through an overlay mount, so it carries the marks overlay
+# leaves on an upper layer (the copy-up origins, "impure" folders, the file system's uuid); the
+# kernel reads them on an upper layer only, and the init layer is a lower one in Docker's containers
+# as here: they are not copied (and any other xattr there is)
+UPPER_MARKS = frozenset({"trusted.overlay.origin", "trusted.overlay.impure", "trusted.overlay.uuid"})
 
 
 class StateRefused(SandboxError):
@@ -60,6 +72,72 @@ def daemon_refusal(client: Any, base_url: str | None) -> str | None:
         if f"name={mode}" in options:
             return f"the Docker daemon runs with {mode}: its layers' owners are shifted ids"
     return None
+
+
+def take_over(
+    builder: Any, client: Any, spec: SandboxSpec, history: Sequence[str], root: Root, upper: Path
+) -> tuple[Root, dict[str, int]]:
+    """Docker (`builder`) replays and commits the state; its top layer is copied to `upper`.
+
+    Returns the root the snapshot lies on (`Root.stack`: a copy of a container's init layer, then
+    the image's own layer folders, as Docker's candidate containers have them) and the
+    milliseconds spent (`docker_replay_ms`, `layer_copy_ms`). Raises `StateRefused` with the reason.
+    """
+    start = time.perf_counter()
+    _, image = builder.snapshot(spec, history)
+    built = time.perf_counter()
+    init = upper.with_name(upper.name + "-init")
+    remove_tree(init)
+    why = import_layer(client, image, root.layers, upper)
+    stack, why = ((), why) if why else docker_stack(client, image, init, upper)
+    spent = {
+        "docker_replay_ms": round(1000 * (built - start)),
+        "layer_copy_ms": round(1000 * (time.perf_counter() - built)),
+    }
+    if why:
+        remove_tree(init)
+        raise StateRefused(why)
+    return replace(root, stack=stack), spent
+
+
+def docker_stack(client: Any, image: str, init: Path, upper: Path) -> tuple[tuple[Path, ...], str | None]:
+    """(copy of a container's init layer, the image's base layer folders) below the snapshot's top layer.
+
+    The directories Docker's overlay merges are then the same here: a merged folder reports a link
+    count of 1 (`ls -l`), so a root file system flattened into one folder would show another count
+    for every folder that more than one layer holds. The init layer (`/etc/hosts`, `/.dockerenv`,
+    `/proc`, ...) is a created container's, copied, and given the mount points the sandbox binds
+    over where no layer has them.
+    """
+    info = client.api.inspect_image(image)
+    data = (info.get("GraphDriver") or {}).get("Data") or {}
+    base = tuple(Path(p) for p in (data.get("LowerDir") or "").split(":") if p)
+    labels = ct.labels("init-layer")
+    container = client.api.create_container(
+        image, ["true"], labels=labels, host_config=client.api.create_host_config(network_mode="none")
+    )["Id"]
+    try:
+        cdata = client.api.inspect_container(container)["GraphDriver"]["Data"]
+        lowers = [p for p in (cdata.get("LowerDir") or "").split(":") if p]
+        if (
+            len(lowers) < 2
+            or not lowers[0].endswith("-init/diff")
+            or lowers[1:] != [data.get("UpperDir"), *map(str, base)]
+        ):
+            return (), f"a container of the snapshot does not lie on its layers ({lowers[:2]})"
+        expected, why = manifest(lowers[0], UPPER_MARKS)
+        copy = [COPY[0], COPY[1], "--preserve=mode,ownership,timestamps,links", "--", lowers[0], str(init)]
+        proc = subprocess.run(copy, capture_output=True, text=True, check=False)
+    finally:
+        client.api.remove_container(container, force=True)
+    if why or proc.returncode != 0 or manifest(str(init)) != (expected, None):
+        return (), why or f"copying a container's init layer failed: {proc.stderr.strip()[-300:]}"
+    if not all(os.access(p, os.R_OK | os.X_OK) for p in base):
+        return (), "the image's layer folders are not readable here"
+    for path, kind in MOUNT_POINTS.items():
+        if not any(os.path.lexists(str(layer) + path) for layer in (init, upper, *base)):
+            (init / path.lstrip("/")).mkdir() if kind == "dir" else (init / path.lstrip("/")).touch()
+    return (init, *base), None
 
 
 def import_layer(client: Any, image: str, base_layers: tuple[str, ...], target: Path) -> str | None:
@@ -85,8 +163,8 @@ def import_layer(client: Any, image: str, base_layers: tuple[str, ...], target: 
     return None
 
 
-def manifest(root: str) -> tuple[dict[str, tuple[Any, ...]], str | None]:
-    """Every entry under `root` (itself included) with what a copy must keep; why it cannot be copied, if so."""
+def manifest(root: str, unread: frozenset[str] = frozenset()) -> tuple[dict[str, tuple[Any, ...]], str | None]:
+    """Every entry under `root` (itself included) with what a copy must keep (but the xattrs `unread`); or why not."""
     out: dict[str, tuple[Any, ...]] = {}
     first_of: dict[tuple[int, int], str] = {}  # inode -> the first path seen with it (hard-link groups)
     stack = [""]
@@ -100,7 +178,9 @@ def manifest(root: str) -> tuple[dict[str, tuple[Any, ...]], str | None]:
         if kind in (stat.S_IFCHR, stat.S_IFBLK) and not (kind == stat.S_IFCHR and st.st_rdev == 0):
             # Docker's device cgroup decides what opening it does; no namespace sandbox has that list
             return out, f"the layer holds a device node {rel!r} ({os.major(st.st_rdev)}:{os.minor(st.st_rdev)})"
-        xattrs = tuple(sorted((k, os.getxattr(full, k, follow_symlinks=False)) for k in _names(full)))
+        xattrs = tuple(
+            sorted((k, os.getxattr(full, k, follow_symlinks=False)) for k in _names(full) if k not in unread)
+        )
         for key, value in xattrs:
             if key.startswith(("trusted.overlay.", "user.overlay.")) and (key, value) != (OPAQUE, b"y"):
                 return out, f"the layer holds overlay metadata {key}={value!r} at {rel or '/'!r}"

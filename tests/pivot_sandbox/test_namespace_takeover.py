@@ -2,11 +2,12 @@
 
 Every Terminal-Bench pivot replays with registry access (`replay_access`: `pip install` in the
 history needs the host network). The Docker backend replays and commits such a state; the namespace
-backend copies only the snapshot's top layer and runs the candidates itself. Checked here: on the CI
-tasks' pivots it runs the group itself and gives Docker's rewards and effect details; deletions
-(whiteouts), a folder that replaced the image's (opaque), hard links, a FIFO and the shell state
-look the same to both; a layer that cannot be copied exactly is refused with the reason, and its
-state is Docker's to run, which the verdict says.
+backend copies only the snapshot's top layer and runs the candidates itself, on Docker's own layer
+folders with a copy of a container's init layer. Checked here: on the CI tasks' pivots it runs the
+group itself and gives Docker's rewards and effect details; deletions (whiteouts), a folder that
+replaced the image's (opaque), hard links, a FIFO, the shell state and the link counts of folders
+Docker's overlay merges look the same to both; a layer that cannot be copied exactly is refused
+with the reason, and its state is Docker's to run, which the verdict says.
 """
 
 from __future__ import annotations
@@ -117,6 +118,14 @@ def test_deletions_an_opaque_folder_links_and_the_shell_state_look_the_same_to_b
         ["rm -rf /etc/skel"],
         ["rm /app/h2; cat /app/h1"],
         ["cd /app && unset FOO"],
+        # a folder that several of Docker's layers hold is merged there, and reports 1 link (overlay);
+        # left out: /proc's link count (processes), /dev's size (bwrap's has another entry), and
+        # /etc/resolv.conf (Docker copies the host's, the namespace sandbox binds an empty one), with
+        # the block total it moves: differences of every namespace state, not of a taken-over one
+        [
+            "ls -la / /app /etc | grep -v -e ' proc$' -e ' dev$' -e ' resolv.conf$' -e '^total'; "
+            "stat -c '%n %h' /etc /usr /usr/bin /app /root /.dockerenv"
+        ],
     ]
     ns = namespace_backend(action_timeout=6.0)
     before = dict(ns.stats)
