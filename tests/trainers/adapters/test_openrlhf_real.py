@@ -8,7 +8,6 @@ adapter used to score the whole query (expert mean 0.136).
 
 import asyncio
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,14 +27,6 @@ MAX_LEN = 1024
 MAX_NEW_TOKENS = 128
 
 
-@dataclass
-class _Completion:
-    token_ids: list[int]
-    text: str
-    finish_reason: str = "stop"
-    logprobs: None = None
-
-
 class StubEngine:
     """Where vLLM would generate: returns the tokens of one fixed completion."""
 
@@ -44,7 +35,8 @@ class StubEngine:
         self.text = tokenizer.decode(self.ids, skip_special_tokens=False)
 
     async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
-        return SimpleNamespace(outputs=[_Completion(list(self.ids), self.text)])
+        completion = SimpleNamespace(token_ids=list(self.ids), text=self.text, finish_reason="stop", logprobs=None)
+        return SimpleNamespace(outputs=[completion])
 
 
 @pytest.fixture(scope="module")

@@ -136,17 +136,6 @@ class ScriptedPolicy:
             return "Thank you, that is all.<|im_end|>"
         return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call><|im_end|>"
 
-    def __call__(self, input_ids, attention_mask=None, **kw):
-        import torch
-
-        rows = []
-        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist(), strict=True):
-            prompt = self.tok.decode([i for i, m in zip(ids, mask, strict=True) if m], skip_special_tokens=False)
-            rows.append(self.tok(text=self._turn(prompt), add_special_tokens=False)["input_ids"])
-        width = max(map(len, rows))
-        out = [r + [self.tok.pad_token_id] * (width - len(r)) for r in rows]
-        return torch.cat([input_ids, torch.tensor(out, dtype=input_ids.dtype)], dim=1)
-
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory, tool_env):
@@ -162,9 +151,11 @@ def tiny_model(tmp_path_factory, tool_env):
 
 
 @pytest.mark.slow
-def test_grpo_trainer_runs_multi_turn_rollouts_scored_by_get_reward(tool_env, tiny_model, tmp_path):
+def test_grpo_trainer_runs_multi_turn_rollouts_scored_by_get_reward(
+    tool_env, tiny_model, scripted_generate, trl_args, tmp_path
+):
     from transformers import AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
     from trl.chat_template_utils import qwen3_template
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model))
@@ -194,24 +185,17 @@ def test_grpo_trainer_runs_multi_turn_rollouts_scored_by_get_reward(tool_env, ti
         env.reset, env.get_reward, env._call_tool = recording_reset, recording_reward, recording_call
         return env
 
-    args = GRPOConfig(
+    args = trl_args(
         output_dir=str(tmp_path),
-        use_cpu=True,
         max_steps=2,
         per_device_train_batch_size=8,  # both pivots, 4 rollouts each, per step
         num_generations=4,
         max_completion_length=2048,  # room for two calls, their results (a user record is long) and a reply
-        learning_rate=1e-4,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        bf16=False,
-        seed=0,
     )
     trainer = GRPOTrainer(
         model=str(tiny_model), args=args, train_dataset=rows, processing_class=tokenizer, environment_factory=factory
     )
-    trainer.model.generate = ScriptedPolicy(tokenizer, rows)
+    trainer.model.generate = scripted_generate(tokenizer, ScriptedPolicy(tokenizer, rows)._turn)
     trainer.train()
     logs = [x for x in trainer.state.log_history if "rewards/PivotToolUseEnvironment/mean" in x]
     assert len(logs) == 2 and all(math.isfinite(x["loss"]) for x in logs)

@@ -213,25 +213,16 @@ class ScriptedOpenHands:
             return "Done.<|im_end|>"
         return "<tool_call>\n" + json.dumps({"name": call[0], "arguments": call[1]}) + "\n</tool_call><|im_end|>"
 
-    def __call__(self, input_ids, attention_mask=None, **kw):
-        import torch
-
-        rows = []
-        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist(), strict=True):
-            prompt = self.tok.decode([i for i, m in zip(ids, mask, strict=True) if m], skip_special_tokens=False)
-            rows.append(self.tok(text=self._turn(prompt), add_special_tokens=False)["input_ids"])
-        width = max(map(len, rows))
-        out = [r + [self.tok.pad_token_id] * (width - len(r)) for r in rows]
-        return torch.cat([input_ids, torch.tensor(out, dtype=input_ids.dtype)], dim=1)
-
 
 @pytest.mark.slow
-def test_grpo_trainer_runs_openhands_tools_and_scores_with_the_tasks_tests(mixed, tmp_path):
+def test_grpo_trainer_runs_openhands_tools_and_scores_with_the_tasks_tests(
+    mixed, scripted_generate, trl_args, tmp_path
+):
     import dataclasses
     import math
 
     from transformers import AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
     from trl.chat_template_utils import qwen3_template
 
     from trainers.demo.tiny_model import TEST_MODEL, build_tiny_model
@@ -271,19 +262,12 @@ def test_grpo_trainer_runs_openhands_tools_and_scores_with_the_tasks_tests(mixed
         rollout.get_reward, rollout._call_tool = recording_reward, recording_call
         return rollout
 
-    args = GRPOConfig(
+    args = trl_args(
         output_dir=str(tmp_path / "out"),
-        use_cpu=True,
         max_steps=2,
         per_device_train_batch_size=4,  # the run's start, 4 rollouts per step
         num_generations=4,
         max_completion_length=640,
-        learning_rate=1e-4,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        bf16=False,
-        seed=0,
     )
     trainer = GRPOTrainer(
         model=str(model),
@@ -292,7 +276,7 @@ def test_grpo_trainer_runs_openhands_tools_and_scores_with_the_tasks_tests(mixed
         processing_class=tokenizer,
         environment_factory=factory,
     )
-    trainer.model.generate = ScriptedOpenHands(tokenizer)
+    trainer.model.generate = scripted_generate(tokenizer, ScriptedOpenHands(tokenizer)._turn)
     try:
         trainer.train()
     finally:

@@ -51,9 +51,9 @@ def copyable(pivot, vocab):
 
 
 @pytest.mark.slow
-def test_grpo_trainer_with_the_reference_generating_gets_varied_rewards_from_get_reward(tmp_path):
+def test_grpo_trainer_with_the_reference_generating_gets_varied_rewards_from_get_reward(trl_args, tmp_path):
     from transformers import AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
     from trl.chat_template_utils import add_response_schema, qwen3_template
 
     tokenizer = AutoTokenizer.from_pretrained(str(bundled_reference()))
@@ -91,20 +91,13 @@ def test_grpo_trainer_with_the_reference_generating_gets_varied_rewards_from_get
         rollout.get_reward = recording_reward
         return rollout
 
-    args = GRPOConfig(
+    args = trl_args(
         output_dir=str(tmp_path / "out"),
-        use_cpu=True,
         max_steps=6,  # 96 rollouts: the reference gets a first call right in a few of every hundred
         per_device_train_batch_size=16,  # 4 pivots, 4 rollouts each, per step
         num_generations=4,
         max_completion_length=96,  # one call and its result when short; TRL drops a result past the context
         temperature=0.7,  # the reference's own sampling temperature (pivot_prompt_cuts.json)
-        learning_rate=1e-4,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        bf16=False,
-        seed=0,
     )
     trainer = GRPOTrainer(
         model=str(bundled_reference()),

@@ -28,8 +28,8 @@ ENV = "pivot/tool-use-episode-v0"
 class ScriptServer:
     """The rollout server's `generate`, answering each request with the next scripted turn's tokens."""
 
-    def __init__(self, tokenizer, turns):
-        self.tok, self.turns, self.sent = tokenizer, list(turns), []
+    def __init__(self, episode_tokenizer, turns):
+        self.tok, self.turns, self.sent = episode_tokenizer, list(turns), []
 
     async def generate(self, *, request_id, prompt_ids, sampling_params, **kw):
         ids = self.tok(text=self.turns.pop(0) + "<|im_end|>", add_special_tokens=False)["input_ids"]
@@ -37,42 +37,30 @@ class ScriptServer:
         return TokenOutput(token_ids=ids, log_probs=None, stop_reason="completed")
 
 
-@pytest.fixture(scope="module")
-def env():
-    return gym.make(ENV).unwrapped
-
-
-@pytest.fixture(scope="module")
-def tokenizer(env):
-    from trainers.demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
-
-    return build_tokenizer(corpus_texts(env.pivots, _bootstrap_tokenizer()), 1024)
-
-
-def recorded_turns(env, pivot):
-    recorded = env.recorded_messages(pivot)
+def recorded_turns(episode_env, pivot):
+    recorded = episode_env.recorded_messages(pivot)
     return [render_completion(m, "tool-use") for m in recorded[len(pivot.history) :] if m.role == "assistant"]
 
 
-def replay_in_process(env, pivot, turns):
-    env.reset(options={"pivot_id": pivot.id})
+def replay_in_process(episode_env, pivot, turns):
+    episode_env.reset(options={"pivot_id": pivot.id})
     for k, text in enumerate(turns):
-        _, reward, terminated, truncated, info = env.step(text)
+        _, reward, terminated, truncated, info = episode_env.step(text)
         if terminated or truncated:
             return reward, info, k + 1
     raise AssertionError("the script ran out before the episode ended")
 
 
-def run_loop(tokenizer, row, turns, response_length=8192):
+def run_loop(episode_tokenizer, row, turns, response_length=8192):
     config = OmegaConf.create(
         {"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": response_length}}, "data": {}}
     )
-    server = ScriptServer(tokenizer, turns)
+    server = ScriptServer(episode_tokenizer, turns)
     loop = hydra.utils.instantiate(  # as verl's AgentLoopWorker builds a registered loop
         config=_agent_loop_registry[AGENT_NAME],
         trainer_config=DictConfigWrap(config=config),
         server_manager=server,
-        tokenizer=tokenizer,
+        tokenizer=episode_tokenizer,
         processor=None,
         dataset_cls=RLHFDataset,
         data_config=DictConfigWrap(config.data),
@@ -83,26 +71,26 @@ def run_loop(tokenizer, row, turns, response_length=8192):
 
 
 @pytest.fixture(scope="module")
-def rows(env, tokenizer, tmp_path_factory):
+def rows(episode_env, episode_tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("verl_episodes")
     path = folder / "episodes.parquet"
     firsts = {}
-    for p in env.pivots:
+    for p in episode_env.pivots:
         firsts.setdefault(p.context["trajectory_id"], p)
     write_episode_parquet(list(firsts.values()), path, ENV)
     config = OmegaConf.create({"max_prompt_length": 100000, "filter_overlong_prompts": False, "cache_dir": str(folder)})
-    dataset = RLHFDataset(str(path), tokenizer, config)
+    dataset = RLHFDataset(str(path), episode_tokenizer, config)
     return {dataset[i]["extra_info"]["pivot_id"]: dataset[i] for i in range(len(dataset))}
 
 
-def test_recorded_agent_plays_the_episode_with_masked_observations(env, tokenizer, rows):
+def test_recorded_agent_plays_the_episode_with_masked_observations(episode_env, episode_tokenizer, rows):
     scored = 0
     for pivot_id, row in list(rows.items())[:3]:
         assert row["agent_name"] == AGENT_NAME
-        pivot = env.pivot(pivot_id)
-        turns = recorded_turns(env, pivot)
-        reward, info, steps = replay_in_process(env, pivot, turns)
-        out, server = run_loop(tokenizer, row, turns)
+        pivot = episode_env.pivot(pivot_id)
+        turns = recorded_turns(episode_env, pivot)
+        reward, info, steps = replay_in_process(episode_env, pivot, turns)
+        out, server = run_loop(episode_tokenizer, row, turns)
         want = 0.0 if info["outcome"]["error"] else reward
         assert out.reward_score == want and out.extra_fields["pivot_error"] == info["outcome"]["error"]
         scored += out.reward_score
@@ -111,15 +99,15 @@ def test_recorded_agent_plays_the_episode_with_masked_observations(env, tokenize
         ids, mask = out.response_ids, out.response_mask
         assert len(ids) == len(mask)
         assert [t for t, m in zip(ids, mask, strict=True) if m] == [t for sent in server.sent for t in sent]
-        observed = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
-        last = len(env.conversation) - len(info["new_messages"])  # the last step's answer ends the episode
-        said = [m for m in env.conversation[len(pivot.history) : last] if m.role != "assistant"]
+        observed = episode_tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+        last = len(episode_env.conversation) - len(info["new_messages"])  # the last step's answer ends the episode
+        said = [m for m in episode_env.conversation[len(pivot.history) : last] if m.role != "assistant"]
         assert said and all((m.content or "").strip()[:200] in observed for m in said)
         assert "<tool_call>" not in observed  # no generated token is masked out
         assert out.num_turns == 1 + steps + len(said)
         assert (
             out.prompt_ids
-            == tokenizer.apply_chat_template(
+            == episode_tokenizer.apply_chat_template(
                 row["raw_prompt"].tolist() if hasattr(row["raw_prompt"], "tolist") else row["raw_prompt"],
                 tools=pivot.tools or None,
                 add_generation_prompt=True,
@@ -130,10 +118,10 @@ def test_recorded_agent_plays_the_episode_with_masked_observations(env, tokenize
     assert scored >= 1  # at least one recorded run is a success the loop reproduces
 
 
-def test_a_wrong_first_call_that_runs_out_of_tokens_scores_zero(env, tokenizer, rows):
+def test_a_wrong_first_call_that_runs_out_of_tokens_scores_zero(episode_env, episode_tokenizer, rows):
     pivot_id, row = next(iter(rows.items()))
     wrong = '<tool_call>\n{"name": "get_user_details", "arguments": {"user_id": "nobody_1"}}\n</tool_call>'
-    out, server = run_loop(tokenizer, row, [wrong] * 3, response_length=64)
+    out, server = run_loop(episode_tokenizer, row, [wrong] * 3, response_length=64)
     assert len(server.sent) >= 1 and out.reward_score == 0.0
     assert out.extra_fields["ended_by"] == "response_length" and len(out.response_ids) <= 64
 
@@ -154,7 +142,7 @@ def terminus(command, complete=False):
 
 
 @pytest.fixture(scope="module")
-def terminal_row(tokenizer, tmp_path_factory):
+def terminal_row(episode_tokenizer, tmp_path_factory):
     import dataclasses
 
     from pivot_envs import extract_pivots, write_pivots
@@ -173,26 +161,26 @@ def terminal_row(tokenizer, tmp_path_factory):
     kwargs = {"dataset": str(folder / "pivots.jsonl"), "backend_config": {"pool_size": 0}}
     write_episode_parquet(pivots[:1], folder / "episodes.parquet", "pivot/terminal-episode-v0", kwargs)
     config = OmegaConf.create({"max_prompt_length": 100000, "filter_overlong_prompts": False, "cache_dir": str(folder)})
-    return RLHFDataset(str(folder / "episodes.parquet"), tokenizer, config)[0]
+    return RLHFDataset(str(folder / "episodes.parquet"), episode_tokenizer, config)[0]
 
 
 @pytest.mark.docker
-def test_terminal_episode_in_the_loop_scored_by_the_tasks_tests(tokenizer, terminal_row):
+def test_terminal_episode_in_the_loop_scored_by_the_tasks_tests(episode_tokenizer, terminal_row):
     script = [terminus("grep TODO notes.txt > todo.txt"), terminus("", complete=True)]
-    out, server = run_loop(tokenizer, terminal_row, script)
+    out, server = run_loop(episode_tokenizer, terminal_row, script)
     assert out.reward_score == 1.0 and out.extra_fields["ended_by"] == "task_complete"
     ids, mask = out.response_ids, out.response_mask
     assert [t for t, m in zip(ids, mask, strict=True) if m] == [t for sent in server.sent for t in sent]
-    observed = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+    observed = episode_tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
     assert "New Terminal Output" in observed and "grep TODO" in observed  # the terminal's answer, masked
-    wrong, _ = run_loop(tokenizer, terminal_row, [terminus("echo no > todo.txt"), terminus("", complete=True)])
+    wrong, _ = run_loop(episode_tokenizer, terminal_row, [terminus("echo no > todo.txt"), terminus("", complete=True)])
     assert wrong.reward_score == 0.0 and wrong.extra_fields["pivot_error"] is None
 
 
 # -- single-step pivots: each pivot's tools in the prompt verl's own ToolAgentLoop renders ----------
 
 
-def test_each_pivots_tools_render_in_verls_tool_agent_loop(tokenizer, tmp_path):
+def test_each_pivots_tools_render_in_verls_tool_agent_loop(episode_tokenizer, tmp_path):
     from verl.experimental.agent_loop.agent_loop import ToolListWrap
     from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
     from verl.tools.tool_registry import load_all_tools
@@ -215,7 +203,7 @@ def test_each_pivots_tools_render_in_verls_tool_agent_loop(tokenizer, tmp_path):
         {"max_prompt_length": 100000, "filter_overlong_prompts": False, "cache_dir": str(tmp_path),
          "tool_config_path": str(tmp_path / "tools.yaml")}
     )  # fmt: skip
-    dataset = RLHFDataset(str(tmp_path / "train.parquet"), tokenizer, data)
+    dataset = RLHFDataset(str(tmp_path / "train.parquet"), episode_tokenizer, data)
     multi_turn = {"max_user_turns": 1, "max_assistant_turns": 1, "max_parallel_calls": 1, "format": "hermes",
                   "max_tool_response_length": 256, "tool_response_truncate_side": "middle"}  # fmt: skip
     rollout = {"prompt_length": 100000, "response_length": 256, "multi_turn": multi_turn, "full_determinism": False}
@@ -226,8 +214,8 @@ def test_each_pivots_tools_render_in_verls_tool_agent_loop(tokenizer, tmp_path):
         loop = hydra.utils.instantiate(
             config=_agent_loop_registry["tool_agent"],
             trainer_config=DictConfigWrap(config=config),
-            server_manager=ScriptServer(tokenizer, ["I will check."]),
-            tokenizer=tokenizer,
+            server_manager=ScriptServer(episode_tokenizer, ["I will check."]),
+            tokenizer=episode_tokenizer,
             processor=None,
             dataset_cls=RLHFDataset,
             data_config=DictConfigWrap(config.data),
@@ -236,7 +224,7 @@ def test_each_pivots_tools_render_in_verls_tool_agent_loop(tokenizer, tmp_path):
         assert isinstance(loop, ToolAgentLoop)
         kwargs = {k: row[k] for k in ("raw_prompt", "extra_info", "tools_kwargs")}
         out = loop.loop.run_until_complete(loop.run({"temperature": 1.0}, **kwargs))
-        prompt = tokenizer.decode(out.prompt_ids)
+        prompt = episode_tokenizer.decode(out.prompt_ids)
         mine = {tool_name(t) for t in pivot.tools}
         assert mine and all(f"{name}(" in prompt for name in mine), pivot.id  # the tiny template lists name(args)
         assert not any(f"\n{name}(" in prompt for name in all_names - mine), pivot.id  # and no other pivot's tools
