@@ -247,7 +247,8 @@ def _openhands_call(
 def _editor(args: dict[str, Any], run: Run) -> str:
     """The editor call's change (the replay's shell command), answered with the editor's own message."""
     message = run(_render_command(args))
-    if args.get("command") == "view" or message.exit_code != 0:
+    # a call the editor refuses up front (a relative or missing path) changes nothing: its message says so
+    if args.get("command") == "view" or message.exit_code != 0 or message.output.startswith("ERROR:"):
         return message.output
     # the replay's shell command for the change (`pivot_core._editor`, through `shell_actions`)
     change = shell_actions(Message("assistant", tool_calls=(ToolCall("str_replace_editor", json.dumps(args), "c"),)))
@@ -270,7 +271,9 @@ def numbered(text, what, first):
     body = "\n".join("%%6d\t%%s" %% (i + first, l) for i, l in enumerate(lines))
     return "Here's the result of running `cat -n` on %%s:\n%%s\n" %% (what, body)
 if not p.startswith("/"):
-    out("ERROR:\nInvalid `path` parameter: %%s. The path should be an absolute path, starting with `/`." %% p)
+    s = "ERROR:\nInvalid `path` parameter: %%s. The path should be an absolute path, starting with `/`." %% p
+    near = os.path.normpath(os.path.join(os.getcwd(), p))
+    out(s + (" Maybe you meant %%s?" %% near if os.path.exists(near) else ""))
 if c == "create":
     out("File created successfully at: %%s" %% p)
 if c == "view" and os.path.isdir(p):

@@ -144,3 +144,27 @@ def test_mini_swe_agent_commands_run_in_a_fresh_subshell(episodes):
     episodes.step("THOUGHT: a\n\n```bash\ncd /tmp && export X=1 && pwd\n```")
     _, _, _, _, info = episodes.step('THOUGHT: b\n\n```bash\npwd; echo "x=$X"\n```')
     assert info["new_messages"][0]["content"] == "<returncode>0</returncode>\n<output>\n/app\nx=\n</output>"
+
+
+def test_openhands_editor_messages_for_a_relative_path_and_a_folder(episodes):
+    # as its editor answers (a relative path that exists gets a suggestion: recorded on organization-json-generator)
+    first, _ = _first(episodes, "openhands")
+    episodes.reset(options={"pivot_id": first.id})
+
+    def view(path: str) -> str:
+        call = '<tool_call>{"name": "str_replace_editor", "arguments": {"command": "view", "path": "%s"}}</tool_call>'
+        *_, info = episodes.step(call % path)
+        return info["new_messages"][0]["content"]
+
+    assert view(".") == (
+        "ERROR:\nInvalid `path` parameter: .. The path should be an absolute path, starting with `/`. "
+        "Maybe you meant /app?"
+    )
+    assert view("nope.txt").endswith("starting with `/`.")
+    bash = '<tool_call>{"name": "execute_bash", "arguments": {"command": "%s"}}</tool_call>'
+    episodes.step(bash % "mkdir -p d/e && touch d/f .h")
+    assert view("/app") == (
+        "Here's the files and directories up to 2 levels deep in /app, excluding hidden items:\n/app/\n/app/d/\n"
+        "/app/d/e/\n/app/d/f\n\n1 hidden files/directories in this directory are excluded. You can use "
+        "'ls -la /app' to see them."
+    )
