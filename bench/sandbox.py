@@ -17,13 +17,24 @@ snapshots, every epoch and the clean-up over the candidates), then the agreement
 verdicts (`agreement.candidates` scored by each backend through `docker_shell`, `agreement.differ`
 with a different reward: must be 0) on these pivots and on the CI tasks' bundled pivots, with
 equivalent rewrites, wrong, destructive and hostile candidates. Prints the machine's load.
+
+The same comparison runs on Terminal-Bench task pivots (`tasks`: the tasks of `TASKS` whose image is
+built here, synthesized from /work/shared/data/terminal, or `--tasks-jsonl`): every one replays with
+registry access (`replay_access`), so the Docker backend replays and commits each state and the
+namespace backend takes its top layer over (`_nslayer.py`). Per backend `snapshot_ms` (for the
+namespace backend: Docker's replay and commit plus the layer copy, split in `docker_replay_ms` and
+`layer_copy_ms`), `warm_ms`, `all_in_ms` with `TASK_CANDIDATES`; their verdicts join the agreement
+(`agreement.task_candidates`; `delegated_to_docker` counts candidates the namespace backend still
+handed to Docker, with the reasons in `delegated_reasons`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
+from pathlib import Path
 
 import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
 from pivot_core import history_commands
@@ -79,7 +90,9 @@ def pivots_with_history(n: int, min_history: int = 5):
     return found[:n]
 
 
-def run(backend: DockerBackend, pivots, epochs: int) -> tuple[float, int, list[float]]:
+def run(
+    backend: DockerBackend, pivots, epochs: int, candidates: list[str] = CANDIDATES
+) -> tuple[float, int, list[float]]:
     """Total wall time (clean-up included), candidates run, and the wall time of each epoch."""
     n = 0
     per_epoch = []
@@ -88,7 +101,7 @@ def run(backend: DockerBackend, pivots, epochs: int) -> tuple[float, int, list[f
         t0 = time.perf_counter()
         for pivot in pivots:
             spec = SandboxSpec.from_context(pivot.context)
-            effects = backend.run_group(spec, history_commands(pivot), [[c] for c in CANDIDATES])
+            effects = backend.run_group(spec, history_commands(pivot), [[c] for c in candidates])
             assert all(not isinstance(e, Exception) for e in effects), effects
             n += len(effects)
         per_epoch.append(time.perf_counter() - t0)
@@ -116,6 +129,35 @@ HOSTILE = [
     "f(){ f|f& };f",
 ]
 GENERIC = ["ls -la", "ls -al", "pwd", "rm -rf /app/*", "echo x > /app/junk", "export PATH=/nowhere", "sleep 3 &"]
+# the Terminal-Bench tasks whose images are built on the bench machine (no more are built here)
+TASKS = (
+    "hello-world",
+    "blind-maze-explorer-5x5",
+    "blind-maze-explorer-algorithm",
+    "grid-pattern-transform",
+    "polyglot-c-py",
+    "aimo-airline-departures",
+)
+TASKS_JSONL = Path("/work/shared/data/terminal/terminal_bench_core_tasks.jsonl")
+# 16 candidates any task image runs: reads, rewrites, writes, deletions, shell state
+TASK_CANDIDATES = [
+    "ls",
+    "ls -la",
+    "ls -al",
+    "pwd",
+    "ls -la /app",
+    "cat /.pivot/cwd",
+    "find /app -maxdepth 2 | sort",
+    "du -s /app",
+    "echo x > /app/junk",
+    "touch /app/new.txt",
+    "rm -rf /app/*",
+    "cd /tmp",
+    "export PATH=/nowhere",
+    "head -c 64 /etc/os-release",
+    "chmod 700 /app",
+    "ls /etc | wc -l",
+]
 
 
 def backend_of(name: str, **config):
@@ -124,29 +166,60 @@ def backend_of(name: str, **config):
     return {"docker": docker_backend, "namespace": namespace_backend}[name](**config)
 
 
-def latency(name: str, pivots, epochs: int) -> dict[str, float]:
-    """Snapshot build (ms per pivot), warm and all-in ms per candidate for one fresh backend."""
+def latency(name: str, pivots, epochs: int, candidates: list[str] = CANDIDATES) -> dict[str, float]:
+    """Snapshot build (ms per pivot), warm and all-in ms per candidate for one fresh backend.
+
+    The namespace backend gets a fresh Docker backend of its own for registry-access states (its
+    replay and commit are part of `snapshot_ms`, and it is closed, its snapshot images removed, in
+    `all_in_ms`).
+    """
+    builder = None
     if name == "docker":
         backend = DockerBackend()
     else:
         from pivot_sandbox._namespace import NamespaceBackend
 
-        backend = NamespaceBackend()
+        builder = DockerBackend()
+        backend = NamespaceBackend(docker=lambda **_: builder)
     start = time.perf_counter()
     for pivot in pivots:
         backend.snapshot(SandboxSpec.from_context(pivot.context), history_commands(pivot))
     built = time.perf_counter() - start
-    _, n, per_epoch = run(backend, pivots, epochs)
+    _, n, per_epoch = run(backend, pivots, epochs, candidates)
+    if builder is not None:
+        builder.close()
     total = time.perf_counter() - start
     per = n // epochs
     warm = sum(per_epoch[1:]) / max(1, n - per) if epochs > 1 else per_epoch[0] / per
-    return {
+    out = {
         "snapshot_ms": 1000 * built / len(pivots),
         "first_epoch_ms": 1000 * per_epoch[0] / per,
         "warm_ms": 1000 * warm,
         "all_in_ms": 1000 * total / n,
         "candidates": n,
     }
+    taken = backend.stats.get("snapshots_taken_over", 0)
+    if taken:
+        out["docker_replay_ms"] = backend.stats["docker_replay_ms"] / taken
+        out["layer_copy_ms"] = backend.stats["layer_copy_ms"] / taken
+        out["snapshots_taken_over"] = taken
+    return out
+
+
+def task_pivots(jsonl: Path, names: tuple[str, ...] = TASKS) -> list:
+    """Pivots of the Terminal-Bench tasks in `names` whose image is built here (never builds one)."""
+    from pivot_tasks import synthesize
+
+    if not jsonl.is_file():
+        return []
+    client = DockerBackend().client
+    built = {t.split(":", 1)[1].rsplit("-", 1)[0] for i in client.images.list("pivot-gym/task") for t in i.tags}
+    records = [r for r in map(json.loads, jsonl.open()) if r.get("task_id") in set(names) & built]
+    out = []
+    for row in synthesize(records, "unused", tasks_dir=jsonl.parent / "tasks"):
+        if row["status"] in ("ok", "partial"):
+            out += [p for p in extract_pivots(row["trajectory"]) if p.context.get("sandbox")]
+    return out
 
 
 def terminus(command: str):
@@ -158,21 +231,22 @@ def terminus(command: str):
     return Message("assistant", json.dumps(keys))
 
 
-def agreement(names: list[str], pivots) -> dict:
-    """Verdicts of `docker_shell` on each backend for the same candidates: how many, and how many differ."""
+def agreement(names: list[str], pivots, tasks: list) -> dict:
+    """Verdicts of `docker_shell` on each backend for the same candidates: how many, and how many differ.
+
+    A candidate the namespace backend handed to Docker (`details["backend"] == "docker"`) is no
+    evidence of agreement: counted in `delegated_to_docker`, not in `candidates`.
+    """
     from pivot_envs import load_pivots
     from pivot_envs._env import bundled_paths
     from verifiers_plugins import get_verifier
 
     ci = [p for p in load_pivots(bundled_paths(["terminal_tasks.jsonl"])[0]) if p.context.get("sandbox")]
     groups = [(p, [p.expert, *map(terminus, CANDIDATES + HOSTILE)]) for p in pivots]
-    groups += [(p, [p.expert, *map(terminus, GENERIC)]) for p in ci]
+    groups += [(p, [p.expert, *map(terminus, GENERIC)]) for p in ci + tasks]
     scored, differ, reasons_differ, examples, reason_examples = 0, 0, 0, [], []
-    delegated = 0  # candidates the namespace backend hands to Docker (a replay with registry access): no evidence
+    delegated, why_delegated, on_tasks = 0, set(), 0
     for pivot, candidates in groups:
-        if "namespace" in names and SandboxSpec.from_context(pivot.context).replay_access:
-            delegated += len(candidates)
-            continue
         verdicts = {
             n: get_verifier("docker_shell", backend=n, action_timeout=4.0).verify_batch(pivot, candidates)
             for n in names
@@ -180,7 +254,13 @@ def agreement(names: list[str], pivots) -> dict:
         for i, candidate in enumerate(candidates):
             rewards = {n: verdicts[n][i].reward for n in names}
             reasons = {n: verdicts[n][i].reason for n in names}
+            ran_on = {(verdicts[n][i].details or {}).get("backend", n) for n in names}
+            if "namespace" in names and ran_on == {"docker"}:
+                delegated += 1
+                why_delegated.add(str(verdicts["namespace"][i].details.get("backend_why", ""))[:200])
+                continue
             scored += 1
+            on_tasks += SandboxSpec.from_context(pivot.context).replay_access
             if len(set(rewards.values())) > 1:
                 differ += 1
                 examples.append({"pivot": pivot.id, "candidate": candidate.content[:120], "reasons": reasons})
@@ -189,7 +269,10 @@ def agreement(names: list[str], pivots) -> dict:
                 reason_examples.append({"pivot": pivot.id, "candidate": candidate.content[:120], "reasons": reasons})
     return {
         "candidates": scored,
+        "replay_access_candidates": on_tasks,
         "delegated_to_docker": delegated,
+        "delegated_reasons": sorted(why_delegated),
+        "task_pivots": len(tasks),
         "differ": differ,
         "reasons_differ": reasons_differ,
         "pivots": len(groups),
@@ -210,6 +293,13 @@ def compare_backends(names: list[str], args) -> None:
             raise SystemExit(f"backend {name}: {usable.get(name, 'unknown backend')}")
     build_busybox_image(DockerBackend().client)
     pivots = pivots_with_history(args.pivots)
+    tasks = task_pivots(Path(args.tasks_jsonl)) if args.tasks_jsonl else []
+    # latency on the deepest state of each task (the most history replayed), as a GRPO group would meet it
+    deepest: dict[str, object] = {}
+    for p in tasks:
+        task = p.context.get("task", {}).get("task_id", p.id)
+        if task not in deepest or len(history_commands(p)) > len(history_commands(deepest[task])):
+            deepest[task] = p
     load_before = os.getloadavg()
     out: dict = {
         "pivots": len(pivots),
@@ -222,7 +312,16 @@ def compare_backends(names: list[str], args) -> None:
     if "docker" in out["backends"] and "namespace" in out["backends"]:
         out["ratio_warm"] = out["backends"]["docker"]["warm_ms"] / out["backends"]["namespace"]["warm_ms"]
         out["ratio_all_in"] = out["backends"]["docker"]["all_in_ms"] / out["backends"]["namespace"]["all_in_ms"]
-    out["agreement"] = agreement(names, pivots)
+    if deepest:
+        chosen = list(deepest.values())
+        out["tasks"] = {
+            "pivots": len(chosen),
+            "images": sorted({SandboxSpec.from_context(p.context).image for p in chosen}),
+            "history_commands": [len(history_commands(p)) for p in chosen],
+            "k": len(TASK_CANDIDATES),
+            "backends": {name: latency(name, chosen, args.epochs, TASK_CANDIDATES) for name in names},
+        }
+    out["agreement"] = agreement(names, pivots, tasks)
     out["load"] = {"before": load_before, "after": os.getloadavg()}
     if args.json:
         print(json.dumps(out, indent=2))
@@ -236,8 +335,24 @@ def compare_backends(names: list[str], args) -> None:
         )
     if "ratio_warm" in out:
         print(f"docker / namespace: warm {out['ratio_warm']:.1f}x, all-in {out['ratio_all_in']:.1f}x")
+    if "tasks" in out:
+        t = out["tasks"]
+        print(f"task pivots (replay_access): {t['pivots']}, history commands {t['history_commands']}")
+        for name, row in t["backends"].items():
+            split = (
+                f"  (docker replay {row['docker_replay_ms']:.0f} + copy {row['layer_copy_ms']:.0f})"
+                if "layer_copy_ms" in row
+                else ""
+            )
+            print(
+                f"{name:<12}{row['snapshot_ms']:>12.0f}{row['first_epoch_ms']:>14.1f}{row['warm_ms']:>10.1f}"
+                f"{row['all_in_ms']:>11.1f}{row['candidates']:>12}{split}"
+            )
     a = out["agreement"]
-    print(f"agreement: {a['candidates']} candidates on {a['pivots']} pivots, {a['differ']} verdicts differ")
+    print(
+        f"agreement: {a['candidates']} candidates on {a['pivots']} pivots ({a['replay_access_candidates']} on "
+        f"replay_access states), {a['differ']} verdicts differ, {a['delegated_to_docker']} handed to Docker"
+    )
 
 
 def main() -> None:
@@ -246,6 +361,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="epochs of the pooled way (naive costs the same each)")
     parser.add_argument("--backends", default="", help="compare these sandbox backends (docker,namespace)")
     parser.add_argument("--json", action="store_true", help="with --backends: one JSON object")
+    parser.add_argument(
+        "--tasks-jsonl",
+        default=str(TASKS_JSONL),
+        help="with --backends: Terminal-Bench tasks to synthesize ('' for none)",
+    )
     args = parser.parse_args()
     if args.backends:
         compare_backends([b.strip() for b in args.backends.split(",") if b.strip()], args)

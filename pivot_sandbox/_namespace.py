@@ -10,7 +10,7 @@ as the Docker backend; only what holds the runner differs. Docker still builds t
   system): its change set is exactly that upper folder, read by `_diff.scan_upper` as Docker's is.
 - A state whose replay needs registry access (`pip install` in the history) is replayed and
   committed by the Docker backend, which has the host network; the snapshot image's top layer is
-  then copied into the snapshot's upper folder (`_nslayer.py`), and candidates run on it as on any.
+  copied into the snapshot's upper folder, over Docker's own layer folders (`_nslayer.py`).
 
 A sandbox is one process tree: `unshare --mount` (a private mount namespace, so the overlay mount
 is nobody else's and goes away with the sandbox), which joins its cgroups and mounts the overlay,

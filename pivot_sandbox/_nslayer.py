@@ -4,11 +4,12 @@ A state whose replay needs registry access (`SandboxSpec.replay_access`: `pip in
 history) is replayed and committed by the Docker backend, which gives that replay the host network
 (`DockerBackend.snapshot`). The namespace backend then takes only what the commit added: the
 snapshot image's top layer, as the daemon's overlay2 driver stores it (`GraphDriver.Data.UpperDir`),
-copied into the namespace snapshot's upper folder over the image's exported root file system. Those
-are the very files Docker's own candidate containers see as their top lower layer: deletions
-already overlay whiteouts (character devices 0:0), folders that replaced the image's already
-`trusted.overlay.opaque=y` (the driver converted the layer tar's `.wh.NAME` / `.wh..wh..opq`
-entries when it applied the commit), with the shell state in `/.pivot` (cwd, environment).
+copied into the namespace snapshot's upper folder. Those are the very files Docker's own candidate
+containers see as their top lower layer: deletions already overlay whiteouts (character devices
+0:0), folders that replaced the image's already `trusted.overlay.opaque=y` (the driver converted
+the layer tar's `.wh.NAME` / `.wh..wh..opq` entries when it applied the commit), with the shell
+state in `/.pivot` (cwd, environment). Candidates then run on the stack Docker's containers have
+(`docker_stack`): a copy of a container's init layer, that upper folder, the image's layer folders.
 
 Why not the layer tar (`docker image save`) with the whiteouts converted here: the save writes
 the whole image, every base layer too (hello-world: 230 MB in 2.8 s, against 8-12 ms for the
