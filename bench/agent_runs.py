@@ -21,7 +21,7 @@ With `--episodes` too, each run whose task image is built is played whole in
 recorded turns are stepped in the harness's format, with the run's own number of turns as the
 budget, and the task's tests give the outcome: how many resolved runs reproduce 1, how many
 unresolved runs stay 0, and every unresolved run that replays to 1 by id (a defect of the
-replay or of the tests).
+replay or of the tests); and how many of the episode's answers equal the recorded ones.
 
     python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...] [--check-replay] [--episodes]] [--json]
 """
@@ -75,6 +75,17 @@ def expert_in_sandbox(pivots: list, path: Path) -> dict:
     }
 
 
+# clock readings and 12-hex-digit names differ between the run and any replay, whatever the state
+_CLOCK = re.compile(
+    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+(?:\d\d:\d\d|\d{4})\b"
+    r"|\b\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?\b|\b\d\d:\d\d:\d\d\b|\b[0-9a-f]{12}\b"
+)
+
+
+def _comparable(text: str) -> str:
+    return _CLOCK.sub("<t>", text.replace("\r\n", "\n")).strip()
+
+
 def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> dict:
     """Each run whose first pivot is sandboxed, stepped whole in `pivot/terminal-episode-v0` (see the docstring).
 
@@ -101,15 +112,23 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
             firsts[p.context["trajectory_id"]] = p
     rows = []
     started = time.perf_counter()
+    answers: Counter[str] = Counter()
     for run_id, first in sorted(firsts.items()):
-        turns = [m for m in env.recorded_messages(first)[len(first.history) :] if m.role == "assistant"]
+        recorded = env.recorded_messages(first)[len(first.history) :]
+        turns = [i for i, m in enumerate(recorded) if m.role == "assistant"]
         env.reset(options={"pivot_id": first.id})
         env.budget = len(turns)  # the run's own turns: where it stopped without ending, its tests decide there
         info: dict = {}
-        for message in turns:
-            *_, info = env.step(render_completion(message, "terminal"))
+        for k, i in enumerate(turns):
+            *_, info = env.step(render_completion(recorded[i], "terminal"))
             if "outcome" in info:
                 break
+            # what the harness answered in the run, against what the episode answered
+            end = turns[k + 1] if k + 1 < len(turns) else len(recorded)
+            want = [_comparable(m.content or "") for m in recorded[i + 1 : end]]
+            got = [_comparable(m["content"] or "") for m in info["new_messages"]]
+            answers["turns"] += 1
+            answers["equal"] += got == want
         outcome = info.get("outcome") or {}
         details = outcome.get("details") or {}
         rows.append(
@@ -135,6 +154,8 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
         "flipped_to_1": [r["run"] for r in unresolved if r["reward"] == 1.0],
         "not_reproduced": [r for r in resolved if r["reward"] != 1.0],
         "ended_by": dict(Counter(r["ended_by"] for r in rows).most_common()),
+        # turns (all but each run's last) whose answer equals the recorded one, clock readings aside
+        "answers_equal": {**answers, "share": round(answers["equal"] / max(1, answers["turns"]), 4)},
         "seconds_per_run": round((time.perf_counter() - started) / len(rows), 1) if rows else None,
         "per_run": rows,
     }
