@@ -25,7 +25,9 @@ namespace backend takes its top layer over (`_nslayer.py`). Per backend `snapsho
 namespace backend: Docker's replay and commit plus the layer copy, split in `docker_replay_ms` and
 `layer_copy_ms`), `warm_ms`, `all_in_ms` with `TASK_CANDIDATES`; their verdicts join the agreement
 (`agreement.task_candidates`; `delegated_to_docker` counts candidates the namespace backend still
-handed to Docker, with the reasons in `delegated_reasons`).
+handed to Docker, with the reasons in `delegated_reasons`). Real agents' runs on those tasks
+(`agent_runs`: /work/shared/data/terminal/agent_runs converted, sandboxed where their image is built,
+the deepest `--agent-pivots` per task and agent) are measured and compared the same way.
 """
 
 from __future__ import annotations
@@ -212,14 +214,41 @@ def task_pivots(jsonl: Path, names: tuple[str, ...] = TASKS) -> list:
 
     if not jsonl.is_file():
         return []
-    client = DockerBackend().client
-    built = {t.split(":", 1)[1].rsplit("-", 1)[0] for i in client.images.list("pivot-gym/task") for t in i.tags}
-    records = [r for r in map(json.loads, jsonl.open()) if r.get("task_id") in set(names) & built]
+    built = built_tasks(names)
+    records = [r for r in map(json.loads, jsonl.open()) if r.get("task_id") in built]
     out = []
     for row in synthesize(records, "unused", tasks_dir=jsonl.parent / "tasks"):
         if row["status"] in ("ok", "partial"):
             out += [p for p in extract_pivots(row["trajectory"]) if p.context.get("sandbox")]
     return out
+
+
+def built_tasks(names: tuple[str, ...] = TASKS) -> set[str]:
+    """The tasks of `names` whose image is built here (tags `pivot-gym/task:<task>-<hash>`)."""
+    client = DockerBackend().client
+    return set(names) & {
+        t.split(":", 1)[1].rsplit("-", 1)[0] for i in client.images.list("pivot-gym/task") for t in i.tags
+    }
+
+
+def agent_run_pivots(runs: Path, tasks_dir: Path, n: int) -> list:
+    """Up to `n` sandboxed pivots of real agents' runs on the built tasks: the deepest per (task, agent)."""
+    from pivot_core import convert_runs
+    from pivot_tasks import sandbox_pivots
+
+    if not runs.is_dir() or n <= 0:
+        return []
+    built = built_tasks()
+    pivots, _ = convert_runs(runs)
+    pivots, _ = sandbox_pivots([p for p in pivots if p.context.get("task_id") in built], tasks_dir)
+    deepest: dict[tuple[str, str], object] = {}
+    for p in pivots:
+        if not p.context.get("sandbox") or p.context["sandbox"].get("expert_needs_network"):
+            continue
+        key = (str(p.context.get("task_id")), p.id.split("/")[0])
+        if key not in deepest or len(history_commands(p)) > len(history_commands(deepest[key])):
+            deepest[key] = p
+    return sorted(deepest.values(), key=lambda p: -len(history_commands(p)))[:n]
 
 
 def terminus(command: str):
@@ -294,6 +323,7 @@ def compare_backends(names: list[str], args) -> None:
     build_busybox_image(DockerBackend().client)
     pivots = pivots_with_history(args.pivots)
     tasks = task_pivots(Path(args.tasks_jsonl)) if args.tasks_jsonl else []
+    runs = agent_run_pivots(Path(args.agent_runs), Path(args.tasks_jsonl).parent / "tasks", args.agent_pivots)
     # latency on the deepest state of each task (the most history replayed), as a GRPO group would meet it
     deepest: dict[str, object] = {}
     for p in tasks:
@@ -321,7 +351,18 @@ def compare_backends(names: list[str], args) -> None:
             "k": len(TASK_CANDIDATES),
             "backends": {name: latency(name, chosen, args.epochs, TASK_CANDIDATES) for name in names},
         }
-    out["agreement"] = agreement(names, pivots, tasks)
+    if runs:
+        out["agent_runs"] = {
+            "pivots": len(runs),
+            "ids": [p.id for p in runs],
+            "history_commands": [len(history_commands(p)) for p in runs],
+            "k": len(TASK_CANDIDATES),
+        }
+        try:
+            out["agent_runs"]["backends"] = {n: latency(n, runs, args.epochs, TASK_CANDIDATES) for n in names}
+        except Exception as e:  # noqa: BLE001 - a state that does not build: said, and the agreement still runs
+            out["agent_runs"]["error"] = f"{type(e).__name__}: {e}"[:300]
+    out["agreement"] = agreement(names, pivots, tasks + runs)
     out["load"] = {"before": load_before, "after": os.getloadavg()}
     if args.json:
         print(json.dumps(out, indent=2))
@@ -335,9 +376,11 @@ def compare_backends(names: list[str], args) -> None:
         )
     if "ratio_warm" in out:
         print(f"docker / namespace: warm {out['ratio_warm']:.1f}x, all-in {out['ratio_all_in']:.1f}x")
-    if "tasks" in out:
-        t = out["tasks"]
-        print(f"task pivots (replay_access): {t['pivots']}, history commands {t['history_commands']}")
+    for part in ("tasks", "agent_runs"):
+        if "backends" not in out.get(part, {}):
+            continue
+        t = out[part]
+        print(f"{part} pivots (replay_access): {t['pivots']}, history commands {t['history_commands']}")
         for name, row in t["backends"].items():
             split = (
                 f"  (docker replay {row['docker_replay_ms']:.0f} + copy {row['layer_copy_ms']:.0f})"
@@ -361,6 +404,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="epochs of the pooled way (naive costs the same each)")
     parser.add_argument("--backends", default="", help="compare these sandbox backends (docker,namespace)")
     parser.add_argument("--json", action="store_true", help="with --backends: one JSON object")
+    parser.add_argument("--agent-runs", default="/work/shared/data/terminal/agent_runs", help="real agents' runs")
+    parser.add_argument(
+        "--agent-pivots", type=int, default=6, help="agent-run pivots measured (deepest per task/agent)"
+    )
     parser.add_argument(
         "--tasks-jsonl",
         default=str(TASKS_JSONL),
