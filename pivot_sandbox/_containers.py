@@ -353,8 +353,13 @@ def shell_run(
 
 
 def read_text(box: Box, path: str, user: str = "0") -> str:
-    """The text of a small file inside the container ("" when missing)."""
-    res = run(box, ["cat", path], user=user, timeout=10, output_cap=1024 * 1024)
+    """The text of a small file inside the container ("" when missing).
+
+    A read never stops what runs in the container: a server a session's command started must be
+    there for the next command and for the task's tests (`keep`; an action's own processes are
+    stopped by the runner after the action's last command, not by a later read).
+    """
+    res = run(box, ["cat", path], user=user, timeout=10, output_cap=1024 * 1024, keep=True)
     return res.stdout.decode(errors="replace") if res.exit_code == 0 else ""
 
 

@@ -155,7 +155,9 @@ class Session:
 
 def _head(box: ct.Box, path: str) -> str:
     """The first `OUTPUT_HEAD` bytes of a file (a flood of output is cut, never dropped whole)."""
-    raw = ct.run(box, ["head", "-c", str(OUTPUT_HEAD), path], user="0", timeout=10, output_cap=OUTPUT_HEAD + 1024)
+    # `keep`: reading the output must not stop what the command left running (a server for the next turn)
+    argv = ["head", "-c", str(OUTPUT_HEAD), path]
+    raw = ct.run(box, argv, user="0", timeout=10, output_cap=OUTPUT_HEAD + 1024, keep=True)
     return raw.stdout.decode(errors="replace") if raw.exit_code == 0 else ""
 
 

@@ -166,6 +166,29 @@ def test_unparseable_turn_gets_terminus_error_and_the_episode_goes_on(env):
     assert info["new_messages"][0]["content"].startswith("Previous response had parsing errors")
 
 
+def test_a_process_a_turn_started_runs_on_into_later_turns_and_the_tests(dataset, tmp_path):
+    # a terminal keeps what a command started in the background (a server the next turn or the
+    # tests talk to); reading a command's output used to stop every process in the container
+    rows = [json.loads(line) for line in dataset.read_text().splitlines()]
+    for row in rows:
+        row["context"]["task_tests"]["commands"] = ["ps | grep -q '[s]leep 300'"]
+    served = tmp_path / "served.jsonl"
+    served.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    e = gym.make("pivot/terminal-episode-v0", dataset=str(served), backend_config=CONFIG).unwrapped
+    try:
+        e.reset(options={"pivot_id": e.pivots[0].id})
+        e.step(terminus("sleep 300 > /dev/null 2>&1 &"))
+        _, _, _, _, info = e.step(terminus("ps"))
+        assert "sleep 300" in info["new_messages"][0]["content"]
+        _, reward, terminated, _, info = e.step(terminus(complete=True))
+        assert (reward, terminated) == (1.0, True), info["outcome"]
+        e.reset(options={"pivot_id": e.pivots[0].id})  # a new episode: a new container, nothing running
+        _, reward, *_ = e.step(terminus(complete=True))
+        assert reward == 0.0
+    finally:
+        e.close()
+
+
 def test_pivot_without_tests_is_an_error_outcome(dataset, tmp_path):
     rows = [json.loads(line) for line in dataset.read_text().splitlines()]
     for row in rows:

@@ -96,3 +96,17 @@ def test_pools_together_stay_under_the_cap_coldest_first(demo_pivots):
         assert not backend._pool.get(keys[0])  # the coldest state gave its containers up first
     finally:
         backend.close()
+
+
+def test_a_transcript_keeps_what_a_command_started_for_the_next_one(busybox):
+    # synthesis records an oracle solution command by command: a server one command starts must be
+    # there for the next (reading each command's output used to stop every process)
+    from pivot_sandbox import SandboxSpec, docker_backend
+
+    backend = docker_backend()
+    try:
+        runs = backend.transcript(SandboxSpec(image=busybox), ["sleep 300 > /dev/null 2>&1 &", "ps"])
+    finally:
+        backend.close()
+    (first, _), (second, _) = runs
+    assert first.exit_code == 0 and "sleep 300" in second.stdout.decode(), second.stdout
