@@ -53,6 +53,7 @@ COPY = ["cp", "-dR", "--preserve=mode,ownership,timestamps,links,xattr", "--"]
 # leaves on an upper layer (the copy-up origins, "impure" folders, the file system's uuid); the
 # kernel reads them on an upper layer only, and the init layer is a lower one in Docker's containers
 # as here: they are not copied (and any other xattr there is)
+MAX_LOWERDIR = 3500  # bytes of `lowerdir=`: the upper and work folders share the page
 UPPER_MARKS = frozenset({"trusted.overlay.origin", "trusted.overlay.impure", "trusted.overlay.uuid"})
 
 
@@ -135,9 +136,16 @@ def docker_stack(client: Any, image: str, init: Path, upper: Path) -> tuple[tupl
         return (), why or f"copying a container's init layer failed: {proc.stderr.strip()[-300:]}"
     if not all(os.access(p, os.R_OK | os.X_OK) for p in base):
         return (), "the image's layer folders are not readable here"
+    if len(":".join(map(str, (init, upper, *base)))) > MAX_LOWERDIR:
+        # mount options fit in one page (Docker mounts through short links for that reason)
+        return (), f"the image has too many layers ({len(base)}) for one overlay mount's options"
     for path, kind in MOUNT_POINTS.items():
-        if not any(os.path.lexists(str(layer) + path) for layer in (init, upper, *base)):
-            (init / path.lstrip("/")).mkdir() if kind == "dir" else (init / path.lstrip("/")).touch()
+        if any(os.path.lexists(str(layer) + path) for layer in (init, upper, *base)):
+            continue
+        if kind == "dir":
+            (init / path.lstrip("/")).mkdir()
+        else:
+            (init / path.lstrip("/")).touch()
     return (init, *base), None
 
 
