@@ -49,9 +49,8 @@ from pivot_sandbox import _nsroot as nr
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
 from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user
-from pivot_sandbox._nslayer import StateRefused
 from pivot_sandbox._spec import Effect, Limits, SandboxSpec
-from pivot_sandbox.errors import RunnerLost, SandboxError, SandboxUnavailable
+from pivot_sandbox.errors import RunnerLost, SandboxError, SandboxUnavailable, StateRefused
 
 # Docker's default capabilities: what the replay of set-up and history (as root) has there
 REPLAY_CAPS = (

@@ -44,7 +44,7 @@ from pivot_sandbox import _containers as ct
 from pivot_sandbox._nsbox import Root
 from pivot_sandbox._nsroot import MOUNT_POINTS, remove_tree
 from pivot_sandbox._spec import SandboxSpec
-from pivot_sandbox.errors import SandboxError
+from pivot_sandbox.errors import StateRefused
 
 OPAQUE = "trusted.overlay.opaque"
 # cp keeps these or fails (`-a` would ignore a failure to keep xattrs)
@@ -55,10 +55,6 @@ COPY = ["cp", "-dR", "--preserve=mode,ownership,timestamps,links,xattr", "--"]
 # as here: they are not copied (and any other xattr there is)
 MAX_LOWERDIR = 3500  # bytes of `lowerdir=`: the upper and work folders share the page
 UPPER_MARKS = frozenset({"trusted.overlay.origin", "trusted.overlay.impure", "trusted.overlay.uuid"})
-
-
-class StateRefused(SandboxError):
-    """A Docker-built state that cannot be taken over exactly (`import_layer` says why)."""
 
 
 def daemon_refusal(client: Any, base_url: str | None) -> str | None:

@@ -27,3 +27,7 @@ class DockerfileError(SandboxError):
 
 class TaskError(SandboxError):
     """A task that cannot be built or tested here; the message is the one precise reason."""
+
+
+class StateRefused(SandboxError):
+    """A Docker-built state the namespace backend cannot take over exactly (`_nslayer.import_layer` says why)."""
