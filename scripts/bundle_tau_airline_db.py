@@ -8,7 +8,8 @@ unchanged, that together call every kind of database tool) and
 `tool_use_tau_airline.jsonl` need), and the `tau-airline-demo` world's slice
 `pivot_core/data/tau_airline_db_demo.json.gz` (`demo_slice`).
 
-Kept: every user and reservation a call names, the users' other reservations and the owners of
+Kept: every user and reservation a call or a task's gold action names (the episode env's outcome
+replays the gold actions on the initial database), the users' other reservations and the owners of
 named reservations, every flight a call or a kept reservation names, and every flight of a
 searched route, direct or as a leg of a one-stop connection (so each recorded search returns
 exactly what it returned on the full database). Then the bundled trajectories are replayed on
@@ -44,12 +45,15 @@ def needed_keys(tables: dict, trajectories: list) -> dict[str, set[str]]:
     keep: dict[str, set[str]] = {t: set() for t in TABLES}
     routes: set[tuple[str, str]] = set()
     for traj in trajectories:
-        for rc in recorded_calls(traj.messages):
-            args = rc.call.parsed_arguments() or {}
+        # the recorded calls, and the task's gold actions (the episode env's outcome replays them)
+        actions = (traj.context.get("task") or {}).get("actions") or ()
+        gold = ((a.get("name", ""), a.get("kwargs") or {}) for a in actions)
+        recorded = ((rc.call.name, rc.call.parsed_arguments() or {}) for rc in recorded_calls(traj.messages))
+        for name, args in (*recorded, *gold):
             keep["users"].add(args.get("user_id", ""))
             keep["reservations"].add(args.get("reservation_id", ""))
             keep["flights"].update(f.get("flight_number", "") for f in args.get("flights", []) or [])
-            if rc.call.name.startswith("search_"):
+            if name.startswith("search_"):
                 routes.add((args.get("origin", ""), args.get("destination", "")))
     keep["reservations"] |= {
         r for u in keep["users"] if u in tables["users"] for r in tables["users"][u]["reservations"]

@@ -186,6 +186,20 @@ def test_a_failed_write_on_the_subset_database_is_an_error_not_a_reward(shared_d
     assert info["outcome"]["error"] and "subset" in info["outcome"]["error"] and info["outcome"]["reward"] == 0.0
 
 
+def test_every_bundled_trajectory_replays_to_its_reward_on_the_bundled_subset():
+    # a fresh clone's episodes: the subset holds what each task's gold actions need, and a write
+    # that fails there for another reason than a missing record (a price that does not add up) is
+    # the full database's failure too, not a reason to refuse the outcome
+    from pivot_tool_worlds._tau_airline import SUBSET_FILE, _bundled
+
+    env = gym.make("pivot/tool-use-episode-v0", db_path=_bundled(SUBSET_FILE)).unwrapped
+    firsts = first_pivots(env)
+    assert len(firsts) == 10
+    for pivot in firsts.values():
+        reward, terminated, _, info = replay(env, pivot)
+        assert (reward, info["outcome"]["error"]) == (1.0, None), (pivot.id, info["outcome"])
+
+
 # -- user simulators -------------------------------------------------------------------------------
 
 
