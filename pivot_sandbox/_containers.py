@@ -77,6 +77,8 @@ class Box:
     holder: Box | None = None  # the retired container whose network namespace it joined (`_netns.py`)
     layers: Layers | None = None  # its overlay folders, when this process can read them (`_diff.py`)
     root: tuple[int, ...] | None = None  # its upper folder's own metadata when it started (`_diff.root_state`)
+    # False for a replay with registry access (the host's network): never a namespace for candidates
+    offline: bool = True
 
     @property
     def id(self) -> str:
@@ -161,7 +163,7 @@ def create(
         raise
     container = client.containers.prepare_model({"Id": container_id})
     layers = layers_of(container)
-    return Box(container, channel, holder, layers, root_state(layers) if layers else None)
+    return Box(container, channel, holder, layers, root_state(layers) if layers else None, network != "host")
 
 
 def remove(box: Box) -> None:

@@ -321,8 +321,12 @@ class DockerBackend:
             self._retire(box)
 
     def _retire(self, box: ct.Box) -> None:
-        """Remove a container, or keep it as a holder when it owns a namespace that nothing uses now."""
-        if box.holder is None and not self._closed and ct.settle(box) and self._holders.offer(box):
+        """Remove a container, or keep it as a holder when it owns a namespace that nothing uses now.
+
+        Only an offline one (`--network none`): a replay with registry access ran in the host's
+        network, and a candidate container that joined it would have the network.
+        """
+        if box.holder is None and box.offline and not self._closed and ct.settle(box) and self._holders.offer(box):
             self._count("netns_holders_kept")
             return
         ct.remove(box)

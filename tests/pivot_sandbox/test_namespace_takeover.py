@@ -50,6 +50,21 @@ def ci_pivots(docker_client):
     return pivots
 
 
+def test_no_docker_candidate_joins_the_network_of_a_replay_with_registry_access(ci_pivots):
+    # a retired container lends its network namespace to the next one; the replay of a state with
+    # registry access ran in the host's network, and the first candidate after it used to join it
+    from pivot_sandbox import docker_backend
+
+    spec = SandboxSpec(image=f"pivot-gym/task:{HELLO}", shell="/bin/bash", user="root", replay_access=True)
+    backend = docker_backend(action_timeout=6.0)
+    try:
+        for history in (["echo a > /app/one"], ["echo b > /app/two"]):
+            effects = backend.run_group(spec, history, [["ls /sys/class/net"]] * 3)
+            assert [e.stdout.split() for e in effects] == [["lo"]] * 3, [e.stdout for e in effects]
+    finally:
+        backend.close()
+
+
 def _details(verdict) -> str:
     return json.dumps({k: v for k, v in (verdict.details or {}).items() if k != "backend"}, sort_keys=True)
 
