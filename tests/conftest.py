@@ -181,3 +181,25 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def hello_world_agent_runs(shared_data: Path, tmp_path_factory) -> tuple[Path, list]:
+    """The real OpenHands and mini-swe-agent runs on hello-world, converted and sandboxed in the CI task's image.
+
+    Returns the pivot file and its pivots (every one sandboxed).
+    """
+    from importlib import resources
+
+    from pivot_core import convert_runs, write_pivots
+    from pivot_tasks import sandbox_pivots
+
+    tasks = Path(str(resources.files("pivot_core") / "data" / "terminal_tasks"))
+    pivots = []
+    for agent in ("openhands-claude-4-sonnet", "mini-swe-agent-claude-4-sonnet"):
+        pivots.extend(convert_runs(shared_data / "terminal" / "agent_runs" / agent / "hello-world")[0])
+    sandboxed, report = sandbox_pivots(pivots, tasks)
+    assert report["sandboxed"] == len(pivots), report
+    path = tmp_path_factory.mktemp("agent-runs") / "pivots.jsonl"
+    write_pivots(sandboxed, path)
+    return path, sandboxed

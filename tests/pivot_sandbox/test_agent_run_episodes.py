@@ -10,32 +10,20 @@ mini-swe-agent's `<returncode>`/`<output>` user messages).
 from __future__ import annotations
 
 import dataclasses
-from importlib import resources
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
 
 import pivot_envs  # noqa: F401  (registers the env ids)
-from pivot_core import Message, convert_runs, write_pivots
+from pivot_core import Message
 from pivot_envs import render_completion
-from pivot_tasks import sandbox_pivots
 
 pytestmark = pytest.mark.docker
 
-AGENTS = ("openhands-claude-4-sonnet", "mini-swe-agent-claude-4-sonnet")
-
 
 @pytest.fixture(scope="module")
-def episodes(shared_data: Path, docker_client, tmp_path_factory):
-    tasks = Path(str(resources.files("pivot_core") / "data" / "terminal_tasks"))
-    pivots = []
-    for agent in AGENTS:
-        pivots.extend(convert_runs(shared_data / "terminal" / "agent_runs" / agent / "hello-world")[0])
-    sandboxed, report = sandbox_pivots(pivots, tasks)
-    assert report["sandboxed"] == len(pivots), report
-    path = tmp_path_factory.mktemp("episodes") / "pivots.jsonl"
-    write_pivots(sandboxed, path)
+def episodes(hello_world_agent_runs, docker_client):
+    path, _ = hello_world_agent_runs
     env = gym.make("pivot/terminal-episode-v0", dataset=str(path)).unwrapped
     yield env
     env.close()

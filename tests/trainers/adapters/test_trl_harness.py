@@ -10,34 +10,21 @@ from __future__ import annotations
 
 import inspect
 import re
-from importlib import resources
-from pathlib import Path
 
 import pytest
 from transformers.utils import get_json_schema
 
-from pivot_core import convert_runs, write_pivots
-from pivot_tasks import sandbox_pivots
 from trainers.adapters.trl import pivot_environment
 
 pytestmark = pytest.mark.docker
 
 TERMINAL = "pivot/terminal-episode-v0"
-AGENTS = ("openhands-claude-4-sonnet", "mini-swe-agent-claude-4-sonnet")
 BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 
 
 @pytest.fixture(scope="module")
-def mixed(shared_data: Path, tmp_path_factory):
-    tasks = Path(str(resources.files("pivot_core") / "data" / "terminal_tasks"))
-    pivots = []
-    for agent in AGENTS:
-        pivots.extend(convert_runs(shared_data / "terminal" / "agent_runs" / agent / "hello-world")[0])
-    sandboxed, report = sandbox_pivots(pivots, tasks)
-    assert report["sandboxed"] == len(pivots), report
-    path = tmp_path_factory.mktemp("runs") / "pivots.jsonl"
-    write_pivots(sandboxed, path)
-    return path, sandboxed
+def mixed(hello_world_agent_runs):
+    return hello_world_agent_runs
 
 
 @pytest.fixture(scope="module")
