@@ -12,6 +12,7 @@ with the reason, and its state is Docker's to run, which the verdict says.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from pathlib import Path
@@ -158,7 +159,12 @@ def test_deletions_an_opaque_folder_links_and_the_shell_state_look_the_same_to_b
     assert ns.stats["groups_run_by_docker"] == before.get("groups_run_by_docker", 0)
     assert ns.stats["snapshots_taken_over"] == before.get("snapshots_taken_over", 0) + 1
     for i, commands in enumerate(candidates):
-        assert effects["namespace"][i].to_json() == effects["docker"][i].to_json(), commands
+        ns_effect, docker_effect = effects["namespace"][i].to_json(), effects["docker"][i].to_json()
+        differ = {k: (docker_effect[k], ns_effect[k]) for k in docker_effect if docker_effect[k] != ns_effect.get(k)}
+        if "stdout" in differ:  # the lines that differ, not the whole listing
+            lines = difflib.unified_diff(*(v.splitlines() for v in differ.pop("stdout")), "docker", "namespace", n=0)
+            differ["stdout"] = list(lines)
+        assert not differ, (commands, differ)
     seen = effects["namespace"][0]
     assert "No such file" in seen.stderr and "FOO=bar\n/etc\n" in seen.stdout, seen
     assert " x\n" in seen.stdout and ".bashrc" not in seen.stdout and ".profile" not in seen.stdout, seen.stdout
