@@ -455,7 +455,15 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(126);
         if (devnull > 2) close(devnull);
-        signal(SIGPIPE, SIG_DFL); /* ignored signals survive exec: `yes | head` needs the default */
+        /* ignored signals and the signal mask survive exec: every action starts with the defaults
+           (`yes | head` needs SIGPIPE's; a verifying process that ignores SIGQUIT must not pass
+           that on, or `trap` would show it and two backends or two runs would differ) */
+        for (int s = 1; s < NSIG; s++) {
+            if (s != SIGKILL && s != SIGSTOP) signal(s, SIG_DFL);
+        }
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         setsid();
         if (gid >= 0 && (setgroups(0, NULL) || setgid((gid_t)gid))) { perror("pivot-runner: setgid"); _exit(126); }
         if (uid >= 0 && setuid((uid_t)uid)) { perror("pivot-runner: setuid"); _exit(126); }

@@ -116,6 +116,19 @@ def test_limits_stop_what_they_should(backend):
     assert bomb.killed in ("pids limit", "timeout", "oom") or 0 < len(bomb.processes) <= backend.limits.pids, bomb
 
 
+def test_an_action_never_inherits_the_verifiers_ignored_signals(backend):
+    # ignored signals survive exec: a verifying process that ignores SIGQUIT (a test runner, a
+    # trainer) made the namespace sandbox's shell show `trap -- '' QUIT`, unlike Docker's
+    import signal
+
+    before = signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    try:
+        (effect,) = backend.run_group(SandboxSpec(image=BUSYBOX), [], [["trap; echo done"]])
+    finally:
+        signal.signal(signal.SIGQUIT, before)
+    assert effect.stdout == "done" and effect.state.get("traps", "") == "", (effect.stdout, effect.state)
+
+
 def test_a_delayed_background_job_is_part_of_the_effect(backend):
     spec = SandboxSpec(image=BUSYBOX)
     plain, job = backend.run_group(spec, [], [["ls"], ["ls; (sleep 2; rm -rf /app/*) >/dev/null 2>&1 &"]])
