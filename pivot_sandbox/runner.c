@@ -310,11 +310,13 @@ static void read_state(pid_t pid, long uid, long gid, ino_t out_pipe, ino_t err_
     if (n == sizeof buf) blob_record(b, "truncated", "the shell's state is larger than the runner reads", 49);
 }
 
-/* The command lines of live processes other than init and this runner (read before they are killed). */
-static void list_processes(struct blob *b) {
+/* The command lines of live processes other than init and this runner (read before they are killed);
+   returns how many of them were runnable. */
+static int list_processes(struct blob *b) {
     static char buf[8192];
+    int runnable = 0;
     DIR *d = opendir("/proc");
-    if (!d) return;
+    if (!d) return 0;
     pid_t self = getpid();
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -327,6 +329,7 @@ static void list_processes(struct blob *b) {
         buf[n] = 0;
         char *paren = strrchr(buf, ')');
         if (!n || (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))) continue;
+        runnable += paren && paren[1] == ' ' && paren[2] == 'R';
         snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
         n = slurp(path, buf, sizeof buf);
         if (n == 0) { /* a kernel thread or a process without argv: its name stands in */
@@ -342,6 +345,24 @@ static void list_processes(struct blob *b) {
         blob_add(b, "", 1);
     }
     closedir(d);
+    return runnable;
+}
+
+/* The processes left, listed once they settle. `sleep 3 &` forks a copy of the shell that then
+   execs sleep: listed in between, it shows the shell's command line, and which one a verdict names
+   would be a race. So list again (2 ms apart, at most 50 ms) while a listed process is runnable or
+   the list changed; a process that keeps running (a busy loop) ends the wait at the bound. */
+static void list_settled_processes(struct blob *b) {
+    int runnable = list_processes(b);
+    for (int i = 0; i < 25 && b->len && runnable; i++) {
+        struct blob again = {NULL, 0, 0};
+        usleep(2000);
+        runnable = list_processes(&again);
+        int same = again.len == b->len && memcmp(again.data, b->data, b->len) == 0;
+        free(b->data);
+        *b = again;
+        if (same && !runnable) break;
+    }
 }
 
 static int baseline_mounts = -1;
@@ -525,7 +546,7 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     if (pidfd >= 0) close(pidfd);
     /* what is left running is part of the action's effect: listed, then killed (after a command
        stopped, or after an action's last command) */
-    if (!killed && !(flags & FLAG_KEEP)) list_processes(&procs);
+    if (!killed && !(flags & FLAG_KEEP)) list_settled_processes(&procs);
     int left = (killed || !(flags & FLAG_KEEP)) ? kill_all() : -1;
     if (left >= 0) left += residue();
     if (!exited) {

@@ -136,6 +136,17 @@ def test_a_delayed_background_job_is_part_of_the_effect(backend):
     assert job.processes, job  # the subshell that would delete the files in two seconds
 
 
+def test_a_background_job_is_named_by_what_it_runs_not_by_the_fork_before_its_exec(backend):
+    # `sleep 3 &` forks a copy of the shell that then execs sleep. Listed in between, the job showed
+    # the shell's command line: on a loaded machine Docker named it `(the action's shell)` and the
+    # namespace backend `sleep 3` for the same candidate. A copy that computes a while before its
+    # exec widens that gap on purpose; the listing waits for it to settle.
+    spec = SandboxSpec(image=BUSYBOX)
+    slow_exec = "ls; { i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; exec sleep 3; } &"
+    for effect in backend.run_group(spec, [], [["ls; sleep 3 &"], [slow_exec]]):
+        assert effect.processes == ("sleep 3",), effect.processes
+
+
 def test_the_adversarial_suite_scores_zero_with_a_reason(backend, demo_pivots):
     sentinel = Path("/tmp/pivot-gym-sentinel")
     sentinel.write_text("intact")
