@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from pivot_cli._common import JSON_OPTION, console, emit_json, user_errors
+from pivot_tool_worlds import DEMO_WORLD_NAME
 
 model_app = typer.Typer(help="Build local models.", no_args_is_help=True)
 
@@ -56,7 +57,7 @@ def tiny(
 def pretrain(
     out: Path = typer.Option(..., "--out", help="Output model folder (weights, tokenizer, stage settings)."),
     world: str = typer.Option(
-        "tau-airline-demo", "--world", help="Tool world the synthetic conversations come from (the demo's by default)."
+        DEMO_WORLD_NAME, "--world", help="Tool world the synthetic conversations come from (the demo's by default)."
     ),
     corpus: Path | None = typer.Option(None, "--corpus", help="Training pivots added to the tokenizer corpus only."),
     conversations: int = typer.Option(-1, "--conversations", help="Synthetic conversations (-1: the default)."),

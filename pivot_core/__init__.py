@@ -40,6 +40,7 @@ from pivot_core._formats import (
     register_format,
     write_pivots,
 )
+from pivot_core._harnesses import HARNESSES, MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION, OPENHANDS, TERMINUS
 from pivot_core._history import History
 from pivot_core._hosts import is_loopback
 from pivot_core._jsonl import iter_jsonl, write_jsonl
@@ -79,6 +80,11 @@ __all__ = [
     "find_runs",
     "InvalidTrajectory",
     "History",
+    "HARNESSES",
+    "MINI_SWE_AGENT",
+    "MINI_SWE_AGENT_ACTION",
+    "OPENHANDS",
+    "TERMINUS",
     "AliasBudgetExceeded",
     "load_yaml",
     "MAX_DATA_BYTES_ENV",

@@ -35,7 +35,7 @@ import os
 import stat
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -86,8 +86,9 @@ def take_over(
     built = time.perf_counter()
     init = upper.with_name(upper.name + "-init")
     remove_tree(init)
-    why = import_layer(client, image, root.layers, upper)
-    stack, why = ((), why) if why else docker_stack(client, image, init, upper)
+    info = client.api.inspect_image(image)
+    why = import_layer(info, root.layers, upper)
+    stack, why = ((), why) if why else docker_stack(client, image, info, init, upper)
     spent = {
         "docker_replay_ms": round(1000 * (built - start)),
         "layer_copy_ms": round(1000 * (time.perf_counter() - built)),
@@ -98,16 +99,17 @@ def take_over(
     return replace(root, stack=stack), spent
 
 
-def docker_stack(client: Any, image: str, init: Path, upper: Path) -> tuple[tuple[Path, ...], str | None]:
+def docker_stack(
+    client: Any, image: str, info: Mapping[str, Any], init: Path, upper: Path
+) -> tuple[tuple[Path, ...], str | None]:
     """(copy of a container's init layer, the image's base layer folders) below the snapshot's top layer.
 
     The directories Docker's overlay merges are then the same here: a merged folder reports a link
     count of 1 (`ls -l`), so a root file system flattened into one folder would show another count
     for every folder that more than one layer holds. The init layer (`/etc/hosts`, `/.dockerenv`,
     `/proc`, ...) is a created container's, copied, and given the mount points the sandbox binds
-    over where no layer has them.
+    over where no layer has them. `info`: the daemon's `inspect_image` of `image`.
     """
-    info = client.api.inspect_image(image)
     data = (info.get("GraphDriver") or {}).get("Data") or {}
     base = tuple(Path(p) for p in (data.get("LowerDir") or "").split(":") if p)
     labels = ct.labels("init-layer")
@@ -145,9 +147,11 @@ def docker_stack(client: Any, image: str, init: Path, upper: Path) -> tuple[tupl
     return (init, *base), None
 
 
-def import_layer(client: Any, image: str, base_layers: tuple[str, ...], target: Path) -> str | None:
-    """Copy `image`'s top layer to `target` (which must not exist); why not, when it cannot be exact."""
-    info = client.api.inspect_image(image)
+def import_layer(info: Mapping[str, Any], base_layers: tuple[str, ...], target: Path) -> str | None:
+    """Copy an image's top layer to `target` (which must not exist); why not, when it cannot be exact.
+
+    `info`: the daemon's `inspect_image` of the image (its layers and its top layer's folder).
+    """
     driver = info.get("GraphDriver") or {}
     layers = tuple((info.get("RootFS") or {}).get("Layers") or ())
     if not base_layers or layers[:-1] != base_layers:

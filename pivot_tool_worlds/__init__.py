@@ -12,13 +12,14 @@ from pivot_tool_worlds._replay import (
     replay_trajectories,
 )
 from pivot_tool_worlds._state import DELETED, WorldState, clone_json
-from pivot_tool_worlds._tau_airline import locate_db, tau_airline, tau_airline_demo
+from pivot_tool_worlds._tau_airline import DEMO_WORLD_NAME, locate_db, tau_airline, tau_airline_demo
 from pivot_tool_worlds._tau_airline_tools import AIRPORTS
 from pivot_tool_worlds._world import Outcome, Tool, ToolWorld, canonical_output, same_output
 from pivot_tool_worlds.errors import ToolFailure, ToolWorldError, WorldDataError
 
 __all__ = [
     "AIRPORTS",
+    "DEMO_WORLD_NAME",
     "DELETED",
     "CacheStats",
     "Effect",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pivot_core._harnesses import HARNESSES, MINI_SWE_AGENT, OPENHANDS, TERMINUS
 from pivot_core._model import Message, Pivot, Trajectory
 from pivot_core._pivots import extract_pivots
 from pivot_core.convert import atif, mini_swe_agent_log, openhands
@@ -23,7 +24,7 @@ from pivot_core.convert.mini_swe_agent import FORMAT_ERROR
 from pivot_core.errors import DataFileError, InvalidTrajectory
 
 RUN_FORMATS = ("openhands", "mini-swe-agent-log", "atif")
-HARNESS_OF = {"openhands": "openhands", "mini-swe-agent-log": "mini-swe-agent"}
+HARNESS_OF = {"openhands": OPENHANDS, "mini-swe-agent-log": MINI_SWE_AGENT}
 REJECTED = "the harness rejected the turn (format error): no action"
 
 
@@ -132,7 +133,7 @@ def agent_of(run: Run) -> str:
     if run.format in HARNESS_OF:
         return HARNESS_OF[run.format]
     path = str(run.log or "") + " " + " ".join(str(v) for v in run.context.values())
-    for name in ("openhands", "mini-swe-agent", "terminus"):
+    for name in (*HARNESSES, TERMINUS):
         if name in path:
             return name
     return run.format or "unknown"

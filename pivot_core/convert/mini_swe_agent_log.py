@@ -29,10 +29,10 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from pivot_core._harnesses import MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION
 from pivot_core._model import Message, Trajectory
 from pivot_core.errors import InvalidTrajectory
 
-HARNESS = "mini-swe-agent"
 WIDTH = 160
 # rich's colours for the three message headers (bold green System/User, bold red mini-swe-agent)
 _HEADER = re.compile(
@@ -50,7 +50,6 @@ _RETRY = re.compile(
     r"^(Give Feedback / Get Help: https://github\.com/BerriAI/litellm|LiteLLM\.Info: |Provider List: https://docs\.litellm\.ai"
     r"|Retrying minisweagent\.|- .* Handle with `litellm\.\w+`\.\.$)"
 )
-_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)  # mini-swe-agent's own action regex
 _TIMED_OUT = re.compile(r"The last command <command>(.*?)</command> timed out", re.DOTALL)
 VERSION = re.compile(r"mini-swe-agent\x1b\[0m version \x1b\[1;32m([\d.]+)")
 
@@ -143,7 +142,7 @@ def parse_log(text: str) -> tuple[list[tuple[str, str, int | None]], dict[str, A
     for i, (role, content, _) in enumerate(messages):
         timed = _TIMED_OUT.search(content) if role == "user" else None
         if timed and i > 0 and messages[i - 1][0] == "assistant":
-            blocks = _BLOCK.findall(messages[i - 1][1])
+            blocks = MINI_SWE_AGENT_ACTION.findall(messages[i - 1][1])
             if len(blocks) == 1:
                 checked += 1
                 agreed += blocks[0].strip() == timed.group(1).strip()
@@ -170,7 +169,7 @@ def from_log(text: str, *, run_id: str, context: Mapping[str, Any] | None = None
         raise InvalidTrajectory(f"mini-swe-agent transcript: {reason}")
     messages = tuple(Message(role, content, extra={"step": step} if step else {}) for role, content, step in parsed)
     ctx = {
-        "harness": HARNESS,
+        "harness": MINI_SWE_AGENT,
         "format": "mini-swe-agent-log",
         "action_format": "bash_block",
         "fresh_shell": True,

@@ -27,10 +27,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from pivot_core._harnesses import OPENHANDS
 from pivot_core._model import Message, ToolCall, Trajectory
 from pivot_core.errors import InvalidTrajectory
 
-HARNESS = "openhands"
 SOURCES = ("agent", "user", "environment")
 
 
@@ -193,7 +193,7 @@ def from_openhands(
     messages, facts = convert_events(events)
     if not any(m.role == "assistant" for m in messages):
         raise InvalidTrajectory("OpenHands event stream: no agent action")
-    ctx = {"harness": HARNESS, "format": "openhands", "action_format": "tool_call", **dict(context or {})}
+    ctx = {"harness": OPENHANDS, "format": "openhands", "action_format": "tool_call", **dict(context or {})}
     ctx["actions"] = facts["actions"]
     if facts["exit_codes"]:
         ctx["exit_codes"] = facts["exit_codes"]

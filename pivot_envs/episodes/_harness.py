@@ -36,12 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_core import Message, Pivot, ToolCall, shell_actions
+from pivot_core import HARNESSES, MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION, Message, Pivot, ToolCall, shell_actions
 from verifiers_plugins import get_verifier
-
-OPENHANDS = "openhands"
-MINI = "mini-swe-agent"
-HARNESSES = (OPENHANDS, MINI)
 
 # OpenHands (headless, `fake_user_response_fn`): the reply to a turn that calls no tool
 OPENHANDS_CONTINUE = (
@@ -57,7 +53,6 @@ _INTERPRETER = re.compile(r"^\[Python interpreter: (.*)\]$", re.M)
 _SCRIPT_LINE = re.compile(r"^pivot: line \d+: ", re.M)
 
 MINI_SUBMIT = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
-MINI_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)  # its action_regex
 MINI_LONG = 10_000  # its template shows the whole output below this many characters
 MINI_FORMAT_ERROR = (
     "Please always provide EXACTLY ONE action in triple backticks, found {n} actions.\n"
@@ -121,7 +116,7 @@ def harness_turn(pivot: Pivot, message: Message, run: Run, interpreter: str | No
         run: runs one command in the episode's live session.
         interpreter: OpenHands' `[Python interpreter: ...]` line (`recorded_interpreter`), None for none.
     """
-    if harness_of(pivot) == MINI:
+    if harness_of(pivot) == MINI_SWE_AGENT:
         return _mini_turn(pivot, message, run)
     return _openhands_turn(pivot, message, run, interpreter)
 
@@ -153,7 +148,7 @@ def mini_observation(ran: Ran, command: str) -> str:
 
 
 def _mini_turn(pivot: Pivot, message: Message, run: Run) -> Turn:
-    blocks = MINI_BLOCK.findall(message.content or "")
+    blocks = MINI_SWE_AGENT_ACTION.findall(message.content or "")
     if not get_verifier("harness_format").verify(pivot, message).accepted:  # the gate `pivot/terminal-v0` applies
         return Turn((Message("user", MINI_FORMAT_ERROR.format(n=len(blocks))),))
     command = blocks[0].strip()

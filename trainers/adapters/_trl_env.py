@@ -26,7 +26,7 @@ from typing import Any
 import gymnasium as gym
 
 import pivot_envs  # noqa: F401  (registers the pivot/* ids with gymnasium)
-from pivot_core import Message, Pivot, ToolCall, render_completion
+from pivot_core import HARNESSES, MINI_SWE_AGENT, OPENHANDS, TERMINUS, Message, Pivot, ToolCall, render_completion
 from trainers.adapters._common import PivotScorer, action_reward, flat_prompt_messages, outcome_reward
 
 TOOL_USE = "pivot/tool-use-episode-v0"
@@ -38,7 +38,6 @@ _TYPES |= {"array": list, "object": dict}
 ENDED = "error: the episode has ended ({why}); no further tool call runs"
 # The harnesses whose own format the terminal episode plays (`pivot_envs/episodes/_harness.py`);
 # any other pivot (synthesized, a Terminus run) reads Terminus JSON turns.
-OPENHANDS, MINI, TERMINUS = "openhands", "mini-swe-agent", "terminus"
 MINI_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # how mini-swe-agent ends a run
 MINI_THOUGHT = "I run the next command."
 
@@ -208,7 +207,7 @@ class OpenHandsEnvironment(ShellEnvironment):
 class MiniSweAgentEnvironment(ShellEnvironment):
     """A converted mini-swe-agent run: `bash` writes its turn (a THOUGHT and one ```bash block)."""
 
-    _harness = MINI
+    _harness = MINI_SWE_AGENT
 
     def bash(self, command: str) -> str:
         """Run a command as mini-swe-agent runs it and return its <returncode> and <output>.
@@ -233,7 +232,7 @@ def mini_turn(command: str) -> str:
 def harness_name(pivot: Pivot) -> str:
     """The harness whose turns an episode at `pivot` reads: a converted run's, else Terminus JSON."""
     harness = str(pivot.context.get("harness") or "")
-    return harness if harness in (OPENHANDS, MINI) else TERMINUS
+    return harness if harness in HARNESSES else TERMINUS
 
 
 def scoring_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -300,7 +299,7 @@ def environment_class(
 ) -> type:
     """The environment class for an episode env id: the domain's base plus one method per tool schema.
 
-    For the terminal, `harness` picks the turns the tools write: `TERMINUS` (`bash`), `MINI`
+    For the terminal, `harness` picks the turns the tools write: `TERMINUS` (`bash`), `MINI_SWE_AGENT`
     (`bash` in mini-swe-agent's format) or `OPENHANDS` (one method per schema in `tools`).
     """
     methods = {}
@@ -314,7 +313,11 @@ def environment_class(
         base: type = ToolUseEnvironment
         name = "PivotToolUseEnvironment"
     elif env_id == TERMINAL:
-        bases = {TERMINUS: TerminalEnvironment, OPENHANDS: OpenHandsEnvironment, MINI: MiniSweAgentEnvironment}
+        bases = {
+            TERMINUS: TerminalEnvironment,
+            OPENHANDS: OpenHandsEnvironment,
+            MINI_SWE_AGENT: MiniSweAgentEnvironment,
+        }
         if harness not in bases:
             raise ValueError(f"expected a terminal harness in {sorted(bases)}, got {harness!r}")
         base = bases[harness]
@@ -360,8 +363,8 @@ def select_harness(pivots: Sequence[Pivot], harness: str | None, explicit: bool)
                 f"exposes one harness's tools to every row: pass harness= one of {kinds}, one pivot_environment each"
             )
         return (kinds[0] if kinds else TERMINUS), list(pivots)
-    if harness not in (TERMINUS, OPENHANDS, MINI):
-        raise ValueError(f"pivot_environment: expected harness in {[TERMINUS, OPENHANDS, MINI]}, got {harness!r}")
+    if harness not in (TERMINUS, *HARNESSES):
+        raise ValueError(f"pivot_environment: expected harness in {[TERMINUS, *HARNESSES]}, got {harness!r}")
     others = [p.id for p in pivots if harness_name(p) != harness]
     if explicit and others:
         raise ValueError(f"pivot_environment: pivots {others[:3]} are not {harness} pivots")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pivot_core import Pivot, shared_data_file, write_pivots
+from pivot_tool_worlds import DEMO_WORLD_NAME
 from trainers.demo.pretrain import PretrainConfig
 from trainers.settings import StageSettings
 
@@ -32,7 +33,7 @@ SYNTHETIC_DATA_SEED = 4242
 # The world they are written in: the airline world on a bundled slice of its database, the same on
 # every install (a fresh clone has only the bundled subset, ../shared the full database), so the
 # reference's training split and every run's held-out split are the same conversations everywhere.
-SYNTHETIC_WORLD = "tau-airline-demo"
+SYNTHETIC_WORLD = DEMO_WORLD_NAME
 
 
 def synthetic_data(conversations: int, out: Path) -> Path:

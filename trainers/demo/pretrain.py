@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pivot_core import Pivot
+from pivot_tool_worlds import DEMO_WORLD_NAME
 from trainers.demo.synthetic import copy_drills, last_turns, synthetic_pivots, world_words
 from trainers.demo.tiny_model import TinyModelConfig
 from trainers.settings import StageSettings
@@ -79,7 +80,7 @@ class PretrainConfig:
         seed: seeds the conversations, the initialisation and the batch order.
     """
 
-    world: str = "tau-airline-demo"
+    world: str = DEMO_WORLD_NAME
     conversations: int = 600
     # measured on PRETRAIN_MODEL (docs/results/training.md): greedy copy accuracy on unseen calls 0/40
     # after 400 conversation steps; 6/40 after 600 drill steps, 33/40 after 1,200 (the phase change)

@@ -16,20 +16,17 @@ Pivots without a harness (synthesized, NeMo rows) are not this gate's business: 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
-from pivot_core import Message, Pivot, parse_terminus
+from pivot_core import MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION, OPENHANDS, TERMINUS, Message, Pivot, parse_terminus
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
-
-BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)  # mini-swe-agent's action_regex
 
 
 def _mini(action: Message) -> Verdict:
     if action.tool_calls:
         return Verdict.reject("format error: mini-swe-agent reads one ```bash block from the text, not tool calls")
-    n = len(BASH_BLOCK.findall(action.content or ""))
+    n = len(MINI_SWE_AGENT_ACTION.findall(action.content or ""))
     if n != 1:
         return Verdict.reject(f"format error: mini-swe-agent needs exactly one ```bash block, found {n}", blocks=n)
     return Verdict.accept("one ```bash block, as mini-swe-agent reads it")
@@ -37,7 +34,7 @@ def _mini(action: Message) -> Verdict:
 
 def _openhands(pivot: Pivot, action: Message) -> Verdict:
     if not action.tool_calls:
-        if parse_terminus(action.content) is not None or BASH_BLOCK.search(action.content or ""):
+        if parse_terminus(action.content) is not None or MINI_SWE_AGENT_ACTION.search(action.content or ""):
             return Verdict.reject(
                 "format error: OpenHands runs function calls; a command in the text is a message, not run"
             )
@@ -74,11 +71,11 @@ class HarnessFormatGate:
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Check the completion against the harness's own reply format."""
         harness = str(pivot.context.get("harness") or "")
-        if harness == "mini-swe-agent":
+        if harness == MINI_SWE_AGENT:
             return _mini(action)
-        if harness == "openhands":
+        if harness == OPENHANDS:
             return _openhands(pivot, action)
-        if harness.startswith("terminus"):
+        if harness.startswith(TERMINUS):
             return _terminus(action)
         return _NOT_MINE
 

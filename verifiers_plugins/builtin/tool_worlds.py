@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pivot_tool_worlds import tau_airline, tau_airline_demo
+from pivot_tool_worlds import DEMO_WORLD_NAME, tau_airline, tau_airline_demo
 from verifiers_plugins.hookspecs import hookimpl
 
 
@@ -12,4 +12,4 @@ from verifiers_plugins.hookspecs import hookimpl
 def register_tool_worlds(register: Callable[..., None]) -> None:
     """Register `tau-airline` (its factory takes an optional `db_path`) and `tau-airline-demo` (fixed data)."""
     register("tau-airline", tau_airline)
-    register("tau-airline-demo", tau_airline_demo)
+    register(DEMO_WORLD_NAME, tau_airline_demo)

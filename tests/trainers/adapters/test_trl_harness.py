@@ -9,17 +9,16 @@ are the ones the harness gave and `get_reward` (the task's tests) is the run's r
 from __future__ import annotations
 
 import inspect
-import re
 
 import pytest
 from transformers.utils import get_json_schema
 
+from pivot_core import MINI_SWE_AGENT_ACTION
 from trainers.adapters.trl import pivot_environment
 
 pytestmark = pytest.mark.docker
 
 TERMINAL = "pivot/terminal-episode-v0"
-BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +136,7 @@ def test_mini_swe_agent_bash_writes_its_turn_and_gives_its_answers(mini):
     assert get_json_schema(cls.bash)["function"]["parameters"]["required"] == ["command"]
     rollout, row, recorded = _start(mini)
     try:
-        commands = [BASH_BLOCK.findall(m.content)[0].strip() for m in recorded if m.role == "assistant"]
+        commands = [MINI_SWE_AGENT_ACTION.findall(m.content)[0].strip() for m in recorded if m.role == "assistant"]
         wanted = [m.content for m in recorded if m.role == "user"]
         answers = [rollout.bash(command=c) for c in commands]
         # `echo > hello.txt`, then `cat hello.txt`; the third (`ls -la`) shows today's clock
@@ -165,11 +164,13 @@ def test_a_mixed_dataset_is_refused_naming_its_harnesses(mixed, openhands, mini)
         rollout._env.close()
 
 
-def test_trl_env_knows_every_harness_the_episode_plays():
-    from pivot_envs.episodes._harness import HARNESSES
-    from trainers.adapters._trl_env import MINI, OPENHANDS
+def test_trl_env_has_an_environment_class_for_every_harness_the_episode_plays():
+    from pivot_core import HARNESSES
+    from trainers.adapters._trl_env import TERMINAL, environment_class
 
-    assert set(HARNESSES) == {OPENHANDS, MINI}  # a new harness needs its environment class here too
+    for harness in HARNESSES:  # a new harness needs its environment class in the adapter too
+        cls = environment_class(TERMINAL, {}, (), harness)
+        assert cls._harness == harness, (harness, cls)
 
 
 # -- a GRPOTrainer run: TRL parses the calls and runs them through OpenHands' tools ------------------
