@@ -30,7 +30,14 @@ from pivot_sandbox._plugin import (
     usable_backends,
 )
 from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec
-from pivot_sandbox.errors import DockerfileError, RunnerLost, SandboxError, SandboxUnavailable, TaskError
+from pivot_sandbox.errors import (
+    DockerfileError,
+    ProcessesNotRestored,
+    RunnerLost,
+    SandboxError,
+    SandboxUnavailable,
+    TaskError,
+)
 
 # What needs the Docker SDK (sessions, task images, synthesis, clean-up) is imported when first asked
 # for: every verifier module of this package imports the package, and the static chains must not pay
@@ -91,6 +98,7 @@ __all__ = [
     "DockerfileError",
     "RunnerLost",
     "SandboxError",
+    "ProcessesNotRestored",
     "TaskError",
     "SandboxSpec",
     "SandboxUnavailable",

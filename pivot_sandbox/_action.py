@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pivot_sandbox import _runner as rn
-from pivot_sandbox._containers import RUN_STATE, STATE, Box, RawRun, run, shell_run
+from pivot_sandbox._containers import RUN_STATE, STATE, Box, RawRun, run, running_processes, shell_run
 from pivot_sandbox._diff import describe, scan_upper
 from pivot_sandbox._effects import normalize_output
-from pivot_sandbox._shell_state import normalize_processes, normalize_state
+from pivot_sandbox._shell_state import normalize_processes, normalize_state, relative_processes
 from pivot_sandbox._spec import Effect, Limits, SandboxSpec
 
 SIGXFSZ_EXIT = 128 + 25
@@ -27,7 +27,6 @@ CHANGE_SET_CAP = "change set cap"  # `Effect.killed` of an action whose change s
 PIDS_LIMIT = "pids limit"  # `Effect.killed` of an action some of whose forks the pids limit refused
 # the state of a shell that ended before the wrapper could report it (`exit`), or whose report was forged
 NO_STATE = {"unknown": "the shell ended before the wrapper reported its state"}
-BASELINE_COMMANDS = ("/sbin/docker-init", "sleep 2147483647")  # a docker-exec container's own processes
 
 # Describes every path it is given, as the action's user (where the host cannot read the layers).
 # Output is NUL-delimited "descriptor NUL path NUL": a path may hold any byte but NUL, a newline
@@ -222,30 +221,17 @@ def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[st
     # "" after a command is an unknown cwd (the shell ended early): never read from files the action could write
     cwd = (raw.cwd or UNKNOWN_CWD) if commands else ""
     # what the action left running (the runner listed it before killing it; through docker exec, look now)
-    procs = normalize_processes(raw.procs if box.channel is not None else _exec_processes(box))
+    procs = normalize_processes(raw.procs if box.channel is not None else running_processes(box))
+    if box.running:  # a state that runs processes: the action's are those it started or stopped
+        procs = relative_processes(procs, box.running)
     state = normalize_state(raw.state) if raw.state is not None else dict(NO_STATE)
     changes = change_set(box, spec, limits, cwd, settled)
     if changes.over:
         return _effect(limits, None, out, err, {}, "", CHANGE_SET_CAP, changes.over), False
-    clean = changes.untouched and (box.channel is None or raw.left == 0)
+    # the runner stopped what the state ran: a box whose state runs processes is no longer at it
+    clean = changes.untouched and (box.channel is None or raw.left == 0) and not box.running
     effect = _effect(limits, raw.exit_code, out, err, changes.files, changes.cwd, None)
     return replace(effect, state=state if commands else {}, processes=procs), clean
-
-
-def _exec_processes(box: Box) -> bytes:
-    """Through `docker exec`: the command lines of the container's processes but its own, as the runner lists them."""
-    try:
-        top = box.container.top()
-        rows, titles = top.get("Processes") or [], top.get("Titles") or []
-    except Exception:  # noqa: BLE001 - a container that cannot be listed is judged by `is_pristine` later
-        return b""
-    column = titles.index("CMD") if "CMD" in titles else -1
-    out = []
-    for row in rows:
-        command = str(row[column]) if row else ""
-        if command and not command.startswith(BASELINE_COMMANDS):
-            out.append(command.replace(" ", "\x1f").encode(errors="replace") + b"\0")
-    return b"".join(out)
 
 
 def _effect(

@@ -28,7 +28,6 @@ from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, layers_of, root_state
 from pivot_sandbox._shell_state import WRAPPER, parse_records, split_marked_state
 from pivot_sandbox._spec import LABEL, Limits, SandboxSpec
-from pivot_sandbox.errors import SandboxError
 
 STATE = "/.pivot"  # shell state saved by replay (part of every snapshot)
 RUN_STATE = "/.pivot-run"  # per-action state of a verification run (a tmpfs in pool containers)
@@ -79,6 +78,8 @@ class Box:
     root: tuple[int, ...] | None = None  # its upper folder's own metadata when it started (`_diff.root_state`)
     # False for a replay with registry access (the host's network): never a namespace for candidates
     offline: bool = True
+    # the processes its state runs, started again on a snapshot (`_restore.restart`): such a box is never reused
+    running: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -199,11 +200,13 @@ def run(
     marked: bool = False,
     keep: bool = False,
     clean_ipc: bool = False,
+    list_left: bool = False,
 ) -> RawRun:
     """Run `argv` as `user`, stopped when it runs past `timeout` or prints more than `output_cap` bytes.
 
     `keep` leaves the command's background processes running (replay, and every command of an
-    action but its last); `clean_ipc` first removes the user's System V IPC objects (runner only).
+    action but its last); `clean_ipc` first removes the user's System V IPC objects (runner only);
+    `list_left` lists what is left running in `procs` even when it is kept (runner only).
     `marked`: the command is `WRAPPER`, whose end mark carries the exit status and the cwd.
     """
     ids = rn.parse_user(user)
@@ -211,7 +214,14 @@ def run(
         return _exec(box.container, argv, user=user, timeout=timeout, output_cap=output_cap, marked=marked)
     try:
         reply = box.channel.call(
-            argv, uid=ids[0], gid=ids[1], timeout=timeout, output_cap=output_cap, clean_ipc=clean_ipc, keep=keep
+            argv,
+            uid=ids[0],
+            gid=ids[1],
+            timeout=timeout,
+            output_cap=output_cap,
+            clean_ipc=clean_ipc,
+            keep=keep,
+            list_left=list_left,
         )
     except rn.RunnerLost as e:
         # the runner died (the OOM killer, a root action that killed everything) or hung: the
@@ -336,12 +346,15 @@ def shell_run(
     """Run one shell command through `WRAPPER` (state read from `src`, written to `dst`).
 
     A command that starts from the saved state (`src != dst`) begins a verification run: it also
-    clears what an earlier action of a reused container may have left in System V IPC.
+    clears what an earlier action of a reused container may have left in System V IPC, POSIX shared
+    memory and message queues, except in a box whose state runs processes (`Box.running`, never
+    reused): what those hold there is the state's.
     `timeout` and `output_cap` default to the limits' (what an action's later commands get is less).
     """
     # through the runner, the wrapper ends parked so that the runner reads its cwd (`runner.c`)
     park = box.channel is not None and rn.parse_user(spec.user) is not None
-    argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else "", "1" if park else ""]
+    live = "1" if box.running else ""
+    argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else "", "1" if park else "", live]
     return run(
         box,
         argv,
@@ -350,8 +363,33 @@ def shell_run(
         output_cap=limits.output_cap if output_cap is None else output_cap,
         marked=True,
         keep=keep,
-        clean_ipc=src != dst,
+        clean_ipc=src != dst and not box.running,
     )
+
+
+BASELINE_COMMANDS = ("/sbin/docker-init", "sleep 2147483647")  # a docker-exec container's own processes
+
+
+def running_processes(box: Box) -> bytes:
+    """The command lines of the container's processes but its own, as the runner lists them (nothing stopped).
+
+    Through the runner, a command that runs nothing asks it to list what runs; through `docker exec`,
+    the daemon's process table (a container that cannot be listed gives b"").
+    """
+    if box.channel is not None:
+        return run(box, ["true"], user="0", timeout=10, output_cap=1024, keep=True, list_left=True).procs
+    try:
+        top = box.container.top()
+        rows, titles = top.get("Processes") or [], top.get("Titles") or []
+    except Exception:  # noqa: BLE001 - a container that cannot be listed is judged by `is_pristine` later
+        return b""
+    column = titles.index("CMD") if "CMD" in titles else -1
+    out = []
+    for row in rows:
+        command = str(row[column]) if row else ""
+        if command and not command.startswith(BASELINE_COMMANDS):
+            out.append(command.replace(" ", "\x1f").encode(errors="replace") + b"\0")
+    return b"".join(out)
 
 
 def read_text(box: Box, path: str, user: str = "0") -> str:
@@ -422,44 +460,3 @@ def _no_process_left(container: Any, baseline_processes: int, procs: str | None)
         return len(container.top().get("Processes") or ()) <= baseline_processes
     except docker.errors.APIError:
         return False
-
-
-def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[str]) -> None:
-    """Bring a fresh sandbox to the pivot state: the state folder and set-up as root, then the history as the user.
-
-    Every backend replays a state this way, so the same set-up and history give the same state.
-
-    Raises:
-        SandboxError: a set-up step failed, or a history command was stopped (timeout, a limit).
-    """
-    init = (
-        f"mkdir -p {STATE} {RUN_STATE} {spec.workdir} && chmod 1777 {RUN_STATE}"
-        f" && printf '%s' {spec.workdir} > {STATE}/cwd && : > {STATE}/env"
-    )
-    owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {STATE} {spec.workdir}"]
-    steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
-    for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
-        raw = run(
-            box,
-            [spec.shell, "-c", f"cd {spec.workdir} 2>/dev/null; {command}"],
-            user="0",
-            timeout=limits.replay_timeout,
-            output_cap=limits.output_cap,
-            keep=True,
-        )
-        if raw.exit_code != 0:
-            tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
-            raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
-    for command in history:
-        raw = shell_run(
-            box,
-            spec,
-            limits,
-            command,
-            src=STATE,
-            dst=STATE,
-            quiet=True,
-            timeout=limits.replay_timeout,
-        )
-        if raw.killed:
-            raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")

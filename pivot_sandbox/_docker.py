@@ -27,12 +27,13 @@ import docker.errors
 from pivot_sandbox import _action as act
 from pivot_sandbox import _cleanup
 from pivot_sandbox import _containers as ct
+from pivot_sandbox import _restore as rs
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._build import COMMIT_TIMEOUT, api_timeout
 from pivot_sandbox._netns import NetnsHolders
 from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec
 from pivot_sandbox._tasks import ensure_image
-from pivot_sandbox.errors import SandboxError, SandboxUnavailable
+from pivot_sandbox.errors import ProcessesNotRestored, SandboxError, SandboxUnavailable
 
 BASELINE_PROCESSES = 2  # docker-init and the idle sleep
 
@@ -88,6 +89,10 @@ class DockerBackend:
         self._lock = threading.RLock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._images: OrderedDict[str, str] = OrderedDict()  # snapshot key -> image tag, LRU order
+        # snapshot key -> what its state runs (`_restore.Running`): restarted in every container on it
+        self._running: dict[str, rs.Running] = {}
+        # snapshot key -> (processes, why) of a state whose processes cannot be restarted (a few bytes each)
+        self._not_restored: dict[str, tuple[tuple[str, ...], str]] = {}
         self._pool: dict[str, deque[Any]] = {}
         self._procs: dict[str, str | None] = {}  # container id -> its cgroup.procs on this host (`ct.procs_file`)
         self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-sandbox")
@@ -165,20 +170,27 @@ class DockerBackend:
 
     # -- state preparation -----------------------------------------------------------------
 
-    def _prepare(self, spec: SandboxSpec, history: Sequence[str]) -> ct.Box:
-        """A started container at the pivot state: set-up as root, then the history as the user."""
+    def _prepare(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[ct.Box, rs.Running]:
+        """A started container at the pivot state (set-up as root, then the history as the user).
+
+        Also returns the processes the replay left running in it (`_restore.replay_state`).
+        """
         ensure_image(self.client, spec.image)
         box = self._create(spec.image, spec, "replay")
         try:
-            ct.replay_state(box, spec, self.limits, history)
+            running = rs.replay_state(box, spec, self.limits, history)
             self._count("replayed_commands", len(history))
-            return box
+            return box, running
         except BaseException:
             self._discard(box)
             raise
 
     def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[str, str]:
-        """(key, image) of the snapshot at this state, replaying the history only on a cache miss."""
+        """(key, image) of the snapshot at this state, replaying the history only on a cache miss.
+
+        A state that runs processes is restarted once on its new snapshot (`_measure`) before it is
+        kept; one whose processes cannot be restarted raises `ProcessesNotRestored`, remembered.
+        """
         key = spec.key(history)
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
@@ -188,33 +200,79 @@ class DockerBackend:
                     self._images.move_to_end(key)
                     self._count("snapshot_hits")
                     return key, self._images[key]
-            box = self._prepare(spec, history)
+                if key in self._not_restored:
+                    raise ProcessesNotRestored(*self._not_restored[key])
+            box, running = self._prepare(spec, history)
+            tag = f"{key[:16]}-{os.getpid()}"
             try:
-                tag = f"{key[:16]}-{os.getpid()}"
+                refused = running.refusal()
+                if refused is not None:
+                    raise refused
                 changes = [f"LABEL {k}={v}" for k, v in ct.labels("snapshot", self.token).items()]
                 # a state holding a large install (torch with its CUDA wheels: GB) commits for minutes
                 with api_timeout(self.client.api, COMMIT_TIMEOUT):
                     box.container.commit(repository="pivot-gym/snapshot", tag=tag, changes=changes)
+                if running:
+                    self._count("states_with_processes")
+                    running = self._measure(f"pivot-gym/snapshot:{tag}", spec, running)
+            except ProcessesNotRestored as e:
+                with self._lock:
+                    self._not_restored[key] = (e.running, e.why)
+                if running.refusal() is None:  # committed: the image serves nothing now
+                    self._background(self._remove_image, f"pivot-gym/snapshot:{tag}")
+                raise
             finally:
                 self._discard(box)
             self._count("snapshots_built")
             with self._lock:
                 self._images[key] = f"pivot-gym/snapshot:{tag}"
+                if running:
+                    self._running[key] = running
                 evicted = self._images.popitem(last=False) if len(self._images) > self.max_snapshots else None
             if evicted:
                 self._evict(*evicted)
             return key, f"pivot-gym/snapshot:{tag}"
 
+    def _measure(self, image: str, spec: SandboxSpec, running: rs.Running) -> rs.Running:
+        """Restart a state's processes once on its new snapshot; `running` with the sockets they listen on."""
+        box = rs.restart(self._create(image, spec, "pool"), spec, self.limits, running)
+        try:
+            return replace(running, listening=rs.settled_listening(box))
+        finally:
+            self._discard(box)
+
+    def running_of(self, key: str) -> rs.Running:
+        """What the state of snapshot `key` runs (empty when nothing, or when it is not built)."""
+        with self._lock:
+            return self._running.get(key) or rs.Running()
+
+    def _at_state(self, key: str, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
+        """A container on the snapshot `key`, the processes its state runs started again (`_restore.restart`)."""
+        box = self._create(image, spec, kind)
+        with self._lock:
+            running = self._running.get(key)
+        if not running:
+            return box
+        try:
+            box = rs.restart(box, spec, self.limits, running)
+        except BaseException:
+            self._discard(box)
+            raise
+        self._count("processes_restarted", len(running.processes))
+        return box
+
     def _forget(self, key: str) -> None:
         """Drop a snapshot from the cache without removing its image (it is already gone)."""
         with self._lock:
             self._images.pop(key, None)
+            self._running.pop(key, None)
             pooled = list(self._pool.pop(key, ()))
         for c in pooled:
             self._discard(c)
 
     def _evict(self, key: str, image: str) -> None:
         with self._lock:
+            self._running.pop(key, None)
             pooled = list(self._pool.pop(key, ()))
             self._key_locks.pop(key, None)
         for c in pooled:
@@ -236,7 +294,7 @@ class DockerBackend:
             if pool:
                 self._count("pool_hits")
                 return pool.popleft()
-        return self._create(image, spec, "pool")
+        return self._at_state(key, image, spec, "pool")
 
     def _pristine(self, box: ct.Box) -> bool:
         """No process left: the runner has said so in `effect_of`; through docker exec, look."""
@@ -281,8 +339,8 @@ class DockerBackend:
                 if self._closed or key not in self._images or len(self._pool.get(key, ())) >= target:
                     return
             try:
-                box = self._create(image, spec, "pool")
-            except docker.errors.APIError:
+                box = self._at_state(key, image, spec, "pool")
+            except (docker.errors.APIError, SandboxError):
                 return
             with self._lock:
                 pool = self._pool.setdefault(key, deque())
@@ -339,7 +397,8 @@ class DockerBackend:
         """The effect of one action (its shell commands) at the state after `history`."""
         self._count("actions_run")
         if not self.snapshots:
-            box = self._prepare(spec, history)
+            box, running = self._prepare(spec, history)
+            box = replace(box, running=running.processes)  # what the history left runs on here
             try:
                 return act.effect_of(box, spec, self.limits, commands)[0]
             finally:
@@ -400,7 +459,7 @@ class DockerBackend:
         process in the background cannot hold the session open. Stops at the first command the
         sandbox had to stop.
         """
-        box = self._prepare(spec, ())
+        box, _ = self._prepare(spec, ())  # set-up only: what it starts runs on for the commands
         steps: list[tuple[ct.RawRun, str]] = []
         try:
             for command in commands:

@@ -46,11 +46,12 @@ from pivot_sandbox import _action as act
 from pivot_sandbox import _containers as ct
 from pivot_sandbox import _nslayer as nl
 from pivot_sandbox import _nsroot as nr
+from pivot_sandbox import _restore as rs
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
 from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user
 from pivot_sandbox._spec import Effect, Limits, SandboxSpec
-from pivot_sandbox.errors import RunnerLost, SandboxError, SandboxUnavailable, StateRefused
+from pivot_sandbox.errors import ProcessesNotRestored, SandboxError, SandboxUnavailable, StateRefused
 
 # Docker's default capabilities: what the replay of set-up and history (as root) has there
 REPLAY_CAPS = (
@@ -133,6 +134,9 @@ class NamespaceBackend:
         self._snapshots: OrderedDict[str, tuple[Path, Root]] = OrderedDict()
         self._roots: dict[str, Root] = {}
         self._refused: dict[str, str] = {}  # snapshot key -> why its Docker-built state cannot be taken over
+        self._running: dict[Path, rs.Running] = {}  # snapshot upper folder -> what its state runs
+        # snapshot key -> (processes, why) of a state whose processes cannot be restarted
+        self._not_restored: dict[str, tuple[tuple[str, ...], str]] = {}
         self._daemon_why: list[str | None] = []  # `nl.daemon_refusal`, asked once
         self._serial = itertools.count()
         self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-ns")
@@ -260,18 +264,22 @@ class NamespaceBackend:
 
     # -- snapshots -------------------------------------------------------------------------
 
-    def _prepare(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> Root:
-        """Replay set-up (as root) and history (as the user) on `upper`, as `DockerBackend._prepare` does."""
+    def _prepare(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> tuple[Root, rs.Running]:
+        """Replay set-up (as root) and history (as the user) on `upper`, as `DockerBackend._prepare` does.
+
+        Also returns what the replay left running (`_restore.replay_state`): stopped with the
+        replay's sandbox, as `docker commit` keeps no process, and restarted on every sandbox.
+        """
         root = self._root(spec.image)
         box = self._launch(spec, root, (root.path,), upper, "replay")
         try:
-            ct.replay_state(box, spec, self.limits, history)
+            running = rs.replay_state(box, spec, self.limits, history)
             self._count("replayed_commands", len(history))
         except BaseException:
             self._discard(box)
             raise
-        self._discard(box, keep_upper=True)  # processes the history left do not survive, as with `docker commit`
-        return root
+        self._discard(box, keep_upper=True)
+        return root, running
 
     def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Path, Root]:
         """The snapshot's upper folder at this state (replayed on a cache miss) and the root it lies on."""
@@ -286,17 +294,32 @@ class NamespaceBackend:
                     return self._snapshots[key]
                 if key in self._refused:
                     raise StateRefused(self._refused[key])
+                if key in self._not_restored:
+                    raise ProcessesNotRestored(*self._not_restored[key])
             upper = self.folder / f"snapshot-{key[:16]}"
             nr.remove_tree(upper)
             try:
                 make = self._take_over if spec.replay_access else self._prepare
-                root = make(spec, history, upper)
+                root, running = make(spec, history, upper)
+                refused = running.refusal()
+                if refused is not None:
+                    raise refused
+                if running:
+                    self._count("states_with_processes")
+                    running = self._measure(spec, root, upper, running)
+            except ProcessesNotRestored as e:  # replayed here or by Docker (`_take_over`)
+                nr.remove_tree(upper)
+                with self._lock:
+                    self._not_restored[key] = (e.running, e.why)
+                raise
             except BaseException:
                 nr.remove_tree(upper)
                 raise
             self._count("snapshots_built")
             with self._lock:
                 self._snapshots[key] = (upper, root)
+                if running:
+                    self._running[upper] = running
                 evicted = self._snapshots.popitem(last=False) if len(self._snapshots) > self.max_snapshots else None
                 if evicted:
                     self._key_locks.pop(evicted[0], None)
@@ -305,13 +328,18 @@ class NamespaceBackend:
                     pooled = self._pool.pop(evicted[1][0], [])
                 for box in pooled:
                     self._discard(box)
+                with self._lock:
+                    self._running.pop(evicted[1][0], None)
                 # a candidate still running on it keeps its lower folder: overlay holds the open tree
                 for folder in (evicted[1][0], *evicted[1][1].stack[:1]):  # a taken-over state's init layer too
                     nr.remove_tree(folder)
             return self._snapshots.get(key) or (upper, root)
 
-    def _take_over(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> Root:
-        """Docker replays and commits the state (registry access; its LRU keeps the image); `nl.take_over`."""
+    def _take_over(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> tuple[Root, rs.Running]:
+        """Docker replays and commits the state (registry access; its LRU keeps the image); `nl.take_over`.
+
+        What the state runs is Docker's record of the replay; its sockets are measured here again.
+        """
         try:
             if self.docker is None:
                 raise StateRefused("its replay needs registry access, and no Docker backend is given to replay it")
@@ -324,7 +352,7 @@ class NamespaceBackend:
         for name, ms in spent.items():
             self._count(name, ms)
         self._count("snapshots_taken_over")
-        return root
+        return root, replace(builder.running_of(spec.key(history)), listening=None)
 
     # -- running actions -------------------------------------------------------------------
 
@@ -364,8 +392,18 @@ class NamespaceBackend:
                 except RuntimeError:  # closing: remove it here
                     self._discard(box)
 
-    def _fresh(self, spec: SandboxSpec, root: Root, snapshot: Path, timeout: float = 10.0) -> ct.Box:
-        """A sandbox on a fresh upper folder over the snapshot, its runner answering.
+    def _measure(self, spec: SandboxSpec, root: Root, snapshot: Path, running: rs.Running) -> rs.Running:
+        """Restart a state's processes once on its new snapshot; `running` with the sockets they listen on."""
+        box = self._fresh(spec, root, snapshot, running=running)
+        try:
+            return replace(running, listening=rs.settled_listening(box))
+        finally:
+            self._discard(box)
+
+    def _fresh(
+        self, spec: SandboxSpec, root: Root, snapshot: Path, timeout: float = 10.0, running: rs.Running | None = None
+    ) -> ct.Box:
+        """A sandbox on a fresh upper folder over the snapshot, its runner answering, what the state runs restarted.
 
         The box's "unchanged" reference (`Box.root`, the upper folder's own metadata) is read once
         the runner has answered: mounting the overlay sets an xattr on the upper folder
@@ -379,10 +417,17 @@ class NamespaceBackend:
         box = self._launch(spec, root, lowers, self.folder / f"upper-{next(self._serial)}", "pool")
         try:
             box.channel.call(["true"], uid=-1, gid=-1, timeout=timeout, output_cap=1024)  # type: ignore[union-attr]
+            box = replace(box, root=root_state(box.layers))  # type: ignore[arg-type]
+            if running is None:
+                with self._lock:
+                    running = self._running.get(snapshot)
+            if running:
+                box = rs.restart(box, spec, self.limits, running)
+                self._count("processes_restarted", len(running.processes))
         except BaseException:
             self._discard(box)
             raise
-        return replace(box, root=root_state(box.layers))  # type: ignore[arg-type]
+        return box
 
     def _refill(self, spec: SandboxSpec, root: Root, snapshot: Path, target: int) -> None:
         """Start sandboxes on the snapshot until `target` wait there (janitor thread)."""
@@ -394,7 +439,7 @@ class NamespaceBackend:
                     return  # evicted meanwhile
             try:
                 box = self._fresh(spec, root, snapshot)
-            except RunnerLost:
+            except SandboxError:  # the runner lost, the processes not restarted: the candidate's path says why
                 return
             with self._lock:
                 keep = not self._closed and len(self._pool.setdefault(snapshot, [])) < target
@@ -414,12 +459,12 @@ class NamespaceBackend:
         over (`_take_over`); one that cannot be taken over exactly is run by the Docker backend.
         """
         spec = self._numeric(spec)
-        why = self.cannot_run(spec, history)
-        if why:
-            if self.docker is None:
-                return [SandboxError(why) for _ in actions]
-            self._count("groups_run_by_docker")
-            return self.docker(limits=self.limits, base_url=self.base_url).run_group(spec, history, actions)
+        try:
+            backend, _ = self.backend_for(spec, history)
+        except SandboxError as e:
+            return [e for _ in actions]
+        if backend is not self:
+            return backend.run_group(spec, history, actions)
         snapshot, root = self.snapshot(spec, history)
 
         def one(commands: Sequence[str]) -> Effect | SandboxError:
@@ -438,8 +483,23 @@ class NamespaceBackend:
             pass  # closing
         return effects
 
+    def backend_for(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Any, str | None]:
+        """The backend that runs this state, and why it is not this one (None when it is).
+
+        The one place a state is handed to Docker: `run_group` and `docker_shell` (whose verdicts
+        name the backend that ran them) both ask here. Raises `SandboxError` when this backend
+        cannot run the state and has no Docker backend to hand it to.
+        """
+        why = self.cannot_run(self._numeric(spec), history)
+        if not why:
+            return self, None
+        if self.docker is None:
+            raise SandboxError(why)
+        self._count("groups_run_by_docker")
+        return self.docker(limits=self.limits, base_url=self.base_url), why
+
     def cannot_run(self, spec: SandboxSpec, history: Sequence[str] | None = None) -> str | None:
-        """Why this backend cannot run `spec`'s state (None when it can): `docker_shell` then asks Docker.
+        """Why this backend cannot run `spec`'s state (None when it can): `backend_for` then hands it to Docker.
 
         A replay with registry access (`pip install` in the history) needs the host network, which
         no namespace sandbox has: Docker replays it and its layer is taken over where the daemon's can

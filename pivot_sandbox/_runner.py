@@ -37,7 +37,7 @@ from pivot_sandbox.errors import RunnerLost
 SOURCE = Path(__file__).with_name("runner.c")
 MOUNT_POINT = "/.pivot-runner"
 CAPABILITIES = ["KILL", "SETUID", "SETGID"]
-FLAG_CLEAN_IPC, FLAG_KEEP = 1, 2
+FLAG_CLEAN_IPC, FLAG_KEEP, FLAG_LIST = 1, 2, 4
 KILLED = {0: None, 1: "timeout", 2: "output cap"}
 GRACE = 10.0  # seconds past a command's own timeout before the host stops waiting for the runner
 
@@ -142,9 +142,13 @@ class Channel:
         output_cap: int,
         clean_ipc: bool = False,
         keep: bool = False,
+        list_left: bool = False,
     ) -> Reply:
-        """Run `argv` as uid/gid; raises `RunnerLost` when the runner does not answer in time."""
-        flags = (FLAG_CLEAN_IPC if clean_ipc else 0) | (FLAG_KEEP if keep else 0)
+        """Run `argv` as uid/gid; raises `RunnerLost` when the runner does not answer in time.
+
+        `list_left`: the reply lists the processes left running even when they are kept.
+        """
+        flags = (FLAG_CLEAN_IPC if clean_ipc else 0) | (FLAG_KEEP if keep else 0) | (FLAG_LIST if list_left else 0)
         parts = [f"RUN {max(1, int(timeout * 1000))} {output_cap} {uid} {gid} {flags} {len(argv)}\n".encode()]
         for arg in argv:
             data = arg.encode(errors="replace")  # a completion may hold lone surrogates: they run as "?"

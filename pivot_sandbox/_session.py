@@ -66,8 +66,9 @@ class Session:
 
     def __init__(self, backend: Any, spec: SandboxSpec, history: Sequence[str]) -> None:
         self.backend, self.spec = backend, spec
-        _, image = backend.snapshot(spec, list(history))
-        self._box: ct.Box | None = backend._create(image, spec, "episode")
+        key, image = backend.snapshot(spec, list(history))
+        # what the history left running (a server) runs again in it (`_restore.restart`)
+        self._box: ct.Box | None = backend._at_state(key, image, spec, "episode")
         self._state = ct.STATE  # the snapshot's shell state, then the session's own (RUN_STATE)
         # where the next command is typed: a terminal's prompt shows it before the command runs
         self.cwd = ct.read_text(self._box, f"{ct.STATE}/cwd").strip() or spec.workdir

@@ -34,6 +34,7 @@ the wrapper's own command line and is named `(the action's shell)`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 # Variables that change what later commands do even when they are not exported.
@@ -75,9 +76,11 @@ _SH_READ = (
 )
 WRAPPER = (
     r"""{ __pivot_from="$1"; __pivot_to="$2"; __pivot_cmd="$3"; __pivot_quiet="$4"; __pivot_park="$5"
+__pivot_live="$6"
 if [ "$__pivot_from" != "$__pivot_to" ]; then
-  find "$__pivot_to" /dev/shm /dev/mqueue -mindepth 1 -type d -exec chmod u+rwx {} \; 2>/dev/null
   for __pivot_d in "$__pivot_to" /dev/shm /dev/mqueue; do
+    case "$__pivot_live$__pivot_d" in 1/dev/*) continue ;; esac
+    find "$__pivot_d" -mindepth 1 -type d -exec chmod u+rwx {} \; 2>/dev/null
     rm -rf "$__pivot_d"/* "$__pivot_d"/.[!.]* "$__pivot_d"/..?* 2>/dev/null
   done
 fi
@@ -169,6 +172,13 @@ def normalize_processes(blob: bytes) -> tuple[str, ...]:
         else:
             out.append(re.sub(r"\s+", " ", " ".join(args)).strip()[:500])
     return tuple(sorted(out))
+
+
+def relative_processes(after: tuple[str, ...], state: tuple[str, ...]) -> tuple[str, ...]:
+    """An action's processes at a state that runs some: those it started, then `(stopped) ...` those it ended."""
+    started = Counter(after) - Counter(state)
+    stopped = Counter(state) - Counter(after)
+    return tuple(sorted(started.elements())) + tuple(f"(stopped) {p}" for p in sorted(stopped.elements()))
 
 
 def split_marked_state(stderr: bytes) -> tuple[bytes, dict[str, str] | None]:

@@ -29,5 +29,20 @@ class TaskError(SandboxError):
     """A task that cannot be built or tested here; the message is the one precise reason."""
 
 
+class ProcessesNotRestored(SandboxError):
+    """A state whose processes (a server, a tmux session) no sandbox on its snapshot can run again.
+
+    A snapshot keeps files, not processes; the backends start the history's own commands again
+    (`_restore.restart`). Where that cannot bring them back, a candidate would be judged on a state
+    the agent never saw (`curl localhost:3000` against no server), so the state is refused: the
+    message names the processes and why.
+    """
+
+    def __init__(self, running: tuple[str, ...], why: str) -> None:
+        shown = ", ".join(repr(p[:60]) for p in running[:3]) + (f" (+{len(running) - 3})" if len(running) > 3 else "")
+        super().__init__(f"the state runs {len(running)} process(es) ({shown}) that cannot be restored: {why}")
+        self.running, self.why = running, why
+
+
 class StateRefused(SandboxError):
     """A Docker-built state the namespace backend cannot take over exactly (`_nslayer.import_layer` says why)."""

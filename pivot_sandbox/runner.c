@@ -12,7 +12,8 @@
  * Protocol (host -> runner, stdin), one request per command:
  *   "RUN <timeout_ms> <output_cap> <uid> <gid> <flags> <argc>\n", then argc times "<len>\n<bytes>"
  *   uid/gid -1: stay root. flags: 1 = remove the uid's System V IPC objects first,
- *   2 = keep the command's background processes (replay, or a command followed by another).
+ *   2 = keep the command's background processes (replay, or a command followed by another),
+ *   4 = list the processes left running even when they are kept (the end of a replay).
  * Reply (stdout): "R <status> <signal> <killed> <oom> <left> <outlen> <errlen> <cwdlen> <statelen> <procslen> <forkfails>\n"
  *   + stdout + stderr + cwd + state + procs
  *   status: exit status (-1 when ended by a signal), signal: that signal, killed: 0 no,
@@ -25,7 +26,7 @@
  *   pairs the wrapper passed after `--park <status>` (what only the shell knows: options, traps,
  *   aliases, functions). procs: the command lines of the processes the action left running (read
  *   before they are killed; arguments joined by 0x1f, each record ended by NUL); only after an
- *   action's last command. forkfails: forks the pids limit refused during the command.
+ *   action's last command, or with flag 4. forkfails: forks the pids limit refused during the command.
  * `pivot-runner --park <status>` (the wrapper's last step, as the action's user) stops itself, is
  * continued once the runner has read its cwd, and exits with <status>.
  * A malformed request gets "E <message>\n" and the runner exits.
@@ -55,6 +56,7 @@
 
 #define FLAG_CLEAN_IPC 1
 #define FLAG_KEEP 2
+#define FLAG_LIST 4
 #define MAX_ARGS 4096
 #define STATE_CAP (256 * 1024) /* bytes of a parked process's state, and of the list of processes left */
 
@@ -546,7 +548,7 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
     if (pidfd >= 0) close(pidfd);
     /* what is left running is part of the action's effect: listed, then killed (after a command
        stopped, or after an action's last command) */
-    if (!killed && !(flags & FLAG_KEEP)) list_settled_processes(&procs);
+    if (!killed && (!(flags & FLAG_KEEP) || (flags & FLAG_LIST))) list_settled_processes(&procs);
     int left = (killed || !(flags & FLAG_KEEP)) ? kill_all() : -1;
     if (left >= 0) left += residue();
     if (!exited) {

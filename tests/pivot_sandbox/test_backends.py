@@ -147,6 +147,68 @@ def test_a_background_job_is_named_by_what_it_runs_not_by_the_fork_before_its_ex
         assert effect.processes == ("sleep 3",), effect.processes
 
 
+SERVED = ["mkdir -p www && echo hi > www/index.html", "httpd -p 127.0.0.1:8080 -h /app/www"]
+HTTPD = "httpd -p 127.0.0.1:8080 -h /app/www"
+PAGE = "wget -q -O- http://127.0.0.1:8080/index.html"
+
+
+def test_a_server_the_history_started_runs_again_for_every_candidate(backend):
+    # a snapshot keeps files, not processes: the history's own command starts the server again in
+    # each sandbox, and what an action does to it (stops it, starts another) is part of its effect
+    spec = SandboxSpec(image=BUSYBOX)
+    actions = [[PAGE], ["cat www/index.html"], ["killall httpd; " + PAGE], [PAGE], ["sleep 300 &"]]
+    fetched, read, stopped, again, started = backend.run_group(spec, SERVED, actions)
+    assert (fetched.stdout, fetched.exit_code, fetched.processes) == ("hi", 0, ()), fetched
+    assert (read.stdout, read.processes) == ("hi", ()), read
+    assert stopped.exit_code != 0 and stopped.processes == (f"(stopped) {HTTPD}",), stopped
+    assert (again.stdout, again.processes) == ("hi", ()), again  # the stop did not reach the next sandbox
+    assert started.processes == ("sleep 300",), started
+    # a history whose background job ended is a plain state
+    (effect,) = backend.run_group(spec, ["(echo done > d.txt) & wait"], [["cat d.txt"]])
+    assert effect.stdout == "done" and effect.processes == (), effect
+
+
+def test_processes_that_cannot_be_started_again_refuse_the_state_with_the_reason(backend, monkeypatch):
+    from pivot_sandbox import ProcessesNotRestored, _restore
+
+    monkeypatch.setattr(_restore, "RESTART_TIMEOUT", 3.0)  # how long a restart waits for the processes
+
+    # set-up steps are the dataset's (installs): never re-run per sandbox, so their processes cannot come back
+    spec = SandboxSpec(image=BUSYBOX, setup=("sleep 600 &",))
+    for _ in range(2):  # the second time from the backend's memory of the state, not a new replay
+        with pytest.raises(ProcessesNotRestored, match="set-up started them"):
+            backend.run_group(spec, [], [["ls"]])
+    # a command that started a process only by chance (it reads a file the history then removed)
+    flaky = ["echo x > go", "[ -f go ] && sleep 600 &", "rm go"]
+    with pytest.raises(ProcessesNotRestored, match="sleep 600"):
+        backend.run_group(SandboxSpec(image=BUSYBOX), flaky, [["ls"]])
+
+
+def test_docker_shell_judges_a_pivot_after_a_server_started_with_the_server_running(backend):
+    from pivot_core import Pivot
+
+    pivot = Pivot(
+        "served#1",
+        "terminal",
+        (Message("user", "serve the folder"), *(terminus(c) for c in SERVED)),
+        terminus(PAGE),
+        (),
+        {"sandbox": {"image": BUSYBOX}},
+    )
+    candidates = {
+        "the expert": (PAGE, 1.0),
+        "an equivalent read": ("cat www/index.html", 1.0),
+        "another page": ("wget -q -O- http://127.0.0.1:8080/nothing.html", 0.0),  # a 404, as the agent saw it
+        "a stopped server": (PAGE + "; killall httpd", 0.0),
+    }
+    verifier = get_verifier("docker_shell", backend=backend.name, action_timeout=6.0)
+    verdicts = verifier.verify_batch(pivot, [terminus(c) for c, _ in candidates.values()])
+    for (name, (_, reward)), verdict in zip(candidates.items(), verdicts, strict=True):
+        # before, no server ran at the pivot: every wget failed alike, and another page was accepted
+        assert (verdict.reward, verdict.error) == (reward, None), (name, verdict)
+    assert "processes" in verdicts[3].reason, verdicts[3].reason
+
+
 def test_the_adversarial_suite_scores_zero_with_a_reason(backend, demo_pivots):
     sentinel = Path("/tmp/pivot-gym-sentinel")
     sentinel.write_text("intact")

@@ -187,6 +187,8 @@ def test_a_layer_that_cannot_be_copied_exactly_is_dockers_and_the_verdict_says_w
     backend = namespace_backend(action_timeout=6.0)
     assert backend.cannot_run(spec) is None  # the daemon's layers are readable here
     assert "a refusal staged by the test" in backend.cannot_run(spec, [])
+    ran, why = backend.backend_for(spec, [])  # the one routing decision, which docker_shell asks too
+    assert ran.name == "docker" and "a refusal staged by the test" in why, (ran, why)
     good, bad = get_verifier("docker_shell", backend="namespace", action_timeout=6.0).verify_batch(
         pivot, [pivot.expert, terminus('echo "Hello world" > hello.txt')]
     )
@@ -196,18 +198,9 @@ def test_a_layer_that_cannot_be_copied_exactly_is_dockers_and_the_verdict_says_w
         assert "a refusal staged by the test" in verdict.details["backend_why"], verdict.details
 
 
-class _Client:
-    """What `import_layer` asks of the Docker client: the snapshot image's layers and its top layer's folder."""
-
-    def __init__(self, upper: Path, layers: list[str]) -> None:
-        self.info = {
-            "GraphDriver": {"Name": "overlay2", "Data": {"UpperDir": str(upper)}},
-            "RootFS": {"Layers": layers},
-        }
-        self.api = self
-
-    def inspect_image(self, _image: str) -> dict:
-        return self.info
+def _image_info(upper: Path, layers: list[str]) -> dict:
+    """What `import_layer` reads of the daemon's `inspect_image`: the image's layers and its top layer's folder."""
+    return {"GraphDriver": {"Name": "overlay2", "Data": {"UpperDir": str(upper)}}, "RootFS": {"Layers": layers}}
 
 
 def _layer(folder: Path) -> Path:
@@ -230,30 +223,28 @@ def test_the_copy_is_checked_entry_for_entry_and_overlay_metadata_is_refused(tmp
     from pivot_sandbox import _nslayer
 
     source = _layer(tmp_path / "layer")
-    client = _Client(source, ["base", "top"])
-    assert _nslayer.import_layer(client, "img", ("base",), tmp_path / "copy") is None
+    info = _image_info(source, ["base", "top"])
+    assert _nslayer.import_layer(info, ("base",), tmp_path / "copy") is None
     expected, _ = _nslayer.manifest(str(source))
     assert _nslayer.manifest(str(tmp_path / "copy")) == (expected, None)
     assert os.getxattr(tmp_path / "copy/etc/skel", "trusted.overlay.opaque") == b"y"
     assert os.stat(tmp_path / "copy/app/h1").st_ino == os.stat(tmp_path / "copy/app/h2").st_ino
     # on another image than the exported root's
-    assert "does not lie on the image" in _nslayer.import_layer(client, "img", ("other",), tmp_path / "c2")
+    assert "does not lie on the image" in _nslayer.import_layer(info, ("other",), tmp_path / "c2")
     # a copy that keeps less (owners, times, links) is seen, not trusted
     monkeypatch.setattr(_nslayer, "COPY", ["cp", "-R", "--"])
-    assert "differs from Docker's" in _nslayer.import_layer(client, "img", ("base",), tmp_path / "c3")
+    assert "differs from Docker's" in _nslayer.import_layer(info, ("base",), tmp_path / "c3")
     monkeypatch.undo()
     # overlay metadata whose meaning depends on the mount, and an unconverted whiteout
     os.setxattr(source / "app", "trusted.overlay.redirect", b"/elsewhere")
-    assert "overlay metadata trusted.overlay.redirect" in _nslayer.import_layer(
-        client, "img", ("base",), tmp_path / "c4"
-    )
+    assert "overlay metadata trusted.overlay.redirect" in _nslayer.import_layer(info, ("base",), tmp_path / "c4")
     os.removexattr(source / "app", "trusted.overlay.redirect")
     (source / "app/.wh.gone").write_text("")
-    assert "unconverted whiteout" in _nslayer.import_layer(client, "img", ("base",), tmp_path / "c5")
+    assert "unconverted whiteout" in _nslayer.import_layer(info, ("base",), tmp_path / "c5")
     (source / "app/.wh.gone").unlink()
     # a device node: Docker's device cgroup, not the file, decides what opening it does
     os.mknod(source / "app/disk", 0o060600, os.makedev(8, 0))
-    assert "device node '/app/disk' (8:0)" in _nslayer.import_layer(client, "img", ("base",), tmp_path / "c6")
+    assert "device node '/app/disk' (8:0)" in _nslayer.import_layer(info, ("base",), tmp_path / "c6")
 
 
 @needs_both

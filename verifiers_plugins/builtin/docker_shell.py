@@ -7,7 +7,11 @@ expert's effect is cached per state, so a GRPO group and later epochs reuse it. 
 runs what its terminal would (`typed_action`): keystrokes without a final Enter are typed, not run,
 and a candidate that leaves other text typed at the prompt than the expert's is another action.
 
-A state the chosen backend cannot run (the namespace backend's `cannot_run`: a state Docker replayed
+A state whose history left processes running (a server started with `&`) is not judged here: a
+snapshot restores files, not processes, so the verdict is a skip naming them, and the static part of
+the chain scores the pivot (`ProcessesNotRestored`).
+
+A state the chosen backend cannot run (the namespace backend's `backend_for`: a state Docker replayed
 with registry access whose layer cannot be taken over exactly) is run by the Docker backend, and its
 verdicts name it (`details["backend"]`, `details["backend_why"]`): never a silent swap, never a
 different verdict.
@@ -26,6 +30,7 @@ from pivot_sandbox import (
     BACKEND_NAMES,
     STDERR_MODES,
     Effect,
+    ProcessesNotRestored,
     SandboxSpec,
     Unstable,
     chosen_backend,
@@ -132,6 +137,10 @@ class DockerShell:
             effects = dict(zip(unique, backend.run_group(spec, history, unique), strict=True)) if unique else {}
             if reference is None:
                 reference = self._settle_expert(backend, spec, history, expert, first, first_ended, key)
+        except ProcessesNotRestored as e:
+            # a server the history started would be missing here: no effect is judged on that state
+            self._count("states_with_processes")
+            return [Verdict.skip(f"not sandboxed: {e}")] * len(actions)
         except SandboxError as e:
             return [Verdict.failed(f"sandbox {_named(ran_on, why)}: {e}")] * len(actions)
         except Exception as e:  # noqa: BLE001 - a raise here would make the chain re-run the group one by one
@@ -151,19 +160,16 @@ class DockerShell:
     def _backend_for(self, spec: SandboxSpec, history: list[str]) -> tuple[Any, str, str | None]:
         """The backend that runs this state, its name, and why it is not the chosen one (None when it is).
 
-        A backend that cannot run a state says why (`cannot_run(spec, history)`); the Docker backend, which
-        runs every state the project builds, runs it then. The Docker backend itself has no fallback.
+        The backend decides (`backend_for(spec, history)`, where it can hand a state on: the namespace
+        backend gives Docker the states it cannot run); the Docker backend runs every state itself.
         """
         backend = self.backend()
-        check = getattr(backend, "cannot_run", None)
-        why = check(spec, history) if callable(check) else None
-        if not why:
+        route = getattr(backend, "backend_for", None)
+        ran, why = route(spec, history) if callable(route) else (backend, None)
+        if ran is backend:
             return backend, self.backend_name, None
-        if self.backend_name == "docker":
-            raise SandboxError(why)
         self._count("groups_run_by_docker")
-        docker = get_host().get("sandboxes", "docker")(**self.backend_config)
-        return docker, "docker", f"the {self.backend_name} backend cannot run this state: {why}"
+        return ran, ran.name, f"the {self.backend_name} backend cannot run this state: {why}"
 
     def _cached_expert(self, key: tuple[Any, ...]) -> tuple[Effect, Unstable] | None:
         with self._cache_lock:

@@ -1,0 +1,182 @@
+"""Bringing a sandbox to a pivot state: replay (files and processes), and restart on a snapshot (processes).
+
+Every backend replays a state the same way (`replay_state`): the state folder and set-up as root,
+then the history as the user, each command through the wrapper so that the shell state carries
+over. A snapshot of the result keeps its files, not its processes: a server the history started
+(`node server.js &`, `nohup`, a daemon such as busybox `httpd`, a tmux server) is gone from every
+sandbox started on the snapshot. So the replay also records which processes are left running and
+which history commands started them (`Running`); each sandbox started on the snapshot runs those
+commands again in the shell state they ran in, and waits until the same processes run and the same
+sockets listen (`restart`), before a candidate or an episode gets it.
+
+What cannot be restored that way is refused with the reason (`ProcessesNotRestored`), never judged
+on a state without them: a process the set-up started (set-up steps are the dataset's, often
+installs: not re-run per candidate), and a restart that does not bring back the same processes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pivot_sandbox._containers import RUN_STATE, STATE, Box, RawRun, run, running_processes, shell_run
+from pivot_sandbox._shell_state import normalize_processes
+from pivot_sandbox._spec import Limits, SandboxSpec
+from pivot_sandbox.errors import ProcessesNotRestored, SandboxError
+
+PRE_STATE = f"{STATE}/pre"  # the shell state before each history command that started a process still running
+LISTENING = "cat /proc/net/tcp /proc/net/tcp6 /proc/net/unix 2>/dev/null"
+RESTART_TIMEOUT = 30.0  # seconds for the restarted processes to run and listen again
+SETTLE = 2.0  # seconds the listening sockets must stay the same when a state's are first measured
+POLL = 0.05
+
+
+@dataclass(frozen=True)
+class Running:
+    """The processes a replayed state holds, and how to start them again on its snapshot.
+
+    Attributes:
+        processes: their command lines (`normalize_processes`) when the replay ended.
+        launchers: (index, command) of the history commands that started them; each runs again
+            from the shell state saved before it (`PRE_STATE/<index>`).
+        from_setup: processes the set-up left running (never re-run: see the module docstring).
+        listening: the sockets listening once they settled (`tcp <addr:port>`, `unix <path>`),
+            measured on the first sandbox restarted on the snapshot; None until then.
+    """
+
+    processes: tuple[str, ...] = ()
+    launchers: tuple[tuple[int, str], ...] = ()
+    from_setup: tuple[str, ...] = ()
+    listening: tuple[str, ...] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.processes)
+
+    def refusal(self) -> ProcessesNotRestored | None:
+        """Why no sandbox on the snapshot can hold these processes again (None when restart can)."""
+        if self.from_setup:
+            return ProcessesNotRestored(self.from_setup, "the set-up started them (set-up steps are not re-run)")
+        return None
+
+
+def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[str]) -> Running:
+    """Bring a fresh sandbox to the pivot state: the state folder and set-up as root, then the history as the user.
+
+    Returns what the set-up and history left running (empty when nothing); the shell state before
+    each command that started one is kept in `PRE_STATE` for `restart`.
+
+    Raises:
+        SandboxError: a set-up step failed, or a history command was stopped (timeout, a limit).
+    """
+    init = (
+        f"mkdir -p {STATE} {RUN_STATE} {spec.workdir} && chmod 1777 {RUN_STATE}"
+        f" && printf '%s' {spec.workdir} > {STATE}/cwd && : > {STATE}/env"
+    )
+    owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {STATE} {spec.workdir}"]
+    steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
+    for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
+        raw = _root(box, spec, limits, f"cd {spec.workdir} 2>/dev/null; {command}")
+        if raw.exit_code != 0:
+            tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
+            raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
+    # before each command: its shell state saved, and what runs listed (what the one before it left)
+    listed: list[tuple[str, ...]] = []
+    for i, command in enumerate(history):
+        save = f"mkdir -p {PRE_STATE}/{i} && cp -p {STATE}/cwd {STATE}/env {PRE_STATE}/{i}/"
+        listed.append(_save_and_list(box, spec, limits, save))
+        raw = shell_run(box, spec, limits, command, src=STATE, dst=STATE, quiet=True, timeout=limits.replay_timeout)
+        if raw.killed:
+            raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
+    running = attribute(listed, normalize_processes(running_processes(box)), history)
+    # only the saved states a restart reads stay in the snapshot
+    keep = {str(i) for i, _ in running.launchers}
+    if history:
+        drop = " ".join(f"{PRE_STATE}/{i}" for i in range(len(history)) if str(i) not in keep)
+        _root(box, spec, limits, f"rm -rf {drop}" if keep else f"rm -rf {PRE_STATE}")
+    return running
+
+
+def attribute(listed: Sequence[tuple[str, ...]], final: tuple[str, ...], history: Sequence[str]) -> Running:
+    """Which history commands started the processes running at the end (`listed[i]`: what ran before command i)."""
+    if not final:
+        return Running()
+    left = Counter(final)
+    from_setup = tuple(sorted((Counter(listed[0]) & left).elements())) if listed else final
+    launchers = []
+    for i in range(len(history)):
+        after = Counter(listed[i + 1]) if i + 1 < len(listed) else Counter(final)
+        if (after - Counter(listed[i])) & left:
+            launchers.append((i, history[i]))
+    return Running(final, tuple(launchers), from_setup)
+
+
+def restart(box: Box, spec: SandboxSpec, limits: Limits, running: Running) -> Box:
+    """Run the state's launchers again in a sandbox fresh on its snapshot; the box, marked with its processes.
+
+    Waits until the same processes run and, once measured (`Running.listening`), the same sockets
+    listen. Raises `ProcessesNotRestored` when they do not within `RESTART_TIMEOUT`.
+    """
+    refused = running.refusal()
+    if refused is not None:
+        raise refused
+    for i, command in running.launchers:
+        raw = shell_run(
+            box, spec, limits, command, src=f"{PRE_STATE}/{i}", dst=RUN_STATE, quiet=True, timeout=limits.replay_timeout
+        )
+        if raw.killed:
+            raise ProcessesNotRestored(running.processes, f"restarting {command[:60]!r} was stopped: {raw.killed}")
+    deadline = time.monotonic() + RESTART_TIMEOUT
+    want = Counter(running.processes)
+    while True:
+        now = normalize_processes(running_processes(box))
+        sockets = listening(box) if running.listening else ()
+        if Counter(now) == want and set(running.listening or ()) <= set(sockets):
+            return replace(box, running=running.processes)
+        if time.monotonic() > deadline:
+            got = f"{list(now)} running" + (f", {list(sockets)} listening" if running.listening else "")
+            raise ProcessesNotRestored(running.processes, f"restarted, the sandbox had {got}")
+        time.sleep(POLL)
+
+
+def settled_listening(box: Box) -> tuple[str, ...]:
+    """The sockets listening in a restarted sandbox once they stay the same for `SETTLE` seconds."""
+    deadline = time.monotonic() + RESTART_TIMEOUT
+    seen, since = listening(box), time.monotonic()
+    while time.monotonic() - since < SETTLE and time.monotonic() < deadline:
+        time.sleep(POLL)
+        now = listening(box)
+        if now != seen:
+            seen, since = now, time.monotonic()
+    return seen
+
+
+def listening(box: Box) -> tuple[str, ...]:
+    """The sockets listening in the sandbox's network namespace: `tcp <hex addr:port>`, `unix <path>`."""
+    raw = run(box, ["/bin/sh", "-c", LISTENING], user="0", timeout=10, output_cap=1 << 20, keep=True)
+    found = set()
+    for line in raw.stdout.decode(errors="replace").splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[3] == "0A" and ":" in fields[1]:  # /proc/net/tcp*: st 0A is LISTEN
+            found.add(f"tcp {fields[1]}")
+        elif len(fields) >= 7 and fields[3] == "00010000" and fields[0].endswith(":"):  # unix: __SO_ACCEPTCON
+            found.add(f"unix {fields[7] if len(fields) > 7 else '(unnamed)'}")
+    return tuple(sorted(found))
+
+
+def _root(box: Box, spec: SandboxSpec, limits: Limits, command: str, list_left: bool = False) -> RawRun:
+    """A set-up style command: as root, in the shell, what it starts kept running."""
+    argv = [spec.shell, "-c", command]
+    return run(
+        box, argv, user="0", timeout=limits.replay_timeout, output_cap=limits.output_cap, keep=True, list_left=list_left
+    )
+
+
+def _save_and_list(box: Box, spec: SandboxSpec, limits: Limits, command: str) -> tuple[str, ...]:
+    """Run a root command that keeps what runs, and list what runs (the runner lists it in the same call)."""
+    raw = _root(box, spec, limits, command, list_left=True)
+    if raw.exit_code != 0:
+        tail = raw.stderr.decode(errors="replace")[-200:]
+        raise SandboxError(f"saving the shell state failed in {spec.image}: {tail}")
+    return normalize_processes(raw.procs if box.channel is not None else running_processes(box))
