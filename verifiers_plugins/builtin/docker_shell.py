@@ -7,9 +7,10 @@ expert's effect is cached per state, so a GRPO group and later epochs reuse it. 
 runs what its terminal would (`typed_action`): keystrokes without a final Enter are typed, not run,
 and a candidate that leaves other text typed at the prompt than the expert's is another action.
 
-A state whose history left processes running (a server started with `&`) is not judged here: a
-snapshot restores files, not processes, so the verdict is a skip naming them, and the static part of
-the chain scores the pivot (`ProcessesNotRestored`).
+Processes the history left running (a server started with `&`) run again in every sandbox on the
+state's snapshot (`pivot_sandbox._restore`). A state whose processes cannot be restarted is not judged
+here (`ProcessesNotRestored`): the verdict is a skip naming them, and the static part of the chain
+scores the pivot.
 
 A state the chosen backend cannot run (the namespace backend's `backend_for`: a state Docker replayed
 with registry access whose layer cannot be taken over exactly) is run by the Docker backend, and its
@@ -138,7 +139,7 @@ class DockerShell:
             if reference is None:
                 reference = self._settle_expert(backend, spec, history, expert, first, first_ended, key)
         except ProcessesNotRestored as e:
-            # a server the history started would be missing here: no effect is judged on that state
+            # a server the history started could not be restarted: no effect is judged on a state without it
             self._count("states_with_processes")
             return [Verdict.skip(f"not sandboxed: {e}")] * len(actions)
         except SandboxError as e:
