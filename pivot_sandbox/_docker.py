@@ -382,8 +382,15 @@ class DockerBackend:
         """Remove a container, or keep it as a holder when it owns a namespace that nothing uses now.
 
         Only an offline one (`--network none`): a replay with registry access ran in the host's
-        network, and a candidate container that joined it would have the network.
+        network, and a candidate container that joined it would have the network. Nor one whose
+        state ran servers (`Box.running`): their closed connections linger in the namespace
+        (TIME_WAIT), where the next container's restart of the same server would meet them.
         """
+        if box.running:
+            ct.remove(box)
+            if box.holder is not None:
+                ct.remove(box.holder)
+            return
         if box.holder is None and box.offline and not self._closed and ct.settle(box) and self._holders.offer(box):
             self._count("netns_holders_kept")
             return

@@ -168,6 +168,22 @@ def test_a_server_the_history_started_runs_again_for_every_candidate(backend):
     assert effect.stdout == "done" and effect.processes == (), effect
 
 
+def test_docker_lends_no_network_namespace_a_server_ran_in(busybox):
+    # Docker lends a retired container's network namespace to the next container; a server's closed
+    # connections linger there (TIME_WAIT), where the next restart of the same server would meet them
+    from pivot_sandbox import docker_backend
+
+    backend = docker_backend(action_timeout=6.0)
+    spec = SandboxSpec(image=BUSYBOX)
+    key, image = backend.snapshot(spec, SERVED)
+    for _ in range(2):  # one that owns its namespace, one that borrowed a free holder's
+        box = backend._at_state(key, image, spec, "pool")
+        assert box.running == (HTTPD,), box
+        free = list(backend._holders._free)
+        backend._retire(box)
+        assert [h.id for h in backend._holders._free] == [h.id for h in free if h is not box.holder], box
+
+
 def test_processes_that_cannot_be_started_again_refuse_the_state_with_the_reason(backend, monkeypatch):
     from pivot_sandbox import ProcessesNotRestored, _restore
 
