@@ -23,7 +23,8 @@ budget, and the task's tests give the outcome: how many resolved runs reproduce 
 unresolved runs stay 0, and every unresolved run that replays to 1 by id (a defect of the
 replay or of the tests); and how many of the episode's answers equal the recorded ones.
 
-    python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...] [--check-replay] [--episodes]] [--json]
+    python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...] [--check-replay] [--episodes]
+                               [--no-expert]] [--json]
 """
 
 from __future__ import annotations
@@ -162,7 +163,12 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
 
 
 def measure(
-    runs_dir: Path, tasks_dir: Path | None, only: list[str] | None = None, check: bool = False, episodes: bool = False
+    runs_dir: Path,
+    tasks_dir: Path | None,
+    only: list[str] | None = None,
+    check: bool = False,
+    episodes: bool = False,
+    expert: bool = True,
 ) -> dict:
     import gymnasium as gym
 
@@ -200,8 +206,9 @@ def measure(
         for pivot in env.pivots:
             (result,) = env.score(pivot, [render_completion(pivot.expert, pivot.domain)])
             accepted[pivot.context["harness"]] += result.reward == 1.0
-        if tasks_dir is not None:
+        if tasks_dir is not None and expert:
             sandbox["expert_in_sandbox"] = expert_in_sandbox(pivots, path)
+        if tasks_dir is not None:
             if episodes:
                 sandbox["episodes"] = whole_runs(sandboxed_pivots)
     # without building any image: which pivots' histories a replay can rebuild at all
@@ -257,6 +264,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated task ids (the sandbox part builds their images)")
     parser.add_argument("--check-replay", action="store_true", help="with --tasks-dir: replay fidelity")
     parser.add_argument("--episodes", action="store_true", help="with --tasks-dir: each run played whole")
+    parser.add_argument(
+        "--no-expert", action="store_true", help="with --tasks-dir: skip scoring each sandboxed expert (a replay each)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     from pivot_core import shared_data_file
@@ -265,7 +275,7 @@ def main() -> None:
     if runs is None:
         sys.exit("no shared data: pass --runs DIR (terminal/agent_runs of the shared data)")
     only = [t for t in args.only.split(",") if t] or None
-    result = measure(runs, args.tasks_dir, only, args.check_replay, args.episodes)
+    result = measure(runs, args.tasks_dir, only, args.check_replay, args.episodes, not args.no_expert)
     if args.json:
         print(json.dumps(result, indent=2))
         return
