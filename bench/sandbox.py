@@ -28,6 +28,8 @@ namespace backend: Docker's replay and commit plus the layer copy, split in `doc
 handed to Docker, with the reasons in `delegated_reasons`). Real agents' runs on those tasks
 (`agent_runs`: /work/shared/data/terminal/agent_runs converted, sandboxed where their image is built,
 the deepest `--agent-pivots` per task and agent) are measured and compared the same way.
+`--all-tasks` adds the deepest pivot of every other task whose image is built here to the agreement
+(`agreement.other_tasks` names them; `pivot sandbox build-tasks` builds them, 50 of 73 here).
 """
 
 from __future__ import annotations
@@ -223,6 +225,16 @@ def task_pivots(jsonl: Path, names: tuple[str, ...] = TASKS) -> list:
     return out
 
 
+def deepest_per_task(pivots: list) -> dict[str, object]:
+    """Each task's pivot with the most history commands (task id -> pivot)."""
+    deepest: dict[str, object] = {}
+    for p in pivots:
+        task = p.context.get("task", {}).get("task_id", p.id)
+        if task not in deepest or len(history_commands(p)) > len(history_commands(deepest[task])):
+            deepest[task] = p
+    return deepest
+
+
 def built_tasks(names: tuple[str, ...] = TASKS) -> set[str]:
     """The tasks of `names` whose image is built here (tags `pivot-gym/task:<task>-<hash>`)."""
     client = DockerBackend().client
@@ -325,11 +337,12 @@ def compare_backends(names: list[str], args) -> None:
     tasks = task_pivots(Path(args.tasks_jsonl)) if args.tasks_jsonl else []
     runs = agent_run_pivots(Path(args.agent_runs), Path(args.tasks_jsonl).parent / "tasks", args.agent_pivots)
     # latency on the deepest state of each task (the most history replayed), as a GRPO group would meet it
-    deepest: dict[str, object] = {}
-    for p in tasks:
-        task = p.context.get("task", {}).get("task_id", p.id)
-        if task not in deepest or len(history_commands(p)) > len(history_commands(deepest[task])):
-            deepest[task] = p
+    deepest = deepest_per_task(tasks)
+    others: list = []
+    if args.all_tasks and args.tasks_jsonl:  # the agreement on every other task built here too (deepest pivot)
+        jsonl = Path(args.tasks_jsonl)
+        every = tuple(r["task_id"] for r in map(json.loads, jsonl.open()) if r.get("task_id") not in TASKS)
+        others = list(deepest_per_task(task_pivots(jsonl, every)).values())
     load_before = os.getloadavg()
     out: dict = {
         "pivots": len(pivots),
@@ -362,7 +375,8 @@ def compare_backends(names: list[str], args) -> None:
             out["agent_runs"]["backends"] = {n: latency(n, runs, args.epochs, TASK_CANDIDATES) for n in names}
         except Exception as e:  # noqa: BLE001 - a state that does not build: said, and the agreement still runs
             out["agent_runs"]["error"] = f"{type(e).__name__}: {e}"[:300]
-    out["agreement"] = agreement(names, pivots, tasks + runs)
+    out["agreement"] = agreement(names, pivots, tasks + runs + others)
+    out["agreement"]["other_tasks"] = sorted(p.context.get("task", {}).get("task_id", p.id) for p in others)
     out["load"] = {"before": load_before, "after": os.getloadavg()}
     if args.json:
         print(json.dumps(out, indent=2))
@@ -412,6 +426,11 @@ def main() -> None:
         "--tasks-jsonl",
         default=str(TASKS_JSONL),
         help="with --backends: Terminal-Bench tasks to synthesize ('' for none)",
+    )
+    parser.add_argument(
+        "--all-tasks",
+        action="store_true",
+        help="with --backends: the agreement also on the deepest pivot of every other task built here",
     )
     args = parser.parse_args()
     if args.backends:

@@ -27,9 +27,28 @@ def hello_env(shared_data: Path, docker_client, tmp_path_factory):
     pivots, _ = convert_runs(runs)
     sandboxed, report = sandbox_pivots(pivots, shared_data / "terminal" / "tasks")
     assert report["sandboxed"] == len(pivots) == 12, report
+    checked, replay = check_replay(sandboxed)  # only a replay found faithful is judged in the sandbox
+    assert replay["faithful"] == 12, replay
     path = tmp_path_factory.mktemp("hello") / "pivots.jsonl"
-    write_pivots(sandboxed, path)
+    write_pivots(checked, path)
     return gym.make("pivot/terminal-v0", dataset=str(path)).unwrapped
+
+
+def test_a_replay_not_checked_against_the_run_is_not_judged_in_the_sandbox(hello_env):
+    # the state is a replay of what the agent ran, in the task's image: where the harness had
+    # installed a tool the image lacks (`curl` in OpenHands' runtime), the expert failed there and
+    # every candidate that failed alike matched it (a wrong page of a server scored 1)
+    from verifiers_plugins import get_verifier
+
+    pivot = _at(hello_env, 'echo "Hello, world!" > /app/hello.txt')
+    unchecked = dataclasses.replace(pivot, context={k: v for k, v in pivot.context.items() if k != "replay"})
+    diverged = dataclasses.replace(pivot, context={**pivot.context, "replay": {"faithful": False, "reason": "x"}})
+    verifier = get_verifier("docker_shell")
+    for p, why in ((unchecked, "was not checked"), (diverged, "diverged")):
+        (verdict,) = verifier.verify_batch(p, [Message("assistant", _call("echo hi > /app/hello.txt"))])
+        assert not verdict.applicable and why in verdict.reason, verdict
+    (judged,) = verifier.verify_batch(pivot, [Message("assistant", _call("echo hi > /app/hello.txt"))])
+    assert judged.applicable and judged.reward == 0.0, judged
 
 
 def _call(command: str) -> str:

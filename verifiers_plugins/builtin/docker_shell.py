@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from pivot_core import Message, Pivot, history_typed, typed_action
@@ -118,6 +118,9 @@ class DockerShell:
         if (pivot.context.get("sandbox") or {}).get("expert_needs_network"):
             # no container without a network reproduces it: the static part of the chain scores it
             return [Verdict.skip("the expert action needs the network")] * len(actions)
+        unchecked = _unchecked_replay(pivot)
+        if unchecked:
+            return [Verdict.skip(unchecked)] * len(actions)
         before = history_typed(pivot)  # the terminal's state: what ran, and what is left typed
         expert_typed = typed_action(pivot.expert, before.pending)
         expert = list(expert_typed.commands)
@@ -264,6 +267,27 @@ class DockerShell:
     def _count(cls, name: str, n: int = 1) -> None:
         with cls._cache_lock:
             cls.stats[name] += n
+
+
+def _unchecked_replay(pivot: Pivot) -> str | None:
+    """Why a pivot recorded from an agent's run is not judged in the sandbox (None when it may be).
+
+    Its state is a replay of what the agent ran, in the task's image, not what the agent saw: the
+    harness may have installed tools (`curl` in OpenHands' runtime, absent from the image), and a
+    command may have read the network. Judged on a replay that differs, the expert fails (`curl:
+    command not found`) and every candidate that fails alike matches it. So only pivots whose replay
+    was checked against the recorded observations and found faithful (`pivot convert
+    --check-replay`: `context.replay.faithful`) are run here; the static part of the chain scores the
+    others.
+    """
+    if not (pivot.context.get("run") or pivot.context.get("harness")):
+        return None  # synthesized: the state is the replay itself
+    replay = pivot.context.get("replay")
+    if not isinstance(replay, Mapping):
+        return "the replay of the agent's run was not checked against its recorded observations (--check-replay)"
+    if replay.get("faithful") is not True:
+        return f"the replay of the agent's run diverged from it: {str(replay.get('reason', ''))[:120]}"
+    return None
 
 
 def _named(ran_on: str, why: str | None) -> str:
