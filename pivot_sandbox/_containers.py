@@ -342,18 +342,22 @@ def shell_run(
     timeout: float | None = None,
     keep: bool = True,
     output_cap: int | None = None,
+    list_left: bool = False,
+    replaying: bool = False,
 ) -> RawRun:
     """Run one shell command through `WRAPPER` (state read from `src`, written to `dst`).
 
     A command that starts from the saved state (`src != dst`) begins a verification run: it also
     clears what an earlier action of a reused container may have left in System V IPC, POSIX shared
     memory and message queues, except in a box whose state runs processes (`Box.running`, never
-    reused): what those hold there is the state's.
+    reused) and in a replay (`replaying`, which moves the state from folder to folder): what those
+    hold there is the state's. `list_left`: the runner lists what runs after the command.
     `timeout` and `output_cap` default to the limits' (what an action's later commands get is less).
     """
     # through the runner, the wrapper ends parked so that the runner reads its cwd (`runner.c`)
     park = box.channel is not None and rn.parse_user(spec.user) is not None
-    live = "1" if box.running else ""
+    keeps_ipc = bool(box.running) or replaying
+    live = "1" if keeps_ipc else ""
     argv = [spec.shell, "-c", WRAPPER, "pivot", src, dst, command, "1" if quiet else "", "1" if park else "", live]
     return run(
         box,
@@ -363,7 +367,8 @@ def shell_run(
         output_cap=limits.output_cap if output_cap is None else output_cap,
         marked=True,
         keep=keep,
-        clean_ipc=src != dst and not box.running,
+        clean_ipc=src != dst and not keeps_ipc,
+        list_left=list_left,
     )
 
 

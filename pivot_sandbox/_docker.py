@@ -214,7 +214,8 @@ class DockerBackend:
                     box.container.commit(repository="pivot-gym/snapshot", tag=tag, changes=changes)
                 if running:
                     self._count("states_with_processes")
-                    running = self._measure(f"pivot-gym/snapshot:{tag}", spec, running)
+                    box_on_it = self._create(f"pivot-gym/snapshot:{tag}", spec, "pool")
+                    running = rs.measured(box_on_it, spec, self.limits, running, self._discard)
             except ProcessesNotRestored as e:
                 with self._lock:
                     self._not_restored[key] = (e.running, e.why)
@@ -232,14 +233,6 @@ class DockerBackend:
             if evicted:
                 self._evict(*evicted)
             return key, f"pivot-gym/snapshot:{tag}"
-
-    def _measure(self, image: str, spec: SandboxSpec, running: rs.Running) -> rs.Running:
-        """Restart a state's processes once on its new snapshot; `running` with the sockets they listen on."""
-        box = rs.restart(self._create(image, spec, "pool"), spec, self.limits, running)
-        try:
-            return replace(running, listening=rs.settled_listening(box))
-        finally:
-            self._discard(box)
 
     def running_of(self, key: str) -> rs.Running:
         """What the state of snapshot `key` runs (empty when nothing, or when it is not built)."""
@@ -460,34 +453,10 @@ class DockerBackend:
     def transcript(
         self, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None
     ) -> list[tuple[ct.RawRun, str]]:
-        """Run commands one by one in one container, as a terminal session: (run, cwd after it) per command.
+        """Run commands one by one in one container, as a terminal session (`_session.transcript`)."""
+        from pivot_sandbox._session import transcript
 
-        Output goes to a file first and is read back afterwards, so a command that leaves a
-        process in the background cannot hold the session open. Stops at the first command the
-        sandbox had to stop.
-        """
-        box, _ = self._prepare(spec, ())  # set-up only: what it starts runs on for the commands
-        steps: list[tuple[ct.RawRun, str]] = []
-        try:
-            for command in commands:
-                raw = ct.shell_run(
-                    box,
-                    spec,
-                    self.limits,
-                    command,
-                    src=ct.STATE,
-                    dst=ct.STATE,
-                    quiet=True,
-                    timeout=timeout or self.limits.replay_timeout,
-                )
-                if raw.killed:
-                    steps.append((raw, ""))
-                    break
-                output = ct.read_text(box, f"{ct.STATE}/out").encode()
-                steps.append((ct.RawRun(raw.exit_code, output, b"", None), raw.cwd))
-        finally:
-            self._discard(box)
-        return steps
+        return transcript(self, spec, commands, timeout)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -32,8 +32,6 @@ import atexit
 import itertools
 import os
 import shutil
-import socket
-import subprocess
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -49,24 +47,12 @@ from pivot_sandbox import _nsroot as nr
 from pivot_sandbox import _restore as rs
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
-from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user
+from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user, spawn
+from pivot_sandbox._nsimages import ImageRoots
+from pivot_sandbox._nslaunch import launch_command
 from pivot_sandbox._spec import Effect, Limits, SandboxSpec
+from pivot_sandbox._task_tests import DEFAULT_PATH
 from pivot_sandbox.errors import ProcessesNotRestored, SandboxError, SandboxUnavailable, StateRefused
-
-# Docker's default capabilities: what the replay of set-up and history (as root) has there
-REPLAY_CAPS = (
-    "CHOWN DAC_OVERRIDE FSETID FOWNER MKNOD NET_RAW SETGID SETUID SETFCAP SETPCAP NET_BIND_SERVICE SYS_CHROOT KILL "
-    "AUDIT_WRITE"
-).split()
-# joins the cgroups given first, mounts the overlay, then execs the rest (prlimit, bwrap, the runner)
-LAUNCH = r"""set -e
-n=$1; shift
-while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs"; shift; n=$((n - 1)); done
-mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4"
-shift 4
-exec "$@"
-"""
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class NamespaceBackend:
@@ -132,7 +118,6 @@ class NamespaceBackend:
         self._lock = threading.RLock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._snapshots: OrderedDict[str, tuple[Path, Root]] = OrderedDict()
-        self._roots: dict[str, Root] = {}
         self._refused: dict[str, str] = {}  # snapshot key -> why its Docker-built state cannot be taken over
         self._running: dict[Path, rs.Running] = {}  # snapshot upper folder -> what its state runs
         # snapshot key -> (processes, why) of a state whose processes cannot be restarted
@@ -144,28 +129,14 @@ class NamespaceBackend:
         self._janitor = ThreadPoolExecutor(2, thread_name_prefix="pivot-ns-janitor")
         self._pending: set[Future[Any]] = set()
         self._pool: dict[Path, list[ct.Box]] = {}  # snapshot upper folder -> sandboxes started on it
-        self._client: Any = None
+        self._images = ImageRoots(base_url)
         self._closed = False
         atexit.register(self.close)
 
     @property
     def client(self) -> Any:
         """The Docker client that builds and exports images."""
-        with self._lock:
-            if self._client is None:
-                import docker
-
-                try:
-                    self._client = docker.DockerClient(base_url=self.base_url) if self.base_url else docker.from_env()
-                    self._client.ping()
-                except Exception as e:  # noqa: BLE001 - any failure: no engine to build the images with
-                    self._client = None
-                    where = self.base_url or os.environ.get("DOCKER_HOST") or "the local socket"
-                    raise SandboxUnavailable(
-                        f"Docker daemon not reachable at {where} (the namespace sandbox takes its images from "
-                        f"Docker): {e}. Start dockerd or point DOCKER_HOST at one"
-                    ) from e
-            return self._client
+        return self._images.client
 
     def image_id(self, tag: str) -> str | None:
         """The Docker image id behind `tag` (the reward cache keys verdicts by it)."""
@@ -178,20 +149,7 @@ class NamespaceBackend:
             self.stats[name] += n
 
     def _root(self, image: str) -> Root:
-        from pivot_sandbox._tasks import ensure_image
-
-        with self._lock:
-            found = self._roots.get(image)
-        if found is None:
-            ensure_image(self.client, image)
-            path, env = nr.rootfs(self.client, image)
-            info = self.client.api.inspect_image(image)
-            # the layers of the image exported (a tag moved meanwhile: none, so no snapshot lies on it)
-            same = info["Id"].split(":")[-1][:32] == path.parent.name
-            found = Root(path, env, tuple(info["RootFS"]["Layers"]) if same else ())
-            with self._lock:
-                self._roots[image] = found
-        return found
+        return self._images.root(image)
 
     # -- one sandbox -----------------------------------------------------------------------
 
@@ -206,47 +164,29 @@ class NamespaceBackend:
         mem = nr.memory_bytes(self.limits.memory)
         cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
         env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
-        args = [self._bwrap, "--bind", str(merged), "/", "--ro-bind", "/sys", "/sys"]
-        for host, inside in cgroups.binds:
-            args += ["--ro-bind", str(host), inside]
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(8 << 20), "--tmpfs", "/dev/shm"]
-        args += ["--mqueue", "/dev/mqueue"]
-        if kind != "replay":
-            args += ["--perms", "1777", "--size", str(1 << 20), "--tmpfs", ct.RUN_STATE]
-        for inside, host in etc.items():
-            args += ["--bind", str(host), inside]
-        args += ["--ro-bind", str(self._runner), rn.MOUNT_POINT]
-        args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        args += ["--hostname", ct.HOSTNAME, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        caps = REPLAY_CAPS if kind == "replay" else ([] if spec.runs_as_root else rn.CAPABILITIES)
-        for cap in caps:
-            args += ["--cap-add", f"CAP_{cap}"]
         seccomp = os.open(self._seccomp, os.O_RDONLY) if self._seccomp else None
-        if seccomp is not None:
-            args += ["--seccomp", str(seccomp)]
-        args += ["--chdir", "/", "--clearenv"]
-        for key, value in env.items():
-            args += ["--setenv", key, value]
-        args += ["--", rn.MOUNT_POINT]
-        fsize = self.limits.file_size
-        lower = ":".join(str(p) for p in lowers)
-        command = [self._unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", LAUNCH, "launch"]
-        command += [str(len(cgroups.joined)), *(str(c) for c in cgroups.joined), lower, str(upper), str(work)]
-        command += [str(merged), self._prlimit, f"--fsize={fsize}:{fsize}", "--", *args]
-        mine, theirs = socket.socketpair()
+        command = launch_command(
+            {"bwrap": self._bwrap, "unshare": self._unshare, "prlimit": self._prlimit},
+            runner=self._runner,
+            lowers=lowers,
+            upper=upper,
+            work=work,
+            merged=merged,
+            cgroups=cgroups.joined,
+            cgroup_binds=cgroups.binds,
+            etc=etc,
+            env=env,
+            kind=kind,
+            runs_as_root=spec.runs_as_root,
+            seccomp_fd=seccomp,
+            file_size=self.limits.file_size,
+        )
         errors = box_dir / "stderr"
         try:
-            with errors.open("wb") as err:
-                fds = () if seccomp is None else (seccomp,)
-                proc = subprocess.Popen(command, stdin=theirs, stdout=theirs, stderr=err, pass_fds=fds)
+            proc, mine = spawn(command, errors, seccomp)
         except BaseException:
-            mine.close()
             cgroups.remove()
             raise
-        finally:
-            theirs.close()
-            if seccomp is not None:
-                os.close(seccomp)
         self._count("sandboxes_started")
         layers = Layers(str(upper), tuple(str(p) for p in lowers))
         return ct.Box(Sandbox(str(n), proc, cgroups, box_dir), Channel(mine, errors), None, layers, root_state(layers))
@@ -306,7 +246,8 @@ class NamespaceBackend:
                     raise refused
                 if running:
                     self._count("states_with_processes")
-                    running = self._measure(spec, root, upper, running)
+                    plain = self._fresh(spec, root, upper, running=rs.Running())  # restarted by `measured`
+                    running = rs.measured(plain, spec, self.limits, running, self._discard)
             except ProcessesNotRestored as e:  # replayed here or by Docker (`_take_over`)
                 nr.remove_tree(upper)
                 with self._lock:
@@ -391,14 +332,6 @@ class NamespaceBackend:
                     self._background(self._discard, box)
                 except RuntimeError:  # closing: remove it here
                     self._discard(box)
-
-    def _measure(self, spec: SandboxSpec, root: Root, snapshot: Path, running: rs.Running) -> rs.Running:
-        """Restart a state's processes once on its new snapshot; `running` with the sockets they listen on."""
-        box = self._fresh(spec, root, snapshot, running=running)
-        try:
-            return replace(running, listening=rs.settled_listening(box))
-        finally:
-            self._discard(box)
 
     def _fresh(
         self, spec: SandboxSpec, root: Root, snapshot: Path, timeout: float = 10.0, running: rs.Running | None = None

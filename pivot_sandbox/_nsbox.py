@@ -6,6 +6,7 @@ are one end of a socket pair instead of a container's attached streams.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -116,4 +117,25 @@ def resolve_user(root: Path, user: str) -> str:
     return f"{uid}:{gid}"
 
 
-__all__ = ["Channel", "Root", "Sandbox", "resolve_user"]
+def spawn(command: list[str], errors: Path, pass_fd: int | None) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start a sandbox: `command` with its stdin and stdout on one end of a socket pair, stderr to `errors`.
+
+    Returns the process and the other end (the runner's channel). `pass_fd` (the seccomp program)
+    is handed to the process and closed here either way.
+    """
+    mine, theirs = socket.socketpair()
+    try:
+        with errors.open("wb") as err:
+            fds = () if pass_fd is None else (pass_fd,)
+            proc = subprocess.Popen(command, stdin=theirs, stdout=theirs, stderr=err, pass_fds=fds)
+    except BaseException:
+        mine.close()
+        raise
+    finally:
+        theirs.close()
+        if pass_fd is not None:
+            os.close(pass_fd)
+    return proc, mine
+
+
+__all__ = ["Channel", "Root", "Sandbox", "resolve_user", "spawn"]

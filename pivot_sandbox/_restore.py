@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pivot_sandbox._containers import RUN_STATE, STATE, Box, RawRun, run, running_processes, shell_run
 from pivot_sandbox._shell_state import normalize_processes
@@ -81,20 +82,44 @@ def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[
         if raw.exit_code != 0:
             tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
             raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
-    # before each command: its shell state saved, and what runs listed (what the one before it left)
-    listed: list[tuple[str, ...]] = []
+    if not history:
+        return attribute([], normalize_processes(running_processes(box)), history)
+    # command i reads its shell state from PRE_STATE/i and writes the next one's to PRE_STATE/i+1, so
+    # the state before each command is kept with no extra step; the runner lists what runs after
+    # each command in the same reply
+    folders = " ".join(f"{PRE_STATE}/{i}" for i in range(len(history) + 1))
+    prepare = f"mkdir -p {folders} && cp -p {STATE}/cwd {STATE}/env {PRE_STATE}/0/"
+    listed = [
+        _save_and_list(
+            box, spec, limits, prepare + ("" if spec.runs_as_root else f" && chown -R {spec.user} {PRE_STATE}")
+        )
+    ]
     for i, command in enumerate(history):
-        save = f"mkdir -p {PRE_STATE}/{i} && cp -p {STATE}/cwd {STATE}/env {PRE_STATE}/{i}/"
-        listed.append(_save_and_list(box, spec, limits, save))
-        raw = shell_run(box, spec, limits, command, src=STATE, dst=STATE, quiet=True, timeout=limits.replay_timeout)
+        src, dst = f"{PRE_STATE}/{i}", f"{PRE_STATE}/{i + 1}"
+        raw = shell_run(
+            box,
+            spec,
+            limits,
+            command,
+            src=src,
+            dst=dst,
+            quiet=True,
+            timeout=limits.replay_timeout,
+            list_left=True,
+            replaying=True,
+        )
         if raw.killed:
             raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
-    running = attribute(listed, normalize_processes(running_processes(box)), history)
-    # only the saved states a restart reads stay in the snapshot
-    keep = {str(i) for i, _ in running.launchers}
-    if history:
-        drop = " ".join(f"{PRE_STATE}/{i}" for i in range(len(history)) if str(i) not in keep)
-        _root(box, spec, limits, f"rm -rf {drop}" if keep else f"rm -rf {PRE_STATE}")
+        listed.append(normalize_processes(raw.procs if box.channel is not None else running_processes(box)))
+    running = attribute(listed[:-1], listed[-1], history)
+    # the state after the history is the snapshot's; only the saved states a restart reads stay
+    keep = {i for i, _ in running.launchers}
+    drop = " ".join(f"{PRE_STATE}/{i}" for i in range(len(history) + 1) if i not in keep)
+    last = f"{PRE_STATE}/{len(history)}"
+    finish = f"cp -p {last}/cwd {last}/env {STATE}/ && rm -rf {drop}" + ("" if keep else f" && rm -rf {PRE_STATE}")
+    raw = _root(box, spec, limits, finish)
+    if raw.exit_code != 0:
+        raise SandboxError(f"saving the state after the history failed in {spec.image}: {raw.stderr[-200:]!r}")
     return running
 
 
@@ -138,6 +163,19 @@ def restart(box: Box, spec: SandboxSpec, limits: Limits, running: Running) -> Bo
             got = f"{list(now)} running" + (f", {list(sockets)} listening" if running.listening else "")
             raise ProcessesNotRestored(running.processes, f"restarted, the sandbox had {got}")
         time.sleep(POLL)
+
+
+def measured(box: Box, spec: SandboxSpec, limits: Limits, running: Running, discard: Callable[[Box], Any]) -> Running:
+    """`running` with the sockets it listens on, measured once on a fresh sandbox of its new snapshot.
+
+    The processes are restarted in `box` (`restart`), the sockets read once they settle
+    (`settled_listening`); the box is discarded after, whatever happens.
+    """
+    try:
+        box = restart(box, spec, limits, running)
+        return replace(running, listening=settled_listening(box))
+    finally:
+        discard(box)
 
 
 def settled_listening(box: Box) -> tuple[str, ...]:

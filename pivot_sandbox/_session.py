@@ -154,6 +154,40 @@ class Session:
         return self._box
 
 
+def transcript(
+    backend: Any, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None
+) -> list[tuple[ct.RawRun, str]]:
+    """Run commands one by one in one replay container of `backend`: (run, cwd after it) per command.
+
+    What synthesis records and the replay check compares with a run: a terminal session from the
+    set-up state, in the replay's container (registry access where the spec has it). Output goes to
+    a file first and is read back afterwards, so a command that leaves a process in the background
+    cannot hold the session open. Stops at the first command the sandbox had to stop.
+    """
+    box, _ = backend._prepare(spec, ())  # set-up only: what it starts runs on for the commands
+    steps: list[tuple[ct.RawRun, str]] = []
+    try:
+        for command in commands:
+            raw = ct.shell_run(
+                box,
+                spec,
+                backend.limits,
+                command,
+                src=ct.STATE,
+                dst=ct.STATE,
+                quiet=True,
+                timeout=timeout or backend.limits.replay_timeout,
+            )
+            if raw.killed:
+                steps.append((raw, ""))
+                break
+            output = ct.read_text(box, f"{ct.STATE}/out").encode()
+            steps.append((ct.RawRun(raw.exit_code, output, b"", None), raw.cwd))
+    finally:
+        backend._discard(box)
+    return steps
+
+
 def _head(box: ct.Box, path: str) -> str:
     """The first `OUTPUT_HEAD` bytes of a file (a flood of output is cut, never dropped whole)."""
     # `keep`: reading the output must not stop what the command left running (a server for the next turn)

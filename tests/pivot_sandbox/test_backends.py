@@ -166,6 +166,11 @@ def test_a_server_the_history_started_runs_again_for_every_candidate(backend):
     # a history whose background job ended is a plain state
     (effect,) = backend.run_group(spec, ["(echo done > d.txt) & wait"], [["cat d.txt"]])
     assert effect.stdout == "done" and effect.processes == (), effect
+    # the replay moves the shell state from folder to folder (its own per command), which clears
+    # nothing between history commands: shared memory one command leaves is there for the next
+    history = ["echo x > /dev/shm/f", "cd /tmp", "cp /dev/shm/f /app/kept"]
+    (kept,) = backend.run_group(spec, history, [["cat /app/kept; pwd"]])
+    assert kept.stdout == "x\n/tmp", kept
 
 
 def test_docker_lends_no_network_namespace_a_server_ran_in(busybox):

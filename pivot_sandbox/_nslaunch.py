@@ -1,0 +1,79 @@
+"""The command line that starts one namespace sandbox (`_namespace.py`): unshare, the overlay, prlimit, bwrap.
+
+`unshare --mount` gives the sandbox a private mount namespace; in it `LAUNCH` joins the sandbox's
+cgroups, mounts the overlay (the snapshot and the root file system below a fresh upper folder),
+then execs `prlimit --fsize` and `bwrap`, which starts the runner in new pid, network (loopback
+only), IPC and UTS namespaces with every capability dropped but the ones the runner needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pivot_sandbox import _runner as rn
+from pivot_sandbox._containers import HOSTNAME, RUN_STATE
+
+# Docker's default capabilities: what the replay of set-up and history (as root) has there
+REPLAY_CAPS = (
+    "CHOWN DAC_OVERRIDE FSETID FOWNER MKNOD NET_RAW SETGID SETUID SETFCAP SETPCAP NET_BIND_SERVICE SYS_CHROOT KILL "
+    "AUDIT_WRITE"
+).split()
+# joins the cgroups given first, mounts the overlay, then execs the rest (prlimit, bwrap, the runner)
+LAUNCH = r"""set -e
+n=$1; shift
+while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs"; shift; n=$((n - 1)); done
+mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4"
+shift 4
+exec "$@"
+"""
+
+
+def launch_command(
+    programs: Mapping[str, str],
+    *,
+    runner: Path,
+    lowers: Sequence[Path],
+    upper: Path,
+    work: Path,
+    merged: Path,
+    cgroups: Sequence[Path],
+    cgroup_binds: Sequence[tuple[Path, str]],
+    etc: Mapping[str, Path],
+    env: Mapping[str, str],
+    kind: str,
+    runs_as_root: bool,
+    seccomp_fd: int | None,
+    file_size: int,
+) -> list[str]:
+    """The argv of one sandbox. `programs`: the host's `unshare`, `prlimit` and `bwrap` by name.
+
+    `kind="replay"` (set-up and history, as root) keeps Docker's default capabilities and has no
+    tmpfs at the run state; a candidate's sandbox drops them all but the runner's three where the
+    task's user is not root (as Docker's pool containers: `_containers.create`).
+    """
+    args = [programs["bwrap"], "--bind", str(merged), "/", "--ro-bind", "/sys", "/sys"]
+    for host, inside in cgroup_binds:
+        args += ["--ro-bind", str(host), inside]
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(8 << 20), "--tmpfs", "/dev/shm"]
+    args += ["--mqueue", "/dev/mqueue"]
+    if kind != "replay":
+        args += ["--perms", "1777", "--size", str(1 << 20), "--tmpfs", RUN_STATE]
+    for inside, host in etc.items():
+        args += ["--bind", str(host), inside]
+    args += ["--ro-bind", str(runner), rn.MOUNT_POINT]
+    args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    args += ["--hostname", HOSTNAME, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    caps = REPLAY_CAPS if kind == "replay" else ([] if runs_as_root else rn.CAPABILITIES)
+    for cap in caps:
+        args += ["--cap-add", f"CAP_{cap}"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    args += ["--chdir", "/", "--clearenv"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    args += ["--", rn.MOUNT_POINT]
+    lower = ":".join(str(p) for p in lowers)
+    command = [programs["unshare"], "--mount", "--propagation", "private", "--", "/bin/sh", "-c", LAUNCH, "launch"]
+    command += [str(len(cgroups)), *(str(c) for c in cgroups), lower, str(upper), str(work), str(merged)]
+    return [*command, programs["prlimit"], f"--fsize={file_size}:{file_size}", "--", *args]
