@@ -12,6 +12,7 @@ machine can build it and the daemon is local, else through `docker exec`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections import Counter, OrderedDict, deque
@@ -31,11 +32,13 @@ from pivot_sandbox import _restore as rs
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._build import COMMIT_TIMEOUT, api_timeout
 from pivot_sandbox._netns import NetnsHolders
+from pivot_sandbox._session import transcript
 from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec
 from pivot_sandbox._tasks import ensure_image
 from pivot_sandbox.errors import ProcessesNotRestored, SandboxError, SandboxUnavailable
 
 BASELINE_PROCESSES = 2  # docker-init and the idle sleep
+_BUILDS = itertools.count()  # snapshot builds of this process, across backends
 
 
 class DockerBackend:
@@ -203,7 +206,7 @@ class DockerBackend:
                 if key in self._not_restored:
                     raise ProcessesNotRestored(*self._not_restored[key])
             box, running = self._prepare(spec, history)
-            tag = f"{key[:16]}-{os.getpid()}"
+            tag = f"{key[:16]}-{os.getpid()}-{next(_BUILDS)}"  # a rebuilt state is another snapshot
             try:
                 refused = running.refusal()
                 if refused is not None:
@@ -231,8 +234,12 @@ class DockerBackend:
                     self._running[key] = running
                 evicted = self._images.popitem(last=False) if len(self._images) > self.max_snapshots else None
             if evicted:
-                self._evict(*evicted)
+                self._forget(*evicted)
             return key, f"pivot-gym/snapshot:{tag}"
+
+    def snapshot_id(self, spec: SandboxSpec, history: Sequence[str]) -> str:
+        """Which build of the state's snapshot serves it now (built on a miss): a rebuilt one has another id."""
+        return self.snapshot(spec, history)[1]
 
     def running_of(self, key: str) -> rs.Running:
         """What the state of snapshot `key` runs (empty when nothing, or when it is not built)."""
@@ -254,24 +261,19 @@ class DockerBackend:
         self._count("processes_restarted", len(running.processes))
         return box
 
-    def _forget(self, key: str) -> None:
-        """Drop a snapshot from the cache without removing its image (it is already gone)."""
+    def _forget(self, key: str, image: str | None = None) -> None:
+        """Drop a snapshot from the cache; remove its image too when given (evicted), not when it is gone already."""
         with self._lock:
             self._images.pop(key, None)
             self._running.pop(key, None)
             pooled = list(self._pool.pop(key, ()))
+            if image is not None:
+                self._key_locks.pop(key, None)
         for c in pooled:
             self._discard(c)
-
-    def _evict(self, key: str, image: str) -> None:
-        with self._lock:
-            self._running.pop(key, None)
-            pooled = list(self._pool.pop(key, ()))
-            self._key_locks.pop(key, None)
-        for c in pooled:
-            self._discard(c)
-        self._background(self._remove_image, image)
-        self._count("snapshots_evicted")
+        if image is not None:
+            self._background(self._remove_image, image)
+            self._count("snapshots_evicted")
 
     def _remove_image(self, image: str) -> None:
         try:
@@ -454,8 +456,6 @@ class DockerBackend:
         self, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None
     ) -> list[tuple[ct.RawRun, str]]:
         """Run commands one by one in one container, as a terminal session (`_session.transcript`)."""
-        from pivot_sandbox._session import transcript
-
         return transcript(self, spec, commands, timeout)
 
     # -- lifecycle -------------------------------------------------------------------------

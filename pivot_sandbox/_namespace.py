@@ -236,7 +236,7 @@ class NamespaceBackend:
                     raise StateRefused(self._refused[key])
                 if key in self._not_restored:
                     raise ProcessesNotRestored(*self._not_restored[key])
-            upper = self.folder / f"snapshot-{key[:16]}"
+            upper = self.folder / f"snapshot-{key[:16]}-{next(self._serial)}"  # a rebuilt state is another snapshot
             nr.remove_tree(upper)
             try:
                 make = self._take_over if spec.replay_access else self._prepare
@@ -415,6 +415,10 @@ class NamespaceBackend:
         except RuntimeError:
             pass  # closing
         return effects
+
+    def snapshot_id(self, spec: SandboxSpec, history: Sequence[str]) -> str:
+        """Which build of the state's snapshot serves it now (built on a miss): a rebuilt one has another id."""
+        return str(self.snapshot(self._numeric(spec), history)[0])
 
     def backend_for(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Any, str | None]:
         """The backend that runs this state, and why it is not this one (None when it is).

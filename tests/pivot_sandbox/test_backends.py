@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from pivot_core import Pivot
 from pivot_envs import Message
 from pivot_sandbox import SandboxSpec, SandboxUnavailable, usable_backends
 from verifiers_plugins import get_verifier
@@ -187,6 +188,35 @@ def test_docker_lends_no_network_namespace_a_server_ran_in(busybox):
         free = list(backend._holders._free)
         backend._retire(box)
         assert [h.id for h in backend._holders._free] == [h.id for h in free if h is not box.holder], box
+
+
+def test_the_experts_cached_effect_belongs_to_one_build_of_the_snapshot(backend):
+    # the expert's effect holds the state's file times (`ls -l`); cached across an eviction and a
+    # rebuild a minute later, it differed from every candidate's: a false 0 (the flaky
+    # test_a_metadata_only_change_does_not_reach_the_next_candidate, in the full suite)
+    from verifiers_plugins.builtin.docker_shell import DockerShell
+
+    spec = SandboxSpec(image=BUSYBOX, setup=("echo rebuilt > f",))
+    first = backend.snapshot_id(spec, [])
+    assert backend.snapshot_id(spec, []) == first  # served from the cache: the same build
+    pivot = Pivot(
+        "rebuilt#1",
+        "terminal",
+        (Message("user", "list"),),
+        terminus("ls -al"),
+        (),
+        {"sandbox": {"image": BUSYBOX, "setup": ["echo rebuilt > f"]}},
+    )
+    verifier = get_verifier("docker_shell", backend=backend.name, action_timeout=6.0)
+    assert verifier.verify_batch(pivot, [terminus("ls -la")])[0].accepted
+    runs = DockerShell.stats["expert_runs"]
+    assert verifier.verify_batch(pivot, [terminus("ls -la")])[0].accepted
+    assert DockerShell.stats["expert_runs"] == runs  # the same build: the cached effect serves
+    backend.close()  # every snapshot gone: the next verification builds the state again
+    rebuilt = get_verifier("docker_shell", backend=backend.name, action_timeout=6.0)
+    assert rebuilt.verify_batch(pivot, [terminus("ls -la")])[0].accepted
+    assert DockerShell.stats["expert_runs"] == runs + 2  # a new build: its own expert runs, not the cached ones
+    assert rebuilt.backend().snapshot_id(spec, []) != first
 
 
 def test_processes_that_cannot_be_started_again_refuse_the_state_with_the_reason(backend, monkeypatch):

@@ -132,7 +132,10 @@ class DockerShell:
         ran_on, why = self.backend_name, None
         try:
             backend, ran_on, why = self._backend_for(spec, history)
-            key = (ran_on, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert))
+            # the expert's effect holds the state's file times: one cached on an evicted, rebuilt
+            # snapshot would differ from every candidate's there (a minute later: `ls -l`)
+            build = backend.snapshot_id(spec, history) if hasattr(backend, "snapshot_id") else ""
+            key = (ran_on, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert), build)
             reference = self._cached_expert(key)
             if reference is None:
                 first, first_ended = self._run_expert(backend, spec, history, expert), time.monotonic()
