@@ -397,6 +397,11 @@ def running_processes(box: Box) -> bytes:
     return b"".join(out)
 
 
+def left_running(box: Box, raw: RawRun) -> bytes:
+    """What runs after the command `raw` answered: the runner's list in its reply, else (`docker exec`) a look now."""
+    return raw.procs if box.channel is not None else running_processes(box)
+
+
 def read_text(box: Box, path: str, user: str = "0") -> str:
     """The text of a small file inside the container ("" when missing).
 

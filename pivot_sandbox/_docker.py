@@ -191,7 +191,7 @@ class DockerBackend:
     def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[str, str]:
         """(key, image) of the snapshot at this state, replaying the history only on a cache miss.
 
-        A state that runs processes is restarted once on its new snapshot (`_measure`) before it is
+        A state that runs processes is restarted once on its new snapshot (`_restore.measured`) before it is
         kept; one whose processes cannot be restarted raises `ProcessesNotRestored`, remembered.
         """
         key = spec.key(history)
@@ -207,6 +207,7 @@ class DockerBackend:
                     raise ProcessesNotRestored(*self._not_restored[key])
             box, running = self._prepare(spec, history)
             tag = f"{key[:16]}-{os.getpid()}-{next(_BUILDS)}"  # a rebuilt state is another snapshot
+            image, committed = f"pivot-gym/snapshot:{tag}", False
             try:
                 refused = running.refusal()
                 if refused is not None:
@@ -215,27 +216,28 @@ class DockerBackend:
                 # a state holding a large install (torch with its CUDA wheels: GB) commits for minutes
                 with api_timeout(self.client.api, COMMIT_TIMEOUT):
                     box.container.commit(repository="pivot-gym/snapshot", tag=tag, changes=changes)
+                committed = True
                 if running:
                     self._count("states_with_processes")
-                    box_on_it = self._create(f"pivot-gym/snapshot:{tag}", spec, "pool")
+                    box_on_it = self._create(image, spec, "pool")
                     running = rs.measured(box_on_it, spec, self.limits, running, self._discard)
             except ProcessesNotRestored as e:
                 with self._lock:
                     self._not_restored[key] = (e.running, e.why)
-                if running.refusal() is None:  # committed: the image serves nothing now
-                    self._background(self._remove_image, f"pivot-gym/snapshot:{tag}")
+                if committed:  # the image serves nothing now
+                    self._background(self._remove_image, image)
                 raise
             finally:
                 self._discard(box)
             self._count("snapshots_built")
             with self._lock:
-                self._images[key] = f"pivot-gym/snapshot:{tag}"
+                self._images[key] = image
                 if running:
                     self._running[key] = running
                 evicted = self._images.popitem(last=False) if len(self._images) > self.max_snapshots else None
             if evicted:
                 self._forget(*evicted)
-            return key, f"pivot-gym/snapshot:{tag}"
+            return key, image
 
     def snapshot_id(self, spec: SandboxSpec, history: Sequence[str]) -> str:
         """Which build of the state's snapshot serves it now (built on a miss): a rebuilt one has another id."""
@@ -381,17 +383,13 @@ class DockerBackend:
         state ran servers (`Box.running`): their closed connections linger in the namespace
         (TIME_WAIT), where the next container's restart of the same server would meet them.
         """
-        if box.running:
-            ct.remove(box)
-            if box.holder is not None:
-                ct.remove(box.holder)
-            return
-        if box.holder is None and box.offline and not self._closed and ct.settle(box) and self._holders.offer(box):
+        lendable = box.offline and not box.running
+        if box.holder is None and lendable and not self._closed and ct.settle(box) and self._holders.offer(box):
             self._count("netns_holders_kept")
             return
         ct.remove(box)
-        if box.holder is not None:
-            self._holders.give_back(box.holder)  # what ran in its namespace is gone with the container
+        if box.holder is not None:  # what ran in its namespace is gone with the container
+            (ct.remove if box.running else self._holders.give_back)(box.holder)
 
     # -- running actions -------------------------------------------------------------------
 

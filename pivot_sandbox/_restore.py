@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pivot_sandbox._containers import RUN_STATE, STATE, Box, RawRun, run, running_processes, shell_run
+from pivot_sandbox._containers import RUN_STATE, STATE, Box, RawRun, left_running, run, running_processes, shell_run
 from pivot_sandbox._shell_state import normalize_processes
 from pivot_sandbox._spec import Limits, SandboxSpec
 from pivot_sandbox.errors import ProcessesNotRestored, SandboxError
@@ -110,7 +110,7 @@ def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[
         )
         if raw.killed:
             raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
-        listed.append(normalize_processes(raw.procs if box.channel is not None else running_processes(box)))
+        listed.append(normalize_processes(left_running(box, raw)))
     running = attribute(listed[:-1], listed[-1], history)
     # the state after the history is the snapshot's; only the saved states a restart reads stay
     keep = {i for i, _ in running.launchers}
@@ -217,4 +217,4 @@ def _save_and_list(box: Box, spec: SandboxSpec, limits: Limits, command: str) ->
     if raw.exit_code != 0:
         tail = raw.stderr.decode(errors="replace")[-200:]
         raise SandboxError(f"saving the shell state failed in {spec.image}: {tail}")
-    return normalize_processes(raw.procs if box.channel is not None else running_processes(box))
+    return normalize_processes(left_running(box, raw))
