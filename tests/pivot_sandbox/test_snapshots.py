@@ -105,7 +105,10 @@ def test_a_transcript_keeps_what_a_command_started_for_the_next_one(busybox):
 
     backend = docker_backend()
     try:
-        runs = backend.transcript(SandboxSpec(image=busybox), ["sleep 300 > /dev/null 2>&1 &", "ps"])
+        # the job is a fork of the shell until it execs sleep: the next command looks for it a while
+        # (5 s at most) rather than once, so a loaded machine's late exec is no false failure
+        look = "for i in $(seq 50); do ps | grep -q '[s]leep 300' && break; sleep 0.1; done; ps"
+        runs = backend.transcript(SandboxSpec(image=busybox), ["sleep 300 > /dev/null 2>&1 &", look])
     finally:
         backend.close()
     (first, _), (second, _) = runs
