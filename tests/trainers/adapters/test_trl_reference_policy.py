@@ -15,6 +15,7 @@ to copy: every argument of the expert's call is one token of its vocabulary.
 import json
 import math
 import statistics
+from collections import Counter
 
 import pytest
 
@@ -79,6 +80,7 @@ def test_grpo_trainer_with_the_reference_generating_gets_varied_rewards_from_get
     rows = env.train_dataset.filter(short)
     rows = rows.select(range(min(24, len(rows))))
     rewards: list[float | None] = []
+    calls: list[int] = []  # tool calls per rollout, as the environment ran them
 
     def factory():
         rollout = env.factory()
@@ -86,6 +88,7 @@ def test_grpo_trainer_with_the_reference_generating_gets_varied_rewards_from_get
 
         def recording_reward():
             rewards.append(get_reward())
+            calls.append(len(rollout._calls))
             return rewards[-1]
 
         rollout.get_reward = recording_reward
@@ -111,6 +114,6 @@ def test_grpo_trainer_with_the_reference_generating_gets_varied_rewards_from_get
     assert len(logs) == 6 and all(math.isfinite(x["loss"]) for x in logs)
     assert len(rewards) == 96 and None not in rewards
     print(f"reference in TRL: {sum(rewards)}/{len(rewards)} first calls right; calls/rollout "
-          f"{[x['tools/call_frequency'] for x in logs]}")  # fmt: skip
+          f"{[x['tools/call_frequency'] for x in logs]}; rollouts by calls {sorted(Counter(calls).items())}")  # fmt: skip
     assert statistics.pstdev(rewards) > 0  # the policy itself sometimes gets the first call right
     assert any(x["tools/call_frequency"] > 0 for x in logs)  # TRL parsed and ran the policy's calls
