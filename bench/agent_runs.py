@@ -96,13 +96,16 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
     """
     import gymnasium as gym
 
-    from pivot_core import write_pivots
+    from pivot_core import action_commands, write_pivots
     from pivot_envs import render_completion
+    from pivot_sandbox import needs_network
 
-    # runs with an action that reached the network (`mark_network_pivots`): the sandbox has none
-    network = {
-        p.context["trajectory_id"] for p in pivots if (p.context.get("sandbox") or {}).get("expert_needs_network")
-    }
+    def used_network(messages: list) -> bool:
+        """An action of the run reached the network (the sandbox has none): a command, or an IPython cell's code."""
+        calls = [c for m in messages for c in m.tool_calls if c.name == "execute_ipython_cell"]
+        cells = [str(a.get("code", "")) for a in (c.parsed_arguments() for c in calls) if isinstance(a, dict)]
+        return needs_network([c for m in messages if m.role == "assistant" for c in action_commands(m)] + cells)
+
     config = {"action_timeout": action_timeout}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "pivots.jsonl"
@@ -141,7 +144,7 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
                 "reward": outcome.get("reward"),
                 "ended_by": outcome.get("ended_by"),
                 "turns": len(turns),
-                "used_network": run_id in network,
+                "used_network": used_network(recorded),
                 "reason": outcome.get("error") or details.get("reason") or details.get("killed"),
             }
         )

@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import posixpath
+import stat
 import tarfile
 import threading
 import time
@@ -56,6 +57,18 @@ def rewritten(path: Path, rewrite: Callable[[str], str] | None) -> bytes | None:
     return new.encode() if new != text else None
 
 
+def checkout_mode(mode: int) -> int:
+    """The permission bits a git checkout of the task's folder gives a file or folder: 0755 or 0644.
+
+    A task folder is a git tree upstream, and git keeps only whether the owner may execute; a copy
+    of it elsewhere (a read-only share, another umask) must not make the image's files read-only or
+    group-writable where the task's own image has them 0644 (an agent's `ls -la`, a write as a
+    non-root user, the task's tests of modes all see the difference).
+    """
+    kind = stat.S_IFMT(mode)
+    return kind | (0o755 if kind == stat.S_IFDIR or mode & stat.S_IXUSR else 0o644)
+
+
 def _tar_of(
     paths: Sequence[Path], dest: str, dest_is_dir: bool, add: bool, rewrite: Callable[[str], str] | None = None
 ) -> bytes:
@@ -68,9 +81,12 @@ def _tar_of(
 
     def put(path: Path, arcname: str) -> None:
         info = tar.gettarinfo(str(path), arcname=arcname)
+        if info.isfile() or info.isdir():
+            info.mode = checkout_mode(info.mode)
         data = rewritten(path, rewrite) if info.isfile() else None
         if data is None:
-            tar.add(str(path), arcname=arcname, recursive=False)
+            with open(path, "rb") if info.isfile() else contextlib.nullcontext() as f:
+                tar.addfile(info, f)
             return
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))

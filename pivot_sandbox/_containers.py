@@ -108,14 +108,17 @@ def create(
     capabilities, because set-up runs as root and must chown the working directory; set-up comes
     from the dataset, not from the policy. Containers that run candidates drop every capability
     but the three the runner needs to switch to the action's user and to kill what it left
-    (a switch to a non-root uid drops them for the action itself). With `holder`, it joins that
+    (a switch to a non-root uid drops them for the action itself); where the task's user is root,
+    a root agent's in the task's own environment (`ROOT_CANDIDATE_CAPABILITIES`). With `holder`, it joins that
     container's network namespace (`--network none` there) instead of creating one.
     """
     mem = limits.memory
     extra: dict[str, Any] = {}
     if kind != "replay":
         extra = {"cap_drop": ["ALL"], "tmpfs": {RUN_STATE: "size=1m,mode=1777"}}
-        if runner and not spec.runs_as_root:
+        if spec.runs_as_root:
+            extra["cap_add"] = rn.ROOT_CANDIDATE_CAPABILITIES
+        elif runner:
             extra["cap_add"] = rn.CAPABILITIES
     if runner:
         extra["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]

@@ -14,11 +14,6 @@ from pathlib import Path
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._containers import HOSTNAME, RUN_STATE
 
-# Docker's default capabilities: what the replay of set-up and history (as root) has there
-REPLAY_CAPS = (
-    "CHOWN DAC_OVERRIDE FSETID FOWNER MKNOD NET_RAW SETGID SETUID SETFCAP SETPCAP NET_BIND_SERVICE SYS_CHROOT KILL "
-    "AUDIT_WRITE"
-).split()
 # joins the cgroups given first, mounts the overlay, then execs the rest (prlimit, bwrap, the runner)
 LAUNCH = r"""set -e
 n=$1; shift
@@ -49,8 +44,9 @@ def launch_command(
     """The argv of one sandbox. `programs`: the host's `unshare`, `prlimit` and `bwrap` by name.
 
     `kind="replay"` (set-up and history, as root) keeps Docker's default capabilities and has no
-    tmpfs at the run state; a candidate's sandbox drops them all but the runner's three where the
-    task's user is not root (as Docker's pool containers: `_containers.create`).
+    tmpfs at the run state; a candidate's sandbox keeps a root agent's (`ROOT_CANDIDATE_CAPABILITIES`)
+    where the task's user is root, else only the runner's three (as Docker's pool containers:
+    `_containers.create`).
     """
     args = [programs["bwrap"], "--bind", str(merged), "/", "--ro-bind", "/sys", "/sys"]
     for host, inside in cgroup_binds:
@@ -64,7 +60,10 @@ def launch_command(
     args += ["--ro-bind", str(runner), rn.MOUNT_POINT]
     args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--hostname", HOSTNAME, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    caps = REPLAY_CAPS if kind == "replay" else ([] if runs_as_root else rn.CAPABILITIES)
+    if kind == "replay":
+        caps = rn.DOCKER_DEFAULT_CAPABILITIES
+    else:
+        caps = rn.ROOT_CANDIDATE_CAPABILITIES if runs_as_root else rn.CAPABILITIES
     for cap in caps:
         args += ["--cap-add", f"CAP_{cap}"]
     if seccomp_fd is not None:

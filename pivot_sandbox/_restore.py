@@ -29,8 +29,12 @@ from pivot_sandbox.errors import ProcessesNotRestored, SandboxError
 
 PRE_STATE = f"{STATE}/pre"  # the shell state before each history command that started a process still running
 LISTENING = "cat /proc/net/tcp /proc/net/tcp6 /proc/net/unix 2>/dev/null"
+CPU_TIME = "cat /proc/[0-9]*/stat 2>/dev/null"  # every process's CPU time, in its fields 14 to 17
 RESTART_TIMEOUT = 30.0  # seconds for the restarted processes to run and listen again
-SETTLE = 2.0  # seconds the listening sockets must stay the same when a state's are first measured
+SETTLE = 2.0  # seconds the sockets must stay the same, and the processes idle, when a state's are first measured
+STARTED = 0.3  # seconds what a history command started must stay the same, and idle, before the replay lists it
+IDLE_SHARE = 0.05  # of one CPU: what a started server uses while nobody asks it anything
+CLOCK_TICKS = 100  # per second, in /proc/<pid>/stat (USER_HZ: 100 on every Linux this runs on)
 POLL = 0.05
 
 
@@ -110,7 +114,12 @@ def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[
         )
         if raw.killed:
             raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
-        listed.append(normalize_processes(left_running(box, raw)))
+        found = normalize_processes(left_running(box, raw))
+        if Counter(found) - Counter(
+            listed[-1]
+        ):  # it started something: listed once started (a job may compute, then exec)
+            found = settled(box, lambda b: normalize_processes(running_processes(b)), STARTED)
+        listed.append(found)
     running = attribute(listed[:-1], listed[-1], history)
     # the state after the history is the snapshot's; only the saved states a restart reads stay
     keep = {i for i, _ in running.launchers}
@@ -179,22 +188,56 @@ def measured(box: Box, spec: SandboxSpec, limits: Limits, running: Running, disc
 
 
 def settled_listening(box: Box) -> tuple[str, ...]:
-    """The sockets listening in a restarted sandbox once they stay the same for `SETTLE` seconds."""
+    """The sockets listening in a restarted sandbox once they settle (`settled`, for `SETTLE` seconds).
+
+    The sockets alone are not enough: a server that computes for seconds before it binds (a notebook
+    server importing its modules) would settle on none, and candidates would then run before it
+    listens, racing it. While it starts it uses the CPU; once it waits for requests it does not.
+    """
+    return settled(box, listening, SETTLE)
+
+
+def settled(box: Box, read: Callable[[Box], tuple[str, ...]], window: float) -> tuple[str, ...]:
+    """What `read(box)` reads once it settles, or at `RESTART_TIMEOUT`.
+
+    Settled: for `window` seconds it stays the same and the sandbox's processes use under `IDLE_SHARE`
+    of a CPU.
+    """
     deadline = time.monotonic() + RESTART_TIMEOUT
-    seen, since = listening(box), time.monotonic()
-    while time.monotonic() - since < SETTLE and time.monotonic() < deadline:
+    seen, ticks, since = read(box), cpu_ticks(box), time.monotonic()
+    while time.monotonic() - since < window and time.monotonic() < deadline:
         time.sleep(POLL)
-        now = listening(box)
-        if now != seen:
-            seen, since = now, time.monotonic()
+        now, used = read(box), cpu_ticks(box)
+        busy = used - ticks > 1 + IDLE_SHARE * (time.monotonic() - since) * CLOCK_TICKS
+        if now != seen or busy:
+            seen, ticks, since = now, used, time.monotonic()
     return seen
 
 
 def listening(box: Box) -> tuple[str, ...]:
     """The sockets listening in the sandbox's network namespace: `tcp <hex addr:port>`, `unix <path>`."""
     raw = run(box, ["/bin/sh", "-c", LISTENING], user="0", timeout=10, output_cap=1 << 20, keep=True)
+    return _sockets(raw.stdout.decode(errors="replace"))
+
+
+def cpu_ticks(box: Box) -> int:
+    """The CPU time (clock ticks, user and system) the sandbox's running processes have used."""
+    raw = run(box, ["/bin/sh", "-c", CPU_TIME], user="0", timeout=10, output_cap=1 << 20, keep=True)
+    return sum(_cpu_ticks(line) for line in raw.stdout.decode(errors="replace").splitlines())
+
+
+def _cpu_ticks(stat: str) -> int:
+    """The CPU time of one /proc/<pid>/stat line, user and system, its waited-for children's included.
+
+    A loop of short commands computes in its children. The name in parentheses may hold spaces.
+    """
+    fields = stat[stat.rfind(")") + 2 :].split()[11:15]  # utime stime cutime cstime (fields 14-17)
+    return sum(int(f) for f in fields) if len(fields) == 4 and all(f.isdigit() for f in fields) else 0
+
+
+def _sockets(text: str) -> tuple[str, ...]:
     found = set()
-    for line in raw.stdout.decode(errors="replace").splitlines():
+    for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 4 and fields[3] == "0A" and ":" in fields[1]:  # /proc/net/tcp*: st 0A is LISTEN
             found.add(f"tcp {fields[1]}")

@@ -36,7 +36,17 @@ from pivot_sandbox.errors import RunnerLost
 
 SOURCE = Path(__file__).with_name("runner.c")
 MOUNT_POINT = "/.pivot-runner"
-CAPABILITIES = ["KILL", "SETUID", "SETGID"]
+CAPABILITIES = ["KILL", "SETUID", "SETGID"]  # the runner's, to switch to a non-root user and kill what it left
+# Docker's default capabilities: what the task's own environment gives its (root) agent, and what the
+# replay of set-up and history has
+DOCKER_DEFAULT_CAPABILITIES = (
+    "CHOWN DAC_OVERRIDE FSETID FOWNER MKNOD NET_RAW SETGID SETUID SETFCAP SETPCAP NET_BIND_SERVICE SYS_CHROOT KILL "
+    "AUDIT_WRITE"
+).split()
+# A root candidate's: those of a root agent in the task's environment, so that what root may do there
+# (write a read-only file, chown, switch users) has the same effect here; creating device nodes is
+# left out, since the namespace backend has no device cgroup to make a node of a host disk harmless.
+ROOT_CANDIDATE_CAPABILITIES = [c for c in DOCKER_DEFAULT_CAPABILITIES if c != "MKNOD"]
 FLAG_CLEAN_IPC, FLAG_KEEP, FLAG_LIST = 1, 2, 4
 KILLED = {0: None, 1: "timeout", 2: "output cap"}
 GRACE = 10.0  # seconds past a command's own timeout before the host stops waiting for the runner

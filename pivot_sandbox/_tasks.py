@@ -43,14 +43,14 @@ from pivot_core import AliasBudgetExceeded, load_yaml
 from pivot_sandbox import _dockerfile as df
 from pivot_sandbox._access import build_access
 from pivot_sandbox._bases import ensure_base
-from pivot_sandbox._build import build
+from pivot_sandbox._build import build, checkout_mode
 from pivot_sandbox._equivalents import registry_equivalent
 from pivot_sandbox._images import BUSYBOX_TAG, DEBIAN_TAG, build_busybox_image, image_exists
 from pivot_sandbox._spec import LABEL
 from pivot_sandbox._task_tests import TESTS_VENV, TestPlan, test_plan
 from pivot_sandbox.errors import SandboxError, TaskError
 
-BUILDER_VERSION = "3"  # 3: tests/ and solution.* are never copied into the image
+BUILDER_VERSION = "4"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes
 TASK_REPO = "pivot-gym/task"
 MAX_TASK_IMAGES = 24
 
@@ -242,7 +242,7 @@ def content_hash(task: Task, instructions: Sequence[df.Instruction], base_id: st
     h.update(json.dumps([BUILDER_VERSION, task.dockerfile, base_id, task.tests.pip, task.tests.apt]).encode())
     for path in df.context_files(instructions, task.context):
         h.update(path.relative_to(task.context.resolve()).as_posix().encode() + b"\0")
-        h.update(str(path.stat().st_mode & 0o777).encode() + b"\0")
+        h.update(str(checkout_mode(path.stat().st_mode) & 0o777).encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 

@@ -25,6 +25,7 @@ import pytest
 from pivot_core import Pivot
 from pivot_envs import Message
 from pivot_sandbox import SandboxSpec, SandboxUnavailable, usable_backends
+from pivot_sandbox._runner import ROOT_CANDIDATE_CAPABILITIES
 from verifiers_plugins import get_verifier
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -68,6 +69,30 @@ def test_the_namespace_backend_runs_where_the_machine_allows_it():
     print("sandbox backends tested:", BACKENDS)
 
 
+# linux/capability.h: the bit of each capability a sandbox may hold
+CAPABILITY_BITS = {
+    "CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7, "SETPCAP": 8,
+    "NET_BIND_SERVICE": 10, "NET_RAW": 13, "SYS_CHROOT": 18, "MKNOD": 27, "AUDIT_WRITE": 29, "SETFCAP": 31,
+}  # fmt: skip
+
+
+def capability_mask(names) -> int:
+    return sum(1 << CAPABILITY_BITS[name] for name in names)
+
+
+def test_a_root_candidate_may_do_what_a_root_agent_may_in_the_tasks_environment(backend):
+    # Terminal-Bench gives its agent root with Docker's default capabilities: a read-only file is
+    # writable, chown works. A candidate that could not do them would score 0 where the agent's
+    # own action succeeded (OpenHands' editor on prove-plus-comm's read-only proof).
+    spec = SandboxSpec(image=BUSYBOX, user="root", setup=("echo old > /app/proof.v && chmod 444 /app/proof.v",))
+    write, chown, node = backend.run_group(
+        spec, [], [["echo new > /app/proof.v && cat /app/proof.v"], ["chown 1000:1000 /app/proof.v"], ["mknod d b 8 0"]]
+    )
+    assert (write.exit_code, write.stdout.strip()) == (0, "new"), write
+    assert chown.exit_code == 0, chown
+    assert node.exit_code != 0, node  # no device nodes: the namespace backend has no device cgroup
+
+
 def test_escape_attempts_reach_nothing_of_the_host(backend, tmp_path):
     token = uuid.uuid4().hex
     sentinel = Path("/tmp") / f"pivot-gym-sentinel-{token[:8]}"
@@ -90,7 +115,8 @@ def test_escape_attempts_reach_nothing_of_the_host(backend, tmp_path):
                 assert token not in effect.stdout + effect.stderr, (user, name, effect.stdout)
             assert "rc=0" not in effects["mount"].stdout and "rc=0" not in effects["unshare"].stdout
             assert "NoNewPrivs:\t1" in effects["privileges"].stdout
-            assert "CapEff:\t0000000000000000" in effects["privileges"].stdout
+            caps = ROOT_CANDIDATE_CAPABILITIES if user == "root" else []
+            assert f"CapEff:\t{capability_mask(caps):016x}" in effects["privileges"].stdout, (user, caps)
             assert effects["symlink out"].files["/app/link"] == f"link:{sentinel}"
             assert int(effects["host processes"].stdout.split()[-1]) < 10  # the sandbox's own few only
             assert effects["network"].stdout.strip() == "1"  # loopback alone
@@ -172,6 +198,20 @@ def test_a_server_the_history_started_runs_again_for_every_candidate(backend):
     history = ["echo x > /dev/shm/f", "cd /tmp", "cp /dev/shm/f /app/kept"]
     (kept,) = backend.run_group(spec, history, [["cat /app/kept; pwd"]])
     assert kept.stdout == "x\n/tmp", kept
+
+
+def test_a_server_that_computes_before_it_listens_is_waited_for(backend):
+    # a notebook server imports for seconds before it binds: measured on the sockets alone, the
+    # state's settled on none after 2 s, and a candidate's fetch raced the server's start
+    spec = SandboxSpec(image=BUSYBOX)
+    compute = "i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done"
+    slow = (
+        "{ end=$(($(date +%s) + 3)); while [ $(date +%s) -lt $end ]; do " + compute + "; done; exec " + HTTPD + "; } &"
+    )
+    history = [SERVED[0], slow]
+    fetched, again = backend.run_group(spec, history, [[PAGE], [PAGE]])
+    assert (fetched.stdout, fetched.exit_code) == ("hi", 0), fetched
+    assert (again.stdout, again.exit_code) == ("hi", 0), again
 
 
 def test_docker_lends_no_network_namespace_a_server_ran_in(busybox):

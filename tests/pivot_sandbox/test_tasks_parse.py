@@ -304,6 +304,27 @@ def test_a_copied_script_that_fetches_uv_builds_and_other_hosts_still_skip(tmp_p
     assert "astral.sh" not in body and "uv" in body
 
 
+def test_copied_files_have_the_modes_of_a_git_checkout_whatever_the_folders_copy_has(tmp_path: Path):
+    # the shared task folders are a read-only copy (0444 files, 0555 folders); the task's own image,
+    # built from its git tree, has 0644 and 0755: an agent's `ls -la` and a write as a user see that
+    folder = tmp_path / "ctx"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "data.csv").write_text("a,b\n")
+    (folder / "run.sh").write_text("echo hi\n")
+    (folder / "sub" / "notes.txt").write_text("x\n")
+    for path, mode in ((folder / "data.csv", 0o444), (folder / "run.sh", 0o555), (folder / "sub" / "notes.txt", 0o600)):
+        path.chmod(mode)
+    (folder / "sub").chmod(0o555)
+    try:
+        data = _build._tar_of([folder], "app", True, False)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            modes = {m.name: m.mode & 0o7777 for m in tar.getmembers()}
+            assert tar.extractfile("app/run.sh").read() == b"echo hi\n"
+    finally:
+        (folder / "sub").chmod(0o755)
+    assert modes == {"app/data.csv": 0o644, "app/run.sh": 0o755, "app/sub": 0o755, "app/sub/notes.txt": 0o644}
+
+
 def test_a_torch_index_step_maps_to_pypi_and_the_tests_venv_reuses_the_image_torch(tmp_path: Path):
     ins = df.parse("FROM x\nRUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n")[1]
     ins = _tasks.equivalent_instruction(ins)

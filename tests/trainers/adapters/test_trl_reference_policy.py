@@ -113,7 +113,8 @@ def test_grpo_trainer_with_the_reference_generating_gets_varied_rewards_from_get
     logs = [x for x in trainer.state.log_history if "rewards/PivotToolUseEnvironment/mean" in x]
     assert len(logs) == 6 and all(math.isfinite(x["loss"]) for x in logs)
     assert len(rewards) == 96 and None not in rewards
-    print(f"reference in TRL: {sum(rewards)}/{len(rewards)} first calls right; calls/rollout "
-          f"{[x['tools/call_frequency'] for x in logs]}; rollouts by calls {sorted(Counter(calls).items())}")  # fmt: skip
+    frequency = [x["tools/call_frequency"] for x in logs]
+    print(f"reference in TRL: {sum(rewards)}/{len(rewards)} first calls right; calls/rollout {frequency}")
+    print(f"rollouts by the number of tool calls they made: {sorted(Counter(calls).items())}")
     assert statistics.pstdev(rewards) > 0  # the policy itself sometimes gets the first call right
     assert any(x["tools/call_frequency"] > 0 for x in logs)  # TRL parsed and ran the policy's calls
