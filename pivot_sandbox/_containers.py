@@ -26,6 +26,7 @@ from docker.types import Mount, Ulimit
 
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, layers_of, root_state
+from pivot_sandbox._host_network import give_back, hold, release, take_turn
 from pivot_sandbox._shell_state import WRAPPER, parse_records, split_marked_state
 from pivot_sandbox._spec import LABEL, Limits, SandboxSpec
 
@@ -36,8 +37,7 @@ HOSTNAME = "pivot-sandbox"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 END_MARK = b"\x1ePIVOT-END "
 FORGED_MARK = "end mark forged"  # `RawRun.killed` when stderr holds more than the wrapper's one end mark
-# Counts what an action can leave that is neither a file nor a process (root; "0" when nothing):
-# System V IPC objects (table rows after each header), POSIX shared memory and message queues.
+# counts what an action can leave that is no file nor process: System V IPC rows, POSIX shm and queues
 RESIDUE_PROBE = (
     "{ for t in shm sem msg; do tail -n +2 /proc/sysvipc/$t; done; ls -A /dev/shm; ls -A /dev/mqueue; }"
     " 2>/dev/null | wc -l"
@@ -109,9 +109,32 @@ def create(
     from the dataset, not from the policy. Containers that run candidates drop every capability
     but the three the runner needs to switch to the action's user and to kill what it left
     (a switch to a non-root uid drops them for the action itself); where the task's user is root,
-    a root agent's in the task's own environment (`ROOT_CANDIDATE_CAPABILITIES`). With `holder`, it joins that
-    container's network namespace (`--network none` there) instead of creating one.
+    a root agent's (`ROOT_CANDIDATE_CAPABILITIES`). With `holder`, it joins that container's network
+    namespace (`--network none` there) instead of creating one. One in the host's network waits for
+    the host-network turn (`_host_network`) and holds it until it is removed.
     """
+    if not (kind == "replay" and spec.replay_access):
+        return _create(client, image, spec, limits, kind, backend, runner, holder)
+    turn = take_turn()  # in the host's network: one such container at a time (`_host_network`)
+    try:
+        box = _create(client, image, spec, limits, kind, backend, runner, holder)
+    except BaseException:
+        give_back(turn)
+        raise
+    hold(box.container.id, turn)
+    return box
+
+
+def _create(
+    client: docker.DockerClient,
+    image: str,
+    spec: SandboxSpec,
+    limits: Limits,
+    kind: str,
+    backend: str = "",
+    runner: Path | None = None,
+    holder: Box | None = None,
+) -> Box:
     mem = limits.memory
     extra: dict[str, Any] = {}
     if kind != "replay":
@@ -171,7 +194,7 @@ def create(
 
 
 def remove(box: Box) -> None:
-    """Remove a container, ignoring one that is already gone."""
+    """Remove a container, ignoring one that is already gone; the host-network turn it held is given back."""
     if box.channel is not None:
         box.channel.close()
     try:
@@ -181,6 +204,8 @@ def remove(box: Box) -> None:
     except docker.errors.APIError as e:
         if "already in progress" not in str(e):
             raise
+    finally:
+        release(box.container.id)
 
 
 def settle(box: Box) -> bool:
