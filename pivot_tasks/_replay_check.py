@@ -15,9 +15,11 @@ compared with what the run recorded:
 
 The first action whose result differs (typically a command that reached the network during the
 run) marks the pivot at that turn and every later pivot of the run `context.replay = {"faithful":
-false, "diverged_at": TURN, "reason": ...}`, and their sandbox is taken away (`unsandboxed` says
-why): they are scored by the static part of the chain, never on a state that differs from the
-agent's. The pivots before it get `{"faithful": true}`.
+false, "diverged_at": TURN, "reason": ...}`: `docker_shell` judges none of them (they are scored by
+the static part of the chain), and the later ones lose their sandbox (`unsandboxed` says why),
+never restored to a state that differs from the agent's. The pivot at that turn keeps it, marked
+`"state_faithful": true`: its state is the agent's, only its own action's effect is not, so an
+episode may start there. The pivots before it get `{"faithful": true}`.
 """
 
 from __future__ import annotations
@@ -164,8 +166,11 @@ def check_replay(
             context = dict(pivots[i].context)
             if found is not None and turn >= found[0]:
                 context["replay"] = {"faithful": False, "diverged_at": found[0], "reason": found[1]}
-                context.pop("sandbox", None)
-                context["unsandboxed"] = f"the replay diverged at turn {found[0]}: {found[1]}"
+                if turn > found[0]:  # its state differs from the agent's
+                    context.pop("sandbox", None)
+                    context["unsandboxed"] = f"the replay diverged at turn {found[0]}: {found[1]}"
+                else:  # its state is the agent's (an episode may start here); its own action's effect is not
+                    context["replay"]["state_faithful"] = True
             else:
                 context["replay"] = {"faithful": True}
             out[i] = dataclasses.replace(pivots[i], context=context)

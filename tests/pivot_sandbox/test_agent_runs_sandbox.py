@@ -19,6 +19,7 @@ import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_core import Message, Pivot, ToolCall, convert_runs, write_pivots
 from pivot_tasks import check_replay, replay_blocker, sandbox_pivots
 from pivot_tasks._replay_check import Step, first_divergence
+from verifiers_plugins import get_verifier
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +163,14 @@ def test_the_first_divergence_marks_that_pivot_and_the_later_ones(hello_pivots):
             assert p.context["replay"] == {"faithful": True} and p.context["sandbox"]
         else:
             assert p.context["replay"]["faithful"] is False and p.context["replay"]["diverged_at"] == at
+        if p.context["turn_index"] > at:
             assert "sandbox" not in p.context and "diverged" in p.context["unsandboxed"]
+    # the pivot whose own action diverged keeps its sandbox (its state is the agent's: an episode
+    # may start there), and docker_shell still judges none of its candidates
+    (pivot,) = [p for p in checked if p.context["turn_index"] == at]
+    assert pivot.context["replay"]["state_faithful"] is True and pivot.context["sandbox"]
+    verdict = get_verifier("docker_shell").verify(pivot, pivot.expert)
+    assert not verdict.applicable and "diverged" in verdict.reason, verdict
 
 
 def test_exit_codes_are_compared_always():
