@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pivot_sandbox._build import checkout_mode
+
 TESTS_VENV = "/opt/pivot-tests"
 TESTS_DIR = "/tests"
 TEST_LOG_TAIL = 200_000  # bytes of a test run's output kept: its end holds pytest's summary
@@ -98,15 +100,16 @@ class TestOutcome:
 
 
 def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """A tests entry as `docker cp` leaves it for root: owned by root and writable by its owner.
+    """A tests entry as a git checkout copied in leaves it: owned by root, mode 0644 or 0755.
 
     The task folder may be read-only (a shared data copy): tests that write beside themselves
-    (`shutil.copytree(..., TEST_DIR + "/src")`) then failed, since the sandbox's root has no
-    CAP_DAC_OVERRIDE to write into a mode-555 folder it owns no more than Terminal-Bench's root does.
+    (`shutil.copytree(..., TEST_DIR + "/src")`) then failed where the test run's user lacks
+    CAP_DAC_OVERRIDE (`checkout_mode`, as the image's copied files get).
     """
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
-    info.mode |= 0o200
+    if info.isfile() or info.isdir():
+        info.mode = checkout_mode(info.mode)
     return info
 
 

@@ -338,8 +338,8 @@ def test_a_torch_index_step_maps_to_pypi_and_the_tests_venv_reuses_the_image_tor
 
 
 def test_tests_are_delivered_writable_by_root_from_a_read_only_task_folder(tmp_path: Path):
-    # the shared task folders are read-only (mode 555); the sandbox's root has no CAP_DAC_OVERRIDE, so a
-    # test that copies files beside itself (fix-pandas-version: copytree into TEST_DIR) failed to collect
+    # the shared task folders are read-only (mode 555); a test run without CAP_DAC_OVERRIDE, a test that
+    # copies files beside itself (fix-pandas-version: copytree into TEST_DIR) failed to collect
     folder = _task_folder(tmp_path, None)
     (folder / "tests" / "test_outputs.py").chmod(0o444)
     (folder / "tests").chmod(0o555)
