@@ -2,14 +2,19 @@
 
 At its `calculate` turns the expert writes the expression in one of several equivalent forms
 (the terms in any order, with or without spaces; a doubled price as a product either way or a
-sum). `tool_exec`, the airline pivots' default acceptor, accepts every form (the world returns
-the same number); `exact_match`, the strict reward, accepts only the expert's own.
+sum), and at its `transfer_to_human_agents` turns the hand-off summary in one of several
+phrasings naming the same reservation. `tool_exec`, the airline pivots' default acceptor, accepts
+every form (the world returns the same number; the summary names the same ids and reads alike);
+`exact_match`, the strict reward, accepts only the expert's own.
 """
+
+import dataclasses
+import json
 
 import gymnasium as gym
 
 import pivot_envs  # noqa: F401
-from pivot_core import render_completion
+from pivot_core import Message, ToolCall, render_completion
 from pivot_tool_worlds import tau_airline_demo
 from trainers.demo.synthetic import equivalent_actions, synthetic_pivots
 
@@ -20,11 +25,7 @@ def test_equivalent_forms_are_accepted_by_tool_exec_and_rejected_by_exact_match(
     with_forms = [p for p in pivots if equivalent_actions(p)]
     calls = [p for p in pivots if p.expert.tool_calls]
     assert len(with_forms) >= 0.08 * len(calls), (len(with_forms), len(calls))  # a share, not a curiosity
-    kinds = {
-        "product" if any("*" in m.tool_calls[0].arguments for m in [p.expert, *equivalent_actions(p)]) else "sum"
-        for p in with_forms
-    }
-    assert kinds == {"sum", "product"}  # both kinds occur: totals and doubled prices
+    assert {_kind(p) for p in with_forms} == {"sum", "product", "summary"}  # totals, doubled prices, hand-offs
     functional = gym.make("pivot/tool-use-v0", pivots=with_forms).unwrapped
     strict = gym.make("pivot/tool-use-v0", pivots=with_forms, verifiers=["exact_match"]).unwrapped
     for pivot in with_forms:
@@ -37,9 +38,48 @@ def test_equivalent_forms_are_accepted_by_tool_exec_and_rejected_by_exact_match(
         assert strict_got[0].accepted and not any(r.accepted for r in strict_got[1:]), pivot.id
 
 
+def _kind(pivot):
+    if pivot.expert.tool_calls[0].name == "transfer_to_human_agents":
+        return "summary"
+    return (
+        "product"
+        if any("*" in m.tool_calls[0].arguments for m in [pivot.expert, *equivalent_actions(pivot)])
+        else "sum"
+    )
+
+
+def test_a_summary_naming_another_reservation_is_rejected_by_both():
+    world = tau_airline_demo()
+    pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if equivalent_actions(p) and _kind(p) == "summary")
+    other = equivalent_actions(pivot)[0].tool_calls[0]
+    summary = json.loads(other.arguments)["summary"]
+    rid = next(w.strip(".") for w in summary.split() if any(c.isdigit() for c in w))
+    other_rid = "4WQ150" if rid != "4WQ150" else "0AIEP0"
+    call = ToolCall(other.name, json.dumps({"summary": summary.replace(rid, other_rid)}))
+    wrong = Message("assistant", None, (call,))
+    for verifiers in (None, ["exact_match"]):
+        env = gym.make("pivot/tool-use-v0", pivots=[pivot], verifiers=verifiers).unwrapped
+        assert not env.score(pivot, [render_completion(wrong, pivot.domain)])[0].accepted
+
+
+def test_exact_match_takes_parallel_calls_in_any_order():
+    # why the in-domain kinds are forms of one call and not orders of parallel calls: the strict
+    # reward compares calls as a multiset too, so another order would not separate the two rewards
+    world = tau_airline_demo()
+    pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if p.expert.tool_calls)
+    calls = [
+        ToolCall("get_reservation_details", json.dumps({"reservation_id": r}), f"c{r}") for r in ("4WQ150", "0AIEP0")
+    ]
+    expert = Message("assistant", None, tuple(calls))
+    swapped = Message("assistant", None, tuple(reversed(calls)))
+    env = gym.make("pivot/tool-use-v0", pivots=[pivot], verifiers=["exact_match"]).unwrapped
+    parallel = dataclasses.replace(pivot, expert=expert)
+    assert env.score(parallel, [render_completion(swapped, pivot.domain)])[0].accepted
+
+
 def test_a_wrong_total_is_rejected_by_both():
     world = tau_airline_demo()  # the world `--data synthetic` is written in
-    pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if equivalent_actions(p))
+    pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if equivalent_actions(p) and _kind(p) != "summary")
     wrong = render_completion(equivalent_actions(pivot)[0], pivot.domain).replace("1", "2", 1)
     for verifiers in (None, ["exact_match"]):
         env = gym.make("pivot/tool-use-v0", pivots=[pivot], verifiers=verifiers).unwrapped

@@ -41,6 +41,7 @@ WANTS = {
     "cancel": ("cancel a reservation", "cancel my trip", "cancel my flight"),
     "check": ("check my reservations", "review my bookings", "change a reservation"),
     "book": ("book a flight", "book a new trip", "find a flight"),
+    "human": ("talk to a human agent", "speak with a person", "get help from a human"),
 }
 GIVE_RESERVATION = (
     "The reservation id is {rid}.",
@@ -156,6 +157,21 @@ def _check(w: ConversationWriter, uid: str) -> None:
     w.say("I found your reservations. Which one would you like to change?")
 
 
+def _transfer(w: ConversationWriter, uid: str) -> None:
+    user = _identify(w, uid, _say(w.rng, WANTS["human"]))
+    # a reservation id with a digit: `tool_exec` matches summaries by their ids and numbers
+    # (`digit_tokens`) and then by similarity, so an all-letter id copied wrong could still pass
+    reservations = [r for r in _held(w, user) if any(c.isdigit() for c in r)]
+    if not reservations:
+        w.say("I could not find any reservation under your profile.")
+        return
+    rid = w.rng.choice(reservations)
+    w.say(_say(w.rng, ASK_HOW))
+    w.user(_say(w.rng, ASK_HUMAN, rid=rid))
+    w.call_one_of("transfer_to_human_agents", [{"summary": s} for s in summary_forms(rid)])
+    w.say("YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.")
+
+
 def _book(w: ConversationWriter, uid: str, flights: Sequence[tuple[str, str, str, str]]) -> None:
     _identify(w, uid, _say(w.rng, WANTS["book"]))
     origin, destination, day, _ = w.rng.choice(flights)
@@ -192,6 +208,31 @@ LIST_PRICES = (
     "Economy prices of the first flights: {prices}.",
 )
 NUMBER_WORDS = {2: "two", 3: "three"}
+ASK_HOW = ("How can I help you with your reservations?", "Which reservation is it about?")
+ASK_HUMAN = (
+    "I need a human agent for reservation {rid}.",
+    "Please transfer me to a human, it is about reservation {rid}.",
+    "It's reservation {rid}. I want to talk to a person.",
+)
+SUMMARIES = (
+    "User wants a human agent for reservation {rid}.",
+    "User asks for a human agent about reservation {rid}.",
+    "The user wants a human agent for reservation {rid}.",
+    "User needs a human agent for reservation {rid}.",
+    "The user asks for a human about reservation {rid}.",
+    "User wants to talk to a human about reservation {rid}.",
+)
+
+
+def summary_forms(rid: str) -> list[str]:
+    """Hand-off summaries that all say the same thing: the user wants a human agent about `rid`.
+
+    `tool_exec` matches a summary by its ids (they must agree exactly) and then by similarity, so it
+    accepts each of these (pairwise similarity 0.7 and more, above its 0.6); `exact_match` accepts the
+    expert's own text alone. The policy copies ids as whole tokens (unlike the prices a `calculate`
+    turn needs), so it gets these turns right in any of the forms.
+    """
+    return [s.format(rid=rid) for s in SUMMARIES]
 
 
 def sum_forms(numbers: Sequence[float]) -> list[str]:
@@ -312,7 +353,7 @@ def synthetic_pivots(world: Any, conversations: int, seed: int = 0, system: str 
         raise ValueError(f"{world.name}: the database has no user with a reservation to write conversations about")
     flights = _flight_days(world)
     system = system if system is not None else _policy_text(world)
-    scenes: list[Callable[[ConversationWriter, str], None]] = [_cancel, _check]
+    scenes: list[Callable[[ConversationWriter, str], None]] = [_cancel, _check, _transfer]
     if flights:
         scenes.append(lambda w, uid: _book(w, uid, flights))
     pivots: list[Pivot] = []
