@@ -53,7 +53,7 @@ def test_a_summary_naming_another_reservation_is_rejected_by_both():
     pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if equivalent_actions(p) and _kind(p) == "summary")
     other = equivalent_actions(pivot)[0].tool_calls[0]
     summary = json.loads(other.arguments)["summary"]
-    rid = next(w.strip(".") for w in summary.split() if any(c.isdigit() for c in w))
+    rid = next(w.strip(".:") for w in summary.split() if any(c.isdigit() for c in w))
     other_rid = "4WQ150" if rid != "4WQ150" else "0AIEP0"
     call = ToolCall(other.name, json.dumps({"summary": summary.replace(rid, other_rid)}))
     wrong = Message("assistant", None, (call,))

@@ -215,12 +215,12 @@ ASK_HUMAN = (
     "It's reservation {rid}. I want to talk to a person.",
 )
 SUMMARIES = (
-    "User wants a human agent for reservation {rid}.",
-    "User asks for a human agent about reservation {rid}.",
-    "The user wants a human agent for reservation {rid}.",
-    "User needs a human agent for reservation {rid}.",
-    "The user asks for a human about reservation {rid}.",
-    "User wants to talk to a human about reservation {rid}.",
+    "{rid}: user wants a human agent.",
+    "{rid}: user asks for a human agent.",
+    "{rid}: the user wants a human agent.",
+    "{rid}: user needs a human agent.",
+    "{rid}: the user asks for a human.",
+    "{rid}: user wants to talk to a human.",
 )
 
 
