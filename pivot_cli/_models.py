@@ -78,6 +78,9 @@ def pretrain(
     ),
     quick: bool = typer.Option(False, "--quick", help="The CI shape: a small model and a short run."),
     seed: int = typer.Option(0, "--seed", help="Seeds the conversations, the initialisation and the batches."),
+    handoffs: bool = typer.Option(
+        False, "--handoffs", help="Synthetic conversations with hand-offs as well (they feed the tokenizer)."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Pretrain a small model on copy drills, then synthetic conversations of a tool world (ids copied from context)."""
@@ -91,7 +94,7 @@ def pretrain(
 
     quiet_transformers()
     with user_errors():
-        config = PretrainConfig(world=world, seed=seed)
+        config = PretrainConfig(world=world, seed=seed, handoffs=handoffs)
         config = config.quick() if quick else config
         if conversations > 0:
             config = replace(config, conversations=conversations)

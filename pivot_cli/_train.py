@@ -151,6 +151,12 @@ def _coerce(type_name: str, raw: str) -> Any:
     return raw
 
 
+HANDOFFS = (
+    "Synthetic data with hand-offs to a human agent as well, the summary one of six phrasings "
+    "(not the bundled reference's data)."
+)
+
+
 def demo_config(
     out: Path,
     quick: bool = False,
@@ -160,6 +166,7 @@ def demo_config(
     profile_turns: str = "",
     reference: str = "",
     arms: str = "",
+    handoffs: bool = False,
 ) -> DemoConfig:
     """The demo's configuration from the CLI's options: the preset first (quick, synthetic), then the overrides."""
     from dataclasses import replace
@@ -175,6 +182,8 @@ def demo_config(
         cfg = replace(cfg, data=str(bundled_sample()) if data == BUNDLED else data)
     if reference:
         cfg = replace(cfg, reference=None if reference == "none" else reference)
+    if handoffs:  # after the reference: the bundled one refuses this data
+        cfg = replace(cfg, synthetic_handoffs=True)
     if steps > 0:
         cfg = replace(cfg, steps=steps)
     if seeds.strip():
@@ -213,6 +222,7 @@ def demo_pivotrl(
         "default: the configuration's.",
     ),
     arms: str = typer.Option("", "--arms", help="Comma-separated arms (sft and pivotrl among them); default: all."),
+    handoffs: bool = typer.Option(False, "--handoffs", help=HANDOFFS),
     profile_turns: str = typer.Option(
         "",
         "--profile-turns",
@@ -226,7 +236,7 @@ def demo_pivotrl(
 
     quiet_transformers()
     with user_errors():
-        cfg = demo_config(out, quick, data, steps, seeds, profile_turns, reference, arms)
+        cfg = demo_config(out, quick, data, steps, seeds, profile_turns, reference, arms, handoffs)
         result = run_demo(cfg, log=StageLog(console))
     rows = result["rows"]
     text = "heldout_text_accept" in rows[0]
@@ -280,10 +290,11 @@ def demo_pivotrl(
 def demo_synthetic(
     out: Path = typer.Option(..., "--out", help="Pivot file to write (JSONL)."),
     conversations: int = typer.Option(600, "--conversations", help="Conversations (about 5.7 pivots each)."),
+    handoffs: bool = typer.Option(False, "--handoffs", help=HANDOFFS),
 ) -> None:
     """Write the `--data synthetic` pivots: conversations the airline world writes (the bundled reference's data)."""
     from trainers.demo import synthetic_data
 
     with user_errors():
-        synthetic_data(conversations, out)
+        synthetic_data(conversations, out, handoffs)
     console.print(f"wrote {conversations} synthetic airline conversations' pivots to {out}")

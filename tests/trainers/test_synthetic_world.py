@@ -21,7 +21,7 @@ from trainers.demo.synthetic import equivalent_actions, synthetic_pivots
 
 def test_equivalent_forms_are_accepted_by_tool_exec_and_rejected_by_exact_match():
     world = tau_airline_demo()  # the world `--data synthetic` is written in
-    pivots = synthetic_pivots(world, 120, seed=5)
+    pivots = synthetic_pivots(world, 120, seed=5, handoffs=True)
     with_forms = [p for p in pivots if equivalent_actions(p)]
     calls = [p for p in pivots if p.expert.tool_calls]
     assert len(with_forms) >= 0.08 * len(calls), (len(with_forms), len(calls))  # a share, not a curiosity
@@ -50,7 +50,11 @@ def _kind(pivot):
 
 def test_a_summary_naming_another_reservation_is_rejected_by_both():
     world = tau_airline_demo()
-    pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if equivalent_actions(p) and _kind(p) == "summary")
+    pivot = next(
+        p
+        for p in synthetic_pivots(world, 120, seed=5, handoffs=True)
+        if equivalent_actions(p) and _kind(p) == "summary"
+    )
     other = equivalent_actions(pivot)[0].tool_calls[0]
     summary = json.loads(other.arguments)["summary"]
     rid = next(w.strip(".:") for w in summary.split() if any(c.isdigit() for c in w))
@@ -66,7 +70,7 @@ def test_exact_match_takes_parallel_calls_in_any_order():
     # why the in-domain kinds are forms of one call and not orders of parallel calls: the strict
     # reward compares calls as a multiset too, so another order would not separate the two rewards
     world = tau_airline_demo()
-    pivot = next(p for p in synthetic_pivots(world, 120, seed=5) if p.expert.tool_calls)
+    pivot = next(p for p in synthetic_pivots(world, 120, seed=5, handoffs=True) if p.expert.tool_calls)
     calls = [
         ToolCall("get_reservation_details", json.dumps({"reservation_id": r}), f"c{r}") for r in ("4WQ150", "0AIEP0")
     ]
@@ -95,3 +99,11 @@ def test_equal_prices_give_each_form_once_and_never_the_experts_own_among_the_ot
     assert with_forms  # seed 5 has a total of two equal prices (conv36#12)
     for p in with_forms:
         assert p.expert.tool_calls[0].parsed_arguments() not in p.context["equivalent_arguments"], p.id
+
+
+def test_hand_offs_are_opt_in_so_the_bundled_references_data_stays_as_it_was_made():
+    world = tau_airline_demo()
+    default = synthetic_pivots(world, 60, seed=5)
+    assert not any(c.name == "transfer_to_human_agents" for p in default for c in p.expert.tool_calls)
+    with_handoffs = synthetic_pivots(world, 60, seed=5, handoffs=True)
+    assert any(c.name == "transfer_to_human_agents" for p in with_handoffs for c in p.expert.tool_calls)

@@ -26,7 +26,13 @@ BUNDLED = "bundled"
 # The data the bundled reference was SFT'd on: the synthetic data's training split at these values
 # (trainers/demo/reference/README.md). A run from it must split the same way, or its held-out
 # conversations would be ones the reference trained on.
-REFERENCE_DATA = {"data": SYNTHETIC, "synthetic_conversations": 600, "heldout": 0.2, "split_seed": 0}
+REFERENCE_DATA = {
+    "data": SYNTHETIC,
+    "synthetic_conversations": 600,
+    "synthetic_handoffs": False,
+    "heldout": 0.2,
+    "split_seed": 0,
+}
 # The synthetic data's conversations are drawn with their own seed, apart from the pretraining's
 # (`PretrainConfig.seed` and the drills'), so no held-out conversation is a pretraining one.
 SYNTHETIC_DATA_SEED = 4242
@@ -36,19 +42,20 @@ SYNTHETIC_DATA_SEED = 4242
 SYNTHETIC_WORLD = DEMO_WORLD_NAME
 
 
-def synthetic_data(conversations: int, out: Path) -> Path:
+def synthetic_data(conversations: int, out: Path, handoffs: bool = False) -> Path:
     """Write `conversations` synthetic airline conversations' pivots to `out` (the `"synthetic"` data).
 
     The airline world writes them (`synthetic_pivots`: users, reservations and requests drawn from its
     database, every tool output the world's own), so the reference policy can be partially competent
     on them at this scale; on the real tau-bench turns, the cut prompt holds the values of only 40 %
     of the held-out calls (`bench/copy_ceiling.py`). They have no recorded user or outcome: no e2e arm.
+    `handoffs`: hand-off conversations as well (`synthetic_pivots`; not the bundled reference's data).
     """
     from trainers.demo.synthetic import synthetic_pivots
     from verifiers_plugins import get_host
 
     world = get_host().get("tool_worlds", SYNTHETIC_WORLD)()
-    write_pivots(synthetic_pivots(world, conversations, seed=SYNTHETIC_DATA_SEED), out)
+    write_pivots(synthetic_pivots(world, conversations, seed=SYNTHETIC_DATA_SEED, handoffs=handoffs), out)
     return out
 
 
@@ -96,6 +103,8 @@ class DemoConfig:
     conversations generated from the airline world (`synthetic_data`), held out by conversation."""
     synthetic_conversations: int = 600
     """Conversations of the `"synthetic"` data (about 5.5 pivots each)."""
+    synthetic_handoffs: bool = False
+    """The `"synthetic"` data has hand-off conversations as well (`synthetic_data`)."""
     heldout: float = 0.2
     """Share of tasks held out."""
     split_seed: int = 0

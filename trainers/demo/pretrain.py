@@ -78,6 +78,7 @@ class PretrainConfig:
         model: the model's shape.
         settings: prompt cuts and completion budget (saved with the model; SFT should reuse them).
         seed: seeds the conversations, the initialisation and the batch order.
+        handoffs: the conversations include hand-offs (`synthetic_pivots`); they feed the tokenizer.
     """
 
     world: str = DEMO_WORLD_NAME
@@ -105,6 +106,7 @@ class PretrainConfig:
     # GRPO's log-probs are taken at the same temperature
     settings: StageSettings = field(default_factory=lambda: StageSettings(4, 256, 96, 0.7))
     seed: int = 0
+    handoffs: bool = False
 
     def __post_init__(self) -> None:
         if self.conversations < 1 or self.steps < 0 or self.drill_steps < 0 or self.drill_cycles < 1:
@@ -168,7 +170,7 @@ def pretrain(
         from verifiers_plugins import get_host
 
         world = get_host().get("tool_worlds", config.world)()
-    pivots = synthetic_pivots(world, config.conversations, config.seed)
+    pivots = synthetic_pivots(world, config.conversations, config.seed, handoffs=config.handoffs)
     s = config.settings
 
     def stage(steps: int, batch_size: int, settings: StageSettings) -> SFTConfig:

@@ -210,7 +210,7 @@ def split_stage(cfg: DemoConfig, root: Path, log: StageLog) -> Split:
     """Split the data by task (synthetic conversations generated first) and pick the pivots to profile."""
     with log.stage("split", 1) as advance:
         if cfg.data == SYNTHETIC:
-            data = synthetic_data(cfg.synthetic_conversations, root / "synthetic.jsonl")
+            data = synthetic_data(cfg.synthetic_conversations, root / "synthetic.jsonl", cfg.synthetic_handoffs)
         else:
             data = Path(cfg.data) if cfg.data else default_data()
         split = split_pivots(list(load_pivots(data)), heldout=cfg.heldout, by="auto", seed=cfg.split_seed)

@@ -336,7 +336,9 @@ def world_words(world: Any) -> dict[str, list[str]]:
     return {kind: sorted(world.tables[kind]) for kind in ("users", "reservations", "flights") if kind in world.tables}
 
 
-def synthetic_pivots(world: Any, conversations: int, seed: int = 0, system: str | None = None) -> list[Pivot]:
+def synthetic_pivots(
+    world: Any, conversations: int, seed: int = 0, system: str | None = None, handoffs: bool = False
+) -> list[Pivot]:
     """Pivots of `conversations` synthetic conversations in `world` (every assistant turn is one).
 
     Args:
@@ -344,6 +346,9 @@ def synthetic_pivots(world: Any, conversations: int, seed: int = 0, system: str 
         conversations: how many conversations.
         seed: seeds every random choice.
         system: the system message; the world's policy text when None (found beside its database).
+        handoffs: a fourth kind of conversation as well, a hand-off to a human agent whose summary is
+            one of several phrasings (`summary_forms`); off by default: the bundled reference was
+            made on the data without it (docs/results/demo.md says what it changed).
     """
     rng = random.Random(seed)
     # only users with a reservation the database holds: the bundled subset's profiles name others
@@ -353,7 +358,7 @@ def synthetic_pivots(world: Any, conversations: int, seed: int = 0, system: str 
         raise ValueError(f"{world.name}: the database has no user with a reservation to write conversations about")
     flights = _flight_days(world)
     system = system if system is not None else _policy_text(world)
-    scenes: list[Callable[[ConversationWriter, str], None]] = [_cancel, _check, _transfer]
+    scenes: list[Callable[[ConversationWriter, str], None]] = [_cancel, _check, *([_transfer] if handoffs else [])]
     if flights:
         scenes.append(lambda w, uid: _book(w, uid, flights))
     pivots: list[Pivot] = []
