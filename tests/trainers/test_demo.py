@@ -51,6 +51,10 @@ def test_cli_presets_then_overrides(tmp_path):
     full = demo_config(tmp_path, data=SYNTHETIC, arms="sft,pivotrl,strict")
     assert full.reference == BUNDLED and full.arms == ("sft", "pivotrl", "strict") and full.seeds == (0, 1, 2)
     assert demo_config(tmp_path, data=SYNTHETIC, reference="none").reference is None
+    # hand-offs are other data than the bundled reference's: only from a reference made on them
+    with pytest.raises(ValueError, match="bundled reference"):
+        demo_config(tmp_path, data=SYNTHETIC, handoffs=True)
+    assert demo_config(tmp_path, data=SYNTHETIC, reference=str(tmp_path), handoffs=True).synthetic_handoffs
 
 
 def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path):
