@@ -228,9 +228,10 @@ def summary_forms(rid: str) -> list[str]:
     """Hand-off summaries that all say the same thing: the user wants a human agent about `rid`.
 
     `tool_exec` matches a summary by its ids (they must agree exactly) and then by similarity, so it
-    accepts each of these (pairwise similarity 0.7 and more, above its 0.6); `exact_match` accepts the
-    expert's own text alone. The policy copies ids as whole tokens (unlike the prices a `calculate`
-    turn needs), so it gets these turns right in any of the forms.
+    accepts each of these (pairwise similarity 0.68 and more, above its 0.6); `exact_match` accepts
+    the expert's own text alone. The id comes first: ids are whole tokens the policy copies (unlike
+    the prices a `calculate` turn needs), and measured, it copied the id into a summary that began
+    with it and not into one that ended with it (docs/results/demo.md).
     """
     return [s.format(rid=rid) for s in SUMMARIES]
 
