@@ -113,28 +113,6 @@ def create(
     namespace (`--network none` there) instead of creating one. One in the host's network waits for
     the host-network turn (`_host_network`) and holds it until it is removed.
     """
-    if not (kind == "replay" and spec.replay_access):
-        return _create(client, image, spec, limits, kind, backend, runner, holder)
-    turn = take_turn()  # in the host's network: one such container at a time (`_host_network`)
-    try:
-        box = _create(client, image, spec, limits, kind, backend, runner, holder)
-    except BaseException:
-        give_back(turn)
-        raise
-    hold(box.container.id, turn)
-    return box
-
-
-def _create(
-    client: docker.DockerClient,
-    image: str,
-    spec: SandboxSpec,
-    limits: Limits,
-    kind: str,
-    backend: str = "",
-    runner: Path | None = None,
-    holder: Box | None = None,
-) -> Box:
     mem = limits.memory
     extra: dict[str, Any] = {}
     if kind != "replay":
@@ -169,25 +147,33 @@ def _create(
         init=True,
         shm_size="8m",
     )
-    container_id = api.create_container(
-        image,
-        [rn.MOUNT_POINT] if runner else IDLE,
-        detach=True,
-        labels=labels(kind, backend),
-        host_config=host_config,
-        environment={"HOME": spec.workdir, **spec.env},
-        working_dir="/",
-        stdin_open=bool(runner),
-        user="0" if runner else None,
-        # one name for every sandbox (`hostname`, prompts); a joined container has its holder's
-        hostname=None if holder else HOSTNAME,
-    )["Id"]
+    turn = take_turn() if network == "host" else None  # one such container at a time (`_host_network`)
     try:
-        api.start(container_id)
-        channel = rn.Channel(api, container_id) if runner else None
+        container_id = api.create_container(
+            image,
+            [rn.MOUNT_POINT] if runner else IDLE,
+            detach=True,
+            labels=labels(kind, backend),
+            host_config=host_config,
+            environment={"HOME": spec.workdir, **spec.env},
+            working_dir="/",
+            stdin_open=bool(runner),
+            user="0" if runner else None,
+            # one name for every sandbox (`hostname`, prompts); a joined container has its holder's
+            hostname=None if holder else HOSTNAME,
+        )["Id"]
+        try:
+            api.start(container_id)
+            channel = rn.Channel(api, container_id) if runner else None
+        except BaseException:
+            api.remove_container(container_id, force=True)
+            raise
     except BaseException:
-        api.remove_container(container_id, force=True)
+        if turn is not None:
+            give_back(turn)
         raise
+    if turn is not None:
+        hold(container_id, turn)
     container = client.containers.prepare_model({"Id": container_id})
     layers = layers_of(container)
     return Box(container, channel, holder, layers, root_state(layers) if layers else None, network != "host")
