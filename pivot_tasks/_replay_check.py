@@ -13,6 +13,10 @@ compared with what the run recorded:
   clock readings (`Aug  8 06:50`, ISO dates, `HH:MM:SS`) and 12-hex-digit container names. An
   OpenHands editor call is compared by its exit code only (its output is the editor's message).
 
+Each replayed command may run `CHECK_TIMEOUT` seconds, or the longest timeout the agent gave its own
+commands in the run: a command that waits longer here (a download from a host outside the
+registries) is stopped, and the replay diverges there.
+
 The first action whose result differs (typically a command that reached the network during the
 run) marks the pivot at that turn and every later pivot of the run `context.replay = {"faithful":
 false, "diverged_at": TURN, "reason": ...}`: `docker_shell` judges none of them (they are scored by
@@ -125,8 +129,27 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
     return None
 
 
+# seconds one replayed command may run: the harnesses return to the agent sooner (OpenHands after
+# 120 s unless the agent asks for more, mini-swe-agent kills its command), so a command that ran to
+# its end in the run did within this; one that waits longer here (a download from a host outside
+# the registries) diverges, instead of holding the replay for the sandbox's 900 s
+CHECK_TIMEOUT = 300.0
+
+
+def _asked_timeouts(chat: Sequence[Message]) -> list[float]:
+    """The timeouts the agent gave its own commands (OpenHands' `execute_bash(timeout=...)`), in seconds."""
+    found = []
+    for message in chat:
+        for call in message.tool_calls:
+            args = call.parsed_arguments()
+            value = args.get("timeout") if isinstance(args, dict) else None
+            if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 3600:
+                found.append(float(value))
+    return found
+
+
 def check_replay(
-    pivots: Sequence[Pivot], backend: Any = None, timeout: float | None = None
+    pivots: Sequence[Pivot], backend: Any = None, timeout: float = CHECK_TIMEOUT
 ) -> tuple[list[Pivot], dict[str, Any]]:
     """Mark every sandboxed pivot `context.replay` (see the module docstring); the report.
 
@@ -155,7 +178,8 @@ def check_replay(
         spec = SandboxSpec.from_context(pivot.context)
         commands = [c for s in steps for c in s.commands]
         try:
-            runs = [backend.transcript(spec, commands, timeout=timeout) for _ in range(2)] if commands else [[], []]
+            limit = max([timeout, *_asked_timeouts(chat)])
+            runs = [backend.transcript(spec, commands, timeout=limit) for _ in range(2)] if commands else [[], []]
             found = first_divergence(steps, runs)
         except SandboxError as e:
             found = (0, f"the replay could not run: {e}")

@@ -173,6 +173,16 @@ def test_the_first_divergence_marks_that_pivot_and_the_later_ones(hello_pivots):
     assert not verdict.applicable and "diverged" in verdict.reason, verdict
 
 
+def test_a_replayed_command_may_run_as_long_as_the_agent_let_its_own_run():
+    from pivot_tasks._replay_check import CHECK_TIMEOUT, _asked_timeouts
+
+    asked = ToolCall("execute_bash", json.dumps({"command": "make", "timeout": 600}), "c1")
+    plain = ToolCall("execute_bash", json.dumps({"command": "ls"}), "c2")
+    odd = ToolCall("execute_bash", json.dumps({"command": "ls", "timeout": "soon"}), "c3")
+    chat = [Message("assistant", None, tool_calls=(asked, plain, odd))]
+    assert _asked_timeouts(chat) == [600.0] and CHECK_TIMEOUT < 600
+
+
 def test_exit_codes_are_compared_always():
     step = Step(3, ("false",), 0, None)
     ok = SimpleNamespace(killed=None, exit_code=0, stdout=b"")
