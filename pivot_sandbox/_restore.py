@@ -115,9 +115,8 @@ def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[
         if raw.killed:
             raise SandboxError(f"history command {command[:60]!r} was stopped during replay: {raw.killed}")
         found = normalize_processes(left_running(box, raw))
-        if Counter(found) - Counter(
-            listed[-1]
-        ):  # it started something: listed once started (a job may compute, then exec)
+        # it started something: listed once it has started (a job may compute first, then exec)
+        if Counter(found) - Counter(listed[-1]):
             found = settled(box, lambda b: normalize_processes(running_processes(b)), STARTED)
         listed.append(found)
     running = attribute(listed[:-1], listed[-1], history)
