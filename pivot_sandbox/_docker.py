@@ -451,10 +451,10 @@ class DockerBackend:
         return effects
 
     def transcript(
-        self, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None
+        self, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None, stop: Any = None
     ) -> list[tuple[ct.RawRun, str]]:
         """Run commands one by one in one container, as a terminal session (`_session.transcript`)."""
-        return transcript(self, spec, commands, timeout)
+        return transcript(self, spec, commands, timeout, stop)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ image's environment, the tests delivered only then (`_task_tests.py`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,14 +155,20 @@ class Session:
 
 
 def transcript(
-    backend: Any, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None
+    backend: Any,
+    spec: SandboxSpec,
+    commands: Sequence[str],
+    timeout: float | None = None,
+    stop: Callable[[int, ct.RawRun], bool] | None = None,
 ) -> list[tuple[ct.RawRun, str]]:
     """Run commands one by one in one replay container of `backend`: (run, cwd after it) per command.
 
     What synthesis records and the replay check compares with a run: a terminal session from the
     set-up state, in the replay's container (registry access where the spec has it). Output goes to
     a file first and is read back afterwards, so a command that leaves a process in the background
-    cannot hold the session open. Stops at the first command the sandbox had to stop.
+    cannot hold the session open. Stops at the first command the sandbox had to stop, and after
+    command `i` where `stop(i, run)` is true (the replay check: a divergence found, nothing after it
+    counts).
     """
     box, _ = backend._prepare(spec, ())  # set-up only: what it starts runs on for the commands
     steps: list[tuple[ct.RawRun, str]] = []
@@ -183,6 +189,8 @@ def transcript(
                 break
             output = ct.read_text(box, f"{ct.STATE}/out").encode()
             steps.append((ct.RawRun(raw.exit_code, output, b"", None), raw.cwd))
+            if stop is not None and stop(len(steps) - 1, raw):
+                break
     finally:
         backend._discard(box)
     return steps

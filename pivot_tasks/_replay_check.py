@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,16 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
 CHECK_TIMEOUT = 300.0
 
 
+def _exit_code_differs(steps: Sequence[Step]) -> Callable[[int, Any], bool]:
+    """`stop` for a transcript of the steps' commands: true after a step whose exit code is not the recorded one."""
+    recorded, k = {}, 0
+    for step in steps:
+        k += len(step.commands)
+        if step.exit_code is not None and step.exit_code != -1:
+            recorded[k - 1] = step.exit_code
+    return lambda i, raw: i in recorded and raw.exit_code != recorded[i]
+
+
 def _asked_timeouts(chat: Sequence[Message]) -> list[float]:
     """The timeouts the agent gave its own commands (OpenHands' `execute_bash(timeout=...)`), in seconds."""
     found = []
@@ -178,8 +188,10 @@ def check_replay(
         spec = SandboxSpec.from_context(pivot.context)
         commands = [c for s in steps for c in s.commands]
         try:
-            limit = max([timeout, *_asked_timeouts(chat)])
-            runs = [backend.transcript(spec, commands, timeout=limit) for _ in range(2)] if commands else [[], []]
+            limit, stop = max([timeout, *_asked_timeouts(chat)]), _exit_code_differs(steps)
+            first = backend.transcript(spec, commands, timeout=limit, stop=stop) if commands else []
+            # the second replay only as far as the first went: nothing after a divergence counts
+            runs = [first, backend.transcript(spec, commands[: len(first)], timeout=limit, stop=stop) if first else []]
             found = first_divergence(steps, runs)
         except SandboxError as e:
             found = (0, f"the replay could not run: {e}")

@@ -17,6 +17,7 @@ import pytest
 
 import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_core import Message, Pivot, ToolCall, convert_runs, write_pivots
+from pivot_sandbox import SandboxSpec
 from pivot_tasks import check_replay, replay_blocker, sandbox_pivots
 from pivot_tasks._replay_check import Step, first_divergence
 from verifiers_plugins import get_verifier
@@ -181,6 +182,20 @@ def test_a_replayed_command_may_run_as_long_as_the_agent_let_its_own_run():
     odd = ToolCall("execute_bash", json.dumps({"command": "ls", "timeout": "soon"}), "c3")
     chat = [Message("assistant", None, tool_calls=(asked, plain, odd))]
     assert _asked_timeouts(chat) == [600.0] and CHECK_TIMEOUT < 600
+
+
+def test_the_replay_stops_after_the_first_exit_code_that_differs(busybox):
+    # nothing after a divergence counts: the rest of the run (a download that waits minutes) is not replayed
+    from pivot_sandbox import docker_backend
+    from pivot_tasks._replay_check import _exit_code_differs
+
+    steps = [Step(1, ("true",), 0, None), Step(2, ("echo a", "false"), 0, None), Step(3, ("sleep 30",), 0, None)]
+    backend = docker_backend()
+    runs = backend.transcript(
+        SandboxSpec(image=busybox), ["true", "echo a", "false", "sleep 30"], stop=_exit_code_differs(steps)
+    )
+    assert [raw.exit_code for raw, _ in runs] == [0, 0, 1]
+    assert first_divergence(steps, [runs, runs])[0] == 2
 
 
 def test_exit_codes_are_compared_always():
