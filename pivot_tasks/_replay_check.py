@@ -55,6 +55,10 @@ class Step:
     exit_code: int | None
     output: str | None
 
+    def exit_code_differs(self, replayed: int | None) -> bool:
+        """The replay's exit code is not the recorded one (-1, a command still running, is no record)."""
+        return self.exit_code is not None and self.exit_code != -1 and replayed != self.exit_code
+
 
 def _recorded_mini(message: Message | None) -> tuple[int | None, str | None]:
     text = message.text if message is not None else ""
@@ -114,13 +118,15 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
     k = 0
     for step in steps:
         end = k + len(step.commands)
-        if end > len(first) or end > len(second):
+        if end > len(first):
             return step.turn, f"the replay stopped before {step.commands[-1][:60]!r}"
         raw, _ = first[end - 1]
         if raw.killed:
             return step.turn, f"the replay of {step.commands[-1][:60]!r} was stopped ({raw.killed})"
-        if step.exit_code is not None and step.exit_code != -1 and raw.exit_code != step.exit_code:
+        if step.exit_code_differs(raw.exit_code):
             return step.turn, f"exit code {raw.exit_code}, recorded {step.exit_code}: {step.commands[-1][:60]!r}"
+        if end > len(second):  # the first replay alone decides the two above (`check_replay` replays no further)
+            return step.turn, f"the replay stopped before {step.commands[-1][:60]!r}"
         out1 = b"".join(r.stdout for r, _ in first[k:end]).decode(errors="replace")
         out2 = b"".join(r.stdout for r, _ in second[k:end]).decode(errors="replace")
         if step.output is not None and out1 == out2 and not _same_output(out1, step.output):
@@ -138,12 +144,11 @@ CHECK_TIMEOUT = 300.0
 
 def _exit_code_differs(steps: Sequence[Step]) -> Callable[[int, Any], bool]:
     """`stop` for a transcript of the steps' commands: true after a step whose exit code is not the recorded one."""
-    recorded, k = {}, 0
+    last, k = {}, 0  # the index of each step's last command -> the step
     for step in steps:
         k += len(step.commands)
-        if step.exit_code is not None and step.exit_code != -1:
-            recorded[k - 1] = step.exit_code
-    return lambda i, raw: i in recorded and raw.exit_code != recorded[i]
+        last[k - 1] = step
+    return lambda i, raw: i in last and last[i].exit_code_differs(raw.exit_code)
 
 
 def _asked_timeouts(chat: Sequence[Message]) -> list[float]:
@@ -190,8 +195,11 @@ def check_replay(
         try:
             limit, stop = max([timeout, *_asked_timeouts(chat)]), _exit_code_differs(steps)
             first = backend.transcript(spec, commands, timeout=limit, stop=stop) if commands else []
-            # the second replay only as far as the first went: nothing after a divergence counts
-            runs = [first, backend.transcript(spec, commands[: len(first)], timeout=limit, stop=stop) if first else []]
+            # the second replay stops short of where the first diverged (a command stopped at the time
+            # limit, an exit code that differs): the first alone decides there, nothing after it counts
+            diverged = bool(first) and (bool(first[-1][0].killed) or stop(len(first) - 1, first[-1][0]))
+            again = commands[: len(first) - diverged]
+            runs = [first, backend.transcript(spec, again, timeout=limit, stop=stop) if again else []]
             found = first_divergence(steps, runs)
         except SandboxError as e:
             found = (0, f"the replay could not run: {e}")

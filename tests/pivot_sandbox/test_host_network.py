@@ -7,8 +7,12 @@ server fails to start and its state silently lacks it.
 import threading
 import time
 
+import pytest
+
 from pivot_sandbox import SandboxSpec, docker_backend
 from pivot_sandbox import _containers as ct
+from pivot_sandbox._host_network import give_back, take_turn
+from pivot_sandbox.errors import SandboxError
 
 
 def test_a_second_host_network_replay_waits_until_the_first_is_removed(busybox):
@@ -39,11 +43,6 @@ def test_a_second_host_network_replay_waits_until_the_first_is_removed(busybox):
 
 
 def test_a_turn_never_given_back_is_an_error_not_a_wait_forever():
-    import pytest
-
-    from pivot_sandbox._host_network import give_back, take_turn
-    from pivot_sandbox.errors import SandboxError
-
     held = take_turn()
     try:
         with pytest.raises(SandboxError, match="host-network turn"):
