@@ -16,6 +16,7 @@ installs: not re-run per candidate), and a restart that does not bring back the 
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -75,11 +76,12 @@ def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[
     Raises:
         SandboxError: a set-up step failed, or a history command was stopped (timeout, a limit).
     """
+    first = shlex.quote(spec.first_dir)
     init = (
-        f"mkdir -p {STATE} {RUN_STATE} {spec.workdir} && chmod 1777 {RUN_STATE}"
-        f" && printf '%s' {spec.workdir} > {STATE}/cwd && : > {STATE}/env"
+        f"mkdir -p {STATE} {RUN_STATE} {spec.workdir} {first} && chmod 1777 {RUN_STATE}"
+        f" && printf '%s' {first} > {STATE}/cwd && : > {STATE}/env"
     )
-    owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {STATE} {spec.workdir}"]
+    owner = [] if spec.runs_as_root else [f"chown -R {spec.user} {STATE} {spec.workdir} {first}"]
     steps = [("state folder creation", init)] + [(f"set-up step {i + 1}", c) for i, c in enumerate(spec.setup)]
     for what, command in steps + [("handing the working directory to the user", c) for c in owner]:
         raw = _root(box, spec, limits, f"cd {spec.workdir} 2>/dev/null; {command}")

@@ -15,6 +15,7 @@ from pivot_sandbox.errors import SandboxError
 
 LABEL = "pivot-gym"  # every container and snapshot image the project starts carries this label
 DEFAULT_USER = "1000:1000"
+_FIELDS = ("image", "setup", "workdir", "user", "shell", "env", "replay_access", "start_dir")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class SandboxSpec:
         replay_access: set-up and history replay get the machine's build-time registry access (host
             network, apt/pip configuration and CA bundle mounted: `_access.py`), for expert steps such as
             `pip install`; the containers that run candidates keep `--network none` whatever this says.
+        start_dir: where the agent's shell starts when its harness starts elsewhere than `workdir`
+            (OpenHands' Terminal-Bench runtime starts in /app whatever the image's WORKDIR); "" is
+            `workdir`. Set-up and the task's tests still run in `workdir`.
     """
 
     image: str
@@ -40,12 +44,15 @@ class SandboxSpec:
     shell: str = "/bin/sh"
     env: Mapping[str, str] = field(default_factory=dict)
     replay_access: bool = False
+    start_dir: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.image, str) or not self.image:
             raise SandboxError(f"sandbox.image: expected a non-empty image name, got {self.image!r}")
         if not str(self.workdir).startswith("/"):
             raise SandboxError(f"sandbox.workdir: expected an absolute path, got {self.workdir!r}")
+        if self.start_dir and not str(self.start_dir).startswith("/"):
+            raise SandboxError(f"sandbox.start_dir: expected an absolute path, got {self.start_dir!r}")
         object.__setattr__(self, "setup", tuple(str(s) for s in self.setup))
         object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
 
@@ -59,10 +66,15 @@ class SandboxSpec:
             return cls(image=raw)
         if not isinstance(raw, Mapping):
             raise SandboxError(f"context.sandbox: expected an object, got {type(raw).__name__}")
-        known = {k: raw[k] for k in ("image", "setup", "workdir", "user", "shell", "env", "replay_access") if k in raw}
+        known = {k: raw[k] for k in _FIELDS if k in raw}
         if isinstance(known.get("setup"), str):
             known["setup"] = (known["setup"],)
         return cls(**known)
+
+    @property
+    def first_dir(self) -> str:
+        """The directory the agent's shell starts in."""
+        return self.start_dir or self.workdir
 
     @property
     def runs_as_root(self) -> bool:
@@ -72,6 +84,8 @@ class SandboxSpec:
     def key(self, history: Sequence[str] = ()) -> str:
         """Hash of (image, set-up, user, shell, workdir, env, replayed history): the snapshot key."""
         payload = {**asdict(self), "setup": list(self.setup), "env": dict(self.env), "history": list(history)}
+        if not self.start_dir:
+            del payload["start_dir"]  # the snapshots of specs without one keep their keys
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

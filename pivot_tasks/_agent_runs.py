@@ -129,6 +129,9 @@ def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None
             reasons[re.sub(r"^turn \d+: ", "", why)] += 1
         else:
             context["sandbox"] = dict(sandbox or {})
+            started = pivot.context.get("start_dir")
+            if isinstance(started, str) and started != context["sandbox"]["workdir"]:
+                context["sandbox"]["start_dir"] = started  # the harness's shell started elsewhere
             context["task"] = task
         out.append(dataclasses.replace(pivot, context=context))
     out = mark_network_pivots(out)

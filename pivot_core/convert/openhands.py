@@ -22,6 +22,7 @@ in the call's arguments; `read` is the same tool's `view`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -107,6 +108,30 @@ def _assistant(message: Mapping[str, Any], event_ids: list[int]) -> Message:
     if isinstance(content, list):  # Anthropic-style content blocks through litellm
         content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
     return Message("assistant", content or None, tool_calls=tuple(calls), extra={"events": event_ids})
+
+
+# a command that moves the shell: the directory after it is not the one the shell started in
+_MOVES = re.compile(r"(?:^|[;&|(]\s*|\n\s*)(?:cd|pushd|popd)(?=\s|$)")
+
+
+def start_dir(events: Sequence[Mapping[str, Any]]) -> str | None:
+    """The directory OpenHands' shell started in, as the run recorded it; None when it does not tell.
+
+    Every command's observation names the shell's directory after it (`metadata.working_dir`): the
+    first command that does not move the shell shows where it started (OpenHands' Terminal-Bench
+    runtime: /app, whatever the task image's WORKDIR).
+    """
+    for e in events:
+        if not isinstance(e, Mapping) or e.get("observation") != "run":
+            continue
+        extras = e.get("extras") if isinstance(e.get("extras"), Mapping) else {}
+        meta = extras.get("metadata") if isinstance(extras.get("metadata"), Mapping) else {}
+        if _MOVES.search(str(extras.get("command") or "")):
+            return None  # where it started is no longer shown
+        where = meta.get("working_dir")
+        if isinstance(where, str) and where.startswith("/"):
+            return where
+    return None
 
 
 def convert_events(events: Sequence[Mapping[str, Any]]) -> tuple[list[Message], dict[str, Any]]:
@@ -197,6 +222,9 @@ def from_openhands(
     ctx["actions"] = facts["actions"]
     if facts["exit_codes"]:
         ctx["exit_codes"] = facts["exit_codes"]
+    started = start_dir(events)
+    if started:
+        ctx["start_dir"] = started
     resolved = ctx.get("is_resolved")
     return Trajectory(
         id=run_id,

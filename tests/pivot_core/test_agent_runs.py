@@ -107,6 +107,19 @@ def test_openhands_history_is_the_harness_chat(runs):
     assert first.context["harness"] == "openhands" and first.context["is_resolved"] is True
 
 
+def test_openhands_start_dir_is_read_from_the_run_not_the_image(runs):
+    # OpenHands' Terminal-Bench runtime starts its shell in /app; prove-plus-comm's image works in
+    # /workspace, so a replay that started there answered the agent's first `find .` differently
+    log = _one(runs, "openhands-claude-4-sonnet/prove-plus-comm/*/agent-logs/*.json")
+    events = json.loads(log.read_text())
+    assert openhands.start_dir(events) == "/app"
+    assert {p.context["start_dir"] for p in load_pivots(log)} == {"/app"}
+    # a first command that moves the shell shows where it went, not where it started
+    moved = [{"observation": "run", "extras": {"command": "cd /app/project && ls", "metadata": {"working_dir": "/x"}}}]
+    assert openhands.start_dir(moved) is None
+    assert openhands.start_dir([{"observation": "run", "extras": {"command": "ls", "metadata": {}}}] + moved) is None
+
+
 def _editor_calls(log: Path):
     events = json.loads(log.read_text())
     results = {e["cause"]: e for e in events if "observation" in e}

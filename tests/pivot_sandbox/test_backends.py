@@ -9,6 +9,7 @@ choice that cannot work fails with the reason.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -91,6 +92,19 @@ def test_a_root_candidate_may_do_what_a_root_agent_may_in_the_tasks_environment(
     assert (write.exit_code, write.stdout.strip()) == (0, "new"), write
     assert chown.exit_code == 0, chown
     assert node.exit_code != 0, node  # no device nodes: the namespace backend has no device cgroup
+
+
+def test_the_agents_shell_starts_where_its_harness_started_it(backend):
+    # OpenHands' runtime starts in /app where prove-plus-comm's image works in /workspace: the
+    # history and every candidate start in start_dir, set-up in the working directory
+    spec = SandboxSpec(image=BUSYBOX, workdir="/workspace", start_dir="/app", setup=("pwd > /tmp/setup_dir",))
+    (here,) = backend.run_group(spec, ["pwd > history_dir"], [["pwd; cat history_dir /tmp/setup_dir"]])
+    assert (here.exit_code, here.stdout.split(), here.cwd) == (0, ["/app", "/app", "/workspace"], "/app"), here
+    # a spec without one keeps the snapshot key it had before the field existed
+    old = {"image": BUSYBOX, "setup": [], "workdir": "/app", "user": "1000:1000", "shell": "/bin/sh", "env": {}}
+    payload = json.dumps({**old, "replay_access": False, "history": []}, sort_keys=True).encode()
+    assert SandboxSpec(image=BUSYBOX).key() == hashlib.sha256(payload).hexdigest()
+    assert spec.key() != SandboxSpec(image=BUSYBOX, workdir="/workspace").key()
 
 
 def test_escape_attempts_reach_nothing_of_the_host(backend, tmp_path):
