@@ -169,7 +169,7 @@ def check_replay(
     """Mark every sandboxed pivot `context.replay` (see the module docstring); the report.
 
     The report: `faithful` (pivots), `unfaithful` (pivots), `runs_checked`, `diverged` (reasons,
-    the command part left out, counted per run).
+    the command part left out, counted per run), `divergences` (`[{run, turn, reason}]`, whole).
     """
     from pivot_sandbox import docker_backend
     from pivot_tasks._synthesize import REPLAY_LIMITS
@@ -185,6 +185,7 @@ def check_replay(
             by_run.setdefault(run, []).append(i)
     out = list(pivots)
     reasons: Counter[str] = Counter()
+    divergences: list[dict[str, Any]] = []
     for run, indices in by_run.items():
         pivot = pivots[max(indices, key=lambda i: pivots[i].context.get("turn_index", 0))]
         chat = [*longest[run].history, longest[run].expert]
@@ -205,6 +206,7 @@ def check_replay(
             found = (0, f"the replay could not run: {e}")
         if found is not None:
             reasons[found[1].split(":")[0]] += 1
+            divergences.append({"run": run, "turn": found[0], "reason": found[1]})
         for i in indices:
             turn = int(pivots[i].context.get("turn_index", 0))
             context = dict(pivots[i].context)
@@ -225,5 +227,6 @@ def check_replay(
         "faithful": faithful,
         "unfaithful": unfaithful,
         "diverged": dict(reasons.most_common()),
+        "divergences": sorted(divergences, key=lambda d: d["run"]),
     }
     return out, report

@@ -131,7 +131,7 @@ def hello_pivots(shared_data: Path, docker_client):
 
 def test_a_faithful_replay_marks_every_pivot_faithful(hello_pivots):
     checked, report = check_replay(hello_pivots)
-    assert report == {"runs_checked": 1, "faithful": 12, "unfaithful": 0, "diverged": {}}
+    assert report == {"runs_checked": 1, "faithful": 12, "unfaithful": 0, "diverged": {}, "divergences": []}
     assert all(p.context["replay"] == {"faithful": True} and p.context["sandbox"] for p in checked)
 
 
@@ -159,6 +159,8 @@ def test_the_first_divergence_marks_that_pivot_and_the_later_ones(hello_pivots):
         for p in checked
         if p.expert.tool_calls and p.expert.tool_calls[0].name == "execute_bash"
     )
+    (where,) = report["divergences"]  # which run, where, and the command
+    assert where["reason"] == "output differs from the recorded one: 'pwd'" and where["turn"] == at, where
     for p in checked:
         if p.context["turn_index"] < at:
             assert p.context["replay"] == {"faithful": True} and p.context["sandbox"]
