@@ -215,6 +215,18 @@ def test_exit_codes_are_compared_always():
     assert first_divergence([loud], [[(first, "/app")], [(second, "/app")]]) is None
 
 
+def test_a_directorys_link_count_is_the_filesystems_not_the_states():
+    # organization-json-generator: the run's overlayfs listed `data` with 1 link, a replay here with 2
+    recorded = "drwxr-xr-x 1 root root 4096 Aug  8 06:25 data\n-rw-r--r-- 1 root root 3420 Aug  2 22:10 schema.json"
+    same = b"drwxr-xr-x 2 root root 4096 Dec  2 18:46 data\n-rw-r--r-- 1 root root 3420 Dec  2 18:17 schema.json\n"
+    other = b"drwxr-xr-x 2 root root 4096 Dec  2 18:46 data\n-rw-r--r-- 2 root root 3420 Dec  2 18:17 schema.json\n"
+    step = Step(2, ("ls -la",), 0, recorded)
+    for stdout, want in ((same, None), (other, 2)):
+        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout)
+        found = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
+        assert (found and found[0]) == want, found  # a file's link count (a hard link) still counts
+
+
 def test_cli_check_replay_reports_faithful_pivots(shared_data: Path, docker_client, tmp_path):
     from typer.testing import CliRunner
 
