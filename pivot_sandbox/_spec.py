@@ -8,14 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pivot_sandbox.errors import SandboxError
 
 LABEL = "pivot-gym"  # every container and snapshot image the project starts carries this label
 DEFAULT_USER = "1000:1000"
-_FIELDS = ("image", "setup", "workdir", "user", "shell", "env", "replay_access", "start_dir")
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ class SandboxSpec:
             return cls(image=raw)
         if not isinstance(raw, Mapping):
             raise SandboxError(f"context.sandbox: expected an object, got {type(raw).__name__}")
-        known = {k: raw[k] for k in _FIELDS if k in raw}
+        known = {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
         if isinstance(known.get("setup"), str):
             known["setup"] = (known["setup"],)
         return cls(**known)
@@ -82,7 +81,7 @@ class SandboxSpec:
         return self.user in ("root", "0", "0:0")
 
     def key(self, history: Sequence[str] = ()) -> str:
-        """Hash of (image, set-up, user, shell, workdir, env, replayed history): the snapshot key."""
+        """Hash of the spec's fields and the replayed history: the snapshot key (start_dir only when set)."""
         payload = {**asdict(self), "setup": list(self.setup), "env": dict(self.env), "history": list(history)}
         if not self.start_dir:
             del payload["start_dir"]  # the snapshots of specs without one keep their keys
