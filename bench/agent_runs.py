@@ -65,14 +65,16 @@ def expert_in_sandbox(pivots: list, path: Path) -> dict:
         if not verdict.applicable:
             counts["not applicable"] += 1
             continue
-        counts["accepted" if verdict.accepted else "rejected"] += 1
-        if not verdict.accepted:
-            reasons[verdict.reason[:90]] += 1
-    judged = counts["accepted"] + counts["rejected"]
+        # an error verdict is no rejection: the verifier could not decide (counted apart, with its reason)
+        kind = "accepted" if verdict.accepted else "error" if verdict.error else "rejected"
+        counts[kind] += 1
+        if kind != "accepted":
+            reasons[f"{kind}: {verdict.reason[:90]}"] += 1
+    judged = counts["accepted"] + counts["rejected"] + counts["error"]
     return {
         **counts,
         "accepted_share": round(counts["accepted"] / judged, 4) if judged else None,
-        "rejections": dict(reasons.most_common(10)),
+        "not_accepted": dict(reasons.most_common(10)),
         "seconds_per_pivot": round((time.perf_counter() - started) / judged, 2) if judged else None,
     }
 

@@ -6,6 +6,7 @@ the `register_sandboxes` hook, so importing this package never imports docker.
 
 import importlib
 
+from pivot_sandbox._bounds import action_bound, limits_of, state_bound, tests_bound
 from pivot_sandbox._effects import (
     STDERR_MODES,
     Comparison,
@@ -115,4 +116,8 @@ __all__ = [
     "BACKEND_NAMES",
     "normalize_output",
     "unstable_parts",
+    "action_bound",
+    "limits_of",
+    "state_bound",
+    "tests_bound",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 
 from pivot_sandbox import _containers as ct
 from pivot_sandbox._action import changed_paths
+from pivot_sandbox._bounds import TESTS_GRACE
 from pivot_sandbox._spec import SandboxSpec
 from pivot_sandbox._task_tests import (
     SUSPECT_FILES,
@@ -120,7 +121,7 @@ class Session:
             box,
             run_argv(config.get("Env") or [], task.tests, self.spec.workdir, nonce),
             user=self.spec.user,
-            timeout=timeout or task.tests.timeout + 60.0,
+            timeout=timeout or task.tests.timeout + TESTS_GRACE,
             output_cap=limits.output_cap,
             keep=True,  # what the agent left running (a server the tests talk to) keeps running after them
         )

@@ -67,6 +67,26 @@ def verify_timeout(verifier: object) -> float:
     return float(timeout)
 
 
+def call_timeout(per_call: float, bound: Callable[[Any, Any], object] | None, pivot: Any, actions: Any) -> float:
+    """Seconds one call on the candidates `actions` at `pivot` may take before it is an error verdict.
+
+    `per_call` is the verifier's `verify_timeout`, `bound` its optional `timeout_for(pivot, actions)`.
+    A verifier whose work has bounds of its own (a sandbox: each command killed at its limit) says
+    with `timeout_for` how long they add up to at this pivot; the chain must not cut it short, or a
+    slow but bounded check reads as "could not decide". Without it (or when it gives no positive
+    number) every candidate gets the per-call timeout.
+    """
+    if bound is None:
+        return per_call * len(actions)
+    try:
+        value = bound(pivot, actions)
+    except Exception:  # noqa: BLE001 - the verifier's own call reports its errors; its bound falls back
+        return per_call * len(actions)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return per_call * len(actions)
+    return float(value)
+
+
 def is_async_verifier(verifier: object) -> bool:
     """True when `verify` (or `verify_batch`) is a coroutine function."""
     return any(inspect.iscoroutinefunction(getattr(verifier, m, None)) for m in ("verify", "verify_batch"))

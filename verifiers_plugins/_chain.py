@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pivot_core import normalized_action
-from verifiers_plugins._async import Bounder, await_all, is_async_verifier, verify_timeout
+from verifiers_plugins._async import Bounder, await_all, call_timeout, is_async_verifier, verify_timeout
 from verifiers_plugins._host import get_verifier
 from verifiers_plugins._verdict import COST_ORDER, Verdict, verifier_fingerprint, verifier_meta
 from verifiers_plugins.errors import VerifierTimeout
@@ -107,6 +107,7 @@ class _Step:
     gate: bool
     cost: int
     timeout: float
+    bound: Any  # the verifier's `timeout_for(pivot, actions)`, None when it has none
     is_async: bool
     # cheap verifiers may be interrupted in place; sandbox and judge calls hold resources and run on a thread
     interruptible: bool
@@ -117,12 +118,14 @@ class _Step:
     def of(cls, name: str, verifier: Any) -> _Step:
         meta = verifier_meta(verifier)
         batch = getattr(verifier, "verify_batch", None)
+        bound = getattr(verifier, "timeout_for", None)
         return cls(
             name,
             verifier,
             meta["role"] == "gate",
             COST_ORDER.get(meta["cost"], len(COST_ORDER)),
             verify_timeout(verifier),
+            bound if callable(bound) else None,
             is_async_verifier(verifier),
             meta["cost"] == "cheap",
             getattr(verifier, "verify", None),  # a verifier without one gets error verdicts, not a crash
@@ -133,15 +136,16 @@ class _Step:
         """Verdicts for a group, every call bounded by the verifier's timeout; failures are error verdicts.
 
         A verifier with `verify_batch` gets one call for the group (its time limit is the per-call
-        timeout times the group size); a batch that raises or returns the wrong shape falls back
-        to per-action calls, so one bad candidate cannot fail the whole group. Coroutines run
-        concurrently over the group on the host's event loop.
+        timeout times the group size, or the bound it gives with `timeout_for`: `call_timeout`); a
+        batch that raises or returns the wrong shape falls back to per-action calls, so one bad
+        candidate cannot fail the whole group. Coroutines run concurrently over the group on the
+        host's event loop.
         """
         if not actions:
             return []
         name = self.name
         if self.batch is not None:
-            timeout = self.timeout * len(actions)
+            timeout = call_timeout(self.timeout, self.bound, pivot, actions)
             if self.is_async:
                 (value,) = await_all([_called(self.batch, pivot, actions)], timeout)
             else:
@@ -154,10 +158,13 @@ class _Step:
                 and all(isinstance(v, Verdict) for v in value)
             ):
                 return [as_verdict(name, v) for v in value]
+        timeout = self.timeout
+        if self.bound is not None:  # each call gets the longest of the candidates' own bounds
+            timeout = max(call_timeout(self.timeout, self.bound, pivot, [a]) for a in actions)
         if self.is_async:
-            values = await_all([_called(self.verify, pivot, a) for a in actions], self.timeout)
+            values = await_all([_called(self.verify, pivot, a) for a in actions], timeout)
             return [as_verdict(name, v) for v in values]
-        values = bounder.each(self.verify, pivot, actions, self.timeout, self.interruptible)
+        values = bounder.each(self.verify, pivot, actions, timeout, self.interruptible)
         return [as_verdict(name, v) for v in values]
 
 

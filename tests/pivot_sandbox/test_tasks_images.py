@@ -21,6 +21,8 @@ import pytest
 
 from pivot_envs import Message, extract_pivots
 from pivot_sandbox import _access, _tasks
+from verifiers_plugins import safe_verify_batch
+from verifiers_plugins.builtin.docker_shell import DockerShell
 from verifiers_plugins.builtin.task_tests import TaskTests, oracle_check
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -164,6 +166,20 @@ def test_task_tests_by_name_from_gym_make(images):
     good, bad = u.score(pivot, [terminus('echo "Hello, world!" > hello.txt'), terminus("touch hello.txt")])
     assert (good.reward, bad.reward) == (1.0, 0.0), (good.to_json(), bad.to_json())
     e.close()
+
+
+def test_sandbox_verifiers_get_the_time_their_own_limits_allow(env):
+    """A per-call timeout below a sandbox's bounded work (two expert runs, a test run) does not cut it.
+
+    Before `timeout_for`, the chain's 30 s default turned slow agent-run pivots (a torch import run
+    three times, a tmux state restored) into error verdicts; here the same with a 0.5 s timeout.
+    """
+    pivot = sandboxed(env, "hello-world")[0]
+    for name, verifier in (("docker_shell", DockerShell()), ("task_tests", TaskTests())):
+        verifier.timeout = 0.5
+        (verdict,) = safe_verify_batch(name, verifier, pivot, [pivot.expert])
+        assert verdict.accepted and verdict.error is None, (name, verdict)
+        assert verifier.timeout_for(pivot, [pivot.expert]) > 60  # a state, runs, tests: each bounded by a limit
 
 
 def _adversarial_module():

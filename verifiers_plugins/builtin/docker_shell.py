@@ -34,14 +34,17 @@ from pivot_sandbox import (
     ProcessesNotRestored,
     SandboxSpec,
     Unstable,
+    action_bound,
     chosen_backend,
     compare_effects,
     docker_backend,
     image_id,
     is_racy,
+    limits_of,
     namespace_backend,
     path_shape,
     reason_for,
+    state_bound,
     unstable_parts,
 )
 from pivot_sandbox.errors import SandboxError
@@ -101,6 +104,21 @@ class DockerShell:
     def fingerprint(self, pivot: Pivot) -> str | None:
         """The id of the image the pivot's state is built on (see `sandbox_fingerprint`)."""
         return sandbox_fingerprint(self.backend_name, self.backend_config, pivot)
+
+    def timeout_for(self, pivot: Pivot, actions: Sequence[Message]) -> float | None:
+        """Seconds a group at `pivot` may take: the chain's deadline for it (`call_timeout`).
+
+        The state built, up to three expert runs with their gaps, each candidate: every part is
+        bounded by the sandbox's limits, so a wait past their sum waits on something stuck.
+        """
+        spec = SandboxSpec.from_context(pivot.context)
+        if spec is None:
+            return None  # a skip: the per-call default holds
+        limits = limits_of(self.backend_config)
+        runs = 3 + len(actions)
+        return (
+            state_bound(limits, spec, history_typed(pivot).commands) + runs * action_bound(limits) + 2 * self.expert_gap
+        )
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Score one candidate (a group of one)."""

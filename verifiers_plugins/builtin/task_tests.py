@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pivot_core import Message, Pivot, action_commands, history_commands, history_typed
-from pivot_sandbox import SandboxSpec, needs_network
+from pivot_sandbox import SandboxSpec, limits_of, needs_network, state_bound, tests_bound
 from pivot_sandbox.errors import SandboxError
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.builtin.docker_shell import sandbox_fingerprint
@@ -170,28 +170,58 @@ class TaskTests:
 
     def verify_batch(self, pivot: Pivot, actions: Sequence[Message]) -> list[Verdict]:
         """Score candidates one by one (each needs its own test run)."""
+        plan = self._plan(pivot)
+        if isinstance(plan, Verdict):
+            return [plan] * len(actions)
+        spec, task, history, remaining = plan
+        return [self._one(pivot, spec, task, history, remaining, action) for action in actions]
+
+    def timeout_for(self, pivot: Pivot, actions: Sequence[Message]) -> float | None:
+        """Seconds the candidates' test runs may take: the chain's deadline for them (`call_timeout`).
+
+        Per candidate: the state rebuilt, its commands and the rest of the solution (`_budget`), the
+        tests under the task's own timeout; every part bounded by the sandbox's limits.
+        """
+        plan = self._plan(pivot)
+        if isinstance(plan, Verdict):
+            return None  # a skip or an error verdict, at once: the per-call default holds
+        from pivot_sandbox import load_task
+
+        spec, task, history, remaining = plan
+        limits = limits_of(TEST_LIMITS)
+        tests = load_task(resolve_task_dir(str(task["dir"]))).tests.timeout
+        pending = history_typed(pivot).pending
+        one = state_bound(limits, spec, history) + tests_bound(tests, limits)
+        return sum(one + self._budget(action_commands(a, pending), remaining) for a in actions)
+
+    def _plan(self, pivot: Pivot) -> tuple[SandboxSpec, Mapping[str, Any], list[str], list[str]] | Verdict:
+        """What every candidate's test run needs (state, task, history, the solution's rest), or the verdict all get."""
         try:
             spec = SandboxSpec.from_context(pivot.context)
         except SandboxError as e:
-            return [Verdict.failed(f"task_tests: {e}")] * len(actions)
+            return Verdict.failed(f"task_tests: {e}")
         task = pivot.context.get("task")
         if spec is None or not isinstance(task, Mapping) or not task.get("dir"):
-            return [Verdict.skip("pivot has no task context (not synthesized from a task folder)")] * len(actions)
+            return Verdict.skip("pivot has no task context (not synthesized from a task folder)")
         if (pivot.context.get("sandbox") or {}).get("expert_needs_network"):
-            return [Verdict.skip("the expert action needs the network: tests cannot run it")] * len(actions)
+            return Verdict.skip("the expert action needs the network: tests cannot run it")
         if truncated := pivot.context.get("truncated"):
             # the expert's session stops at a command that cannot run here: no finished state to test
-            return [Verdict.skip(f"the solution is cut here: {truncated.get('reason', '')}")] * len(actions)
+            return Verdict.skip(f"the solution is cut here: {truncated.get('reason', '')}")
         history = history_commands(pivot)
         solution = [str(c) for c in task.get("solution") or []]
         at = len(history)
         if self.mode == "final" and at < len(solution) - 1:
-            return [Verdict.skip("final mode applies at the last pivot of the solution")] * len(actions)
+            return Verdict.skip("final mode applies at the last pivot of the solution")
         remaining = solution[at + 1 :] if self.mode == "continuation" else []
         if needs_network(remaining):
             # the rest of the solution would run in the candidate's container, which has no network
-            return [Verdict.skip("the rest of the expert's solution needs the network")] * len(actions)
-        return [self._one(pivot, spec, task, history, remaining, action) for action in actions]
+            return Verdict.skip("the rest of the expert's solution needs the network")
+        return spec, task, history, remaining
+
+    def _budget(self, commands: Sequence[str], remaining: Sequence[str]) -> float:
+        """Seconds the candidate's commands and the rest of the solution may run together."""
+        return self.command_timeout * (len(commands) + len(remaining) + 1)
 
     def _one(
         self,
@@ -206,7 +236,7 @@ class TaskTests:
         commands = action_commands(action, pending)
         if not commands and action_commands(pivot.expert, pending):
             return Verdict.reject("the completion runs no shell command")
-        timeout = self.command_timeout * (len(commands) + len(remaining) + 1)
+        timeout = self._budget(commands, remaining)
         try:
             outcome = run_tests(resolve_task_dir(str(task["dir"])), spec, history, [*commands, *remaining], timeout)
         except SandboxError as e:
