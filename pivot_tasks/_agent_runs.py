@@ -33,6 +33,7 @@ from pivot_sandbox.errors import SandboxError
 from pivot_tasks._synthesize import REPLAY_LIMITS, mark_network_pivots
 
 _REPLAYED_EDITS = ("view", "create", "str_replace", "insert")
+_MINI_TIMEOUT = "timed out and has been killed"  # mini-swe-agent's answer to a command it stopped
 # a builtin that changes the shell itself, in command position (`./run.sh` and `cd.py` are no such word)
 _STATEFUL = re.compile(
     r"(?:^|[;&|(]\s*|\n\s*)(cd|export|source|\.|pushd|popd|unset|alias|set)(?=\s|$)(?:\s+([^\s;&|)]+))?"
@@ -67,7 +68,7 @@ def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
     codes = pivot.context.get("exit_codes") or {}
     turn = 0
     for message in pivot.history:
-        if message.role == "user" and harness == "mini-swe-agent" and "timed out and has been killed" in message.text:
+        if message.role == "user" and harness == "mini-swe-agent" and _MINI_TIMEOUT in message.text:
             return f"turn {turn}: a command timed out and was killed (its partial effect is not replayed)"
         if message.role != "assistant":
             continue
@@ -99,6 +100,50 @@ def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
         if call.name == "execute_bash" and str(args.get("is_input", "")).lower() == "true":
             return "the expert sends input to a running process (is_input)"
     return None
+
+
+def unfinished_expert(pivot: Pivot, later: Pivot | None) -> str | None:
+    """Why the expert's own command did not finish in the run; None when it finished or cannot be told.
+
+    Read from `later`, a pivot of the same run whose history holds the expert's turn and what came
+    back: mini-swe-agent killed it at its timeout; OpenHands moved on while it still ran (exit -1).
+    """
+    codes = pivot.context.get("exit_codes") or {}
+    if any(codes.get(call.id) == -1 for call in pivot.expert.tool_calls):
+        return "the expert's command was still running when the agent moved on (exit -1)"
+    at = len(pivot.history)
+    if later is None or len(later.history) <= at + 1 or list(later.history)[: at + 1] != [*pivot.history, pivot.expert]:
+        return None
+    answer = later.history[at + 1]
+    if pivot.context.get("harness") == "mini-swe-agent" and answer.role == "user" and _MINI_TIMEOUT in answer.text:
+        return "the expert's command timed out in the run and was killed"
+    return None
+
+
+def mark_unfinished_experts(pivots: Sequence[Pivot]) -> list[Pivot]:
+    """Sandboxed pivots whose expert's own command did not finish in the run get `sandbox.expert_unfinished`.
+
+    What a command killed at a timeout did is no reference for any candidate's effect (a `vim` that
+    waited on a terminal: two different commands stopped the same way look alike), so `docker_shell`
+    does not judge these; the static part of the chain does.
+    """
+
+    def run_of(pivot: Pivot) -> str:
+        return str(pivot.context.get("trajectory_id") or pivot.context.get("run"))
+
+    by_run: dict[str, list[Pivot]] = {}
+    for pivot in pivots:
+        by_run.setdefault(run_of(pivot), []).append(pivot)
+    out = []
+    for pivot in pivots:
+        sandbox = pivot.context.get("sandbox")
+        longer = [q for q in by_run[run_of(pivot)] if len(q.history) > len(pivot.history) + 1]
+        why = unfinished_expert(pivot, min(longer, key=lambda q: len(q.history), default=None))
+        if isinstance(sandbox, Mapping) and why:
+            context = {**pivot.context, "sandbox": {**sandbox, "expert_unfinished": why}}
+            pivot = dataclasses.replace(pivot, context=context)
+        out.append(pivot)
+    return out
 
 
 def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None) -> tuple[list[Pivot], dict[str, Any]]:
@@ -134,11 +179,12 @@ def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None
                 context["sandbox"]["start_dir"] = started  # the harness's shell started elsewhere
             context["task"] = task
         out.append(dataclasses.replace(pivot, context=context))
-    out = mark_network_pivots(out)
+    out = mark_unfinished_experts(mark_network_pivots(out))
     images = {t: (s["image"] if s else why) for t, (s, _, why) in by_task.items()}
     report = {
         "sandboxed": sum(1 for p in out if isinstance(p.context.get("sandbox"), Mapping)),
         "expert_needs_network": sum(1 for p in out if (p.context.get("sandbox") or {}).get("expert_needs_network")),
+        "expert_unfinished": sum(1 for p in out if (p.context.get("sandbox") or {}).get("expert_unfinished")),
         "images": images,
         "unsandboxed": dict(reasons.most_common()),
     }

@@ -120,6 +120,28 @@ def test_openhands_start_dir_is_read_from_the_run_not_the_image(runs):
     assert openhands.start_dir([{"observation": "run", "extras": {"command": "ls", "metadata": {}}}] + moved) is None
 
 
+def test_an_expert_command_that_never_finished_in_the_run_is_marked_not_comparable(runs):
+    # mini-swe-agent killed `vim text_processor.py` at its timeout; OpenHands left its `vim` running
+    # (exit -1): what a stopped command did is no reference for a candidate's effect
+    import dataclasses
+
+    from pivot_tasks._agent_runs import mark_unfinished_experts
+
+    marked = {}
+    for agent in ("mini-swe-agent-claude-4-sonnet", "openhands-claude-4-sonnet"):
+        folder = _one(runs, f"{agent}/vim-terminal-task/*")
+        pivots, _ = agent_runs.convert_runs(folder)
+        pivots = [dataclasses.replace(p, context={**p.context, "sandbox": {"image": "i"}}) for p in pivots]
+        for p in mark_unfinished_experts(pivots):
+            if why := p.context["sandbox"].get("expert_unfinished"):
+                marked[(agent, shell_actions(p.expert)[0] if shell_actions(p.expert) else "")] = why
+    mini = marked.pop(("mini-swe-agent-claude-4-sonnet", "vim text_processor.py"))
+    assert mini == "the expert's command timed out in the run and was killed"
+    assert marked, "the OpenHands run's vim was still running when the agent moved on"
+    assert {agent for agent, _ in marked} == {"openhands-claude-4-sonnet"}  # nothing else of mini's is marked
+    assert all("exit -1" in why for why in marked.values())
+
+
 def _editor_calls(log: Path):
     events = json.loads(log.read_text())
     results = {e["cause"]: e for e in events if "observation" in e}

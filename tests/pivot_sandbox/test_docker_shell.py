@@ -99,6 +99,18 @@ def test_pivot_without_sandbox_is_skipped(demo_pivots):
     assert verdict.applicable is False
 
 
+def test_an_expert_that_never_finished_in_its_run_is_no_reference(demo_pivots):
+    from dataclasses import replace
+
+    pivot = demo_pivots["ls -la"]
+    why = "the expert's command timed out in the run and was killed"
+    stopped = replace(
+        pivot, context={**pivot.context, "sandbox": {**pivot.context["sandbox"], "expert_unfinished": why}}
+    )
+    (verdict,) = score(stopped, "ls -la")
+    assert verdict.applicable is False and why in verdict.reason
+
+
 @pytest.mark.parametrize("name", [n for n, why in usable_backends().items() if why is None])
 def test_unreachable_daemon_is_an_error_not_a_zero(demo_pivots, name):
     # the namespace backend takes its images from the same engine: no engine, an error on either

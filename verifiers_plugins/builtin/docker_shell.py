@@ -136,6 +136,9 @@ class DockerShell:
         if (pivot.context.get("sandbox") or {}).get("expert_needs_network"):
             # no container without a network reproduces it: the static part of the chain scores it
             return [Verdict.skip("the expert action needs the network")] * len(actions)
+        if unfinished := (pivot.context.get("sandbox") or {}).get("expert_unfinished"):
+            # an agent run's expert that never ended there (a `vim` on a terminal) is no effect to compare with
+            return [Verdict.skip(f"not comparable: {unfinished}")] * len(actions)
         unchecked = _unchecked_replay(pivot)
         if unchecked:
             return [Verdict.skip(unchecked)] * len(actions)
