@@ -50,7 +50,7 @@ from pivot_core._pivots import Selection, extract_pivots, select_pivots
 from pivot_core._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
 from pivot_core._render import DOMAIN_PARSERS, chat_message, observation, render_completion
 from pivot_core._safejson import decode_json
-from pivot_core._shell import ShellScan, Typed, scan_shell, trim_command, typed_commands
+from pivot_core._shell import COMMAND_POSITION, ShellScan, Typed, scan_shell, trim_command, typed_commands
 from pivot_core._split import split_pivots, trajectory_key
 from pivot_core.convert._documents import load_yaml
 from pivot_core.convert.agent_runs import RUN_FORMATS, convert_runs, find_runs
@@ -69,6 +69,7 @@ from pivot_core.errors import (
 )
 
 __all__ = [
+    "COMMAND_POSITION",
     "ConcatPivots",
     "DOMAINS",
     "DOMAIN_PARSERS",

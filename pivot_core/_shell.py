@@ -29,6 +29,9 @@ _LEADS = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!", "
 _DQ_SPECIAL = re.compile(r"[$`\\!'\n]")
 _IO_NUMBER = re.compile(r"(?:\d+|\{\w+\})$")
 _REDIRECT_OPS = (">>", ">|", ">&", "<>", "<&", ">", "<")
+# where a command word stands, found without a parse: the text's start, after a separator or an
+# opening parenthesis, or at a new line (`./run.sh` and `cd.py` are no command word `cd` then)
+COMMAND_POSITION = r"(?:^|[;&|(]\s*|\n\s*)"
 _BODY_SUBSTITUTION = re.compile(r"(?<!\\)(?:\$\(|`)")  # a substitution an unquoted heredoc body runs
 
 

@@ -28,15 +28,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_core import Pivot, shell_actions
+from pivot_core import COMMAND_POSITION, Pivot, shell_actions
 from pivot_sandbox.errors import SandboxError
 from pivot_tasks._synthesize import REPLAY_LIMITS, mark_network_pivots
 
 _REPLAYED_EDITS = ("view", "create", "str_replace", "insert")
 _MINI_TIMEOUT = "timed out and has been killed"  # mini-swe-agent's answer to a command it stopped
-# a builtin that changes the shell itself, in command position (`./run.sh` and `cd.py` are no such word)
+# a builtin that changes the shell itself, in command position, and its first argument
 _STATEFUL = re.compile(
-    r"(?:^|[;&|(]\s*|\n\s*)(cd|export|source|\.|pushd|popd|unset|alias|set)(?=\s|$)(?:\s+([^\s;&|)]+))?"
+    COMMAND_POSITION + r"(cd|export|source|\.|pushd|popd|unset|alias|set)(?=\s|$)(?:\s+([^\s;&|)]+))?"
 )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from pivot_core._harnesses import OPENHANDS
 from pivot_core._model import Message, ToolCall, Trajectory
+from pivot_core._shell import COMMAND_POSITION
 from pivot_core.errors import InvalidTrajectory
 
 SOURCES = ("agent", "user", "environment")
@@ -111,7 +112,7 @@ def _assistant(message: Mapping[str, Any], event_ids: list[int]) -> Message:
 
 
 # a command that moves the shell: the directory after it is not the one the shell started in
-_MOVES = re.compile(r"(?:^|[;&|(]\s*|\n\s*)(?:cd|pushd|popd)(?=\s|$)")
+_MOVES = re.compile(COMMAND_POSITION + r"(?:cd|pushd|popd)(?=\s|$)")
 
 
 def start_dir(events: Sequence[Mapping[str, Any]]) -> str | None:
