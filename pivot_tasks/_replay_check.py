@@ -87,9 +87,11 @@ def recorded_steps(messages: Sequence[Message], harness: str) -> list[Step]:
                 continue
             recorded = (tools.get(call.id).extra.get("recorded") if tools.get(call.id) else None) or {}
             output = recorded.get("output")
-            # an editor call's output is the editor's own message, not its shell equivalent's: exit code only
+            # an editor call's output is the editor's own message, not its shell equivalent's: exit code only;
+            # a command still running when the agent moved on (-1) had printed part of its output
+            code = recorded.get("exit_code")
             whole = call.name in SHELL_TOOLS and isinstance(output, str) and not any(m in output for m in _PARTIAL)
-            steps.append(Step(i, commands, recorded.get("exit_code"), output if whole else None))
+            steps.append(Step(i, commands, code, output if whole and code != -1 else None))
     return steps
 
 

@@ -215,6 +215,22 @@ def test_exit_codes_are_compared_always():
     assert first_divergence([loud], [[(first, "/app")], [(second, "/app")]]) is None
 
 
+def test_a_command_still_running_in_the_run_recorded_part_of_its_output():
+    # OpenHands' vim-terminal-task run: `vim text_processor.py` came back with exit -1 and the screen so
+    # far; a replay's vim (no terminal) prints another screen and exits, which is no divergence
+    from pivot_tasks._replay_check import recorded_steps
+
+    call = ToolCall("execute_bash", json.dumps({"command": "vim text_processor.py"}), id="c1")
+    done = ToolCall("execute_bash", json.dumps({"command": "ls"}), id="c2")
+    chat = [
+        Message("assistant", None, tool_calls=(call, done)),
+        Message("tool", "~\n~", tool_call_id="c1", extra={"recorded": {"exit_code": -1, "output": "~\n~"}}),
+        Message("tool", "a.txt", tool_call_id="c2", extra={"recorded": {"exit_code": 0, "output": "a.txt"}}),
+    ]
+    steps = recorded_steps(chat, "openhands")
+    assert [(s.exit_code, s.output) for s in steps] == [(-1, None), (0, "a.txt")]
+
+
 def test_a_directorys_link_count_is_the_filesystems_not_the_states():
     # organization-json-generator: the run's overlayfs listed `data` with 1 link, a replay here with 2
     recorded = "drwxr-xr-x 1 root root 4096 Aug  8 06:25 data\n-rw-r--r-- 1 root root 3420 Aug  2 22:10 schema.json"
