@@ -40,7 +40,14 @@ from pivot_core._formats import (
     register_format,
     write_pivots,
 )
-from pivot_core._harnesses import HARNESSES, MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION, OPENHANDS, TERMINUS
+from pivot_core._harnesses import (
+    HARNESSES,
+    MINI_SWE_AGENT,
+    MINI_SWE_AGENT_ACTION,
+    MINI_SWE_AGENT_TIMED_OUT,
+    OPENHANDS,
+    TERMINUS,
+)
 from pivot_core._history import History
 from pivot_core._hosts import is_loopback
 from pivot_core._jsonl import iter_jsonl, write_jsonl
@@ -84,6 +91,7 @@ __all__ = [
     "HARNESSES",
     "MINI_SWE_AGENT",
     "MINI_SWE_AGENT_ACTION",
+    "MINI_SWE_AGENT_TIMED_OUT",
     "OPENHANDS",
     "TERMINUS",
     "AliasBudgetExceeded",

@@ -18,3 +18,6 @@ HARNESSES = (OPENHANDS, MINI_SWE_AGENT)
 # mini-swe-agent's own `action_regex`: exactly what the harness parses from a reply (one block is an
 # action, none or several a format error). Stricter than `bash_blocks`, which reads any shell fence.
 MINI_SWE_AGENT_ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+# what mini-swe-agent answers about a command it killed at its timeout ("The last command <command>...
+# </command> timed out and has been killed."): the command did not finish, its effect is partial
+MINI_SWE_AGENT_TIMED_OUT = "timed out and has been killed"

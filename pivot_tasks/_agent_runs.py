@@ -28,12 +28,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_core import COMMAND_POSITION, Pivot, shell_actions
+from pivot_core import COMMAND_POSITION, MINI_SWE_AGENT_TIMED_OUT, Pivot, shell_actions
 from pivot_sandbox.errors import SandboxError
 from pivot_tasks._synthesize import REPLAY_LIMITS, mark_network_pivots
 
 _REPLAYED_EDITS = ("view", "create", "str_replace", "insert")
-_MINI_TIMEOUT = "timed out and has been killed"  # mini-swe-agent's answer to a command it stopped
 # a builtin that changes the shell itself, in command position, and its first argument
 _STATEFUL = re.compile(
     COMMAND_POSITION + r"(cd|export|source|\.|pushd|popd|unset|alias|set)(?=\s|$)(?:\s+([^\s;&|)]+))?"
@@ -68,7 +67,7 @@ def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
     codes = pivot.context.get("exit_codes") or {}
     turn = 0
     for message in pivot.history:
-        if message.role == "user" and harness == "mini-swe-agent" and _MINI_TIMEOUT in message.text:
+        if message.role == "user" and harness == "mini-swe-agent" and MINI_SWE_AGENT_TIMED_OUT in message.text:
             return f"turn {turn}: a command timed out and was killed (its partial effect is not replayed)"
         if message.role != "assistant":
             continue
@@ -115,7 +114,11 @@ def unfinished_expert(pivot: Pivot, later: Pivot | None) -> str | None:
     if later is None or len(later.history) <= at + 1 or list(later.history)[: at + 1] != [*pivot.history, pivot.expert]:
         return None
     answer = later.history[at + 1]
-    if pivot.context.get("harness") == "mini-swe-agent" and answer.role == "user" and _MINI_TIMEOUT in answer.text:
+    if (
+        pivot.context.get("harness") == "mini-swe-agent"
+        and answer.role == "user"
+        and MINI_SWE_AGENT_TIMED_OUT in answer.text
+    ):
         return "the expert's command timed out in the run and was killed"
     return None
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_core import SHELL_TOOLS, Message, Pivot, shell_actions
+from pivot_core import MINI_SWE_AGENT_TIMED_OUT, SHELL_TOOLS, Message, Pivot, shell_actions
 from pivot_sandbox import SandboxSpec
 from pivot_sandbox.errors import SandboxError
 
@@ -54,18 +54,20 @@ class Step:
     commands: tuple[str, ...]
     exit_code: int | None
     output: str | None
+    finished: bool = True  # False: the run moved on while it still ran (OpenHands' -1) or killed it (a timeout)
 
     def exit_code_differs(self, replayed: int | None) -> bool:
         """The replay's exit code is not the recorded one (-1, a command still running, is no record)."""
         return self.exit_code is not None and self.exit_code != -1 and replayed != self.exit_code
 
 
-def _recorded_mini(message: Message | None) -> tuple[int | None, str | None]:
+def _recorded_mini(message: Message | None) -> tuple[int | None, str | None, bool]:
     text = message.text if message is not None else ""
     code = _RETURNCODE.search(text)
     output = _OUTPUT.search(text)
     whole = output is not None and not any(mark in text for mark in _PARTIAL)
-    return (int(code.group(1)) if code else None), (output.group(1) if whole and output else None)
+    finished = MINI_SWE_AGENT_TIMED_OUT not in text
+    return (int(code.group(1)) if code else None), (output.group(1) if whole and output else None), finished
 
 
 def recorded_steps(messages: Sequence[Message], harness: str) -> list[Step]:
@@ -91,7 +93,7 @@ def recorded_steps(messages: Sequence[Message], harness: str) -> list[Step]:
             # a command still running when the agent moved on (-1) had printed part of its output
             code = recorded.get("exit_code")
             whole = call.name in SHELL_TOOLS and isinstance(output, str) and not any(m in output for m in _PARTIAL)
-            steps.append(Step(i, commands, code, output if whole and code != -1 else None))
+            steps.append(Step(i, commands, code, output if whole and code != -1 else None, code != -1))
     return steps
 
 
@@ -128,6 +130,9 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
         if end > len(first):
             return step.turn, f"the replay stopped before {step.commands[-1][:60]!r}"
         raw, _ = first[end - 1]
+        if raw.killed and not step.finished:
+            # it did not finish in the run either; nothing after it is replayed (a replay blocker)
+            return None
         if raw.killed:
             return step.turn, f"the replay of {step.commands[-1][:60]!r} was stopped ({raw.killed})"
         if step.exit_code_differs(raw.exit_code):

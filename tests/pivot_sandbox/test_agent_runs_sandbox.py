@@ -228,7 +228,22 @@ def test_a_command_still_running_in_the_run_recorded_part_of_its_output():
         Message("tool", "a.txt", tool_call_id="c2", extra={"recorded": {"exit_code": 0, "output": "a.txt"}}),
     ]
     steps = recorded_steps(chat, "openhands")
-    assert [(s.exit_code, s.output) for s in steps] == [(-1, None), (0, "a.txt")]
+    assert [(s.exit_code, s.output, s.finished) for s in steps] == [(-1, None, False), (0, "a.txt", True)]
+
+
+def test_a_replay_stopped_where_the_run_stopped_too_is_no_divergence():
+    # cartpole-rl-training: mini-swe-agent killed `python train_agent.py` at its timeout; the replay's
+    # is stopped at the check's; a command that ended in the run but not here still diverges
+    from pivot_tasks._replay_check import recorded_steps
+
+    answer = "The last command <command>python train_agent.py</command> timed out and has been killed.\n"
+    chat = [Message("assistant", "```bash\npython train_agent.py\n```"), Message("user", answer)]
+    (step,) = recorded_steps(chat, "mini-swe-agent")
+    assert not step.finished
+    stopped = SimpleNamespace(killed="timeout", exit_code=None, stdout=b"")
+    assert first_divergence([step], [[(stopped, "/app")], [(stopped, "/app")]]) is None
+    ended = Step(0, ("python train_agent.py",), 0, None)
+    assert first_divergence([ended], [[(stopped, "/app")], [(stopped, "/app")]])[0] == 0
 
 
 def test_a_directorys_link_count_is_the_filesystems_not_the_states():
