@@ -12,8 +12,9 @@ image needed), with the blockers counted. With `--tasks-dir`, each pivot also ge
 image's sandbox (images are built from the task folders, or reused by hash) and the sandboxed
 share and the reasons a pivot stays unsandboxed are counted, and `docker_shell` alone scores each
 sandboxed expert against itself (only those of a replay checked faithful: without `--check-replay`
-`docker_shell` judges none of them, `not applicable`) (its effect replayed twice: a rejection is a replay that is not
-deterministic or not faithful; an error verdict, counted apart with its reason, a verifier that could not decide). `--only a,b` limits the run to some tasks (images build slowly).
+`docker_shell` judges none of them, `not applicable`) (its effect replayed twice: a rejection is a
+replay that is not deterministic or not faithful; an error verdict, counted apart with its reason,
+a verifier that could not decide). `--only a,b` limits the run to some tasks (images build slowly).
 With `--check-replay` too, each run is replayed against its recorded observations
 (`pivot_tasks.check_replay`): the faithful share of the sandboxed pivots, the divergences by
 reason, seconds per sandboxed pivot; the expert is then scored on the faithful ones only.
