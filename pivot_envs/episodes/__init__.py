@@ -2,7 +2,14 @@
 
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, StepResult, load_episode_data
 from pivot_envs.episodes._terminal import TerminalEpisodeEnv
-from pivot_envs.episodes._tool_use import ToolUseEpisodeEnv, gold_state, said_to_user, tau_bench_outcome
+from pivot_envs.episodes._tool_use import (
+    ToolUseEpisodeEnv,
+    database_differs,
+    doubtful_failures,
+    gold_state,
+    said_to_user,
+    tau_bench_outcome,
+)
 
 __all__ = [
     "EpisodeEnv",
@@ -10,6 +17,8 @@ __all__ = [
     "StepResult",
     "TerminalEpisodeEnv",
     "ToolUseEpisodeEnv",
+    "database_differs",
+    "doubtful_failures",
     "gold_state",
     "load_episode_data",
     "said_to_user",

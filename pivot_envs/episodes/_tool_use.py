@@ -58,14 +58,31 @@ def said_to_user(conversation: Sequence[Message]) -> list[str]:
     return [m.content or "" for m in conversation if m.role == "assistant" and not m.tool_calls]
 
 
+def database_differs(world: ToolWorld, final: WorldState, gold: WorldState) -> list[str]:
+    """The records (`table/key`) whose changes since the initial database differ between `final` and `gold`."""
+    base = world.initial_state()
+    got, want = final.changes_since(base), gold.changes_since(base)
+    return sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+
+
+def doubtful_failures(world: ToolWorld, failed: Sequence[str]) -> list[str]:
+    """The failures that may only mean a record the bundled subset database lacks ([] on the full database).
+
+    A write that failed for want of a record the subset lacks may have succeeded on the full database:
+    comparing databases could then call a wrong one right. Any other failure (a price that does not
+    add up, a flight not available that day) is read from records the subset holds verbatim: the same there.
+    """
+    if not world.description.startswith("subset:"):
+        return []
+    return [f for f in failed if MISSING_RECORD.search(f)]
+
+
 def tau_bench_outcome(
     world: ToolWorld, final: WorldState, task: Mapping[str, Any], conversation: Sequence[Message], ended_by: str
 ) -> EpisodeOutcome:
     """tau-bench's reward for an ended episode (see the module docstring)."""
     gold, gold_failed = gold_state(world, task)
-    base = world.initial_state()
-    got, want = final.changes_since(base), gold.changes_since(base)
-    differs = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+    differs = database_differs(world, final, gold)
     texts = [t.lower().replace(",", "") for t in said_to_user(conversation)]
     outputs = {str(o): any(str(o).lower() in t for t in texts) for o in task.get("outputs") or ()}
     details: dict[str, Any] = {
@@ -175,22 +192,21 @@ class ToolUseEpisodeEnv(EpisodeEnv):
         """tau-bench's rule; on the bundled subset database a failed write cannot be trusted."""
         assert self.state is not None and self.current is not None
         result = tau_bench_outcome(self.world, self.state, self.current.context["task"], self.conversation, ended_by)
-        if self.world.description.startswith("subset:"):
-            failed = list(result.details.get("gold_failed", [])) + self._failed_writes
-            doubtful = [f for f in failed if MISSING_RECORD.search(f)]
-            if doubtful:
-                # A write that failed for want of a record the subset lacks may have succeeded on the
-                # full database: the comparison could call a wrong database right, so no reward is
-                # given on a guess. Any other failure (a price that does not add up, a flight not
-                # available that day) is read from records the subset holds verbatim: the same there.
-                return EpisodeOutcome(
-                    0.0,
-                    ended_by,
-                    self.rule,
-                    result.details,
-                    error=f"writes failed on the bundled subset database ({doubtful[:3]}); use the full database",
-                )
+        doubtful = doubtful_failures(self.world, list(result.details.get("gold_failed", [])) + self._failed_writes)
+        if doubtful:  # no reward given on a guess
+            return EpisodeOutcome(
+                0.0,
+                ended_by,
+                self.rule,
+                result.details,
+                error=f"writes failed on the bundled subset database ({doubtful[:3]}); use the full database",
+            )
         return result
+
+    @property
+    def failed_writes(self) -> tuple[str, ...]:
+        """The episode's state-changing calls the world rejected so far (`name: output`), in order."""
+        return tuple(self._failed_writes)
 
     def _recorded(self) -> tuple[Message, ...]:
         assert self.current is not None

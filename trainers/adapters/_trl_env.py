@@ -27,6 +27,8 @@ import gymnasium as gym
 
 import pivot_envs  # noqa: F401  (registers the pivot/* ids with gymnasium)
 from pivot_core import HARNESSES, MINI_SWE_AGENT, OPENHANDS, TERMINUS, Message, Pivot, ToolCall, render_completion
+from pivot_envs.episodes import database_differs, doubtful_failures, gold_state
+from pivot_tool_worlds import WorldState
 from trainers.adapters._common import PivotScorer, action_reward, flat_prompt_messages, outcome_reward
 
 TOOL_USE = "pivot/tool-use-episode-v0"
@@ -100,31 +102,78 @@ class EpisodeEnvironment:
 
 
 class ToolUseEnvironment(EpisodeEnvironment):
-    """The airline world's tools; the reward is the pivot's verifiers on the rollout's first turn.
+    """The airline world's tools; the reward judges the rollout's first turn and every call after it.
 
     TRL does not tell an environment where one assistant turn ends, so the pivot's action is read
     as the rollout's first calls, as many as the expert's own turn made (tau-bench's recorded
     turns make one): a rollout whose first call is the expert's scores 1, a wrong call 0, and a
-    rollout that called nothing 0 (the expert called a tool there).
+    rollout that called nothing 0 (the expert called a tool there). The calls after the action are
+    judged as the episode env judges them (tau-bench's database rule): a record they changed must end
+    as the task's gold database holds it, so a lookup, or a write the world rejected, costs nothing
+    and a stray write (cancelling a reservation the task keeps) turns the 1 into 0.
     """
 
     _scorer: PivotScorer | None = None
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._action_state: WorldState | None = None  # the database as the pivot's action left it
+        self._action_failed = 0  # the episode's rejected writes by then
+
+    def reset(self, pivot_id: str, **row: Any) -> None:
+        """Restore the live state at `pivot_id` (the other row columns are TRL's; the prompt is the history)."""
+        super().reset(pivot_id, **row)
+        self._action_state, self._action_failed = None, 0
+
     def _call_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
         call = ToolCall(name=name, arguments=json.dumps(dict(arguments), ensure_ascii=False))
         self._calls.append(call)
-        return self._step(Message("assistant", None, tool_calls=(call,)))
+        out = self._step(Message("assistant", None, tool_calls=(call,)))
+        if len(self._calls) == self._width():  # the action ends here: what follows is judged on its own
+            self._action_state, self._action_failed = self._env.state, len(self._env.failed_writes)
+        return out
+
+    def _width(self) -> int:
+        """The calls that make the pivot's action: as many as the expert's turn made (at least one)."""
+        assert self._pivot is not None
+        return max(1, len(self._pivot.expert.tool_calls))
 
     def get_reward(self) -> float | None:
-        """The pivot's verifier chain on the rollout's first calls (None on an error verdict)."""
+        """The pivot's verifier chain on the rollout's first calls, times the database rule on the rest.
+
+        None when either cannot be decided (an error verdict; a rejected write on the bundled subset
+        database, which the episode env's outcome calls an error too).
+        """
         if self._pivot is None:
             return None
-        width = max(1, len(self._pivot.expert.tool_calls))
+        width = self._width()
         action = Message("assistant", None if self._calls else "", tool_calls=tuple(self._calls[:width]))
         scorer = type(self)._scorer
         if scorer is None:
             scorer = type(self)._scorer = PivotScorer(SCORING_ENV[TOOL_USE], **scoring_kwargs(self._env_kwargs))
-        return action_reward(scorer, self._pivot, action)
+        reward = action_reward(scorer, self._pivot, action)
+        if not reward or len(self._calls) <= width:  # a wrong or undecided action, or no call after it
+            return reward
+        after = self._after_action()
+        return None if after is None else reward * after
+
+    def _after_action(self) -> float | None:
+        """1.0 when the calls after the action pass the episode env's database rule, 0.0 when not, None undecided.
+
+        The rule is the episode env's own (`database_differs` against the task's gold database, and
+        `doubtful_failures` for writes rejected on the subset database), asked only of the records
+        those calls changed: the rollout need not finish the task, only not stray from it.
+        """
+        assert self._pivot is not None and self._action_state is not None
+        world, final = self._env.world, self._env.state
+        failed = list(self._env.failed_writes[self._action_failed :])
+        changed = final.changes_since(self._action_state)
+        if not changed:
+            return None if doubtful_failures(world, failed) else 1.0
+        gold, gold_failed = gold_state(world, self._pivot.context["task"])
+        if doubtful_failures(world, failed + gold_failed):  # the gold database itself may be a guess there
+            return None
+        return 0.0 if set(changed) & set(database_differs(world, final, gold)) else 1.0
 
 
 class ShellEnvironment(EpisodeEnvironment):

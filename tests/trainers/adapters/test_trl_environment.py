@@ -70,6 +70,49 @@ def test_state_is_restored_at_the_pivot_for_every_rollout(tool_env):
     assert env.get_reservation_details(reservation_id="NQNU5R") == before  # the cancellation did not leak
 
 
+def test_calls_after_the_experts_are_judged_by_the_episode_envs_database_rule(tool_env):
+    """A rollout is judged whole: a call after the expert's that changes the database is not free.
+
+    Task 27's user asks to cancel IFOYYZ and NQNU5R; its gold database (tau-bench's rule, which the
+    episode env scores by) has NQNU5R cancelled and IFOYYZ not. Calls that change nothing (a lookup,
+    a cancellation the world rejects) cost nothing there, and here.
+    """
+    row = next(r for r in tool_env.train_dataset if r["pivot_id"] == RESERVATION_LOOKUP)
+    env = tool_env.factory()
+
+    def rollout(*cancel: str) -> float | None:
+        env.reset(**row)
+        assert "IFOYYZ" in env.get_reservation_details(reservation_id="IFOYYZ")  # the expert's call
+        for reservation_id in cancel:
+            env.cancel_reservation(reservation_id=reservation_id)
+        return env.get_reward()
+
+    assert rollout() == 1.0
+    assert rollout("IFOYYZ") == 0.0  # the world cancels it; the task's gold database keeps it
+    assert rollout("NQNU5R") == 1.0  # a cancellation the task's gold actions make
+    env.reset(**row)
+    env.get_reservation_details(reservation_id="IFOYYZ")
+    env.get_user_details(user_id="aarav_ahmed_6699")  # read-only
+    assert env.get_reward() == 1.0
+
+
+@pytest.mark.parametrize("subset", [False, True])
+def test_a_rejected_write_after_the_experts_is_judged_as_the_episode_env_judges_it(subset, shared_data):
+    """A write the world rejects changes nothing: free on the full database. On the bundled subset,
+    "reservation not found" may only mean a record the subset lacks: the episode env's outcome is an
+    error there, and the reward undecided (None) here."""
+    from pivot_tool_worlds import locate_db
+    from pivot_tool_worlds._tau_airline import SUBSET_FILE, _bundled
+
+    db = _bundled(SUBSET_FILE) if subset else locate_db()[0]
+    env = pivot_environment("pivot/tool-use-episode-v0", pivot_ids=[RESERVATION_LOOKUP], db_path=str(db))
+    rollout = env.factory()
+    rollout.reset(**env.train_dataset[0])
+    rollout.get_reservation_details(reservation_id="IFOYYZ")
+    assert rollout.cancel_reservation(reservation_id="ZZZZZZ") == "Error: reservation not found"
+    assert rollout.get_reward() == (None if subset else 1.0)
+
+
 def test_a_rollout_on_its_own_database_is_scored_on_that_database(tmp_path):
     """`db_path` reaches the scorer too: `tool_exec` judges a call by running it, on the data the rollout saw.
 
