@@ -26,6 +26,7 @@ from docker.types import Mount, Ulimit
 
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, layers_of, root_state
+from pivot_sandbox._hardening import MASKED_PATHS, READONLY_PATHS
 from pivot_sandbox._host_network import give_back, hold, release, take_turn
 from pivot_sandbox._shell_state import WRAPPER, parse_records, split_marked_state
 from pivot_sandbox._spec import LABEL, Limits, SandboxSpec
@@ -144,9 +145,14 @@ def create(
         memswap_limit=mem,
         nano_cpus=int(limits.cpus * 1e9),
         ulimits=[Ulimit(name="fsize", soft=file_size, hard=file_size)],
-        init=True,
+        # with a runner, the runner is pid 1 and reaps (docker-init, a dumpable root process holding the
+        # attach stream the runner answers on, could be traced by a root candidate: issue 38, D3)
+        init=runner is None,
         shm_size="8m",
     )
+    # Docker's masked and read-only paths, with the ones newer Docker releases added (`_hardening`)
+    host_config["MaskedPaths"] = list(MASKED_PATHS)
+    host_config["ReadonlyPaths"] = list(READONLY_PATHS)
     turn = take_turn() if network == "host" else None  # one such container at a time (`_host_network`)
     try:
         container_id = api.create_container(

@@ -47,6 +47,7 @@ from pivot_sandbox import _nsroot as nr
 from pivot_sandbox import _restore as rs
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
+from pivot_sandbox._hardening import make_device_nodes, seccomp_program
 from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user, spawn
 from pivot_sandbox._nsimages import ImageRoots
 from pivot_sandbox._nslaunch import launch_command
@@ -107,7 +108,7 @@ class NamespaceBackend:
         self._unshare = shutil.which("unshare") or "unshare"
         self._prlimit = shutil.which("prlimit") or "prlimit"
         self._seccomp: Path | None = None
-        program = nr.seccomp_program()
+        program = seccomp_program()
         nr.gc()  # what killed processes left: folders and empty cgroups
         self.token = f"{os.getpid()}-{id(self):x}"
         self.folder = nr.run_root() / self.token
@@ -161,6 +162,7 @@ class NamespaceBackend:
         for folder in (upper, work, merged):
             folder.mkdir(parents=True, exist_ok=True)
         etc = nr.etc_files(box_dir / "etc")
+        devices = make_device_nodes(box_dir / "dev")
         mem = nr.memory_bytes(self.limits.memory)
         cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
         env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
@@ -175,6 +177,7 @@ class NamespaceBackend:
             cgroups=cgroups.joined,
             cgroup_binds=cgroups.binds,
             etc=etc,
+            devices=devices,
             env=env,
             kind=kind,
             runs_as_root=spec.runs_as_root,

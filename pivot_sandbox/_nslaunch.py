@@ -3,7 +3,10 @@
 `unshare --mount` gives the sandbox a private mount namespace; in it `LAUNCH` joins the sandbox's
 cgroups, mounts the overlay (the snapshot and the root file system below a fresh upper folder),
 then execs `prlimit --fsize` and `bwrap`, which starts the runner in new pid, network (loopback
-only), IPC and UTS namespaces with every capability dropped but the ones the runner needs.
+only), IPC and UTS namespaces with every capability dropped but the ones the runner needs, under
+Docker's default covers (`_hardening.py`): masked and read-only `/proc` and `/sys` paths, device
+nodes of the sandbox's own, the seccomp filter, and the runner as pid 1 (bubblewrap's own pid 1
+would be a dumpable process holding the runner's channel, which a root candidate could trace).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._containers import HOSTNAME, RUN_STATE
+from pivot_sandbox._hardening import HOST_SYSFS_PATHS, MASKED_PATHS, READONLY_PATHS, existing
 
 # joins the cgroups given first, mounts the overlay, then execs the rest (prlimit, bwrap, the runner)
 LAUNCH = r"""set -e
@@ -35,6 +39,7 @@ def launch_command(
     cgroups: Sequence[Path],
     cgroup_binds: Sequence[tuple[Path, str]],
     etc: Mapping[str, Path],
+    devices: Mapping[str, Path],
     env: Mapping[str, str],
     kind: str,
     runs_as_root: bool,
@@ -46,19 +51,27 @@ def launch_command(
     `kind="replay"` (set-up and history, as root) keeps Docker's default capabilities and has no
     tmpfs at the run state; a candidate's sandbox keeps a root agent's (`ROOT_CANDIDATE_CAPABILITIES`)
     where the task's user is root, else only the runner's three (as Docker's pool containers:
-    `_containers.create`).
+    `_containers.create`). `devices`: the sandbox's own nodes (`make_device_nodes`), bound over the
+    host's that bubblewrap's `--dev` binds.
     """
-    args = [programs["bwrap"], "--bind", str(merged), "/", "--ro-bind", "/sys", "/sys"]
+    args = [programs["bwrap"], "--bind", str(merged), "/", "--ro-bind", "/sys", "/sys", *_covers(HOST_SYSFS_PATHS)]
+    # the host's cgroup tree hidden, the sandbox's own folders where the runner reads its counts
+    args += ["--perms", "0555", "--tmpfs", "/sys/fs/cgroup"]
     for host, inside in cgroup_binds:
         args += ["--ro-bind", str(host), inside]
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(8 << 20), "--tmpfs", "/dev/shm"]
-    args += ["--mqueue", "/dev/mqueue"]
+    args += ["--remount-ro", "/sys/fs/cgroup", "--proc", "/proc", *_covers(MASKED_PATHS)]
+    for path, _ in existing(READONLY_PATHS):
+        args += ["--ro-bind", path, path]  # bubblewrap reads a source in the host's /proc: the same kernel's
+    args += ["--dev", "/dev"]
+    for inside, node in devices.items():
+        args += ["--dev-bind", str(node), inside]
+    args += ["--perms", "1777", "--size", str(8 << 20), "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue"]
     if kind != "replay":
         args += ["--perms", "1777", "--size", str(1 << 20), "--tmpfs", RUN_STATE]
     for inside, host in etc.items():
         args += ["--bind", str(host), inside]
     args += ["--ro-bind", str(runner), rn.MOUNT_POINT]
-    args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    args += ["--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--hostname", HOSTNAME, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if kind == "replay":
         caps = rn.DOCKER_DEFAULT_CAPABILITIES
@@ -76,3 +89,14 @@ def launch_command(
     command = [programs["unshare"], "--mount", "--propagation", "private", "--", "/bin/sh", "-c", LAUNCH, "launch"]
     command += [str(len(cgroups)), *(str(c) for c in cgroups), lower, str(upper), str(work), str(merged)]
     return [*command, programs["prlimit"], f"--fsize={file_size}:{file_size}", "--", *args]
+
+
+def _covers(paths: tuple[str, ...]) -> list[str]:
+    """The bwrap arguments that hide these paths: a folder under an empty read-only tmpfs, a file under /dev/null."""
+    args: list[str] = []
+    for path, is_folder in existing(paths):
+        if is_folder:
+            args += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
+        else:
+            args += ["--ro-bind", "/dev/null", path]
+    return args

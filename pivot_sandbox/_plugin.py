@@ -98,7 +98,8 @@ def usable_backends() -> dict[str, str | None]:
 
 def namespace_details() -> dict[str, Any]:
     """What holds the namespace backend's limits here (`cgroup v1|v2` or `rlimits`), and whether seccomp is on."""
-    from pivot_sandbox._nsroot import Cgroups, seccomp_program
+    from pivot_sandbox._hardening import seccomp_program
+    from pivot_sandbox._nsroot import Cgroups
 
     version = Cgroups.version()
     return {

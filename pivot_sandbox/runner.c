@@ -377,6 +377,18 @@ static void on_sigchld(int sig) {
     errno = saved;
 }
 
+/* As pid 1 of its namespace (the namespace backend) the runner inherits every orphan: reap the ones
+   that ended, but never `keep` (the action's shell, whose status the reply carries). */
+static void reap_orphans(pid_t keep) {
+    for (;;) {
+        siginfo_t info;
+        memset(&info, 0, sizeof info);
+        if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+        if (info.si_pid == keep) return; /* left for the action's own waitpid */
+        waitpid(info.si_pid, NULL, WNOHANG);
+    }
+}
+
 /* The working directory of a stopped child, read by the kernel's account, not from anything the
    action printed: the wrapper's last step is `exec /.pivot-runner --park <status>`, which stops
    itself. /proc/<pid>/cwd needs the target's uid as the reader's filesystem uid (CAP_SETUID). */
@@ -517,6 +529,7 @@ static void run_one(FILE *in, long timeout_ms, long cap, long uid, long gid, lon
         if (ready < 0 && errno != EINTR) break;
         if (ready > 0 && (fds[3].revents & POLLIN)) {
             while (read(sigchld_pipe[0], scratch, sizeof scratch) > 0) {}
+            if (!exited) reap_orphans(child);
         }
         for (int i = 0; i < 2 && ready > 0; i++) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
