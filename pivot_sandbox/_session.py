@@ -23,6 +23,8 @@ from typing import Any
 from pivot_sandbox import _containers as ct
 from pivot_sandbox._action import changed_paths
 from pivot_sandbox._bounds import TESTS_GRACE
+from pivot_sandbox._restore import restart
+from pivot_sandbox._shell_state import normalize_processes
 from pivot_sandbox._spec import SandboxSpec
 from pivot_sandbox._task_tests import (
     SUSPECT_FILES,
@@ -68,6 +70,7 @@ class Session:
     def __init__(self, backend: Any, spec: SandboxSpec, history: Sequence[str]) -> None:
         self.backend, self.spec = backend, spec
         key, image = backend.snapshot(spec, list(history))
+        self._key = key
         # what the history left running (a server) runs again in it (`_restore.restart`)
         self._box: ct.Box | None = backend._at_state(key, image, spec, "episode")
         self._state = ct.STATE  # the snapshot's shell state, then the session's own (RUN_STATE)
@@ -96,25 +99,30 @@ class Session:
     def run_tests(self, task: Any, timeout: float | None = None) -> TestOutcome:
         """The task's own tests (`task`: a `_tasks.Task`) in this container; their `TestOutcome`.
 
-        Not run, and failed with the paths named, when the agent changed the test run's own tools
-        (`_task_tests.tampered_tools`: the venv, the tests' folder, the interpreter, pytest's
-        configuration above the tests, an installed pytest plugin). Otherwise the tests are put in
-        place through the daemon (owned by root, whatever the agent left at their path) and run with
-        `_task_tests.run_argv` as the session's user; the status line carries a fresh nonce.
+        The state is frozen first: every process the agent left is killed (a background job that
+        waits for the tests and rewrites them, or fakes a tool, must not run into the test run), and
+        the processes the state itself runs (servers the history started, `_restore.Running`) are
+        started again from their recorded launchers. Then the tests are not run, and fail with the
+        paths named, when the agent changed the test run's own tools (`_task_tests.tampered_tools`:
+        the venv, the tests' folder, the interpreter, the harness's programs anywhere on its PATH,
+        the dynamic loader's preload, pytest's configuration above the tests, an installed pytest
+        plugin). Otherwise the tests are put in place through the daemon (owned by root, whatever
+        the agent left at their path) and run with `_task_tests.run_argv` as the session's user; the
+        status line carries a fresh nonce and must agree with the exit status the runner reports.
+        After the run, the tests' files and the tools are checked again.
         """
         box = self._live()
         limits = self.backend.limits
-        changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
-        if over:
-            return TestOutcome(False, False, {}, f"the test run's tools could not be checked: {over}")
-        present = [p for p, kind in changes if kind != 2 and SUSPECT_FILES.search(p)]
-        suspects = {p: ct.read_text(box, p) for p in present[:100]}
-        tampered = tampered_tools([p for p, _ in changes], suspects)
+        stopped = self._stop_agent_processes(box)
+        if stopped:
+            return TestOutcome(False, False, {}, stopped)
+        box = self._box = self._restart_state_processes(box)
+        tampered = self._tampered_tools(box)
         if tampered:
-            shown = ", ".join(tampered[:3]) + (f" (+{len(tampered) - 3})" if len(tampered) > 3 else "")
-            return TestOutcome(False, False, {}, f"the agent changed the test run's own tools: {shown}")
+            return TestOutcome(False, False, {}, f"the agent changed the test run's own tools: {tampered}")
         ct.run(box, ["rm", "-rf", TESTS_DIR], user="0", timeout=30, output_cap=64 * 1024, keep=True)
         box.container.put_archive("/", tests_tar(task.dir / "tests"))
+        delivered = _tests_folder(box)
         config = self.backend.client.images.get(self.spec.image).attrs.get("Config") or {}
         nonce = new_nonce()
         raw = ct.run(
@@ -123,12 +131,57 @@ class Session:
             user=self.spec.user,
             timeout=timeout or task.tests.timeout + TESTS_GRACE,
             output_cap=limits.output_cap,
-            keep=True,  # what the agent left running (a server the tests talk to) keeps running after them
+            keep=True,  # the state's servers keep running for what the tests ask them
         )
-        outcome = test_outcome((raw.stdout + raw.stderr).decode(errors="replace"), nonce)
+        output = (raw.stdout + raw.stderr).decode(errors="replace")
+        outcome = test_outcome(output, nonce, None if raw.killed else raw.exit_code)
         if raw.killed:
             return TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({raw.killed})")
+        if _tests_folder(box) != delivered:
+            return TestOutcome(False, outcome.ran, outcome.counts, "the tests' own files changed while they ran")
+        tampered = self._tampered_tools(box, exclude_tests=True)
+        if tampered:
+            return TestOutcome(False, outcome.ran, outcome.counts, f"the test run's own tools changed: {tampered}")
         return outcome
+
+    def _stop_agent_processes(self, box: ct.Box) -> str:
+        """Kill every process in the container but its own (the runner, or init and the idle process)."""
+        if box.channel is not None:  # the runner kills whatever an action leaves when it is not kept
+            ct.run(box, ["true"], user="0", timeout=10, output_cap=1024)
+        else:
+            idle = " ".join(ct.IDLE)
+            script = (
+                "for d in /proc/[0-9]*; do p=${d#/proc/}; [ $p = 1 ] || [ $p = $$ ] && continue; "
+                f'[ "$(tr "\\0" " " < $d/cmdline 2>/dev/null)" = "{idle} " ] || kill -9 $p 2>/dev/null; done; true'
+            )
+            ct.run(box, ["/bin/sh", "-c", script], user="0", timeout=10, output_cap=4096)
+        left: tuple[str, ...] = ()
+        for _ in range(50):
+            left = normalize_processes(ct.running_processes(box))
+            if not left:
+                return ""
+            time.sleep(0.05)
+        return f"the agent's processes could not be stopped before the tests: {', '.join(left[:3])}"
+
+    def _restart_state_processes(self, box: ct.Box) -> ct.Box:
+        """The state's own processes (the history's servers) started again from their launchers."""
+        running = self.backend.running_of(self._key) if hasattr(self.backend, "running_of") else None
+        if not running:
+            return box
+        return restart(box, self.spec, self.backend.limits, running)
+
+    def _tampered_tools(self, box: ct.Box, exclude_tests: bool = False) -> str:
+        """The test run's own tools among what the agent changed, named ("" when none)."""
+        limits = self.backend.limits
+        changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
+        if over:
+            return f"they could not be checked: {over}"
+        if exclude_tests:  # delivered by the daemon, compared by `_tests_folder`
+            changes = [(p, k) for p, k in changes if p != TESTS_DIR and not p.startswith(TESTS_DIR + "/")]
+        present = [p for p, kind in changes if kind != 2 and SUSPECT_FILES.search(p)]
+        suspects = {p: ct.read_text(box, p) for p in present[:100]}
+        tampered = tampered_tools([p for p, _ in changes], suspects)
+        return ", ".join(tampered[:3]) + (f" (+{len(tampered) - 3})" if len(tampered) > 3 else "")
 
     def run_as_root(self, command: str, timeout: float) -> SessionRun:
         """Run one command as root in the working directory (a task's tests), with no shell state."""
@@ -195,6 +248,13 @@ def transcript(
     finally:
         backend._discard(box)
     return steps
+
+
+def _tests_folder(box: ct.Box) -> str:
+    """Each entry of the tests' folder with its inode, size and change time (a rewrite changes the ctime)."""
+    argv = ["find", TESTS_DIR, "-printf", "%p %i %s %C@ %m %U\\n"]
+    raw = ct.run(box, argv, user="0", timeout=30, output_cap=4 << 20, keep=True)
+    return raw.stdout.decode(errors="replace") if raw.exit_code == 0 else f"unreadable ({raw.exit_code})"
 
 
 def _head(box: ct.Box, path: str) -> str:

@@ -121,14 +121,20 @@ def tests_tar(tests: Path) -> bytes:
     return buf.getvalue()
 
 
-# What the test run executes or reads besides the tests, which a candidate must not have changed.
+# What the test run executes or reads besides the tests, which a candidate must not have changed: the
+# programs the harness and a test script start by name, wherever on the test run's PATH a copy of them
+# would be found first (a `bash` in /usr/local/sbin shadows /bin/bash), the dynamic loader's preload
+# and cache files (a preloaded library runs in every program), and pytest's configuration above the tests.
+HARNESS_PROGRAMS = ("bash", "sh", "env", "tail", "python", "python3", "pytest", "py.test", "uv", "uvx", "pip", "pip3")
 _TOOL_FILES = frozenset(
     {
-        *(f"{d}/{n}" for d in ("/bin", "/usr/bin") for n in ("bash", "env", "tail", "sh")),
+        *(f"{d}/{n}" for d in DEFAULT_PATH.split(":") for n in HARNESS_PROGRAMS),
+        *("/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf"),
         # pytest reads its configuration and conftest.py from the tests' folder and every folder above it
         *(f"/{n}" for n in ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")),
     }
 )
+_LOADER_CONFIG = "/etc/ld.so.conf.d/"
 _INTERPRETER = re.compile(
     r"^/usr(/local)?/bin/python3[\d.]*$|^/usr(/local)?/lib/python3[\d.]*/(?!(site|dist)-packages(/|$))"
 )
@@ -150,6 +156,7 @@ def tampered_tools(changed: Sequence[str], suspects: Mapping[str, str] = {}) -> 
             path in (TESTS_VENV, TESTS_DIR)
             or path.startswith((TESTS_VENV + "/", TESTS_DIR + "/"))
             or path in _TOOL_FILES
+            or path.startswith(_LOADER_CONFIG)
             or _INTERPRETER.search(path)
             or _STARTUP.search(path)
         ):
@@ -169,9 +176,12 @@ def run_argv(image_env: Sequence[str], plan: TestPlan, workdir: str, nonce: str)
     `PYTEST_PLUGINS` loaded its plugin), and `PYTHONNOUSERSITE` keeps the user's site folder out
     (what `python -I` would do, for the interpreter pytest's own script starts). Only the end of
     a long log is kept (the output cap would cut pytest's summary and the status line); pipefail
-    keeps the tests' own status, which the nonce line reports.
+    keeps the tests' own status, which the nonce line reports. The harness's own programs are named
+    by absolute path (`/usr/bin/env`, `/bin/bash`, `/usr/bin/tail`), never looked up on a PATH whose
+    earlier folders the agent could fill; no bytecode or pytest cache is written, so nothing in the
+    tests' folder changes while they run (`TestsFolder`).
     """
-    env = [e for e in image_env if "=" in e and not e.startswith(("PATH=", "BASH_ENV=", "ENV="))]
+    env = [e for e in image_env if "=" in e and not e.startswith(("PATH=", "BASH_ENV=", "ENV=", "LD_"))]
     path = next(
         (e[5:] for e in image_env if e.startswith("PATH=")),
         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -179,11 +189,12 @@ def run_argv(image_env: Sequence[str], plan: TestPlan, workdir: str, nonce: str)
     script = plan.script.replace("{workdir}", workdir)
     outer = (
         f"cd {shlex.quote(workdir)} 2>/dev/null; set -o pipefail; "
-        f"bash --noprofile --norc -c {shlex.quote(script)} 2>&1 </dev/null | tail -c {TEST_LOG_TAIL}; "
-        f'st=$?; echo; echo "{nonce} $st"'
+        f"/bin/bash --noprofile --norc -c {shlex.quote(script)} 2>&1 </dev/null | /usr/bin/tail -c {TEST_LOG_TAIL}; "
+        f'st=$?; echo; echo "{nonce} $st"; exit $st'
     )
     fixed = [f"TEST_DIR={TESTS_DIR}", f"PATH={TESTS_VENV}/bin:{path}", "PYTHONNOUSERSITE=1", "HOME=/root"]
-    return ["env", "-i", *env, *fixed, "bash", "--noprofile", "--norc", "-c", outer]
+    fixed += ["PYTHONDONTWRITEBYTECODE=1", "PYTEST_ADDOPTS=-p no:cacheprovider"]
+    return ["/usr/bin/env", "-i", *env, *fixed, "/bin/bash", "--noprofile", "--norc", "-c", outer]
 
 
 def new_nonce() -> str:
@@ -194,15 +205,22 @@ def new_nonce() -> str:
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s", re.M)
 
 
-def test_outcome(output: str, nonce: str) -> TestOutcome:
-    """Read a test run's output: pytest's `-rA` summary lines and the nonce status line."""
-    m = re.search(rf"^{re.escape(nonce)} (\d+)$", output, re.M)
+def test_outcome(output: str, nonce: str, exit_code: int | None = None) -> TestOutcome:
+    """Read a test run's output: pytest's `-rA` summary lines and the nonce status line.
+
+    The status is the last nonce line (the harness prints it last; a program the tests ran may have
+    read the nonce and printed one before), and where the runner reports the run's own exit status
+    (`exit_code`), the two must agree.
+    """
+    found = re.findall(rf"^{re.escape(nonce)} (\d+)$", output, re.M)
+    if found and exit_code is not None and int(found[-1]) != exit_code:
+        return TestOutcome(False, False, {}, f"the status line says {found[-1]}, the test run exited {exit_code}")
     counts: dict[str, int] = {}
     for word in _SUMMARY.findall(output):
         counts[word] = counts.get(word, 0) + 1
-    if m is None:
+    if not found:
         return TestOutcome(False, False, counts, "the test run did not finish (no status line)")
-    status = int(m.group(1))
+    status = int(found[-1])
     bad = counts.get("FAILED", 0) + counts.get("ERROR", 0)
     if status == 0 and counts.get("PASSED", 0) > 0 and bad == 0:
         return TestOutcome(True, True, counts, f"{counts['PASSED']} tests passed")

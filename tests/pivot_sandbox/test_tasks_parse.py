@@ -155,6 +155,12 @@ def test_test_outcome_needs_the_nonce_and_a_clean_summary():
     outcome = _task_tests.test_outcome(forged, nonce)
     assert not outcome.passed and not outcome.ran
     assert not _task_tests.test_outcome("\npivot-tests-0123 0\n", nonce).passed  # no test ran at all
+    # a program the tests ran read the nonce and printed a passing status first: the last line and the
+    # runner's exit status decide (issue 38, D5)
+    early = "PASSED t::a\npivot-tests-0123 0\nFAILED t::b\n\npivot-tests-0123 1\n"
+    assert not _task_tests.test_outcome(early, nonce).passed
+    assert not _task_tests.test_outcome(good, nonce, exit_code=1).passed
+    assert _task_tests.test_outcome(good, nonce, exit_code=0).passed
 
 
 def test_the_test_run_starts_from_the_images_environment_only(tmp_path: Path):
@@ -162,10 +168,12 @@ def test_the_test_run_starts_from_the_images_environment_only(tmp_path: Path):
     image_env = ["PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "BASH_ENV=/etc/image-bashenv"]
     argv = _task_tests.run_argv(image_env, plan, "/app", "pivot-tests-1")
     # nothing inherited: env -i, then the image's variables and the run's own, then a shell without rc files
-    assert argv[:2] == ["env", "-i"] and "LANG=C.UTF-8" in argv
+    # the harness's programs by absolute path: a copy earlier on the PATH is never the one run (issue 38, D5)
+    assert argv[:2] == ["/usr/bin/env", "-i"] and "LANG=C.UTF-8" in argv
     assert not any(a.startswith("BASH_ENV=") for a in argv)
     assert f"PATH={_task_tests.TESTS_VENV}/bin:/usr/local/bin:/usr/bin:/bin" in argv
-    assert argv[-5:-1] == ["bash", "--noprofile", "--norc", "-c"] and argv[-1].endswith('echo "pivot-tests-1 $st"')
+    assert argv[-5:-1] == ["/bin/bash", "--noprofile", "--norc", "-c"]
+    assert argv[-1].endswith('echo "pivot-tests-1 $st"; exit $st') and "| /usr/bin/tail " in argv[-1]
 
 
 def test_the_test_runs_own_tools_changed_by_the_agent_are_named():
