@@ -18,6 +18,7 @@ from pivot_core._actions import (
     normalize_shell,
     parse_terminus,
     shell_actions,
+    shell_call,
     terminus_keystrokes,
     typed_action,
 )
@@ -52,6 +53,7 @@ from pivot_core._history import History
 from pivot_core._hosts import is_loopback
 from pivot_core._jsonl import iter_jsonl, write_jsonl
 from pivot_core._model import DOMAINS, ROLES, Message, Pivot, Profile, ToolCall, Trajectory
+from pivot_core._openhands_bash import NotRun
 from pivot_core._paths import SHARED_DATA_ENV, cache_dir, shared_data_file, shared_data_roots
 from pivot_core._pivots import Selection, extract_pivots, select_pivots
 from pivot_core._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
@@ -160,6 +162,8 @@ __all__ = [
     "render_completion",
     "select_pivots",
     "shell_actions",
+    "shell_call",
+    "NotRun",
     "split_pivots",
     "terminus_keystrokes",
     "trajectory_key",

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from pivot_core._editor import EDITOR_TOOL, editor_shell
-from pivot_core._model import Message, Pivot
+from pivot_core._model import Message, Pivot, ToolCall
+from pivot_core._openhands_bash import EXECUTE_BASH, NotRun, execute_bash_outcome
 from pivot_core._safejson import decode_json
 from pivot_core._shell import Typed, scan_shell, trim_command, typed_commands
 
@@ -92,30 +93,40 @@ def shell_actions(message: Message) -> list[str]:
     """The shell commands an assistant message runs: Terminus keystrokes, bash tool calls, fenced blocks.
 
     An OpenHands `str_replace_editor` call that changes a file runs as the shell command that makes
-    the same change (`pivot_core._editor`); `view` runs nothing.
+    the same change (`pivot_core._editor`); `view` runs nothing, nor does a call its harness does
+    not run (`shell_call`).
     """
     obj = parse_terminus(message.content)
     if obj is not None:
         return [k for k in terminus_keystrokes(obj) if k.strip()]
-    out: list[str] = []
-    for call in message.tool_calls:
-        args = call.parsed_arguments()
-        if call.name == EDITOR_TOOL:
-            # OpenHands' file editor changes files: the shell command that makes the same change
-            if (command := editor_shell(args)) is not None:
-                out.append(command)
-            continue
-        if isinstance(args, dict):
-            for key in ("command", "cmd", "keystrokes", "script"):
-                if isinstance(args.get(key), str) and call.name in SHELL_TOOLS:
-                    out.append(args[key])
-                    break
+    out = [command for call in message.tool_calls if isinstance(command := shell_call(call), str)]
     if out:
         return out
     return bash_blocks(message.content)
 
 
 SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "run_shell_command", "terminal", "exec_command", "run"})
+
+
+def shell_call(call: ToolCall) -> str | NotRun | None:
+    """The shell command one tool call runs; `NotRun` for a shell call its harness runs nothing for.
+
+    The one reading of a call that scoring, replays and episodes share: an OpenHands `execute_bash`
+    call that sends input to a running process (`is_input`), holds several commands or a negative
+    timeout is `NotRun` (`pivot_core._openhands_bash`), so nothing ever executes it as a command.
+    None: the call is no shell call (an editor `view`, `think`, an unknown tool).
+    """
+    args = call.parsed_arguments()
+    if call.name == EDITOR_TOOL:
+        # OpenHands' file editor changes files: the shell command that makes the same change
+        return editor_shell(args)
+    if not isinstance(args, dict) or call.name not in SHELL_TOOLS:
+        return None
+    if call.name == EXECUTE_BASH and "command" in args:
+        return execute_bash_outcome(args)
+    return next(
+        (args[key] for key in ("command", "cmd", "keystrokes", "script") if isinstance(args.get(key), str)), None
+    )
 
 
 def normalize_shell(command: str) -> str:

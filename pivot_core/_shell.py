@@ -15,6 +15,7 @@ that waits is never run, and a canonical form is only given for text it fully un
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,6 +77,7 @@ class _Reader:
         self.need_more = False  # the last operator was `&&`, `||` or `|`: bash waits for a command
         self.continued = False  # the text ends in a `\` line continuation
         self.clean_end = 0
+        self.breaks: list[int] = []  # every top-level line end after which bash has run everything
         self.nesting = 0  # substitutions open around `i`
 
     # -- words -------------------------------------------------------------------------------
@@ -247,6 +249,7 @@ class _Reader:
                 command_position = True
                 if closer is None and self.clean():
                     self.clean_end = self.i
+                    self.breaks.append(self.i)
             elif c == "#":  # only ever met at a word's start here: a comment to the line's end
                 end = s.find("\n", self.i)
                 end = self.n if end < 0 else end
@@ -393,6 +396,25 @@ def scan_shell(text: str) -> ShellScan:
         tuple(reader.subs),
         understood,
     )
+
+
+def command_lines(text: str) -> tuple[str, ...] | None:
+    r"""The text cut at each line end where bash has run everything before it: one piece per command line.
+
+    What bash reads as one command stays one piece over its lines (a compound command, a quoted or
+    heredoc newline, a `\` continuation, a trailing `&&` or `|`); blank lines are dropped, a
+    comment line is a piece of its own. None when the reader did not understand the text (an open
+    quote, substitution or heredoc; past `MAX_SCAN_CHARS`).
+    """
+    if len(text) > MAX_SCAN_CHARS:
+        return None
+    reader = _Reader(text)
+    reader.commands(None)
+    if reader.open or reader.heredocs:
+        return None
+    cuts = [0, *reader.breaks, len(text)]
+    pieces = (text[start:end].strip() for start, end in itertools.pairwise(cuts))
+    return tuple(piece for piece in pieces if piece)
 
 
 # tmux key names (send-keys) that a Terminus turn may send as a whole keystrokes string.

@@ -8,8 +8,10 @@ the run again:
   `pivot/terminal-v0` puts first (`harness_format`). `execute_bash` runs in the episode's one
   live shell (OpenHands keeps one bash session: `cd` and `export` persist); the tool message is
   the output as `CmdOutputObservation` renders it (exit code line, working directory, the run's
-  recorded Python interpreter line). `str_replace_editor` makes its change through the shell
-  command a replay uses (`pivot_core._editor`) and answers with the editor's own message
+  recorded Python interpreter line); a call OpenHands runs no command for (`is_input`, an empty
+  command, several commands, a negative timeout: `pivot_core.shell_call`) runs nothing and gets
+  OpenHands' answer for it, no process being left running. `str_replace_editor` makes its change
+  through the shell command a replay uses (`pivot_core._editor`) and answers with the editor's own message
   (`File created successfully at: ...`, the `cat -n` snippet, `ERROR: ...`), rendered in the
   container from the file as it is. `think` is logged, `finish` ends the episode, a turn without
   a call gets OpenHands' headless "Please continue" user message.
@@ -36,7 +38,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_core import HARNESSES, MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION, Message, Pivot, ToolCall, shell_actions
+from pivot_core import (
+    HARNESSES,
+    MINI_SWE_AGENT,
+    MINI_SWE_AGENT_ACTION,
+    Message,
+    NotRun,
+    Pivot,
+    ToolCall,
+    shell_actions,
+    shell_call,
+)
 from verifiers_plugins import get_verifier
 
 # OpenHands (headless, `fake_user_response_fn`): the reply to a turn that calls no tool
@@ -204,23 +216,23 @@ def _openhands_turn(pivot: Pivot, message: Message, run: Run, interpreter: str |
     if not message.tool_calls:
         return Turn((Message("user", OPENHANDS_CONTINUE),))
     gate = get_verifier("harness_format").verify(pivot, message)
-    if not gate.accepted:  # OpenHands answers a call it cannot validate with an error, and the run goes on
+    # OpenHands answers a call it cannot validate with an error, and the run goes on; a call it takes
+    # but runs no command for (`not_run`: input, several commands, ...) is answered below, call by call
+    if not gate.accepted and not (gate.details or {}).get("not_run"):
         return Turn(tuple(Message("tool", f"ERROR: {gate.reason}", tool_call_id=c.id) for c in message.tool_calls))
     shown: list[Message] = []
     for call in message.tool_calls:
-        args = call.parsed_arguments()
-        args = args if isinstance(args, dict) else {}
-        text, ended_by, stopped = _openhands_call(call.name, args, run, interpreter)
+        text, ended_by, stopped = _openhands_call(call, run, interpreter)
         shown.append(Message("tool", text, tool_call_id=call.id))
         if ended_by is not None:
             return Turn(tuple(shown), ended_by, stopped)
     return Turn(tuple(shown))
 
 
-def _openhands_call(
-    name: str, args: dict[str, Any], run: Run, interpreter: str | None
-) -> tuple[str, str | None, str | None]:
+def _openhands_call(call: ToolCall, run: Run, interpreter: str | None) -> tuple[str, str | None, str | None]:
     """(tool message, ended_by, stopped) of one OpenHands call."""
+    name, parsed = call.name, call.parsed_arguments()
+    args: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
     if name == "finish":
         return str(args.get("message") or ""), "finish", None
     if name == "think":
@@ -229,9 +241,11 @@ def _openhands_call(
         return _editor(args, run), None, None
     if name != "execute_bash":
         return f"ERROR: {name} is not available in this sandbox (no IPython kernel)", None, None
-    command = str(args.get("command") or "")
-    if str(args.get("is_input", "")).lower() == "true" or not command.strip():
-        return "ERROR: No previous running command to interact with.", None, None
+    command = shell_call(call)  # what scoring reads too: input, several commands, ... run nothing
+    if isinstance(command, NotRun):
+        return command.answer, None, None  # no process is left running here: OpenHands' answer for that
+    if command is None:
+        return "ERROR: execute_bash needs a string `command`", None, None
     ran = run(command)
     if ran.stopped is not None and ran.stopped != "timeout":
         return openhands_output(ran, interpreter), _end(ran.stopped), ran.stopped

@@ -8,7 +8,10 @@ that harness parses its model's reply, and one it would not run is a format erro
 - `openhands`: function calls to OpenHands' own tools (`execute_bash`, `str_replace_editor`,
   `think`, `finish`, `execute_ipython_cell`) with a JSON object of arguments holding the tool's
   required parameters; a reply without a call is a message turn, which OpenHands accepts where the
-  expert's turn was a message too (`turn_kind` checks which kind the expert's turn was).
+  expert's turn was a message too (`turn_kind` checks which kind the expert's turn was). A call
+  OpenHands takes but runs no command for (`is_input` text for a running process, an empty
+  command, several commands in one call, a negative timeout: `pivot_core.shell_call` gives
+  `NotRun`) scores 0 with the reason, unless the expert's own turn holds a call of that kind.
 - `terminus` (and ATIF runs of a Terminus agent): a Terminus JSON object with `commands`.
 
 Pivots without a harness (synthesized, NeMo rows) are not this gate's business: it skips them.
@@ -18,7 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from pivot_core import MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION, OPENHANDS, TERMINUS, Message, Pivot, parse_terminus
+from pivot_core import (
+    MINI_SWE_AGENT,
+    MINI_SWE_AGENT_ACTION,
+    OPENHANDS,
+    TERMINUS,
+    Message,
+    NotRun,
+    Pivot,
+    parse_terminus,
+    shell_call,
+)
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -51,7 +64,23 @@ def _openhands(pivot: Pivot, action: Message) -> Verdict:
         missing = [k for k in params.get("required", ()) if k not in args]
         if missing:
             return Verdict.reject(f"format error: {call.name} needs {missing}")
-    return Verdict.accept("OpenHands function calls")
+    return _not_run(pivot, action) or Verdict.accept("OpenHands function calls")
+
+
+def _not_run(pivot: Pivot, action: Message) -> Verdict | None:
+    """0 for a call OpenHands takes but runs no command for (`NotRun`), unless the expert's turn has one of that kind.
+
+    Such a call does nothing a command would (input for a running process, a refused call): scored
+    as a command it could pass for the expert's. Where the expert's own call is of the same kind
+    (it sent input too), the chain compares the two calls as written (`tool_args`). The verdict's
+    `not_run` detail tells the episode env that the format is fine: it answers as OpenHands does.
+    """
+    expert = {n.kind for c in pivot.expert.tool_calls if isinstance(n := shell_call(c), NotRun)}
+    for call in action.tool_calls:
+        outcome = shell_call(call)
+        if isinstance(outcome, NotRun) and outcome.kind not in expert:
+            return Verdict.reject(f"not run by OpenHands: {outcome.reason}", not_run=outcome.kind)
+    return None
 
 
 def _terminus(action: Message) -> Verdict:
@@ -66,7 +95,7 @@ class HarnessFormatGate:
     role = "gate"
     cost = "cheap"
     deterministic = True
-    version = "1"
+    version = "2"  # 2: calls OpenHands does not run (`NotRun`) score 0
 
     def verify(self, pivot: Pivot, action: Message) -> Verdict:
         """Check the completion against the harness's own reply format."""
