@@ -18,7 +18,12 @@ from pivot_sandbox import _runner as rn
 from pivot_sandbox._containers import RUN_STATE, STATE, Box, RawRun, left_running, run, shell_run
 from pivot_sandbox._diff import describe, scan_upper
 from pivot_sandbox._effects import normalize_output
-from pivot_sandbox._shell_state import normalize_processes, normalize_state, relative_processes
+from pivot_sandbox._shell_state import (
+    normalize_processes,
+    normalize_state,
+    processes_against_state,
+    relative_processes,
+)
 from pivot_sandbox._spec import Effect, Limits, SandboxSpec
 
 SIGXFSZ_EXIT = 128 + 25
@@ -221,9 +226,11 @@ def effect_of(box: Box, spec: SandboxSpec, limits: Limits, commands: Sequence[st
     # "" after a command is an unknown cwd (the shell ended early): never read from files the action could write
     cwd = (raw.cwd or UNKNOWN_CWD) if commands else ""
     # what the action left running (the runner listed it before killing it; through docker exec, look now)
-    procs = normalize_processes(left_running(box, raw))
-    if box.running:  # a state that runs processes: the action's are those it started or stopped
-        procs = relative_processes(procs, box.running)
+    left = left_running(box, raw)
+    procs = normalize_processes(left)
+    if box.running:  # a state that runs processes: the action's are those it started, stopped or changed
+        listing = box.running_listing
+        procs = processes_against_state(left, listing) if listing else relative_processes(procs, box.running)
     state = normalize_state(raw.state) if raw.state is not None else dict(NO_STATE)
     changes = change_set(box, spec, limits, cwd, settled)
     if changes.over:

@@ -81,6 +81,8 @@ class Box:
     offline: bool = True
     # the processes its state runs, started again on a snapshot (`_restore.restart`): such a box is never reused
     running: tuple[str, ...] = ()
+    # the runner's listing of those processes once restarted (their identities: `processes_against_state`)
+    running_listing: bytes = b""
 
     @property
     def id(self) -> str:

@@ -398,7 +398,8 @@ class DockerBackend:
         self._count("actions_run")
         if not self.snapshots:
             box, running = self._prepare(spec, history)
-            box = replace(box, running=running.processes)  # what the history left runs on here
+            # what the history left runs on here
+            box = replace(box, running=running.processes, running_listing=ct.running_processes(box))
             try:
                 return act.effect_of(box, spec, self.limits, commands)[0]
             finally:

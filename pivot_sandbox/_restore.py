@@ -165,10 +165,11 @@ def restart(box: Box, spec: SandboxSpec, limits: Limits, running: Running) -> Bo
     deadline = time.monotonic() + RESTART_TIMEOUT
     want = Counter(running.processes)
     while True:
-        now = normalize_processes(running_processes(box))
+        listing = running_processes(box)
+        now = normalize_processes(listing)
         sockets = listening(box) if running.listening else ()
         if Counter(now) == want and set(running.listening or ()) <= set(sockets):
-            return replace(box, running=running.processes)
+            return replace(box, running=running.processes, running_listing=listing)
         if time.monotonic() > deadline:
             got = f"{list(now)} running" + (f", {list(sockets)} listening" if running.listening else "")
             raise ProcessesNotRestored(running.processes, f"restarted, the sandbox had {got}")

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 # Variables that change what later commands do even when they are not exported.
 SHELL_VARIABLES = (
@@ -161,17 +162,46 @@ def normalize_state(records: Mapping[str, str]) -> dict[str, str]:
 
 def normalize_processes(blob: bytes) -> tuple[str, ...]:
     """Command lines of the processes an action left, sorted; a subshell of the wrapper is `SUBSHELL`."""
+    return tuple(sorted(p.command for p in listed_processes(blob)))
+
+
+@dataclass(frozen=True)
+class ListedProcess:
+    """One process as the runner lists it: its command line and, from the runner only, its identity.
+
+    `identity` is (pid, start time): a process killed and started again under the same command line
+    is another process. `state` is the kernel's run state letter (`T`: stopped), `nice` its nice value;
+    all three are None through `docker exec` (`docker top` lists command lines only).
+    """
+
+    command: str
+    identity: tuple[int, int] | None = None
+    state: str | None = None
+    nice: int | None = None
+
+
+def listed_processes(blob: bytes) -> list[ListedProcess]:
+    """The records of a process list (the runner's, or `docker top`'s command lines)."""
     out = []
     for record in blob.split(b"\0"):
         if not record:
             continue
+        identity, state, nice = None, None, None
+        if b"\x1e" in record:
+            head, _, record = record.partition(b"\x1e")
+            try:
+                pid, started, state, nice_text = head.decode().split(":")
+                identity, nice = (int(pid), int(started)), int(nice_text)
+            except ValueError:
+                identity, state, nice = None, None, None
         args = record.decode(errors="replace").split("\x1f")
         # a subshell of the wrapper has its command line (`docker top` joins the arguments with spaces)
         if len(args) >= 3 and args[1] == "-c" and " ".join(args[2:]).startswith(WRAPPER[:16]):
-            out.append(SUBSHELL)
+            command = SUBSHELL
         else:
-            out.append(re.sub(r"\s+", " ", " ".join(args)).strip()[:500])
-    return tuple(sorted(out))
+            command = re.sub(r"\s+", " ", " ".join(args)).strip()[:500]
+        out.append(ListedProcess(command, identity, state, nice))
+    return out
 
 
 def relative_processes(after: tuple[str, ...], state: tuple[str, ...]) -> tuple[str, ...]:
@@ -179,6 +209,33 @@ def relative_processes(after: tuple[str, ...], state: tuple[str, ...]) -> tuple[
     started = Counter(after) - Counter(state)
     stopped = Counter(state) - Counter(after)
     return tuple(sorted(started.elements())) + tuple(f"(stopped) {p}" for p in sorted(stopped.elements()))
+
+
+def processes_against_state(after: bytes, state: bytes) -> tuple[str, ...]:
+    """An action's processes at a state that runs some, each state process compared by identity.
+
+    `state`: the listing taken when the state's processes were restarted, before the action; `after`:
+    the runner's listing after it. A state process still there under its identity, not stopped and at
+    its nice value, is unchanged; one that is gone (killed, or killed and started again under the same
+    command line, from another folder or as another program) is `(stopped) <command>` and what runs
+    in its place is started by the action; `kill -STOP` shows as `(paused)`, `renice` as `(reniced)`.
+    Without identities (`docker exec`), command lines alone are compared (`relative_processes`).
+    """
+    before, now = listed_processes(state), listed_processes(after)
+    if any(p.identity is None for p in before + now):
+        return relative_processes(tuple(sorted(p.command for p in now)), tuple(sorted(p.command for p in before)))
+    current = {p.identity: p for p in now}
+    known = {p.identity for p in before}
+    out = sorted(p.command for p in now if p.identity not in known)
+    for p in sorted(before, key=lambda p: p.command):
+        same = current.get(p.identity)
+        if same is None:
+            out.append(f"(stopped) {p.command}")
+        elif same.state in ("T", "t") and p.state not in ("T", "t"):
+            out.append(f"(paused) {p.command}")
+        elif same.nice != p.nice:
+            out.append(f"(reniced {same.nice}) {p.command}")
+    return tuple(out)
 
 
 def split_marked_state(stderr: bytes) -> tuple[bytes, dict[str, str] | None]:

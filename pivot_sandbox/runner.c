@@ -24,8 +24,9 @@
  *   "env:NAME" (its environment: what the shell exported), "limit:<name>" (soft and hard), "umask",
  *   "fd:<n>" (where each open descriptor points: "stdout"/"stderr" for the runner's pipes), then the
  *   pairs the wrapper passed after `--park <status>` (what only the shell knows: options, traps,
- *   aliases, functions). procs: the command lines of the processes the action left running (read
- *   before they are killed; arguments joined by 0x1f, each record ended by NUL); only after an
+ *   aliases, functions). procs: the processes the action left running (read before they are killed),
+ *   each "<pid>:<start time>:<state>:<nice>" 0x1e, then its command line (arguments joined by 0x1f),
+ *   ended by NUL; only after an
  *   action's last command, or with flag 4. forkfails: forks the pids limit refused during the command.
  * `pivot-runner --park <status>` (the wrapper's last step, as the action's user) stops itself, is
  * continued once the runner has read its cwd, and exits with <status>.
@@ -332,6 +333,17 @@ static int list_processes(struct blob *b) {
         char *paren = strrchr(buf, ')');
         if (!n || (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))) continue;
         runnable += paren && paren[1] == ' ' && paren[2] == 'R';
+        /* the process's identity before its command line: pid, start time (a process killed and started
+           again under the same command line is another one), run state (T: stopped) and nice value */
+        char state = '?';
+        long nice = 0;
+        unsigned long long started = 0;
+        if (paren)
+            sscanf(paren + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %ld %*d %*d %llu",
+                   &state, &nice, &started);
+        char id[96];
+        int idlen = snprintf(id, sizeof id, "%ld:%llu:%c:%ld\x1e", pid, started, state, nice);
+        blob_add(b, id, (size_t)idlen);
         snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
         n = slurp(path, buf, sizeof buf);
         if (n == 0) { /* a kernel thread or a process without argv: its name stands in */

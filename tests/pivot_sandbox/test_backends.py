@@ -214,6 +214,23 @@ def test_a_server_the_history_started_runs_again_for_every_candidate(backend):
     assert kept.stdout == "x\n/tmp", kept
 
 
+def test_the_states_processes_are_compared_by_identity_not_command_line(backend):
+    # D6 (issue 38): where the history started a server, killing it and starting the same command line
+    # again from / (now serving another folder), stopping it or renicing it all scored 1.0
+    spec = SandboxSpec(image=BUSYBOX)
+    actions = [
+        [PAGE],
+        [f"killall httpd; sleep 0.2; cd / && {HTTPD}; " + PAGE],
+        ["kill -STOP $(pidof httpd); echo hi"],
+        ["renice -n 5 -p $(pidof httpd) >/dev/null; " + PAGE],
+    ]
+    expert, restarted, paused, reniced = backend.run_group(spec, SERVED, actions)
+    assert (expert.stdout, expert.processes) == ("hi", ()), expert
+    assert restarted.stdout == "hi" and restarted.processes == (HTTPD, f"(stopped) {HTTPD}"), restarted
+    assert paused.processes == (f"(paused) {HTTPD}",), paused
+    assert reniced.stdout == "hi" and reniced.processes == (f"(reniced 5) {HTTPD}",), reniced
+
+
 def test_a_server_that_computes_before_it_listens_is_waited_for(backend):
     # a notebook server imports for seconds before it binds: measured on the sockets alone, the
     # state's settled on none after 2 s, and a candidate's fetch raced the server's start
