@@ -36,7 +36,8 @@ NO_STATE = {"unknown": "the shell ended before the wrapper reported its state"}
 # Describes every path it is given, as the action's user (where the host cannot read the layers).
 # Output is NUL-delimited "descriptor NUL path NUL": a path may hold any byte but NUL, a newline
 # included, and a line-based format let `hello.txt<newline>X` pass for `hello.txt`. The
-# descriptor's mode and owner match `_diff.describe`.
+# descriptor's mode, owner and special file type match `_diff.describe` (extended attributes are read
+# only where the host reads the layers: busybox has no getfattr).
 HASHER = r"""cap="$1"; shift
 for p in "$@"; do
   m=$(stat -c '%a %u:%g' "$p" 2>/dev/null) || m='? ?:?'
@@ -48,7 +49,7 @@ for p in "$@"; do
       if [ "$s" -gt "$cap" ]; then d="size:$s $m"
       else d="sha256:$(sha256sum < "$p" | cut -c1-64) $m"; fi
     fi
-  else d="other $m"; fi
+  else d="other:$(stat -c '%F %t:%T' "$p" 2>/dev/null) $m"; fi
   printf '%s\000%s\000' "$d" "$p"
 done
 """

@@ -184,13 +184,13 @@ def describe(layers: Layers, path: str, hash_cap: int, deadline: float) -> str |
         st = os.lstat(full)
     except OSError:
         return "deleted"
-    meta = f" {stat.S_IMODE(st.st_mode):o} {st.st_uid}:{st.st_gid}"
+    meta = f" {stat.S_IMODE(st.st_mode):o} {st.st_uid}:{st.st_gid}" + _xattrs(full)
     if stat.S_ISLNK(st.st_mode):
         return f"link:{os.readlink(full)}"
     if stat.S_ISDIR(st.st_mode):
         return "dir" + meta
     if not stat.S_ISREG(st.st_mode):
-        return "other" + meta
+        return f"other:{_special_type(st)}" + meta
     if st.st_size > hash_cap:
         return f"size:{st.st_size}" + meta
     digest = hashlib.sha256()
@@ -206,6 +206,38 @@ def describe(layers: Layers, path: str, hash_cap: int, deadline: float) -> str |
             if time.monotonic() > deadline:
                 return None
     return f"sha256:{digest.hexdigest()}" + meta
+
+
+# `stat -c %F` names (what `_action.HASHER` prints in the container), so both readings agree
+_SPECIAL_TYPES = (
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character special file"),
+    (stat.S_ISBLK, "block special file"),
+)
+
+
+def _special_type(st: os.stat_result) -> str:
+    """A FIFO, socket or device as `stat -c '%F %t:%T'` shows it (a device with its numbers, in hex)."""
+    name = next((n for test, n in _SPECIAL_TYPES if test(st.st_mode)), "unknown")
+    return f"{name} {os.major(st.st_rdev):x}:{os.minor(st.st_rdev):x}"
+
+
+def _xattrs(path: str) -> str:
+    """The extended attributes of a path (file capabilities, ACLs, `user.*`), each name with a digest of its value.
+
+    `setcap cap_setuid+ep f` or `setfattr -n user.x` change no byte of the file; overlayfs's own
+    (`trusted.overlay.*`: opaque folders, whiteouts, copy-up origins) are the layer's, not the action's.
+    """
+    try:
+        names = sorted(n for n in os.listxattr(path, follow_symlinks=False) if not n.startswith("trusted.overlay."))
+    except OSError:
+        return ""
+    shown = []
+    for name in names:
+        value = _xattr(path, name)
+        shown.append(f"{name}={hashlib.sha256(value or b'').hexdigest()[:16]}")
+    return f" xattr:{','.join(shown)}" if shown else ""
 
 
 def _xattr(path: str, key: str) -> bytes | None:

@@ -225,6 +225,76 @@ static size_t slurp(const char *path, char *buf, size_t size) {
 /* The state of a parked (stopped) wrapper, read from the kernel, never from anything the action printed:
    its environment, limits, umask and open descriptors, then the records the wrapper passed in its argv
    after `--park <status>`. /proc/<pid>/environ and fd need the target's uid as the filesystem uid. */
+/* What an action can change outside the overlay, which no change set shows: the files the engine binds
+   into /etc (Docker's hosts, hostname, resolv.conf; the namespace backend's per-sandbox copies) and the
+   device folders (/dev, /dev/shm, /dev/mqueue are tmpfs). Each as a digest of its entries' metadata
+   and, for the /etc files, content; a record of the effect's state ("outside:<path>"), and compared
+   with the runner's first reading for reuse (`residue`). */
+static const char *OUTSIDE_FILES[] = {"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"};
+static const char *OUTSIDE_FOLDERS[] = {"/dev", "/dev/shm", "/dev/mqueue"};
+#define OUTSIDE_COUNT 6
+
+static unsigned long long fnv(unsigned long long h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void stat_line(const char *path, char *out, size_t size) {
+    struct stat st;
+    if (lstat(path, &st) != 0) { snprintf(out, size, "missing"); return; }
+    snprintf(out, size, "%o %u:%u %llx", (unsigned)st.st_mode, (unsigned)st.st_uid, (unsigned)st.st_gid,
+             (unsigned long long)st.st_rdev);
+}
+
+static void outside_digests(char digests[OUTSIDE_COUNT][96]) {
+    static char buf[65536];
+    char line[64];
+    memset(digests, 0, OUTSIDE_COUNT * 96); /* compared whole with memcmp */
+    for (int i = 0; i < 3; i++) {
+        stat_line(OUTSIDE_FILES[i], line, sizeof line);
+        size_t n = slurp(OUTSIDE_FILES[i], buf, sizeof buf);
+        unsigned long long h = fnv(1469598103934665603ULL, buf, n);
+        snprintf(digests[i], 96, "%s %zu %016llx", line, n, h);
+    }
+    for (int i = 0; i < 3; i++) {
+        unsigned long long h = 1469598103934665603ULL;
+        int count = 0;
+        DIR *d = opendir(OUTSIDE_FOLDERS[i]);
+        struct dirent *e;
+        /* readdir's order is the file system's, the same for the same entries on a fresh tmpfs; names
+           are hashed with their metadata, so a renamed, added or chmod'ed entry changes the digest */
+        while (d && (e = readdir(d))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", OUTSIDE_FOLDERS[i], e->d_name);
+            stat_line(path, line, sizeof line);
+            h = fnv(fnv(h, e->d_name, strlen(e->d_name) + 1), line, strlen(line) + 1);
+            count++;
+        }
+        if (d) closedir(d);
+        snprintf(digests[3 + i], 96, "%d entries %016llx", count, h);
+    }
+}
+
+static char baseline_outside[OUTSIDE_COUNT][96];
+
+static void read_outside(struct blob *b) {
+    char digests[OUTSIDE_COUNT][96];
+    outside_digests(digests);
+    for (int i = 0; i < OUTSIDE_COUNT; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "outside:%s", i < 3 ? OUTSIDE_FILES[i] : OUTSIDE_FOLDERS[i - 3]);
+        blob_record(b, key, digests[i], strlen(digests[i]));
+    }
+}
+
+static int outside_changed(void) {
+    char digests[OUTSIDE_COUNT][96];
+    outside_digests(digests);
+    return memcmp(digests, baseline_outside, sizeof digests) != 0;
+}
+
 static void read_state(pid_t pid, long uid, long gid, ino_t out_pipe, ino_t err_pipe, struct blob *b) {
     static char buf[STATE_CAP];
     char path[96], key[512], target[PATH_MAX];
@@ -311,6 +381,7 @@ static void read_state(pid_t pid, long uid, long gid, ino_t out_pipe, ino_t err_
         i += vlen + 1;
     }
     if (n == sizeof buf) blob_record(b, "truncated", "the shell's state is larger than the runner reads", 49);
+    read_outside(b);
 }
 
 /* The command lines of live processes other than init and this runner (read before they are killed);
@@ -426,6 +497,7 @@ static int residue(void) {
     int n = count_lines("/proc/sysvipc/shm", 1) + count_lines("/proc/sysvipc/sem", 1) +
             count_lines("/proc/sysvipc/msg", 1) + count_entries("/dev/shm") + count_entries("/dev/mqueue");
     if (count_lines("/proc/self/mountinfo", 0) != baseline_mounts) n++;
+    if (outside_changed()) n++;
     return n;
 }
 
@@ -617,6 +689,7 @@ int main(int argc, char **argv) {
     sa.sa_flags = SA_RESTART; /* no SA_NOCLDSTOP: a child that stops must wake the runner */
     sigaction(SIGCHLD, &sa, NULL);
     baseline_mounts = count_lines("/proc/self/mountinfo", 0);
+    outside_digests(baseline_outside);
     signal(SIGPIPE, SIG_IGN);
     FILE *in = stdin;
     char word[8];

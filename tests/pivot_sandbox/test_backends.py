@@ -626,3 +626,46 @@ def test_gym_make_chooses_the_sandbox(name, demo_pivots):
     with pytest.raises(ValueError, match="verifier_config names backend"):
         other = "docker" if name != "docker" else "namespace"
         gym.make("pivot/terminal-v0", pivots=pivots, sandbox=name, verifier_config={"docker_shell": {"backend": other}})
+
+
+def test_writes_outside_the_overlay_are_part_of_the_effect_and_never_carried_over(backend):
+    # D7 (issue 38): /etc/hosts, /etc/hostname, /etc/resolv.conf and /dev are bound or tmpfs, not in the
+    # change set: a write there was no effect, and a pooled container kept it for the next candidate
+    spec = SandboxSpec(image=BUSYBOX, user="root")
+    writes = {
+        "/etc/hosts": "echo '1.2.3.4 registry' >> /etc/hosts",
+        "/etc/hostname": "echo other > /etc/hostname",
+        "/etc/resolv.conf": "echo 'nameserver 1.2.3.4' > /etc/resolv.conf",
+        "/dev": "touch /dev/planted",
+        "/dev/shm": "echo x > /dev/shm/planted",
+    }
+    for _ in range(2):  # the second round meets what a pool kept of the first
+        plain, *tampered = backend.run_group(spec, [], [["ls"]] + [["ls; " + w] for w in writes.values()])
+        for (place, write), effect in zip(writes.items(), tampered, strict=True):
+            assert effect.state[f"outside:{place}"] != plain.state[f"outside:{place}"], (backend.name, write)
+        (after,) = backend.run_group(spec, [], [["cat /etc/hosts /etc/hostname; ls /dev /dev/shm"]])
+        assert "1.2.3.4" not in after.stdout and "planted" not in after.stdout, (backend.name, after.stdout)
+        assert {k: v for k, v in after.state.items() if k.startswith("outside:")} == {
+            k: v for k, v in plain.state.items() if k.startswith("outside:")
+        }
+
+
+def test_extended_attributes_and_file_types_are_part_of_the_effect(backend, docker_client):
+    # D8 (issue 38): a file capability (cap_setuid+ep) or a user.* attribute on a file the expert also
+    # wrote changes no byte of it, and scored 1.0
+    from pivot_sandbox._images import build_root_image
+
+    image = build_root_image(docker_client, "pivot-gym/root:trixie")
+    setxattr = "python3 -c 'import os, sys; os.setxattr(\"t\", sys.argv[1], bytes.fromhex(sys.argv[2]))'"
+    capability = "0100000280000000800000000000000000000000"  # VFS_CAP_REVISION_2, cap_setuid permitted+effective
+    actions = [
+        ["cp /bin/true t"],
+        [f"cp /bin/true t; {setxattr} user.note 01"],
+        [f"cp /bin/true t; {setxattr} security.capability {capability}"],
+        ["mkfifo t"],
+    ]
+    plain, user_attr, file_cap, fifo = backend.run_group(SandboxSpec(image=image, user="root"), [], actions)
+    assert "xattr" not in plain.files["/app/t"], plain.files
+    assert "xattr:user.note=" in user_attr.files["/app/t"], user_attr.files
+    assert "xattr:security.capability=" in file_cap.files["/app/t"], file_cap.files
+    assert fifo.files["/app/t"].startswith("other:fifo "), fifo.files

@@ -76,7 +76,9 @@ class DockerShell:
     # 2: descriptors carry mode and owner; expert runs the sandbox stopped are errors, not references
     # 3: the shell state and the processes an action leaves are part of its effect; racy verdicts unstable
     # 4: a Terminus turn runs what its terminal would (no Enter, no run); text left typed must be the expert's
-    version = "4"
+    # 5: processes compared by identity; what an action changes outside the overlay (/etc/hosts, /dev) and
+    #    extended attributes are part of its effect (issue 38)
+    version = "5"
     # config that changes no verdict, so the reward cache's key leaves it out: the built-in backends
     # give the same verdicts (docs/sandbox.md), and `fingerprint` names any other backend
     verdict_neutral_config: ClassVar[tuple[str, ...]] = ("backend",)

@@ -141,8 +141,9 @@ class TaskTests:
     deterministic = True
     # 2: tests delivered writable by root; long test logs keep their status line. 3: skips a cut solution.
     # 4: keystrokes without Enter are typed, not run. 5: tests in a fresh shell with the image's environment,
-    # their tools checked unchanged
-    version = "5"
+    # their tools checked unchanged. 6: the agent's processes stopped before the tamper check; every copy of
+    # the harness's programs on the PATH guarded; the status must agree with the run's exit status (issue 38)
+    version = "6"
 
     def __init__(self, mode: str = "continuation", command_timeout: float = 60.0) -> None:
         if mode not in MODES:
