@@ -15,16 +15,19 @@ image's environment, the tests delivered only then (`_task_tests.py`).
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pivot_sandbox import _containers as ct
 from pivot_sandbox._action import changed_paths
 from pivot_sandbox._bounds import TESTS_GRACE
-from pivot_sandbox._restore import restart
-from pivot_sandbox._shell_state import normalize_processes
+from pivot_sandbox._restore import POLL, RESTART_TIMEOUT, Running, restart
+from pivot_sandbox._shell_state import listed_processes, normalize_processes
 from pivot_sandbox._spec import SandboxSpec
 from pivot_sandbox._task_tests import (
     SUSPECT_FILES,
@@ -36,9 +39,10 @@ from pivot_sandbox._task_tests import (
     test_outcome,
     tests_tar,
 )
-from pivot_sandbox.errors import SandboxUnavailable
+from pivot_sandbox.errors import ProcessesNotRestored, SandboxUnavailable
 
 OUTPUT_HEAD = 64 * 1024  # bytes of a command's output read back
+SESSION_PRE = f"{ct.STATE}/session-pre"  # the shell state before each command of a session
 
 
 @dataclass(frozen=True)
@@ -74,12 +78,16 @@ class Session:
         # what the history left running (a server) runs again in it (`_restore.restart`)
         self._box: ct.Box | None = backend._at_state(key, image, spec, "episode")
         self._state = ct.STATE  # the snapshot's shell state, then the session's own (RUN_STATE)
+        # what each command started that may still run at the tests: (pre-state folder, command, identities)
+        self._launched: list[tuple[str, str, frozenset[tuple[int, int]]]] = []
+        self._listing = self._box.running_listing
         # where the next command is typed: a terminal's prompt shows it before the command runs
         self.cwd = ct.read_text(self._box, f"{ct.STATE}/cwd").strip() or spec.workdir
 
     def run(self, command: str, timeout: float | None = None) -> SessionRun:
         """Run one command as the sandbox user, in the shell state the previous command left."""
         box = self._live()
+        pre = self._save_state_before(box, len(self._launched))
         raw = ct.shell_run(
             box,
             self.spec,
@@ -89,8 +97,12 @@ class Session:
             dst=ct.RUN_STATE,
             quiet=True,  # output goes to a file: a background process cannot hold the command open
             timeout=timeout or self.backend.limits.action_timeout,
+            list_left=True,  # what it started: its launcher runs again before the tests (`run_tests`)
         )
         self._state = ct.RUN_STATE
+        listing = ct.left_running(box, raw)
+        self._launched.append((pre, command, _identities(listing) - _identities(self._listing)))
+        self._listing = listing
         if raw.killed:
             return SessionRun(None, "", raw.killed, raw.cwd)
         self.cwd = raw.cwd or self.cwd
@@ -113,16 +125,20 @@ class Session:
         """
         box = self._live()
         limits = self.backend.limits
+        left = ct.running_processes(box)
         stopped = self._stop_agent_processes(box)
         if stopped:
             return TestOutcome(False, False, {}, stopped)
-        box = self._box = self._restart_state_processes(box)
+        try:
+            box = self._box = self._start_again(box, left)
+        except ProcessesNotRestored as e:
+            return TestOutcome(False, False, {}, f"what the agent left running could not be started again: {e}")
         tampered = self._tampered_tools(box)
         if tampered:
             return TestOutcome(False, False, {}, f"the agent changed the test run's own tools: {tampered}")
         ct.run(box, ["rm", "-rf", TESTS_DIR], user="0", timeout=30, output_cap=64 * 1024, keep=True)
         box.container.put_archive("/", tests_tar(task.dir / "tests"))
-        delivered = _tests_folder(box)
+        delivered = _tests_files(box)
         config = self.backend.client.images.get(self.spec.image).attrs.get("Config") or {}
         nonce = new_nonce()
         raw = ct.run(
@@ -137,7 +153,10 @@ class Session:
         outcome = test_outcome(output, nonce, None if raw.killed else raw.exit_code)
         if raw.killed:
             return TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({raw.killed})")
-        if _tests_folder(box) != delivered:
+        # the delivered files only (tests may write beside themselves): unchanged since delivery, and
+        # the task's own bytes (a process the agent left may have rewritten one before it was read)
+        local, found, now = _local_digests(task.dir / "tests"), _tests_digests(box), _tests_files(box)
+        if any(found.get(path) != digest or now.get(path) != delivered.get(path) for path, digest in local.items()):
             return TestOutcome(False, outcome.ran, outcome.counts, "the tests' own files changed while they ran")
         tampered = self._tampered_tools(box, exclude_tests=True)
         if tampered:
@@ -163,12 +182,47 @@ class Session:
             time.sleep(0.05)
         return f"the agent's processes could not be stopped before the tests: {', '.join(left[:3])}"
 
-    def _restart_state_processes(self, box: ct.Box) -> ct.Box:
-        """The state's own processes (the history's servers) started again from their launchers."""
-        running = self.backend.running_of(self._key) if hasattr(self.backend, "running_of") else None
-        if not running:
+    def _save_state_before(self, box: ct.Box, index: int) -> str:
+        """Keep the shell state a command starts from (its launcher runs again from it); the folder."""
+        pre = f"{SESSION_PRE}/{index}"
+        owner = "" if self.spec.runs_as_root else f" && chown -R {self.spec.user} {SESSION_PRE}"
+        save = f"mkdir -p {pre} && cp -p {self._state}/cwd {self._state}/env {pre}/{owner}"
+        ct.run(box, ["/bin/sh", "-c", save], user="0", timeout=10, output_cap=4096, keep=True)
+        return pre
+
+    def _start_again(self, box: ct.Box, left: bytes) -> ct.Box:
+        """Start what ran when the agent finished (`left`) again from its launchers, after every process was stopped.
+
+        The state's own processes (the history's servers) come back through `_restore.restart` when
+        the agent left all of them running; what the session's commands started comes back by running
+        each command that started a process still running, from the shell state it first ran in. The
+        result must be the same processes (command lines) as `left`, within `RESTART_TIMEOUT`;
+        raises `ProcessesNotRestored` otherwise. Through `docker exec` (no identities) nothing the
+        session started can be attributed, and what it left is refused the same way.
+        """
+        want = normalize_processes(left)
+        if not want:
             return box
-        return restart(box, self.spec, self.backend.limits, running)
+        now = _identities(left)
+        state = self.backend.running_of(self._key) if hasattr(self.backend, "running_of") else Running()
+        if state and _identities(box.running_listing) <= now:  # the agent left the state's servers as they were
+            box = restart(box, self.spec, self.backend.limits, state)
+        limits = self.backend.limits
+        for pre, command, started in self._launched:
+            if started & now:
+                wait = limits.replay_timeout
+                raw = ct.shell_run(box, self.spec, limits, command, src=pre, dst=ct.RUN_STATE, quiet=True, timeout=wait)
+                if raw.killed:
+                    raise ProcessesNotRestored(want, f"restarting {command[:60]!r} was stopped: {raw.killed}")
+        deadline = time.monotonic() + RESTART_TIMEOUT
+        while True:
+            listing = ct.running_processes(box)
+            if Counter(normalize_processes(listing)) == Counter(want):
+                return replace(box, running=want, running_listing=listing)
+            if time.monotonic() > deadline:
+                got = list(normalize_processes(listing))
+                raise ProcessesNotRestored(want, f"started again from their commands, the sandbox had {got} running")
+            time.sleep(POLL)
 
     def _tampered_tools(self, box: ct.Box, exclude_tests: bool = False) -> str:
         """The test run's own tools among what the agent changed, named ("" when none)."""
@@ -250,11 +304,37 @@ def transcript(
     return steps
 
 
-def _tests_folder(box: ct.Box) -> str:
-    """Each entry of the tests' folder with its inode, size and change time (a rewrite changes the ctime)."""
-    argv = ["find", TESTS_DIR, "-printf", "%p %i %s %C@ %m %U\\n"]
+def _identities(listing: bytes) -> frozenset[tuple[int, int]]:
+    """(pid, start time) of each process of a runner's listing (none through `docker exec`)."""
+    return frozenset(p.identity for p in listed_processes(listing) if p.identity is not None)
+
+
+def _tests_files(box: ct.Box) -> dict[str, str]:
+    """Each file of the tests' folder: inode, size, change time, mode, owner (a rewrite changes the ctime)."""
+    argv = ["find", TESTS_DIR, "-type", "f", "-printf", "%p\\t%i %s %C@ %m %U\\n"]
     raw = ct.run(box, argv, user="0", timeout=30, output_cap=4 << 20, keep=True)
-    return raw.stdout.decode(errors="replace") if raw.exit_code == 0 else f"unreadable ({raw.exit_code})"
+    lines = raw.stdout.decode(errors="replace").splitlines()
+    return dict(line.partition("\t")[::2] for line in lines)
+
+
+def _tests_digests(box: ct.Box) -> dict[str, str]:
+    """sha256 of each regular file in the tests' folder, by path (what a process the agent left may have rewritten)."""
+    argv = ["find", TESTS_DIR, "-type", "f", "-exec", "sha256sum", "{}", "+"]
+    raw = ct.run(box, argv, user="0", timeout=60, output_cap=4 << 20, keep=True)
+    out = {}
+    for line in raw.stdout.decode(errors="replace").splitlines():
+        digest, _, path = line.partition("  ")
+        out[path] = digest
+    return out
+
+
+def _local_digests(tests: Path) -> dict[str, str]:
+    """sha256 of each file of a task's `tests/` folder as delivered at `TESTS_DIR` (`tests_tar`)."""
+    return {
+        f"{TESTS_DIR}/{f.relative_to(tests)}": hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(tests.rglob("*"))
+        if f.is_file()
+    }
 
 
 def _head(box: ct.Box, path: str) -> str:

@@ -263,10 +263,36 @@ FAKED_TOOLS = [
 
 
 def test_a_job_left_running_cannot_rewrite_the_tests(hello_pivot):
-    # D4: the agent's processes ran on into the test run; this one waited for the tests and rewrote them
+    # D4: the agent's processes ran on into the test run; this one waited for the tests and rewrote them.
+    # Now it is stopped before the tamper check and started again from its command (a launcher, as a
+    # server the tests need would be): it rewrites the tests again, and the check after the run sees it.
     (verdict,) = get_verifier("task_tests", mode="final").verify_batch(hello_pivot, [terminus(RACE)])
     assert (verdict.reward, verdict.error) == (0.0, None), verdict
-    assert verdict.details["tests"].get("FAILED"), verdict  # the task's own tests ran, and failed
+    assert verdict.details["tests"].get("FAILED") or "the tests' own files changed" in verdict.reason, verdict
+
+
+def test_a_server_the_agent_left_runs_again_for_the_tests(hello_pivot):
+    # what the agent's commands started is stopped before the tamper check and started again from the
+    # command that started it, in the shell state it ran in: a server the tests need is there, and it is
+    # a new process (a job that changed the files the check read cannot have kept running)
+    from pivot_sandbox import SandboxSpec, docker_backend, open_session
+    from pivot_sandbox._tasks import load_task
+    from verifiers_plugins.builtin.task_tests import resolve_task_dir
+
+    spec = SandboxSpec.from_context(hello_pivot.context)
+    task = load_task(resolve_task_dir(hello_pivot.context["task"]["dir"]))
+    session = open_session(docker_backend(), spec, [])
+    try:
+        session.run("cd /tmp && mkdir -p www && echo served > www/index.html")
+        session.run("python3 -m http.server -d www 8080 >/dev/null 2>&1 &")
+        session.run('echo "Hello, world!" > /app/hello.txt')
+        outcome = session.run_tests(task)
+        assert outcome.passed, outcome
+        fetch = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8080/index.html').read().decode())"
+        page = session.run(f'python3 -c "{fetch}"')
+        assert page.output.strip() == "served", page
+    finally:
+        session.close()
 
 
 def test_a_faked_program_on_the_test_runs_path_is_no_test_run(hello_pivot):
