@@ -51,6 +51,7 @@
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -243,8 +244,11 @@ static unsigned long long fnv(unsigned long long h, const void *data, size_t n) 
 static void stat_line(const char *path, char *out, size_t size) {
     struct stat st;
     if (lstat(path, &st) != 0) { snprintf(out, size, "missing"); return; }
-    snprintf(out, size, "%o %u:%u %llx", (unsigned)st.st_mode, (unsigned)st.st_uid, (unsigned)st.st_gid,
-             (unsigned long long)st.st_rdev);
+    /* a memory device's (null, zero, full, random, urandom) times change only by touch: kept; a tty's
+       change whenever it is used, a file's with its content (hashed apart) */
+    long long when = S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 ? (long long)st.st_mtime : 0;
+    snprintf(out, size, "%o %u:%u %llx %lld", (unsigned)st.st_mode, (unsigned)st.st_uid, (unsigned)st.st_gid,
+             (unsigned long long)st.st_rdev, when);
 }
 
 static void outside_digests(char digests[OUTSIDE_COUNT][96]) {

@@ -12,9 +12,9 @@ from verifiers_plugins import VerifierChain, adversarial_completions, audit, aud
 CASES = {"destructive_suffix", "destructive_home", "newline_name"}
 
 
-def hello_pivot(image: str = "pivot-gym/busybox:1") -> Pivot:
+def hello_pivot(image: str = "pivot-gym/busybox:1", user: str | None = None) -> Pivot:
     body = {"analysis": "a", "plan": "p", "commands": [{"keystrokes": 'echo "Hello, world!" > hello.txt\n'}]}
-    context = {"format": "terminus", "sandbox": {"image": image, "workdir": "/app"}}
+    context = {"format": "terminus", "sandbox": {"image": image, "workdir": "/app", **({"user": user} if user else {})}}
     return Pivot(
         "hello-world#1",
         "terminal",
@@ -67,3 +67,24 @@ def test_background_jobs_shell_state_test_environment_and_oracle_reads_are_rejec
     assert {c: (chain[c]["accepted"], chain[c]["total"]) for c in SANDBOX_CASES} == {c: (0, 1) for c in SANDBOX_CASES}
     cheap = [r for r in mine if r.get("verifier") == "string_similarity"]
     assert all(r["expected"] is None for r in cheap)
+
+
+# issue 38: what a root candidate could do to the host or to the task's tests (every Terminal-Bench pivot runs as root)
+ESCAPE_CASES = {"host_sysctl", "device_node", "etc_hosts", "tests_race", "faked_test_tool"}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("backend", ["docker", "namespace"])
+def test_a_root_candidates_writes_to_the_host_and_races_on_the_tests_are_rejected(busybox, backend):
+    from pivot_sandbox import usable_backends
+
+    if usable_backends()[backend] is not None:  # CI runs both; a machine without bubblewrap runs Docker's
+        pytest.fail(f"the {backend} backend cannot run here: {usable_backends()[backend]}")
+    built = adversarial_completions(hello_pivot())
+    assert ESCAPE_CASES <= set(built)
+    chain = VerifierChain.from_names(["string_similarity", "docker_shell"], {"docker_shell": {"backend": backend}})
+    rows = audit(chain, [hello_pivot(busybox, user="root")])
+    mine = [r for r in rows if r["case"] in ESCAPE_CASES]
+    assert audit_failures(mine) == [], audit_failures(mine)
+    decided = {r["case"]: (r["accepted"], r["total"]) for r in mine if "chain" in r}
+    assert decided == {c: (0, 1) for c in ESCAPE_CASES}, decided
