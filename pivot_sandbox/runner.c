@@ -226,6 +226,14 @@ static size_t slurp(const char *path, char *buf, size_t size) {
 /* The state of a parked (stopped) wrapper, read from the kernel, never from anything the action printed:
    its environment, limits, umask and open descriptors, then the records the wrapper passed in its argv
    after `--park <status>`. /proc/<pid>/environ and fd need the target's uid as the filesystem uid. */
+/* A change of the filesystem uid clears the parent-death signal (the kernel's commit_creds). As pid 1
+   of the namespace backend's sandbox the runner holds bubblewrap's --die-with-parent itself (no
+   bubblewrap init above it): armed again after each switch back, or a sandbox outlived its killed
+   verifying process. */
+static void rearm_parent_death(void) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
 /* What an action can change outside the overlay, which no change set shows: the files the engine binds
    into /etc (Docker's hosts, hostname, resolv.conf; the namespace backend's per-sandbox copies) and the
    device folders (/dev, /dev/shm, /dev/mqueue are tmpfs). Each as a digest of its entries' metadata
@@ -347,6 +355,7 @@ static void read_state(pid_t pid, long uid, long gid, ino_t out_pipe, ino_t err_
     if (uid >= 0) {
         setfsuid(0);
         setfsgid(0);
+        rearm_parent_death();
     }
     snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
     n = slurp(path, buf, sizeof buf - 1);
@@ -490,6 +499,7 @@ static ssize_t read_cwd(pid_t pid, long uid, long gid, char *buf, size_t size) {
     if (uid >= 0) {
         setfsuid(0);
         setfsgid(0);
+        rearm_parent_death();
     }
     return (n >= 0 && (size_t)n < size) ? n : -1;
 }
