@@ -11,7 +11,7 @@ list of probes; `tests/pivot_sandbox/test_escapes.py` checks each item on every 
   by an empty read-only tmpfs) and `ReadonlyPaths` (bound read-only over themselves). Paths this
   kernel does not have are skipped, as runc skips them.
 - `DEVICE_NODES`: the nodes a container's `/dev` has (runc's default devices). The namespace backend
-  makes them per sandbox (`make_device_nodes`), as runc does, instead of binding the host's: a root
+  makes them per sandbox (`_nslaunch.LAUNCH`), as runc does, instead of binding the host's: a root
   candidate's `chmod`/`chown`/`touch` of `/dev/null` then changes its own sandbox only.
 - `seccomp_program()`: the system calls Docker's default profile refuses to a container with Docker's
   default capabilities (none of `CAP_SYS_ADMIN`, `CAP_SYS_PTRACE`, `CAP_SYS_MODULE`, `CAP_SYS_TIME`,
@@ -24,7 +24,6 @@ import os
 import platform
 import stat
 import struct
-from pathlib import Path
 
 MASKED_PATHS = (
     "/proc/asound",
@@ -57,18 +56,6 @@ def existing(paths: tuple[str, ...]) -> list[tuple[str, bool]]:
             out.append((path, stat.S_ISDIR(os.stat(path).st_mode)))
         except OSError:
             continue
-    return out
-
-
-def make_device_nodes(folder: Path) -> dict[str, Path]:
-    """Fresh device nodes for one sandbox in `folder` (host root makes them): `/dev/<name>` -> node."""
-    folder.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for name, (major, minor) in DEVICE_NODES.items():
-        node = folder / name
-        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-        os.chmod(node, 0o666)  # mknod applies the umask
-        out[f"/dev/{name}"] = node
     return out
 
 

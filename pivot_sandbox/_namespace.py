@@ -47,7 +47,7 @@ from pivot_sandbox import _nsroot as nr
 from pivot_sandbox import _restore as rs
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
-from pivot_sandbox._hardening import make_device_nodes, seccomp_program
+from pivot_sandbox._hardening import seccomp_program
 from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user, spawn
 from pivot_sandbox._nsimages import ImageRoots
 from pivot_sandbox._nslaunch import launch_command
@@ -158,11 +158,10 @@ class NamespaceBackend:
         """A started sandbox on `upper` over `lowers`, its runner waiting for commands."""
         n = next(self._serial)
         box_dir = self.folder / f"box-{n}"
-        work, merged = box_dir / "work", box_dir / "merged"
-        for folder in (upper, work, merged):
+        work, merged, private = box_dir / "work", box_dir / "merged", box_dir / "private"
+        for folder in (upper, work, merged, private):
             folder.mkdir(parents=True, exist_ok=True)
-        etc = nr.etc_files(box_dir / "etc")
-        devices = make_device_nodes(box_dir / "dev")
+        nr.etc_files(box_dir / "etc")
         mem = nr.memory_bytes(self.limits.memory)
         cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
         env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
@@ -176,8 +175,8 @@ class NamespaceBackend:
             merged=merged,
             cgroups=cgroups.joined,
             cgroup_binds=cgroups.binds,
-            etc=etc,
-            devices=devices,
+            private=private,
+            etc=box_dir / "etc",
             env=env,
             kind=kind,
             runs_as_root=spec.runs_as_root,

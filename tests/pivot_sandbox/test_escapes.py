@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pivot_core import cache_dir
 from pivot_sandbox import SandboxSpec, usable_backends
 from pivot_sandbox._hardening import DEVICE_NODES, MASKED_PATHS, READONLY_PATHS, existing
 
@@ -118,13 +119,19 @@ def test_the_sandbox_shows_nothing_of_the_host(backend):
     # O1: no host network device, no host cgroup tree, no folder of the verifying process, no host process
     host_links = sorted(set(os.listdir("/sys/class/net")) - {"lo"})
     token = uuid.uuid4().hex
-    net, cgroups, processes = run_as_root(
+    net, cgroups, processes, mounts = run_as_root(
         backend,
         BUSYBOX,
         "ls /sys/class/net /sys/devices/virtual/net 2>/dev/null",
         "cat /proc/self/cgroup; ls /sys/fs/cgroup",
         f"ls /proc | grep -c '^[0-9]'; echo {token}",
+        "cat /proc/self/mountinfo",
     )
+    # the verifying process's folders (named after its pid) never show; the namespace backend shows no
+    # host folder of this project at all (Docker's bind of the runner names its cache path)
+    assert f"/{os.getpid()}-" not in mounts.stdout, mounts.stdout
+    if backend.name == "namespace":
+        assert str(cache_dir()) not in mounts.stdout, mounts.stdout
     for link in host_links:
         assert link not in net.stdout.split(), (backend.name, link, net.stdout)
     assert "pivot-ns" not in cgroups.stdout and "docker" not in cgroups.stdout.replace("/docker", ""), cgroups.stdout
