@@ -11,3 +11,7 @@ class TrainerError(PivotGymError):
 
 class BackendError(TrainerError, RuntimeError):
     """A generation server failed for good (after retries) or answered something unreadable."""
+
+
+class PretrainedError(TrainerError):
+    """Raised by `trainers.pretrained.get_pretrained` when a packaged model can be neither found nor fetched."""
