@@ -51,7 +51,6 @@
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -252,11 +251,10 @@ static unsigned long long fnv(unsigned long long h, const void *data, size_t n) 
 static void stat_line(const char *path, char *out, size_t size) {
     struct stat st;
     if (lstat(path, &st) != 0) { snprintf(out, size, "missing"); return; }
-    /* a memory device's (null, zero, full, random, urandom) times change only by touch: kept; a tty's
-       change whenever it is used, a file's with its content (hashed apart) */
-    long long when = S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 ? (long long)st.st_mtime : 0;
-    snprintf(out, size, "%o %u:%u %llx %lld", (unsigned)st.st_mode, (unsigned)st.st_uid, (unsigned)st.st_gid,
-             (unsigned long long)st.st_rdev, when);
+    /* no times: each sandbox's device nodes are made when it starts (runc's, and the namespace
+       backend's), so two sandboxes of one state differ in them */
+    snprintf(out, size, "%o %u:%u %llx", (unsigned)st.st_mode, (unsigned)st.st_uid, (unsigned)st.st_gid,
+             (unsigned long long)st.st_rdev);
 }
 
 static void outside_digests(char digests[OUTSIDE_COUNT][96]) {
@@ -270,18 +268,18 @@ static void outside_digests(char digests[OUTSIDE_COUNT][96]) {
         snprintf(digests[i], 96, "%s %zu %016llx", line, n, h);
     }
     for (int i = 0; i < 3; i++) {
-        unsigned long long h = 1469598103934665603ULL;
+        unsigned long long h = 0;
         int count = 0;
         DIR *d = opendir(OUTSIDE_FOLDERS[i]);
         struct dirent *e;
-        /* readdir's order is the file system's, the same for the same entries on a fresh tmpfs; names
-           are hashed with their metadata, so a renamed, added or chmod'ed entry changes the digest */
+        /* each entry's name and metadata hashed, the hashes summed: a renamed, added or chmod'ed entry
+           changes the digest, the order readdir gives them does not */
         while (d && (e = readdir(d))) {
             if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/%s", OUTSIDE_FOLDERS[i], e->d_name);
             stat_line(path, line, sizeof line);
-            h = fnv(fnv(h, e->d_name, strlen(e->d_name) + 1), line, strlen(line) + 1);
+            h += fnv(fnv(1469598103934665603ULL, e->d_name, strlen(e->d_name) + 1), line, strlen(line) + 1);
             count++;
         }
         if (d) closedir(d);
