@@ -24,6 +24,11 @@ class TransformersConfig:
             (None keeps all); small models cannot read long histories.
         max_prompt_tokens: keep only the last N prompt tokens (None keeps all).
         batch_size: prompts per forward pass (each expands to `n` sequences).
+        share_prefill: run each prompt through the model once and copy its key/value cache to the
+            `n` samples, instead of `generate(num_return_sequences=n)`, which expands the prompt
+            before the forward pass and pays it `n` times. Measured on SmolLM2-135M, one 4,439-token
+            tool-use prompt, K=8 x 32 new tokens on 2 cores: 164 s before, 35 s after (the prompt
+            pass alone is 15 s). The samples are drawn from the same distribution.
     """
 
     model: str
@@ -32,6 +37,7 @@ class TransformersConfig:
     max_history_messages: int | None = None
     max_prompt_tokens: int | None = None
     batch_size: int = 8
+    share_prefill: bool = True
 
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "bfloat16", "float16"):
@@ -104,6 +110,10 @@ class TransformersBackend:
         input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in batch], device=self.model.device)
         attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in batch], device=self.model.device)
         sample = params.temperature > 0
+        shared: dict[str, Any] = {}
+        if self.config.share_prefill and n > 1 and width > 1:
+            shared = {self._cache_keyword(): self._prefill(input_ids[:, :-1], attention[:, :-1], n)}
+            input_ids, attention = input_ids.repeat_interleave(n, 0), attention.repeat_interleave(n, 0)
         with torch.no_grad():
             result = self.model.generate(
                 input_ids=input_ids,
@@ -113,11 +123,12 @@ class TransformersBackend:
                 top_p=params.top_p if sample else None,
                 top_k=None,
                 max_new_tokens=params.max_new_tokens,
-                num_return_sequences=n,
+                num_return_sequences=1 if shared else n,
                 output_logits=True,
                 return_dict_in_generate=True,
                 pad_token_id=pad,
                 eos_token_id=self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id,
+                **shared,
             )
         new = result.sequences[:, width:]
         logits = torch.stack(result.logits, dim=1).float()  # (rows, steps, vocab), raw: before the temperature
@@ -128,6 +139,29 @@ class TransformersBackend:
         for i, ids in enumerate(batch):
             groups.append([self._one(new[row], logps[row], len(ids), params) for row in range(i * n, (i + 1) * n)])
         return groups
+
+    def _cache_keyword(self) -> str:
+        """`cache` where the model takes it (transformers 5.2x renamed `past_key_values`), else the old name."""
+        import inspect
+
+        return "cache" if "cache" in inspect.signature(type(self.model).forward).parameters else "past_key_values"
+
+    def _prefill(self, input_ids: Any, attention: Any, n: int) -> Any:
+        """The key/value cache of every prompt token but the last, each row repeated `n` times.
+
+        `generate` then feeds only the last prompt token, so the prompt is read once per prompt,
+        not once per sample. Position ids follow the left padding the way `generate` derives them
+        from the attention mask, so the cached keys are the ones it would have computed.
+        """
+        import torch
+
+        positions = attention.long().cumsum(-1) - 1
+        positions.masked_fill_(attention == 0, 1)
+        with torch.no_grad():
+            out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(n)
+        return cache
 
     def _one(self, tokens: Any, logps: Any, prompt_tokens: int, params: SamplingParams) -> Generation:
         eos = self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id

@@ -67,3 +67,23 @@ def test_a_stop_string_ends_the_tokens_too(backend, pivots):
             assert stop in decode(b.token_ids) and stop not in decode(b.token_ids[:-1])
         else:
             assert b == a
+
+
+def test_shared_prefill_samples_score_as_the_model_scores_them_unpadded(tiny_policy, pivots):
+    # prompts of different lengths are left-padded in one batch and read once for all their samples:
+    # each sample's reported log-probs must be what the model gives the same tokens after its own
+    # prompt alone, which fails if the cached positions or the padding were off
+    import torch
+
+    backend = TransformersBackend(tiny_policy.backend_config(batch_size=4, max_prompt_tokens=None))
+    assert backend.config.share_prefill
+    groups = backend.generate(pivots[:3], 3, SamplingParams(max_new_tokens=12, seed=3))
+    assert len({backend.encode(p).__len__() for p in pivots[:3]}) > 1
+    for pivot, group in zip(pivots[:3], groups, strict=True):
+        prompt = backend.encode(pivot)
+        for g in group:
+            ids = torch.tensor([prompt + list(g.token_ids)])
+            with torch.no_grad():
+                logits = backend.model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+            expected = torch.log_softmax(logits.float(), -1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1)
+            assert torch.allclose(expected, torch.tensor(g.logprobs), atol=1e-4)
