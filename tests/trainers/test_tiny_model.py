@@ -74,6 +74,18 @@ def test_rendering_guard_passes_chatml_and_reports_a_template_that_rewrites_hist
     assert {i.pivot_id for i in issues} <= {p.id for p in pivots[:10]}
 
 
+def test_rendering_guard_reports_a_template_that_drops_tools(tokenizer):
+    # SmolLM2's stock template has no place for tools: the policy would never see what it may call
+    pivots = [p for p in bundled_pivots() if p.tools][:5]
+    tokenizer.chat_template = CHAT_TEMPLATE.replace("if sys or tools", "if sys").replace("if tools", "if false")
+    try:
+        issues = rendering_guard(tokenizer, pivots)
+    finally:
+        tokenizer.chat_template = CHAT_TEMPLATE
+    assert [i.pivot_id for i in issues] == [p.id for p in pivots]
+    assert all("drops `tools`" in i.problem for i in issues)
+
+
 def test_pivot_model_guard_cli(tiny_policy):
     import json
 

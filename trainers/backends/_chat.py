@@ -103,7 +103,9 @@ def rendering_guard(
     Templates that rewrite earlier turns once a later one exists (e.g. dropping reasoning from
     past assistant turns) make the profiled/trained prompt differ from the one at deployment,
     so the policy would be scored in a state it never sees. A template that cannot render the
-    pivot at all is reported too.
+    pivot at all is reported too, and so is one that renders a pivot with tools exactly as without
+    them (SmolLM2's stock template, for one): the policy would be asked to call tools it was never
+    shown.
     """
     issues = []
     for pivot in pivots:
@@ -117,9 +119,16 @@ def rendering_guard(
             full = tokenizer.apply_chat_template(
                 template_messages([*history, expert_message(pivot)]), tools=tools, tokenize=False
             )
+            bare = tokenizer.apply_chat_template(
+                template_messages(history), tools=None, tokenize=False, add_generation_prompt=True
+            )
         except Exception as e:  # a template error is exactly what the guard exists to report
             issues.append(GuardIssue(pivot.id, f"template failed: {type(e).__name__}: {e}"))
             continue
+        if tools and bare == prompt:
+            names = [t.get("function", t).get("name", "?") for t in tools]
+            problem = f"template drops `tools`: {len(tools)} tools ({names[:3]}) not rendered"
+            issues.append(GuardIssue(pivot.id, problem))
         if not full.startswith(prompt):
             at = _first_difference(prompt, full)
             issues.append(
