@@ -183,3 +183,25 @@ def test_prompt_file_and_config_validation(judge, tmp_path):
     assert judge.systems == [prompt.read_text()] * 2
     with pytest.raises(ValueError, match="retries"):
         LLMJudge(url=judge.url, retries=-1)
+
+
+def test_word_answers_parse_only_as_the_whole_reply():
+    assert parse_answer("EQUIVALENT", "word") == ("EQUIVALENT", "")
+    assert parse_answer(" different.\n", "word")[0] == "DIFFERENT"  # wrong casing: parsed, not an error
+    assert parse_answer('"Equivalent"', "word")[0] == "EQUIVALENT"
+    for bad in ["They are EQUIVALENT.", "I cannot judge this.", "EQUIV", '{"verdict": "EQUIVALENT"}', ""]:
+        with pytest.raises(ValueError):  # prose around the verdict, a refusal, a cut word: errors, never a 1
+            parse_answer(bad, "word")
+
+
+def test_a_truncated_unparseable_reply_says_so(judge):
+    from verifiers_plugins.builtin.llm_judge import WORD_PROMPT, LLMJudge
+    from verifiers_plugins.errors import JudgeAnswerError
+
+    j = LLMJudge(url=judge.url, answer_format="word", max_tokens=4)
+    assert j.prompt == WORD_PROMPT and "one word" in WORD_PROMPT
+    with pytest.raises(JudgeAnswerError, match="truncated at max_tokens=4"):
+        j._parse("The two act", "length")
+    assert j._parse("DIFFERENT", "length")[0] == "DIFFERENT"
+    with pytest.raises(ValueError, match="answer_format"):
+        LLMJudge(url=judge.url, answer_format="yaml")
