@@ -51,8 +51,6 @@ Reply with exactly one JSON object and nothing else:
 {"verdict": "EQUIVALENT" or "DIFFERENT", "reason": "<one sentence>"}"""
 # For judges too small to write the JSON object: the same instructions, one bare word as the answer.
 WORD_PROMPT = (
-    DEFAULT_PROMPT.rsplit("Reply with", 1)[0] + "Reply with exactly one word, EQUIVALENT or DIFFERENT, and nothing else."
-)
     DEFAULT_PROMPT.rsplit("Reply with", 1)[0]
     + "Reply with exactly one word, EQUIVALENT or DIFFERENT, and nothing else."
 )
