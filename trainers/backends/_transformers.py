@@ -144,7 +144,8 @@ class TransformersBackend:
         """`cache` where the model takes it (transformers 5.2x renamed `past_key_values`), else the old name."""
         import inspect
 
-        return "cache" if "cache" in inspect.signature(type(self.model).forward).parameters else "past_key_values"
+        model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # peft
+        return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
 
     def _prefill(self, input_ids: Any, attention: Any, n: int) -> Any:
         """The key/value cache of every prompt token but the last, each row repeated `n` times.
