@@ -90,6 +90,33 @@ class Box:
         return str(self.container.id)
 
 
+_ETC_FILES: dict[str, Path] = {}
+_ETC_LOCK = threading.Lock()
+
+
+def readonly_etc_files() -> dict[str, Path]:
+    """`/etc/<name>` -> a host file with Docker's content for it, shared read-only by every candidate container.
+
+    Written once per process, by rename (a container starting meanwhile binds a whole file, old or new).
+    """
+    from pivot_core import cache_dir
+    from pivot_sandbox._nsroot import ETC_FILES
+
+    with _ETC_LOCK:
+        if not _ETC_FILES:
+            folder = cache_dir("sandbox-etc")
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in ETC_FILES.items():
+                path = folder / name
+                if not path.is_file() or path.read_text() != text:
+                    partial = folder / f".{name}.{os.getpid()}"
+                    partial.write_text(text)
+                    partial.chmod(0o644)
+                    os.replace(partial, path)
+                _ETC_FILES[f"/etc/{name}"] = path
+        return dict(_ETC_FILES)
+
+
 def labels(kind: str, backend: str = "") -> dict[str, str]:
     """Labels of every container and image this process makes (`pivot sandbox gc` reads them)."""
     return {LABEL: kind, f"{LABEL}.owner": OWNER, f"{LABEL}.backend": backend}
@@ -126,6 +153,14 @@ def create(
             extra["cap_add"] = rn.CAPABILITIES
     if runner:
         extra["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]
+    if kind != "replay":
+        # Docker's own /etc/hosts, hostname and resolv.conf are writable, not in the change set, and shared
+        # with every container that joins this one's network namespace (`_netns.py`): a candidate's write
+        # there reached the next candidates (issue 38, D7). Read-only copies instead, as the namespace
+        # backend's candidates have.
+        extra["mounts"] = extra.get("mounts", []) + [
+            Mount(inside, str(host), type="bind", read_only=True) for inside, host in readonly_etc_files().items()
+        ]
     network = f"container:{holder.id}" if holder else "none"
     file_size = limits.file_size
     if kind == "replay" and spec.replay_access:

@@ -99,8 +99,10 @@ def launch_command(
     args += ["--perms", "1777", "--size", str(8 << 20), "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue"]
     if kind != "replay":
         args += ["--perms", "1777", "--size", str(1 << 20), "--tmpfs", RUN_STATE]
+    # writable only where set-up and history run (a candidate's write there was no effect: issue 38, D7)
+    etc_bind = "--bind" if kind == "replay" else "--ro-bind"
     for name in sorted(p.name for p in etc.iterdir()):
-        args += ["--bind", str(private / name), f"/etc/{name}"]
+        args += [etc_bind, str(private / name), f"/etc/{name}"]
     args += ["--ro-bind", str(private / "runner"), rn.MOUNT_POINT]
     args += ["--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--hostname", HOSTNAME, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]

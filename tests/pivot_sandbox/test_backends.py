@@ -638,23 +638,28 @@ def test_gym_make_chooses_the_sandbox(name, demo_pivots):
         gym.make("pivot/terminal-v0", pivots=pivots, sandbox=name, verifier_config={"docker_shell": {"backend": other}})
 
 
-def test_writes_outside_the_overlay_are_part_of_the_effect_and_never_carried_over(backend):
+def test_writes_outside_the_overlay_are_refused_or_part_of_the_effect_and_never_carried_over(backend):
     # D7 (issue 38): /etc/hosts, /etc/hostname, /etc/resolv.conf and /dev are bound or tmpfs, not in the
-    # change set: a write there was no effect, and a pooled container kept it for the next candidate
+    # change set: a write there was no effect, and a pooled container (Docker: every container lent the
+    # same network namespace) kept it for the next candidate. The /etc files are read-only for candidates
+    # now; what an action does in /dev is part of its effect's state.
     spec = SandboxSpec(image=BUSYBOX, user="root")
-    writes = {
+    etc = {
         "/etc/hosts": "echo '1.2.3.4 registry' >> /etc/hosts",
         "/etc/hostname": "echo other > /etc/hostname",
         "/etc/resolv.conf": "echo 'nameserver 1.2.3.4' > /etc/resolv.conf",
-        "/dev": "touch /dev/planted",
-        "/dev/shm": "echo x > /dev/shm/planted",
     }
+    dev = {"/dev": "touch /dev/planted; chmod 600 /dev/zero", "/dev/shm": "echo x > /dev/shm/planted"}
     for _ in range(2):  # the second round meets what a pool kept of the first
-        plain, *tampered = backend.run_group(spec, [], [["ls"]] + [["ls; " + w] for w in writes.values()])
-        for (place, write), effect in zip(writes.items(), tampered, strict=True):
+        actions = [["ls"]] + [[f"ls; {w}"] for w in [*etc.values(), *dev.values()]]
+        plain, *tampered = backend.run_group(spec, [], actions)
+        for write, effect in zip(etc.values(), tampered, strict=False):
+            assert effect.exit_code != 0 and "Read-only file system" in effect.stderr, (backend.name, write, effect)
+        for (place, write), effect in zip(dev.items(), tampered[len(etc) :], strict=True):
             assert effect.state[f"outside:{place}"] != plain.state[f"outside:{place}"], (backend.name, write)
-        (after,) = backend.run_group(spec, [], [["cat /etc/hosts /etc/hostname; ls /dev /dev/shm"]])
+        (after,) = backend.run_group(spec, [], [["cat /etc/hosts /etc/hostname; ls /dev /dev/shm; ls -l /dev/zero"]])
         assert "1.2.3.4" not in after.stdout and "planted" not in after.stdout, (backend.name, after.stdout)
+        assert "crw-rw-rw-" in after.stdout, after.stdout
         assert {k: v for k, v in after.state.items() if k.startswith("outside:")} == {
             k: v for k, v in plain.state.items() if k.startswith("outside:")
         }

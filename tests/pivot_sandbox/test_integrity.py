@@ -92,7 +92,7 @@ def test_describe_never_opens_a_fifo_and_carries_mode(tmp_path):
     (upper / "f").write_text("x")
     (upper / "f").chmod(0o755)
     layers = Layers(str(upper), (str(tmp_path),))
-    assert describe(layers, "/pipe", 1024, float("inf")).startswith("other ")
+    assert describe(layers, "/pipe", 1024, float("inf")).startswith("other:fifo 0:0 ")
     desc = describe(layers, "/f", 1024, float("inf"))
     assert desc.startswith("sha256:") and desc.split(" ")[1] == "755"
 
