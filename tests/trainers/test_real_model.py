@@ -217,3 +217,83 @@ def test_llm_judge_against_a_real_server(smollm2, short_pivot):
             assert not result.accepted
     assert any(r.error is None for r in (same, different)), "the real judge parsed no answer at all"
     assert not prose.accepted and prose.error and ("not JSON" in prose.error or "truncated" in prose.error)
+
+
+@pytest.mark.slow
+def test_trl_grpo_step_generates_with_it(smollm2, short_pivot, tmp_path):
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trainers.adapters.trl import pivot_reward_func, pivots_to_dataset
+
+    pivot, dataset = short_pivot
+    tokenizer = AutoTokenizer.from_pretrained(smollm2)
+    ds = pivots_to_dataset([pivot, pivot], tokenizer=tokenizer)
+    assert "<tools>" in ds[0]["prompt"]  # TRL's prompt is the tool-aware render
+    seen = []
+    reward = pivot_reward_func("pivot/tool-use-v0", dataset=str(dataset))
+
+    def pivot_reward(completions=None, **kw):
+        seen.extend(completions)
+        return reward(completions=completions, **kw)
+
+    # one group of two, 8 new tokens: TRL's own generate runs on the real model, not a script
+    args = GRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, max_steps=1, per_device_train_batch_size=2, num_generations=2,
+        max_completion_length=8, learning_rate=1e-6, logging_steps=1, report_to="none", save_strategy="no",
+        bf16=False, seed=0, gradient_checkpointing=False,
+    )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=smollm2, reward_funcs=pivot_reward, args=args, train_dataset=ds, processing_class=tokenizer
+    )
+    trainer.train()
+    [log] = [x for x in trainer.state.log_history if "loss" in x]
+    assert math.isfinite(log["loss"]) and len(seen) == 2 and all(isinstance(c, str) for c in seen)
+
+
+@pytest.mark.slow
+def test_verl_agent_loop_generates_with_it(smollm2, tmp_path):
+    import hydra
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+    from verl.workers.rollout.replica import TokenOutput
+
+    from trainers.adapters.verl_agent_loop import AGENT_NAME, write_episode_parquet
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2)
+    model = __import__("transformers").AutoModelForCausalLM.from_pretrained(smollm2)
+
+    class ModelServer:  # the rollout server's `generate` (vLLM in a verl run), answered by the model itself
+        calls = 0
+
+        async def generate(self, *, request_id, prompt_ids, sampling_params, **kw):
+            ModelServer.calls += 1
+            with torch.no_grad():
+                out = model.generate(torch.tensor([prompt_ids]), max_new_tokens=12, do_sample=False)
+            return TokenOutput(token_ids=out[0, len(prompt_ids) :].tolist(), log_probs=None, stop_reason="completed")
+
+    env = gym.make("pivot/tool-use-episode-v0").unwrapped
+    first = min(env.pivots, key=lambda p: len(json.dumps(p.to_json())))  # the shortest start: prefill is the cost
+    path = tmp_path / "episodes.parquet"
+    write_episode_parquet([first], path, "pivot/tool-use-episode-v0")
+    data = OmegaConf.create({"max_prompt_length": 100000, "filter_overlong_prompts": False, "cache_dir": str(tmp_path)})
+    row = RLHFDataset(str(path), tokenizer, data)[0]
+    # a 12-token response budget: the loop ends after the model's first turn, on length
+    config = OmegaConf.create(
+        {"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 12}}, "data": {}}
+    )
+    loop = hydra.utils.instantiate(
+        config=_agent_loop_registry[AGENT_NAME],
+        trainer_config=DictConfigWrap(config=config),
+        server_manager=ModelServer(),
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+    )
+    kwargs = {k: row[k] for k in ("raw_prompt", "extra_info", "agent_name")}
+    out = loop.loop.run_until_complete(loop.run({"temperature": 1.0}, **kwargs))
+    assert ModelServer.calls >= 1 and 0 < len(out.response_ids) <= 12 and out.reward_score in (0.0, 1.0)
+    assert "<tools>" in tokenizer.decode(out.prompt_ids)  # verl's prompt is the tool-aware render too
