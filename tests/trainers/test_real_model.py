@@ -297,3 +297,17 @@ def test_verl_agent_loop_generates_with_it(smollm2, tmp_path):
     out = loop.loop.run_until_complete(loop.run({"temperature": 1.0}, **kwargs))
     assert ModelServer.calls >= 1 and 0 < len(out.response_ids) <= 12 and out.reward_score in (0.0, 1.0)
     assert "<tools>" in tokenizer.decode(out.prompt_ids)  # verl's prompt is the tool-aware render too
+
+
+@pytest.mark.slow
+def test_gpu_check_plans_on_the_real_model(smollm2):
+    # the GPU command cannot run here; --dry builds its configs on this model and prints the plan
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
+    run = subprocess.run([sys.executable, str(script), "--dry"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "smollm2-135m-instruct" in run.stdout and "bf16 full, vLLM gen" in run.stdout
+    assert "CPU row fp32 LoRA r=16: lora_rank=16" in run.stdout
