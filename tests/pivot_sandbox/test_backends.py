@@ -328,7 +328,9 @@ def test_docker_shell_judges_a_pivot_after_a_server_started_with_the_server_runn
     for (name, (_, reward)), verdict in zip(candidates.items(), verdicts, strict=True):
         # before, no server ran at the pivot: every wget failed alike, and another page was accepted
         assert (verdict.reward, verdict.error) == (reward, None), (name, verdict)
-    assert "processes" in verdicts[3].reason, verdicts[3].reason
+    # rejected for the server it stopped; under heavy load the effect may first differ in killall's own
+    # exit status (seen once with two test runs and a model conversion sharing 2 cores)
+    assert "processes" in verdicts[3].reason or "exit_status" in verdicts[3].reason, verdicts[3].reason
 
 
 def test_the_adversarial_suite_scores_zero_with_a_reason(backend, demo_pivots):
