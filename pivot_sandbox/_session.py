@@ -113,9 +113,9 @@ class Session:
 
         The state is frozen first: every process the agent left is killed (a background job that
         waits for the tests and rewrites them, or fakes a tool, must not run into the test run), and
-        the processes the state itself runs (servers the history started, `_restore.Running`) are
-        started again from their recorded launchers. Then the tests are not run, and fail with the
-        paths named, when the agent changed the test run's own tools (`_task_tests.tampered_tools`:
+        what ran is started again from its recorded launchers (`_start_again`: the history's servers,
+        and each session command that started a process still running). Then the tests are not run,
+        and fail with the paths named, when the agent changed the test run's own tools (`tampered_tools`:
         the venv, the tests' folder, the interpreter, the harness's programs anywhere on its PATH,
         the dynamic loader's preload, pytest's configuration above the tests, an installed pytest
         plugin). Otherwise the tests are put in place through the daemon (owned by root, whatever
@@ -230,7 +230,7 @@ class Session:
         changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
         if over:
             return f"they could not be checked: {over}"
-        if exclude_tests:  # delivered by the daemon, compared by `_tests_folder`
+        if exclude_tests:  # delivered by the daemon, compared by `_tests_files` and `_tests_digests`
             changes = [(p, k) for p, k in changes if p != TESTS_DIR and not p.startswith(TESTS_DIR + "/")]
         present = [p for p, kind in changes if kind != 2 and SUSPECT_FILES.search(p)]
         suspects = {p: ct.read_text(box, p) for p in present[:100]}
