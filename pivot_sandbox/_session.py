@@ -116,7 +116,7 @@ class Session:
         what ran is started again from its recorded launchers (`_start_again`: the history's servers,
         and each session command that started a process still running). Then the tests are not run,
         and fail with the paths named, when the agent changed the test run's own tools (`tampered_tools`:
-        the venv, the tests' folder, the interpreter, the harness's programs anywhere on its PATH,
+        the venv, the tests' folder, the interpreter, a shadowing copy of bash, sh, env, tail or uv on its PATH,
         the dynamic loader's preload, pytest's configuration above the tests, an installed pytest
         plugin). Otherwise the tests are put in place through the daemon (owned by root, whatever
         the agent left at their path) and run with `_task_tests.run_argv` as the session's user; the

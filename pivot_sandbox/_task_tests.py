@@ -122,10 +122,12 @@ def tests_tar(tests: Path) -> bytes:
 
 
 # What the test run executes or reads besides the tests, which a candidate must not have changed: the
-# programs the harness and a test script start by name, wherever on the test run's PATH a copy of them
-# would be found first (a `bash` in /usr/local/sbin shadows /bin/bash), the dynamic loader's preload
-# and cache files (a preloaded library runs in every program), and pytest's configuration above the tests.
-HARNESS_PROGRAMS = ("bash", "sh", "env", "tail", "python", "python3", "pytest", "py.test", "uv", "uvx", "pip", "pip3")
+# programs a test script starts by name that the tests' venv (first on the PATH) does not provide,
+# wherever on the PATH a copy of them would be found first (a `bash` in /usr/local/sbin shadows
+# /bin/bash); python, pytest and pip are the venv's, so an agent's `pip install pytest` shadows nothing.
+# Also the dynamic loader's preload and cache files (a preloaded library runs in every program), and
+# pytest's configuration above the tests.
+HARNESS_PROGRAMS = ("bash", "sh", "env", "tail", "uv", "uvx")
 _TOOL_FILES = frozenset(
     {
         *(f"{d}/{n}" for d in DEFAULT_PATH.split(":") for n in HARNESS_PROGRAMS),
