@@ -27,6 +27,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import tempfile  # noqa: E402
@@ -37,7 +38,7 @@ import gymnasium as gym  # noqa: E402
 
 import pivot_envs  # noqa: F401, E402
 from pivot_core import render_completion  # noqa: E402
-from trainers.backends import TransformersBackend, TransformersConfig  # noqa: E402
+from trainers.backends import SamplingParams, TransformersBackend, TransformersConfig  # noqa: E402
 from trainers.grpo import GRPOConfig, GRPOTrainer  # noqa: E402
 from trainers.pretrained import get_pretrained, serve_model  # noqa: E402
 from trainers.profiling import ProfileConfig, profile_pivots  # noqa: E402
@@ -136,6 +137,7 @@ def train(folder: str, pivots: Path, args, work: Path) -> dict:
                 max_new_tokens=32,
                 max_prompt_tokens=args.train_prompt_tokens,  # a cut: an update in the CPU's memory and minutes
                 max_history_messages=args.max_history,
+                grad_accum=4,  # micro-batches of 2 sequences: 8 x 1,056 x 49,152 fp32 logits at once ran out of 24 GB
                 **extra,
             )
         )
@@ -153,6 +155,8 @@ def train(folder: str, pivots: Path, args, work: Path) -> dict:
             "loss_finite": m["loss/total"] == m["loss/total"],
         }
         print(f"train {mode}: {rows[mode]}", flush=True)
+        del trainer, counting
+        gc.collect()  # the trainer holds reference cycles: free its policy, reference and optimizer now
     return rows
 
 
@@ -172,6 +176,13 @@ def judge(folder: str, samples: list, args, work: Path) -> dict:
         return len(judge_document(pivot, render_completion(pivot.expert, pivot.domain), ""))
 
     chosen = sorted(samples, key=doc_len)[: args.judge_pivots]
+    if any(not texts for _, texts in chosen):  # profiling did not run: two fresh samples of the model's own
+        backend = TransformersBackend(TransformersConfig(model=folder, max_history_messages=args.max_history))
+        params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=args.seed)
+        groups = backend.generate([p for p, _ in chosen], 2, params)
+        chosen = [(p, [g.text for g in group]) for (p, _), group in zip(chosen, groups, strict=True)]
+        del backend
+        gc.collect()
     out = {}
     with serve_model(folder, log=work / "serve.log") as url:
         for fmt, budget in (("word", 8), ("json", 64)):
@@ -206,6 +217,7 @@ def main() -> None:
     ap.add_argument("--max-history", type=int, default=4, help="history messages kept after the system message")
     ap.add_argument("--judge-pivots", type=int, default=4)
     ap.add_argument("--train-steps", type=int, default=2)
+    ap.add_argument("--stages", default="profile,train,judge", help="which of profile,train,judge to run")
     ap.add_argument("--train-prompt-tokens", type=int, default=1024, help="GRPO's prompt cut (the last tokens)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="work folder (profiles, runs, server log); a temporary one when omitted")
@@ -216,14 +228,24 @@ def main() -> None:
     got = get_pretrained(NAME)
     folder = got["path"]
     print(f"model {folder} ({'converted' if got['converted'] else 'cached'}, {got['seconds']} s)", flush=True)
-    per_domain, samples, gen = profile_domains(folder, args, work)
-    training = train(folder, gen["files"]["tool-use"], args, work)
-    judged = judge(folder, samples, args, work)
+    stages = set(args.stages.split(","))
+    per_domain, gen = {}, {"generate_tokens_per_s": None}
+    if "profile" in stages:
+        per_domain, samples, gen = profile_domains(folder, args, work)
+        gc.collect()
+    else:  # the same seeded subsets, not profiled
+        samples = [(p, []) for env_id in DOMAINS.values() for p in subset(env_id, args.pivots, args.seed, work)[1]]
+    tool_use = work / "tool-use-v0.jsonl"
+    if not tool_use.is_file():
+        subset(DOMAINS["tool-use"], args.pivots, args.seed, work)
+    training = train(folder, tool_use, args, work) if "train" in stages else {"full": {"train_tokens_per_s": None}}
+    judged = judge(folder, samples, args, work) if "judge" in stages else None
     result = {
         "model": NAME,
         "source": got["source"],
         "settings": {k: v for k, v in vars(args).items() if k not in ("json", "out")},
         "subset": f"{args.pivots} bundled pivots per domain (seeded draw), not the full sets",
+        "stages": sorted(stages),
         "zero_variance_share": {d: r["zero_variance_share"] for d, r in per_domain.items()},
         "domains": per_domain,
         "generate_tokens_per_s": gen["generate_tokens_per_s"],
