@@ -26,7 +26,7 @@ from docker.types import Mount, Ulimit
 
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, layers_of, root_state
-from pivot_sandbox._hardening import MASKED_PATHS, READONLY_PATHS
+from pivot_sandbox._hardening import MASKED_PATHS, READONLY_PATHS, shared_etc_files
 from pivot_sandbox._host_network import give_back, hold, release, take_turn
 from pivot_sandbox._shell_state import WRAPPER, parse_records, split_marked_state
 from pivot_sandbox._spec import LABEL, Limits, SandboxSpec
@@ -90,33 +90,6 @@ class Box:
         return str(self.container.id)
 
 
-_ETC_FILES: dict[str, Path] = {}
-_ETC_LOCK = threading.Lock()
-
-
-def readonly_etc_files() -> dict[str, Path]:
-    """`/etc/<name>` -> a host file with Docker's content for it, shared read-only by every candidate container.
-
-    Written once per process, by rename (a container starting meanwhile binds a whole file, old or new).
-    """
-    from pivot_core import cache_dir
-    from pivot_sandbox._nsroot import ETC_FILES
-
-    with _ETC_LOCK:
-        if not _ETC_FILES:
-            folder = cache_dir("sandbox-etc")
-            folder.mkdir(parents=True, exist_ok=True)
-            for name, text in ETC_FILES.items():
-                path = folder / name
-                if not path.is_file() or path.read_text() != text:
-                    partial = folder / f".{name}.{os.getpid()}"
-                    partial.write_text(text)
-                    partial.chmod(0o644)
-                    os.replace(partial, path)
-                _ETC_FILES[f"/etc/{name}"] = path
-        return dict(_ETC_FILES)
-
-
 def labels(kind: str, backend: str = "") -> dict[str, str]:
     """Labels of every container and image this process makes (`pivot sandbox gc` reads them)."""
     return {LABEL: kind, f"{LABEL}.owner": OWNER, f"{LABEL}.backend": backend}
@@ -144,6 +117,7 @@ def create(
     the host-network turn (`_host_network`) and holds it until it is removed.
     """
     mem = limits.memory
+    etc = shared_etc_files().items()
     extra: dict[str, Any] = {}
     if kind != "replay":
         extra = {"cap_drop": ["ALL"], "tmpfs": {RUN_STATE: "size=1m,mode=1777"}}
@@ -153,14 +127,8 @@ def create(
             extra["cap_add"] = rn.CAPABILITIES
     if runner:
         extra["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]
-    if kind != "replay":
-        # Docker's own /etc/hosts, hostname and resolv.conf are writable, not in the change set, and shared
-        # with every container that joins this one's network namespace (`_netns.py`): a candidate's write
-        # there reached the next candidates (issue 38, D7). Read-only copies instead, as the namespace
-        # backend's candidates have.
-        extra["mounts"] = extra.get("mounts", []) + [
-            Mount(inside, str(host), type="bind", read_only=True) for inside, host in readonly_etc_files().items()
-        ]
+    if kind != "replay":  # read-only /etc files: Docker's own are shared with a lent network namespace (D7)
+        extra["mounts"] = [*extra.get("mounts", []), *(Mount(i, str(h), type="bind", read_only=True) for i, h in etc)]
     network = f"container:{holder.id}" if holder else "none"
     file_size = limits.file_size
     if kind == "replay" and spec.replay_access:

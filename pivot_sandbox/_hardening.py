@@ -13,6 +13,10 @@ list of probes; `tests/pivot_sandbox/test_escapes.py` checks each item on every 
 - `DEVICE_NODES`: the nodes a container's `/dev` has (runc's default devices). The namespace backend
   makes them per sandbox (`_nslaunch.LAUNCH`), as runc does, instead of binding the host's: a root
   candidate's `chmod`/`chown`/`touch` of `/dev/null` then changes its own sandbox only.
+- `ETC_FILES`: Docker's `/etc/hosts`, `/etc/hostname`, `/etc/resolv.conf` for a sandbox with no network:
+  per sandbox for the namespace backend (`etc_files`), one read-only copy shared by Docker's candidate
+  containers (`shared_etc_files`), whose own were shared with every container lent the same network
+  namespace.
 - `seccomp_program()`: the system calls Docker's default profile refuses to a container with Docker's
   default capabilities (none of `CAP_SYS_ADMIN`, `CAP_SYS_PTRACE`, `CAP_SYS_MODULE`, `CAP_SYS_TIME`,
   ... which no sandbox here has), as a classic BPF filter for bubblewrap's `--seccomp`.
@@ -24,6 +28,10 @@ import os
 import platform
 import stat
 import struct
+import threading
+from pathlib import Path
+
+from pivot_core import cache_dir
 
 MASKED_PATHS = (
     "/proc/asound",
@@ -57,6 +65,50 @@ def existing(paths: tuple[str, ...]) -> list[tuple[str, bool]]:
         except OSError:
             continue
     return out
+
+
+ETC_FILES = {
+    "hosts": (
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
+        "ff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n"
+    ),
+    "hostname": "pivot-sandbox\n",
+    "resolv.conf": "",
+}
+
+
+def etc_files(folder: Path) -> dict[str, Path]:
+    """Per-sandbox copies of the files Docker binds into `/etc` (the namespace backend's)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, text in ETC_FILES.items():
+        (folder / name).write_text(text)
+        out[f"/etc/{name}"] = folder / name
+    return out
+
+
+_SHARED_ETC: dict[str, Path] = {}
+_SHARED_ETC_LOCK = threading.Lock()
+
+
+def shared_etc_files() -> dict[str, Path]:
+    """`/etc/<name>` -> a host file with Docker's content for it, bound read-only into every candidate container.
+
+    Written once per process, by rename (a container starting meanwhile binds a whole file, old or new).
+    """
+    with _SHARED_ETC_LOCK:
+        if not _SHARED_ETC:
+            folder = cache_dir("sandbox-etc")
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in ETC_FILES.items():
+                path = folder / name
+                if not path.is_file() or path.read_text() != text:
+                    partial = folder / f".{name}.{os.getpid()}"
+                    partial.write_text(text)
+                    partial.chmod(0o644)
+                    os.replace(partial, path)
+                _SHARED_ETC[f"/etc/{name}"] = path
+        return dict(_SHARED_ETC)
 
 
 # Docker's default seccomp profile, x86_64: name -> number of each system call it refuses to a container

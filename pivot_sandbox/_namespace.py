@@ -47,7 +47,7 @@ from pivot_sandbox import _nsroot as nr
 from pivot_sandbox import _restore as rs
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._diff import Layers, root_state
-from pivot_sandbox._hardening import seccomp_program
+from pivot_sandbox._hardening import etc_files, seccomp_program
 from pivot_sandbox._nsbox import Channel, Root, Sandbox, resolve_user, spawn
 from pivot_sandbox._nsimages import ImageRoots
 from pivot_sandbox._nslaunch import launch_command
@@ -161,7 +161,7 @@ class NamespaceBackend:
         work, merged, private = box_dir / "work", box_dir / "merged", box_dir / "private"
         for folder in (upper, work, merged, private):
             folder.mkdir(parents=True, exist_ok=True)
-        nr.etc_files(box_dir / "etc")
+        etc_files(box_dir / "etc")
         mem = nr.memory_bytes(self.limits.memory)
         cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
         env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}

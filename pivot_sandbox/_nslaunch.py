@@ -71,7 +71,7 @@ def launch_command(
     tmpfs at the run state; a candidate's sandbox keeps a root agent's (`ROOT_CANDIDATE_CAPABILITIES`)
     where the task's user is root, else only the runner's three (as Docker's pool containers:
     `_containers.create`). `private`: an empty folder the launch mounts its tmpfs on (`LAUNCH`);
-    `etc`: a folder with the files bound into `/etc` (`_nsroot.etc_files`), copied there.
+    `etc`: a folder with the files bound into `/etc` (`_hardening.etc_files`), copied there.
     """
     null = str(private / "null")
     args = [

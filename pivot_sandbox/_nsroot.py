@@ -34,14 +34,6 @@ TOOLS = ("bwrap", "unshare", "prlimit")
 # files and folders the sandbox binds over: they must exist in the lower layer (a mount point
 # bubblewrap had to create would land in the candidate's upper folder)
 MOUNT_POINTS = {"/.pivot-runner": "file", "/.pivot-run": "dir", "/proc": "dir", "/dev": "dir", "/sys": "dir"}
-ETC_FILES = {
-    "hosts": (
-        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
-        "ff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n"
-    ),
-    "hostname": "pivot-sandbox\n",
-    "resolv.conf": "",
-}
 CGROUP_V1 = ("pids", "memory", "cpu")
 _lock = threading.Lock()
 _probed: dict[str, str | None] = {}
@@ -167,16 +159,6 @@ def rootfs(client: Any, image: str) -> tuple[Path, dict[str, str]]:
         except OSError:  # another process exported the same image meanwhile: same bytes, keep theirs
             shutil.rmtree(partial, ignore_errors=True)
         return done, env
-
-
-def etc_files(folder: Path) -> dict[str, Path]:
-    """Per-sandbox copies of the files Docker binds into `/etc` (a write to them is no change of the image)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for name, text in ETC_FILES.items():
-        (folder / name).write_text(text)
-        out[f"/etc/{name}"] = folder / name
-    return out
 
 
 @dataclass(frozen=True)

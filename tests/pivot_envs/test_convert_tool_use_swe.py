@@ -81,6 +81,12 @@ def converted(shared_data) -> dict[str, list]:
     return {rel: load_pivots(shared_data / rel) for rel in FILES}
 
 
+# SWE-bench Verified's execution data (repository bundles, the instances, their feasibility notes): no
+# trajectories; its mini-swe-agent runs are trajectories, each checked below
+VERIFIED = "swe/verified"
+VERIFIED_RUNS = f"{VERIFIED}/trajectories/"
+
+
 def test_every_trajectory_file_is_listed(shared_data):
     found = {
         str(p.relative_to(shared_data))
@@ -90,8 +96,23 @@ def test_every_trajectory_file_is_listed(shared_data):
         and p.name not in COMPANIONS
         and "tau_bench_airline_db" not in p.parts
         and not p.name.endswith(".report.json")
+        and not (str(p.relative_to(shared_data)).startswith(VERIFIED) and p.suffix in (".bundle", ".md", ".jsonl"))
     }
-    assert found == set(FILES)
+    runs = {r for r in found if r.startswith(VERIFIED_RUNS)}
+    assert found - runs == set(FILES)
+    assert all(r.endswith(".traj.json") for r in runs), sorted(runs)[:3]
+
+
+def test_every_swe_bench_verified_run_converts_as_mini_swe_agent(shared_data):
+    from pivot_envs import detect_format, load_pivots
+
+    runs = sorted((shared_data / VERIFIED_RUNS).glob("*.traj.json"))
+    assert runs, "no SWE-bench Verified runs in the shared data"
+    for path in runs:
+        assert detect_format(path).name == "mini-swe-agent", path
+        pivots = load_pivots(path)
+        assert len(pivots) == _assistant_turns(path) > 0, path
+        assert {p.domain for p in pivots} == {"swe"}, path
 
 
 @pytest.mark.parametrize("rel", sorted(FILES))
