@@ -78,7 +78,7 @@ ETC_FILES = {
 
 
 def etc_files(folder: Path) -> dict[str, Path]:
-    """Per-sandbox copies of the files Docker binds into `/etc` (the namespace backend's)."""
+    """The files Docker binds into `/etc`, written into `folder` (the namespace backend copies them per sandbox)."""
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for name, text in ETC_FILES.items():

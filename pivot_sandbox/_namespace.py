@@ -113,6 +113,9 @@ class NamespaceBackend:
         self.token = f"{os.getpid()}-{id(self):x}"
         self.folder = nr.run_root() / self.token
         self.folder.mkdir(parents=True)
+        # Docker's /etc files, written once: each sandbox's launch copies them into its own tmpfs
+        self._etc = self.folder / "etc"
+        etc_files(self._etc)
         if program is not None:
             self._seccomp = self.folder / "seccomp.bpf"
             self._seccomp.write_bytes(program)
@@ -161,7 +164,6 @@ class NamespaceBackend:
         work, merged, private = box_dir / "work", box_dir / "merged", box_dir / "private"
         for folder in (upper, work, merged, private):
             folder.mkdir(parents=True, exist_ok=True)
-        etc_files(box_dir / "etc")
         mem = nr.memory_bytes(self.limits.memory)
         cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
         env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
@@ -176,7 +178,7 @@ class NamespaceBackend:
             cgroups=cgroups.joined,
             cgroup_binds=cgroups.binds,
             private=private,
-            etc=box_dir / "etc",
+            etc=self._etc,
             env=env,
             kind=kind,
             runs_as_root=spec.runs_as_root,

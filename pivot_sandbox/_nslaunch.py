@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pivot_sandbox import _runner as rn
 from pivot_sandbox._containers import HOSTNAME, RUN_STATE
-from pivot_sandbox._hardening import DEVICE_NODES, HOST_SYSFS_PATHS, MASKED_PATHS, READONLY_PATHS, existing
+from pivot_sandbox._hardening import DEVICE_NODES, ETC_FILES, HOST_SYSFS_PATHS, MASKED_PATHS, READONLY_PATHS, existing
 
 # Joins the cgroups given first; mounts a small tmpfs at the private folder holding what the sandbox binds
 # from the host (the runner, Docker's /etc files, the device nodes: made here, by the host's root) and
@@ -71,7 +71,7 @@ def launch_command(
     tmpfs at the run state; a candidate's sandbox keeps a root agent's (`ROOT_CANDIDATE_CAPABILITIES`)
     where the task's user is root, else only the runner's three (as Docker's pool containers:
     `_containers.create`). `private`: an empty folder the launch mounts its tmpfs on (`LAUNCH`);
-    `etc`: a folder with the files bound into `/etc` (`_hardening.etc_files`), copied there.
+    `etc`: a folder with `ETC_FILES` (`_hardening.etc_files`), copied there.
     """
     null = str(private / "null")
     args = [
@@ -101,7 +101,7 @@ def launch_command(
         args += ["--perms", "1777", "--size", str(1 << 20), "--tmpfs", RUN_STATE]
     # writable only where set-up and history run (a candidate's write there was no effect: issue 38, D7)
     etc_bind = "--bind" if kind == "replay" else "--ro-bind"
-    for name in sorted(p.name for p in etc.iterdir()):
+    for name in ETC_FILES:
         args += [etc_bind, str(private / name), f"/etc/{name}"]
     args += ["--ro-bind", str(private / "runner"), rn.MOUNT_POINT]
     args += ["--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]

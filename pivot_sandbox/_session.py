@@ -26,7 +26,7 @@ from typing import Any
 from pivot_sandbox import _containers as ct
 from pivot_sandbox._action import changed_paths
 from pivot_sandbox._bounds import TESTS_GRACE
-from pivot_sandbox._restore import POLL, RESTART_TIMEOUT, Running, restart
+from pivot_sandbox._restore import POLL, RESTART_TIMEOUT, restart
 from pivot_sandbox._shell_state import listed_processes, normalize_processes
 from pivot_sandbox._spec import SandboxSpec
 from pivot_sandbox._task_tests import (
@@ -204,7 +204,7 @@ class Session:
         if not want:
             return box
         now = _identities(left)
-        state = self.backend.running_of(self._key) if hasattr(self.backend, "running_of") else Running()
+        state = self.backend.running_of(self._key)  # a live-session backend (`open_session`): Docker's
         if state and _identities(box.running_listing) <= now:  # the agent left the state's servers as they were
             box = restart(box, self.spec, self.backend.limits, state)
         limits = self.backend.limits
