@@ -21,7 +21,7 @@ equivalent rewrites, wrong, destructive and hostile candidates. Prints the machi
 The same comparison runs on Terminal-Bench task pivots (`tasks`: the tasks of `TASKS` whose image is
 built here, synthesized from /work/shared/data/terminal, or `--tasks-jsonl`): every one replays with
 registry access (`replay_access`), so the Docker backend replays and commits each state and the
-namespace backend takes its top layer over (`_nslayer.py`). Per backend `snapshot_ms` (for the
+namespace backend takes its top layer over (`namespace/layer.py`). Per backend `snapshot_ms` (for the
 namespace backend: Docker's replay and commit plus the layer copy, split in `docker_replay_ms` and
 `layer_copy_ms`), `warm_ms`, `all_in_ms` with `TASK_CANDIDATES`; their verdicts join the agreement
 (`agreement.task_candidates`; `delegated_to_docker` counts candidates the namespace backend still
@@ -44,8 +44,8 @@ import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
 from pivot_core import history_commands
 from pivot_envs import extract_pivots
 from pivot_sandbox import SandboxSpec
-from pivot_sandbox._docker import DockerBackend
-from pivot_sandbox._images import BUSYBOX_TAG, build_busybox_image
+from pivot_sandbox.docker.backend import DockerBackend
+from pivot_sandbox.images.stock import BUSYBOX_TAG, build_busybox_image
 from pivot_tasks import synthesize
 
 TASK = {
@@ -181,7 +181,7 @@ def latency(name: str, pivots, epochs: int, candidates: list[str] = CANDIDATES) 
     if name == "docker":
         backend = DockerBackend()
     else:
-        from pivot_sandbox._namespace import NamespaceBackend
+        from pivot_sandbox.namespace.backend import NamespaceBackend
 
         builder = DockerBackend()
         backend = NamespaceBackend(docker=lambda **_: builder)

@@ -25,9 +25,10 @@ import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
 from pivot_core import action_commands, history_commands
 from pivot_core._jsonl import iter_jsonl
 from pivot_envs import extract_pivots
-from pivot_sandbox import SandboxSpec, _tasks
-from pivot_sandbox._docker import DockerBackend
+from pivot_sandbox import SandboxSpec
 from pivot_sandbox._plugin import docker_backend
+from pivot_sandbox.docker.backend import DockerBackend
+from pivot_sandbox.tasks import terminal_bench as _tasks
 from pivot_tasks import REPLAY_LIMITS, mark_network_pivots, synthesize
 from verifiers_plugins.builtin.task_tests import oracle_check
 

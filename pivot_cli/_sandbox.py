@@ -115,10 +115,14 @@ def info(as_json: bool = JSON_OPTION) -> None:
     """
     from pivot_sandbox import SandboxError, chosen_backend, default_backend, docker_backend, usable_backends
 
+    from verifiers_plugins import get_host
+    from verifiers_plugins.errors import UnknownVerifier
+
+    chosen = chosen_backend()
     try:
-        chosen = chosen_backend()
-    except ValueError as e:
-        fail(str(e))
+        get_host().get("sandboxes", chosen)  # any backend a plugin registered
+    except UnknownVerifier as e:
+        fail(f"PIVOT_SANDBOX={chosen}: {e}")
     usable = {name: why or "usable" for name, why in usable_backends().items()}
     if usable.get(chosen, "usable") != "usable":
         fail(f"PIVOT_SANDBOX={chosen}: {usable[chosen]}")

@@ -1,25 +1,12 @@
 """Shell sandboxes: restore a pivot's state in a container and capture what an action does.
 
-The Docker backend (`pivot_sandbox._docker.DockerBackend`) is loaded lazily through
+The Docker backend (`pivot_sandbox.docker.backend.DockerBackend`) is loaded lazily through
 the `register_sandboxes` hook, so importing this package never imports docker.
 """
 
 import importlib
 
 from pivot_sandbox._bounds import action_bound, limits_of, state_bound, tests_bound
-from pivot_sandbox._effects import (
-    STDERR_MODES,
-    Comparison,
-    Unstable,
-    compare_effects,
-    is_racy,
-    normalize_output,
-    path_shape,
-    reason_for,
-    unstable_parts,
-)
-from pivot_sandbox._equivalents import registry_equivalent
-from pivot_sandbox._network import NETWORK, needs_network
 from pivot_sandbox._plugin import (
     BACKEND_NAMES,
     chosen_backend,
@@ -30,7 +17,22 @@ from pivot_sandbox._plugin import (
     namespace_gc,
     usable_backends,
 )
-from pivot_sandbox._spec import LABEL, Effect, Limits, SandboxSpec
+from pivot_sandbox.contract.backend import SandboxBackend
+from pivot_sandbox.contract.check import BackendContractError, check_backend
+from pivot_sandbox.contract.effects import (
+    STDERR_MODES,
+    Comparison,
+    Unstable,
+    compare_effects,
+    is_racy,
+    normalize_output,
+    path_shape,
+    reason_for,
+    unstable_parts,
+)
+from pivot_sandbox.contract.equivalents import registry_equivalent
+from pivot_sandbox.contract.network import NETWORK, needs_network
+from pivot_sandbox.contract.spec import LABEL, Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import (
     DockerfileError,
     ProcessesNotRestored,
@@ -44,22 +46,22 @@ from pivot_sandbox.errors import (
 # for: every verifier module of this package imports the package, and the static chains must not pay
 # for docker.
 _LAZY = {
-    "BUILDERS": "_images",
-    "image_exists": "_images",
-    "image_id": "_images",
-    "gc": "_cleanup",
-    "removed_in_this_process": "_cleanup",
-    "open_session": "_session",
-    "task_image": "_tasks",
-    "registry_hosts": "_access",
-    "HUB_DOWNLOADS": "_dockerfile",
-    "hosts_in": "_dockerfile",
-    "build_tasks": "_tasks",
-    "task_dirs": "_tasks",
-    "load_task": "_tasks",
-    "test_outcome": "_task_tests",
-    "TestOutcome": "_task_tests",
-    "TESTS_VENV": "_task_tests",
+    "BUILDERS": "images.stock",
+    "image_exists": "images.stock",
+    "image_id": "images.stock",
+    "gc": "docker.cleanup",
+    "removed_in_this_process": "docker.cleanup",
+    "open_session": "replay.session",
+    "task_image": "tasks.terminal_bench",
+    "registry_hosts": "images.access",
+    "HUB_DOWNLOADS": "images.dockerfile",
+    "hosts_in": "images.dockerfile",
+    "build_tasks": "tasks.terminal_bench",
+    "task_dirs": "tasks.terminal_bench",
+    "load_task": "tasks.terminal_bench",
+    "test_outcome": "tasks.harness",
+    "TestOutcome": "tasks.harness",
+    "TESTS_VENV": "tasks.harness",
 }
 
 
@@ -70,6 +72,9 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "BackendContractError",
+    "SandboxBackend",
+    "check_backend",
     "BUILDERS",
     "build_tasks",
     "gc",

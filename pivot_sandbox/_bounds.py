@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
-from pivot_sandbox._spec import Limits, SandboxSpec
+from pivot_sandbox.contract.spec import Limits, SandboxSpec
 
 # Seconds to create, start and remove one container and read its state back. No limit of the
 # sandbox stops these steps (the engine's API timeouts do); on 2 busy cores they take seconds.
@@ -28,9 +28,9 @@ def state_bound(limits: Limits, spec: SandboxSpec, history: Sequence[str]) -> fl
     Set-up and history commands, each stopped at `replay_timeout`; the state's commit; the
     processes it runs started once more and measured.
     """
-    from pivot_sandbox._build import COMMIT_TIMEOUT  # the engine's modules: imported when a sandbox is used
-    from pivot_sandbox._restore import RESTART_TIMEOUT
-    from pivot_sandbox._runner import GRACE
+    from pivot_sandbox.images.build import COMMIT_TIMEOUT  # the engine's modules: imported when a sandbox is used
+    from pivot_sandbox.replay.restore import RESTART_TIMEOUT
+    from pivot_sandbox.replay.runner import GRACE
 
     commands = len(spec.setup) + len(history)
     return commands * (limits.replay_timeout + GRACE) + COMMIT_TIMEOUT + RESTART_TIMEOUT + START_ALLOWANCE
@@ -42,8 +42,8 @@ def action_bound(limits: Limits) -> float:
     A container with the state's processes started again, the action's commands (stopped at
     `action_timeout`), its change set read.
     """
-    from pivot_sandbox._restore import RESTART_TIMEOUT
-    from pivot_sandbox._runner import GRACE
+    from pivot_sandbox.replay.restore import RESTART_TIMEOUT
+    from pivot_sandbox.replay.runner import GRACE
 
     return limits.action_timeout + limits.change_set_timeout + RESTART_TIMEOUT + GRACE + START_ALLOWANCE
 

@@ -28,9 +28,9 @@ def docker_backend(**config: Any) -> Any:
     key = json.dumps(config, sort_keys=True, default=str)
     with _LOCK:
         backend = _BACKENDS.get(key)
-        if backend is None or backend._closed:
+        if backend is None or backend.closed:
             try:
-                module = importlib.import_module("pivot_sandbox._docker")
+                module = importlib.import_module("pivot_sandbox.docker.backend")
             except ImportError as e:
                 if (e.name or "").split(".")[0] != "docker":
                     raise
@@ -44,8 +44,8 @@ def namespace_backend(**config: Any) -> Any:
     key = "namespace:" + json.dumps(config, sort_keys=True, default=str)
     with _LOCK:
         backend = _BACKENDS.get(key)
-        if backend is None or backend._closed:
-            from pivot_sandbox._nsroot import unavailable
+        if backend is None or backend.closed:
+            from pivot_sandbox.namespace.root import unavailable
 
             why = unavailable()
             if why:
@@ -56,7 +56,7 @@ def namespace_backend(**config: Any) -> Any:
                 if (e.name or "").split(".")[0] != "docker":
                     raise
                 raise SandboxUnavailable(f"the namespace sandbox takes its images from Docker, which {NO_SDK}") from e
-            module = importlib.import_module("pivot_sandbox._namespace")
+            module = importlib.import_module("pivot_sandbox.namespace.backend")
             backend = _BACKENDS[key] = module.NamespaceBackend(docker=docker_backend, **config)
         return backend
 
@@ -74,7 +74,7 @@ def default_backend() -> str:
     is never the default there (it still runs when named). What it lacks (a state whose replay needs
     registry access, live sessions) is run by Docker, and the verdict says so (`docker_shell`).
     """
-    from pivot_sandbox._hardening import seccomp_program
+    from pivot_sandbox.contract.hardening import seccomp_program
 
     hardened = seccomp_program() is not None
     return "namespace" if usable_backends()["namespace"] is None and hardened else "docker"
@@ -88,23 +88,22 @@ def chosen_backend(explicit: str | None = None) -> str:
     """
     import os
 
-    name = explicit or os.environ.get("PIVOT_SANDBOX") or default_backend()
-    if name not in BACKEND_NAMES:
-        raise ValueError(f"sandbox backend: expected one of {BACKEND_NAMES}, got {name!r}")
-    return name
+    # any name a plugin registered through `register_sandboxes`: the registry says which exist
+    # (`verifiers_plugins.sandbox_backend`, with a did-you-mean for a name none registered)
+    return explicit or os.environ.get("PIVOT_SANDBOX") or default_backend()
 
 
 def usable_backends() -> dict[str, str | None]:
     """Each backend's name -> None when this machine can run it, else why not (Docker: not probed here)."""
-    from pivot_sandbox._nsroot import unavailable
+    from pivot_sandbox.namespace.root import unavailable
 
     return {"docker": None, "namespace": unavailable()}
 
 
 def namespace_details() -> dict[str, Any]:
     """What holds the namespace backend's limits here (`cgroup v1|v2` or `rlimits`), and whether seccomp is on."""
-    from pivot_sandbox._hardening import seccomp_program
-    from pivot_sandbox._nsroot import Cgroups
+    from pivot_sandbox.contract.hardening import seccomp_program
+    from pivot_sandbox.namespace.root import Cgroups
 
     version = Cgroups.version()
     return {
@@ -115,6 +114,6 @@ def namespace_details() -> dict[str, Any]:
 
 def namespace_gc(everything: bool = False) -> dict[str, int]:
     """Remove the namespace backend's folders and cgroups of processes that are gone (all with `everything`)."""
-    from pivot_sandbox._nsroot import gc
+    from pivot_sandbox.namespace.root import gc
 
     return gc(everything)

@@ -38,6 +38,7 @@ from typing import Any
 from pivot_core import MINI_SWE_AGENT_TIMED_OUT, SHELL_TOOLS, Message, Pivot, shell_actions
 from pivot_sandbox import SandboxSpec
 from pivot_sandbox.errors import SandboxError
+from verifiers_plugins import sandbox_backend
 
 _RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
 _OUTPUT = re.compile(r"<output>\n?(.*?)\n?</output>", re.DOTALL)
@@ -183,10 +184,10 @@ def check_replay(
     The report: `faithful` (pivots), `unfaithful` (pivots), `runs_checked`, `diverged` (reasons,
     the command part left out, counted per run), `divergences` (`[{run, turn, reason}]`, whole).
     """
-    from pivot_sandbox import docker_backend
     from pivot_tasks._synthesize import REPLAY_LIMITS
 
-    backend = backend or docker_backend(**REPLAY_LIMITS)
+    # the backend that will judge the pivots replays them (`PIVOT_SANDBOX`, else the machine's default)
+    backend = backend or sandbox_backend(**REPLAY_LIMITS)
     by_run: dict[str, list[int]] = {}
     longest: dict[str, Pivot] = {}  # the run's last pivot: its history holds what each action recorded
     for i, p in enumerate(pivots):

@@ -29,7 +29,7 @@ def test_minimal_install_checks_hold_with_the_extras_blocked():
 def test_docker_backend_without_the_sdk_says_what_to_install(monkeypatch):
     from pivot_sandbox import SandboxUnavailable, docker_backend
 
-    for name in [m for m in sys.modules if m == "docker" or m.startswith(("docker.", "pivot_sandbox._docker"))]:
+    for name in [m for m in sys.modules if m == "docker" or m.startswith(("docker.", "pivot_sandbox.docker.backend"))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "docker", None)  # `import docker` now fails as when it is not installed
     with pytest.raises(SandboxUnavailable, match=r"pip install 'pivot-gym\[sandbox\]'.*Docker engine"):

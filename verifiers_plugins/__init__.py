@@ -29,6 +29,7 @@ from verifiers_plugins._host import (
     load_plugins,
     reset_host,
 )
+from verifiers_plugins._sandboxes import sandbox_backend
 from verifiers_plugins._scaffold import write_scaffold
 from verifiers_plugins._verdict import UNSTABLE, Verdict, Verifier, is_unstable, verifier_fingerprint, verifier_meta
 from verifiers_plugins.errors import (
@@ -43,6 +44,7 @@ from verifiers_plugins.errors import (
 from verifiers_plugins.hookspecs import HOOK_API_VERSION, hookimpl, hookspec
 
 __all__ = [
+    "sandbox_backend",
     "BrokenPluginWarning",
     "JudgeAnswerError",
     "get_user_simulator",

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from pivot_core import Message, Pivot, history_typed, parse_terminus, typed_action
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
 from pivot_envs.episodes._harness import Ran, harness_of, harness_turn, recorded_interpreter
-from verifiers_plugins import get_host
+from verifiers_plugins import sandbox_backend
 
 DEFAULT_TURNS = 50  # Terminal-Bench bounds an agent by time, not turns; a turn budget keeps RL episodes finite
 OUTPUT_CHARS = 4000  # as much terminal output per command as the synthesized trajectories show
@@ -99,7 +99,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
 
         # the limits of a task's test run (memory, processes): the tests run in the episode's container
         config = {**TEST_LIMITS, **dict(backend_config or {})}
-        self.backend = get_host().get("sandboxes", backend)(**config)
+        self.backend = sandbox_backend(backend, **config)
         self.session: Any = None
         self._killed: str | None = None
         # typed at the prompt and not run (no Enter): the next turn's line starts with it

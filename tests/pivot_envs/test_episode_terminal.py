@@ -42,7 +42,7 @@ def terminus(*commands, complete=False):
 @pytest.fixture(scope="module")
 def busybox():
     from pivot_sandbox import SandboxUnavailable, docker_backend
-    from pivot_sandbox._images import build_busybox_image
+    from pivot_sandbox.images.stock import build_busybox_image
 
     try:
         client = docker_backend().client

@@ -59,7 +59,7 @@ def docker_client():
 @pytest.fixture(scope="session")
 def busybox(docker_client) -> str:
     """The busybox base image (built once; cached by tag)."""
-    from pivot_sandbox._images import build_busybox_image
+    from pivot_sandbox.images.stock import build_busybox_image
 
     return build_busybox_image(docker_client, BUSYBOX)
 

@@ -26,7 +26,7 @@ import pytest
 from pivot_core import Pivot
 from pivot_envs import Message
 from pivot_sandbox import SandboxSpec, SandboxUnavailable, usable_backends
-from pivot_sandbox._runner import ROOT_CANDIDATE_CAPABILITIES
+from pivot_sandbox.replay.runner import ROOT_CANDIDATE_CAPABILITIES
 from verifiers_plugins import get_verifier
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -291,7 +291,8 @@ def test_the_experts_cached_effect_belongs_to_one_build_of_the_snapshot(backend)
 
 
 def test_processes_that_cannot_be_started_again_refuse_the_state_with_the_reason(backend, monkeypatch):
-    from pivot_sandbox import ProcessesNotRestored, _restore
+    from pivot_sandbox import ProcessesNotRestored
+    from pivot_sandbox.replay import restore as _restore
 
     monkeypatch.setattr(_restore, "RESTART_TIMEOUT", 3.0)  # how long a restart waits for the processes
 
@@ -419,7 +420,7 @@ def _sandbox_processes(folder: str) -> list[int]:
 @pytest.mark.skipif("namespace" not in BACKENDS, reason="the namespace backend cannot run here (see above)")
 def test_kill_9_of_the_verifier_leaves_no_process_mount_or_folder(demo_pivots, tmp_path):
     from pivot_envs import write_pivots
-    from pivot_sandbox._nsroot import Cgroups, gc, run_root
+    from pivot_sandbox.namespace.root import Cgroups, gc, run_root
 
     pivot = demo_pivots["ls -la"]
     path = tmp_path / "pivots.jsonl"
@@ -460,7 +461,7 @@ def test_a_folder_thousands_of_levels_deep_is_removed_after_the_verdict_and_by_g
     # shutil.rmtree recurses once per level: a candidate's deep folder must not outlive its verdict,
     # nor, left by a killed process, make every later backend's start-up sweep fail
     from pivot_sandbox import namespace_backend
-    from pivot_sandbox._nsroot import gc, run_root
+    from pivot_sandbox.namespace.root import gc, run_root
 
     backend = namespace_backend(pool_size=0, parallelism=1, action_timeout=30.0)
     deep = "i=0; while [ $i -lt 1500 ]; do mkdir d && cd d; i=$((i+1)); done"
@@ -478,7 +479,8 @@ def test_a_folder_thousands_of_levels_deep_is_removed_after_the_verdict_and_by_g
 
 
 def test_an_explicit_namespace_choice_that_cannot_work_fails_with_the_reason(monkeypatch, demo_pivots):
-    from pivot_sandbox import _nsroot, _plugin
+    from pivot_sandbox import _plugin
+    from pivot_sandbox.namespace import root as _nsroot
 
     monkeypatch.setitem(_nsroot._probed, "why", "no bubblewrap here (test)")
     monkeypatch.setattr(_plugin, "_BACKENDS", {})
@@ -489,13 +491,17 @@ def test_an_explicit_namespace_choice_that_cannot_work_fails_with_the_reason(mon
     assert verifier.backend_name == "namespace"  # never swapped for docker
     (verdict,) = verifier.verify_batch(demo_pivots["ls -la"], [terminus("ls -al")])
     assert verdict.error and "no bubblewrap here" in verdict.error, verdict
+    from verifiers_plugins.errors import UnknownVerifier
+
     monkeypatch.setenv("PIVOT_SANDBOX", "nonsense")
-    with pytest.raises(ValueError, match="nonsense"):
+    with pytest.raises(UnknownVerifier, match="nonsense"):
         get_verifier("docker_shell")
 
 
 def test_the_namespace_backend_is_the_default_only_where_it_runs_hardened(monkeypatch):
-    from pivot_sandbox import _hardening, _nsroot, chosen_backend, default_backend
+    from pivot_sandbox import chosen_backend, default_backend
+    from pivot_sandbox.contract import hardening as _hardening
+    from pivot_sandbox.namespace import root as _nsroot
 
     monkeypatch.delenv("PIVOT_SANDBOX", raising=False)
     hardened = _hardening.seccomp_program() is not None
@@ -516,7 +522,8 @@ def test_the_namespace_backend_is_the_default_only_where_it_runs_hardened(monkey
 @pytest.mark.skipif("namespace" not in BACKENDS, reason="the namespace backend cannot run here (see above)")
 def test_a_state_replayed_with_registry_access_is_taken_over_and_a_refused_one_is_dockers(busybox, monkeypatch):
     from pivot_core import Pivot
-    from pivot_sandbox import _nslayer, docker_backend, namespace_backend, open_session
+    from pivot_sandbox import docker_backend, namespace_backend, open_session
+    from pivot_sandbox.namespace import layer as _nslayer
     from verifiers_plugins.builtin.docker_shell import DockerShell
 
     # a replay with registry access (`pip install` in a task's history) needs the host network:
@@ -670,7 +677,7 @@ def test_writes_outside_the_overlay_are_refused_or_part_of_the_effect_and_never_
 def test_extended_attributes_and_file_types_are_part_of_the_effect(backend, docker_client):
     # D8 (issue 38): a file capability (cap_setuid+ep) or a user.* attribute on a file the expert also
     # wrote changes no byte of it, and scored 1.0
-    from pivot_sandbox._images import build_root_image
+    from pivot_sandbox.images.stock import build_root_image
 
     image = build_root_image(docker_client, "pivot-gym/root:trixie")
     setxattr = "python3 -c 'import os, sys; os.setxattr(\"t\", sys.argv[1], bytes.fromhex(sys.argv[2]))'"

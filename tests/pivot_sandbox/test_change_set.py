@@ -16,7 +16,7 @@ SETUP = "printf 'alpha\\nbeta\\n' > notes.txt && cp notes.txt notes.bak && sed -
 
 
 def test_every_same_size_edit_is_seen(busybox):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     backend = DockerBackend(pool_size=1, parallelism=1)
     try:

@@ -25,7 +25,7 @@ TASK = {
 
 @pytest.fixture(scope="module")
 def debian_pivots(docker_client):
-    from pivot_sandbox._images import DEBIAN_TAG, build_debian_image
+    from pivot_sandbox.images.stock import DEBIAN_TAG, build_debian_image
     from pivot_tasks import synthesize
 
     build_debian_image(docker_client, DEBIAN_TAG)
@@ -62,7 +62,7 @@ def test_gnu_ls_flag_order(debian_pivots):
 def test_system_v_ipc_does_not_reach_the_next_candidate(debian_pivots):
     from pivot_core import history_commands
     from pivot_sandbox import SandboxSpec
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     pivot = debian_pivots["ls -la"]
     spec, history = SandboxSpec.from_context(pivot.context), history_commands(pivot)

@@ -15,7 +15,7 @@ from pivot_sandbox import (
     normalize_output,
     unstable_parts,
 )
-from pivot_sandbox._images import apt_mirror
+from pivot_sandbox.images.stock import apt_mirror
 
 
 def test_normalize_output_drops_ansi_cr_and_trailing_space():

@@ -1,6 +1,6 @@
 """The escape suite: root in the sandbox is never root on the host, on every backend (issue 38).
 
-Every item of Docker's default hardening (`pivot_sandbox._hardening`: runc's masked and read-only
+Every item of Docker's default hardening (`pivot_sandbox.contract.hardening`: runc's masked and read-only
 paths, its own device nodes, the seccomp profile's refusals to a container without `CAP_SYS_PTRACE`
 and `CAP_SYS_ADMIN`) is tried by a root candidate on each backend this machine can run; the namespace
 backend is the default nowhere until this suite passes on it. Each test states what a root candidate
@@ -17,7 +17,7 @@ import pytest
 
 from pivot_core import cache_dir
 from pivot_sandbox import SandboxSpec, usable_backends
-from pivot_sandbox._hardening import DEVICE_NODES, MASKED_PATHS, READONLY_PATHS, existing
+from pivot_sandbox.contract.hardening import DEVICE_NODES, MASKED_PATHS, READONLY_PATHS, existing
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -37,7 +37,7 @@ def backend(request, busybox):
 
 @pytest.fixture(scope="module")
 def python_image(docker_client) -> str:
-    from pivot_sandbox._images import build_root_image
+    from pivot_sandbox.images.stock import build_root_image
 
     return build_root_image(docker_client, PYTHON_ROOT)
 

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pivot_cli import app
-from pivot_sandbox._cleanup import GcReport, gc, removed_in_this_process
-from pivot_sandbox._spec import LABEL
+from pivot_sandbox.contract.spec import LABEL
+from pivot_sandbox.docker.cleanup import GcReport, gc, removed_in_this_process
 
 pytestmark = pytest.mark.docker
 

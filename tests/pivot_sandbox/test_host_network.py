@@ -1,4 +1,4 @@
-"""The host-network turn: one replay in the host's network at a time (`pivot_sandbox/_host_network.py`).
+"""The host-network turn: one replay in the host's network at a time (`pivot_sandbox/docker/host_network.py`).
 
 Two such replays at once would meet on a port a history's server binds on the host: the second
 server fails to start and its state silently lacks it.
@@ -10,8 +10,8 @@ import time
 import pytest
 
 from pivot_sandbox import SandboxSpec, docker_backend
-from pivot_sandbox import _containers as ct
-from pivot_sandbox._host_network import give_back, take_turn
+from pivot_sandbox.docker import containers as ct
+from pivot_sandbox.docker.host_network import give_back, take_turn
 from pivot_sandbox.errors import SandboxError
 
 

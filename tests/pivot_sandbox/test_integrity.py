@@ -16,9 +16,10 @@ import pytest
 
 from pivot_envs import Message, Pivot
 from pivot_sandbox import SandboxSpec
-from pivot_sandbox import _action as act
-from pivot_sandbox import _containers as ct
-from pivot_sandbox._diff import Layers, describe, scan_upper
+from pivot_sandbox.docker import containers as dc
+from pivot_sandbox.replay import action as act
+from pivot_sandbox.replay import box as ct
+from pivot_sandbox.replay.diff import Layers, describe, scan_upper
 from verifiers_plugins import VerifierChain, get_verifier
 
 HELLO = 'echo "Hello, world!" > hello.txt'
@@ -38,7 +39,7 @@ def pivot_of(image: str, expert: str, setup: tuple[str, ...] = ()) -> Pivot:
 
 @pytest.fixture
 def backend():
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     made = []
 
@@ -122,7 +123,7 @@ def test_the_in_container_hasher_is_nul_delimited(busybox, backend):
         assert raw.exit_code == 0
         changes = act.change_set(replace(box, layers=None), spec, b.limits, raw.cwd, settled=False)
     finally:
-        ct.remove(box)
+        dc.remove(box)
     assert set(changes.files) == {"/app", "/app/hello.txt\nX"}  # docker diff lists the parent too
     assert changes.files["/app/hello.txt\nX"].startswith("sha256:") and changes.files["/app"].startswith("dir ")
 
@@ -238,7 +239,7 @@ def test_an_ipc_object_keeps_a_container_out_of_the_pool(busybox, backend, docke
         _, clean = act.effect_of(box, spec, b.limits, ["true"])
         assert not (clean and b._pristine(box))
     finally:
-        ct.remove(box)
+        dc.remove(box)
 
 
 @pytest.mark.docker

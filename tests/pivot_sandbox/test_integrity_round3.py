@@ -37,7 +37,7 @@ def pivot_of(image: str, expert: str, shell: str = "/bin/sh") -> Pivot:
 
 @pytest.fixture
 def backend_factory():
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     made = []
 
@@ -52,7 +52,7 @@ def backend_factory():
 
 @pytest.fixture(scope="module")
 def bash_image(docker_client):
-    from pivot_sandbox._tasks import ensure_bundled_image
+    from pivot_sandbox.tasks.terminal_bench import ensure_bundled_image
 
     return ensure_bundled_image(docker_client, BASH_IMAGE)
 
@@ -214,7 +214,7 @@ def test_a_changed_test_tool_is_no_test_run(hello_pivot):
 
 
 def test_a_task_image_holds_neither_its_tests_nor_its_solution(docker_client):
-    from pivot_sandbox._tasks import load_task, task_image
+    from pivot_sandbox.tasks.terminal_bench import load_task, task_image
 
     folder = BUNDLED / "blind-maze-explorer-5x5"
     report = task_image(docker_client, load_task(folder))
@@ -227,7 +227,7 @@ def test_a_task_image_holds_neither_its_tests_nor_its_solution(docker_client):
 
 def test_synthesis_finds_an_answer_the_agent_can_read(docker_client):
     from pivot_sandbox import SandboxSpec, docker_backend
-    from pivot_sandbox._tasks import load_task, task_image
+    from pivot_sandbox.tasks.terminal_bench import load_task, task_image
     from pivot_tasks import oracle_readable
 
     backend = docker_backend()
@@ -276,7 +276,7 @@ def test_a_server_the_agent_left_runs_again_for_the_tests(hello_pivot):
     # command that started it, in the shell state it ran in: a server the tests need is there, and it is
     # a new process (a job that changed the files the check read cannot have kept running)
     from pivot_sandbox import SandboxSpec, docker_backend, open_session
-    from pivot_sandbox._tasks import load_task
+    from pivot_sandbox.tasks.terminal_bench import load_task
     from verifiers_plugins.builtin.task_tests import resolve_task_dir
 
     spec = SandboxSpec.from_context(hello_pivot.context)

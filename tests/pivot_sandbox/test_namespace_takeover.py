@@ -1,4 +1,4 @@
-"""The namespace backend on states Docker replayed with registry access (issue 27, `_nslayer.py`).
+"""The namespace backend on states Docker replayed with registry access (issue 27, `namespace/layer.py`).
 
 Every Terminal-Bench pivot replays with registry access (`replay_access`: `pip install` in the
 history needs the host network). The Docker backend replays and commits such a state; the namespace
@@ -41,7 +41,7 @@ def ci_pivots(docker_client):
     """The bundled CI pivots of hello-world and aimo-airline-departures, their images built (or cached)."""
     from pivot_envs import load_pivots
     from pivot_envs._env import bundled_paths
-    from pivot_sandbox import _tasks
+    from pivot_sandbox.tasks import terminal_bench as _tasks
 
     for task_id in (HELLO, "aimo-airline-departures"):
         report = _tasks.task_image(docker_client, _tasks.load_task(BUNDLED / task_id))
@@ -177,7 +177,8 @@ def test_deletions_an_opaque_folder_links_and_the_shell_state_look_the_same_to_b
 
 @needs_both
 def test_a_layer_that_cannot_be_copied_exactly_is_dockers_and_the_verdict_says_why(ci_pivots, monkeypatch):
-    from pivot_sandbox import _nslayer, namespace_backend
+    from pivot_sandbox import namespace_backend
+    from pivot_sandbox.namespace import layer as _nslayer
 
     monkeypatch.setattr(_nslayer, "import_layer", lambda *a: "a refusal staged by the test")
     pivot = ci_pivots[f"{HELLO}#1"]
@@ -220,7 +221,7 @@ def _layer(folder: Path) -> Path:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="whiteouts and trusted xattrs need root (as the namespace backend)")
 def test_the_copy_is_checked_entry_for_entry_and_overlay_metadata_is_refused(tmp_path, monkeypatch):
-    from pivot_sandbox import _nslayer
+    from pivot_sandbox.namespace import layer as _nslayer
 
     source = _layer(tmp_path / "layer")
     info = _image_info(source, ["base", "top"])

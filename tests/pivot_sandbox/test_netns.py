@@ -17,7 +17,7 @@ def listener(port: int) -> list[str]:
 
 
 def test_running_candidates_never_share_a_namespace(demo_pivots):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     pivot = demo_pivots["ls -la"]
     spec, history = SandboxSpec.from_context(pivot.context), history_commands(pivot)

@@ -23,7 +23,7 @@ POISONS = [
 
 
 def test_leftovers_do_not_reach_the_next_candidate(demo_pivots, busybox):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     pivot = demo_pivots["ls -la"]
     spec, history = SandboxSpec.from_context(pivot.context), history_commands(pivot)

@@ -41,7 +41,7 @@ def state(demo_pivots):
 
 
 def test_runner_is_used_here(busybox):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     backend = DockerBackend()
     try:
@@ -56,7 +56,7 @@ def _clockless(effect):
 
 
 def test_runner_and_docker_exec_see_the_same_effects(state):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     spec, history = state
     effects = {}
@@ -82,7 +82,7 @@ def test_runner_and_docker_exec_see_the_same_effects(state):
 
 
 def test_text_that_is_not_utf8_runs_and_does_not_raise(state):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     spec, history = state
     backend = DockerBackend(pool_size=1)
@@ -94,7 +94,7 @@ def test_text_that_is_not_utf8_runs_and_does_not_raise(state):
 
 
 def test_a_candidate_cannot_reach_the_runner(state):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     spec, history = state
     # one worker, a pool of one: the probe runs in the container (and through the runner) the tamperer used
@@ -112,7 +112,7 @@ def test_a_candidate_cannot_reach_the_runner(state):
 
 
 def test_background_processes_do_not_outlive_the_action(state):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     spec, history = state
     backend = DockerBackend(pool_size=1, parallelism=1)
@@ -138,7 +138,7 @@ def test_background_processes_do_not_outlive_the_action(state):
 def test_runner_for_gives_the_binary_or_why_not(monkeypatch):
     from pathlib import Path
 
-    from pivot_sandbox._runner import parse_user, runner_for
+    from pivot_sandbox.replay.runner import parse_user, runner_for
 
     monkeypatch.setenv("PIVOT_SANDBOX_RUNNER", "0")
     assert "PIVOT_SANDBOX_RUNNER" in runner_for(None)
@@ -151,7 +151,7 @@ def test_runner_for_gives_the_binary_or_why_not(monkeypatch):
 
 
 def test_turned_off_runner_falls_back_to_docker_exec(state, monkeypatch):
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     monkeypatch.setenv("PIVOT_SANDBOX_RUNNER", "0")
     spec, history = state
@@ -185,9 +185,10 @@ def test_sandbox_info_says_how_it_runs(busybox):
 
 
 def test_a_runner_that_does_not_answer_is_a_timeout(state, monkeypatch):
-    from pivot_sandbox import _containers as ct
-    from pivot_sandbox import _runner as rn
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker import containers as dc
+    from pivot_sandbox.docker.backend import DockerBackend
+    from pivot_sandbox.replay import box as ct
+    from pivot_sandbox.replay import runner as rn
 
     spec, _ = state
     monkeypatch.setattr(rn, "GRACE", 0.5)
@@ -195,9 +196,9 @@ def test_a_runner_that_does_not_answer_is_a_timeout(state, monkeypatch):
     box = backend._create(spec.image, spec, "pool")
     try:
         assert ct.run(box, ["true"], user=spec.user, timeout=2, output_cap=1024).exit_code == 0
-        box.container.pause()  # the runner is frozen: the host stops waiting and kills the container
+        box.sandbox.container.pause()  # the runner is frozen: the host stops waiting and kills the container
         raw = ct.run(box, ["true"], user=spec.user, timeout=0.5, output_cap=1024)
         assert (raw.exit_code, raw.killed) == (None, "timeout")
     finally:
-        ct.remove(box)
+        dc.remove(box)
         backend.close()

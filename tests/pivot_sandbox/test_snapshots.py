@@ -78,7 +78,7 @@ def test_snapshot_removed_under_the_backend_is_rebuilt(demo_pivots, docker_clien
 
 def test_pools_together_stay_under_the_cap_coldest_first(demo_pivots):
     from pivot_sandbox import SandboxSpec
-    from pivot_sandbox._docker import DockerBackend
+    from pivot_sandbox.docker.backend import DockerBackend
 
     backend = DockerBackend(pool_size=2, max_pooled=3, parallelism=2)
     try:

@@ -20,7 +20,8 @@ import gymnasium as gym
 import pytest
 
 from pivot_envs import Message, extract_pivots
-from pivot_sandbox import _access, _tasks
+from pivot_sandbox.images import access as _access
+from pivot_sandbox.tasks import terminal_bench as _tasks
 from verifiers_plugins import safe_verify_batch
 from verifiers_plugins.builtin.docker_shell import DockerShell
 from verifiers_plugins.builtin.task_tests import TaskTests, oracle_check

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from pivot_sandbox import _access, _bases, _build, _task_tests, _tasks
-from pivot_sandbox import _dockerfile as df
-from pivot_sandbox._equivalents import registry_equivalent
+from pivot_sandbox.contract.equivalents import registry_equivalent
+from pivot_sandbox.images import access as _access
+from pivot_sandbox.images import bases as _bases
+from pivot_sandbox.images import build as _build
+from pivot_sandbox.images import dockerfile as df
+from pivot_sandbox.tasks import harness as _task_tests
+from pivot_sandbox.tasks import terminal_bench as _tasks
 
 REGISTRIES = frozenset({"deb.example", "pypi.example"})
 

@@ -383,9 +383,37 @@ def test_a_third_party_sandbox_backend_stays_in_the_key(fresh_host):
     from pivot_core import Message, Pivot
     from verifiers_plugins import get_verifier
 
-    class Elsewhere:
+    from pivot_sandbox import Limits, SandboxError
+
+    class Elsewhere:  # a backend that keeps the contract's shape and runs nothing (only its image ids are read)
+        name, limits, live_sessions, closed = "elsewhere", Limits(), False, False
+
         def image_id(self, tag):
             return "sha256:elsewhere"
+
+        def run(self, spec, history, commands):
+            raise SandboxError("not here")
+
+        def run_group(self, spec, history, actions):
+            raise SandboxError("not here")
+
+        def snapshot_id(self, spec, history):
+            return ""
+
+        def backend_for(self, spec, history):
+            return self, None
+
+        def transcript(self, spec, commands, timeout=None, stop=None):
+            raise SandboxError("not here")
+
+        def drain(self):
+            pass
+
+        def close(self):
+            pass
+
+        def gc(self, everything=False):
+            return {}
 
     class Plugin:
         @hookimpl

@@ -8,7 +8,7 @@ runs what its terminal would (`typed_action`): keystrokes without a final Enter 
 and a candidate that leaves other text typed at the prompt than the expert's is another action.
 
 Processes the history left running (a server started with `&`) run again in every sandbox on the
-state's snapshot (`pivot_sandbox._restore`). A state whose processes cannot be restarted is not judged
+state's snapshot (`pivot_sandbox.replay.restore`). A state whose processes cannot be restarted is not judged
 here (`ProcessesNotRestored`): the verdict is a skip naming them, and the static part of the chain
 scores the pivot.
 
@@ -32,6 +32,7 @@ from pivot_sandbox import (
     STDERR_MODES,
     Effect,
     ProcessesNotRestored,
+    SandboxBackend,
     SandboxSpec,
     Unstable,
     action_bound,
@@ -49,6 +50,7 @@ from pivot_sandbox import (
 )
 from pivot_sandbox.errors import SandboxError
 from verifiers_plugins._host import get_host
+from verifiers_plugins._sandboxes import sandbox_backend
 from verifiers_plugins._verdict import Verdict
 from verifiers_plugins.hookspecs import hookimpl
 
@@ -99,9 +101,9 @@ class DockerShell:
         self.backend_config = dict(backend_config)
         get_host().get("sandboxes", self.backend_name)  # fail now on an unknown backend name, with a did-you-mean
 
-    def backend(self) -> Any:
-        """The sandbox backend (shared per configuration)."""
-        return get_host().get("sandboxes", self.backend_name)(**self.backend_config)
+    def backend(self) -> SandboxBackend:
+        """The sandbox backend (shared per configuration), checked against the contract on first use."""
+        return sandbox_backend(self.backend_name, **self.backend_config)
 
     def fingerprint(self, pivot: Pivot) -> str | None:
         """The id of the image the pivot's state is built on (see `sandbox_fingerprint`)."""
@@ -157,7 +159,7 @@ class DockerShell:
             backend, ran_on, why = self._backend_for(spec, history)
             # the expert's effect holds the state's file times: one cached on an evicted, rebuilt
             # snapshot would differ from every candidate's there (a minute later: `ls -l`)
-            build = backend.snapshot_id(spec, history) if hasattr(backend, "snapshot_id") else ""
+            build = backend.snapshot_id(spec, history)
             key = (ran_on, repr(sorted(self.backend_config.items())), spec.key(history), tuple(expert), build)
             reference = self._cached_expert(key)
             if reference is None:
@@ -194,8 +196,7 @@ class DockerShell:
         backend gives Docker the states it cannot run); the Docker backend runs every state itself.
         """
         backend = self.backend()
-        route = getattr(backend, "backend_for", None)
-        ran, why = route(spec, history) if callable(route) else (backend, None)
+        ran, why = backend.backend_for(spec, history)
         if ran is backend:
             return backend, self.backend_name, None
         self._count("groups_run_by_docker")
@@ -341,8 +342,10 @@ def sandbox_fingerprint(backend_name: str, backend_config: dict[str, Any], pivot
     if backend_name in BACKEND_NAMES:  # both take their images from the Docker engine
         found = image_id(spec.image, backend_config.get("base_url"))
     else:
-        lookup = getattr(get_host().get("sandboxes", backend_name)(**backend_config), "image_id", None)
-        found = lookup(spec.image) if callable(lookup) else None
+        try:
+            found = sandbox_backend(backend_name, **backend_config).image_id(spec.image)
+        except SandboxError:  # unusable here, or breaks the contract: the verifier says so, uncached
+            return None
     if found is None:
         return None
     return found if backend_name in BACKEND_NAMES else f"{backend_name}:{found}"

@@ -263,7 +263,7 @@ TASK = {
 def terminal_data(tmp_path_factory):
     from pivot_envs import extract_pivots, write_pivots
     from pivot_sandbox import docker_backend
-    from pivot_sandbox._images import build_busybox_image
+    from pivot_sandbox.images.stock import build_busybox_image
     from pivot_tasks import synthesize_task, task_spec
 
     image = build_busybox_image(docker_backend().client, "pivot-gym/busybox:1")

@@ -1,0 +1,281 @@
+"""Pure comparison of action effects: normalisation, the expert's unstable parts, matching.
+
+The expert action runs twice; whatever differs between those two runs (timestamps, PIDs, random
+names) is *unstable* and left out when the candidate's effect is compared with the expert's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pivot_sandbox.contract.spec import Effect
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+PARTS = ("killed", "exit_status", "stdout", "stderr", "files", "cwd", "state", "processes")
+# How the sandbox stops an action whose outcome depends on timing (which fork lost the race, when
+# memory ran out): two runs of the same candidate need not agree, so such a verdict is not cached.
+RACY_STOPS = frozenset({"pids limit", "oom", "runner lost"})
+# A `&` that puts a job in the background (not `&&`, `>&`, `&>`, `|&`): what such a job did by the
+# time the action ended is a race.
+_BACKGROUND = re.compile(r"(?<![&>|<])&(?![&>])")
+# How stderr counts: "exact" (after normalisation and the unstable mask), "presence" (both empty or
+# both not: error messages name the program that failed, `cat: f: No such file` vs `head: f: ...`),
+# "ignore".
+STDERR_MODES = ("exact", "presence", "ignore")
+
+
+def normalize_output(text: str, cap: int) -> str:
+    """ANSI escapes and carriage returns dropped, trailing spaces per line and trailing blank lines removed, capped."""
+    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)[:cap]
+
+
+@dataclass(frozen=True)
+class Unstable:
+    """Parts of the expert effect that differed between two runs of the same action.
+
+    Attributes:
+        parts: whole parts to ignore ("exit_status", "cwd", "stdout", "stderr").
+        lines: per stream, line indices to ignore (when both runs printed the same number of lines).
+        paths: changed paths present in only one run (ignored entirely).
+        contents: paths present in both runs with different content (only presence compared).
+        shapes: names of `paths` with their digits masked that both runs made, one each
+            (`report_104210.json` and `report_104211.json`): a candidate must make as many paths of
+            each shape, whatever their digits.
+        state: keys of the shell state whose values differed (left out of the comparison).
+    """
+
+    parts: frozenset[str] = frozenset()
+    lines: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    paths: frozenset[str] = frozenset()
+    contents: frozenset[str] = frozenset()
+    shapes: frozenset[str] = frozenset()
+    state: frozenset[str] = frozenset()
+
+    def covers(self, path: str) -> bool:
+        """True when `path` is left out of the exact comparison of change sets."""
+        return path in self.paths or (bool(self.shapes) and path_shape(path) in self.shapes)
+
+    def describe(self) -> list[str]:
+        """Human-readable list of what is excluded."""
+        out = sorted(self.parts)
+        out += [f"{s} line {i + 1}" for s, idx in sorted(self.lines.items()) for i in sorted(idx)]
+        out += [f"path {p}" for p in sorted(self.paths)] + [f"content of {p}" for p in sorted(self.contents)]
+        out += [f"paths named {s}" for s in sorted(self.shapes)]
+        out += [f"shell state {k}" for k in sorted(self.state)]
+        return out
+
+
+def path_shape(path: str) -> str:
+    """The path with every run of digits replaced by `#` (timestamps, PIDs and counters in names)."""
+    return re.sub(r"\d+", "#", path)
+
+
+def _line_mask(a: str, b: str) -> frozenset[int] | None:
+    """Indices of differing lines, or None when the line counts differ (the whole stream is unstable)."""
+    la, lb = a.split("\n"), b.split("\n")
+    if len(la) != len(lb):
+        return None
+    return frozenset(i for i, (x, y) in enumerate(zip(la, lb, strict=True)) if x != y)
+
+
+def unstable_parts(first: Effect, second: Effect) -> Unstable:
+    """What differs between two runs of the expert action."""
+    parts: set[str] = set()
+    lines: dict[str, frozenset[int]] = {}
+    if first.exit_code != second.exit_code:
+        parts.add("exit_status")
+    if first.cwd != second.cwd:
+        parts.add("cwd")
+    if first.processes != second.processes:
+        parts.add("processes")
+    sa, sb = dict(first.state), dict(second.state)
+    state = frozenset(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k))
+    for name in ("stdout", "stderr"):
+        a, b = getattr(first, name), getattr(second, name)
+        if a != b:
+            mask = _line_mask(a, b)
+            if mask is None:
+                parts.add(name)
+            else:
+                lines[name] = mask
+    fa, fb = dict(first.files), dict(second.files)
+    paths = frozenset(set(fa) ^ set(fb))
+    contents = frozenset(p for p in set(fa) & set(fb) if fa[p] != fb[p])
+    shapes = frozenset({path_shape(p) for p in set(fa) - set(fb)} & {path_shape(p) for p in set(fb) - set(fa)})
+    return Unstable(frozenset(parts), lines, paths, contents, shapes, state)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of comparing a candidate's effect with the expert's.
+
+    Attributes:
+        matched: parts that matched.
+        differed: part -> a short description of the difference.
+        outside_workdir: paths the candidate changed outside the working directory that the expert did not.
+    """
+
+    matched: tuple[str, ...]
+    differed: Mapping[str, str]
+    outside_workdir: tuple[str, ...] = ()
+
+    @property
+    def equal(self) -> bool:
+        """True when no part differed."""
+        return not self.differed
+
+    def details(self, unstable: Unstable) -> dict[str, Any]:
+        """Verdict details: matched parts, differences, unstable parts."""
+        out: dict[str, Any] = {
+            "matched": list(self.matched),
+            "differed": dict(self.differed),
+            "unstable": unstable.describe()[:20],
+        }
+        if self.outside_workdir:
+            out["outside_workdir"] = list(self.outside_workdir[:20])
+        return out
+
+
+def _short(text: str, n: int = 60) -> str:
+    return repr(text[:n] + ("..." if len(text) > n else ""))
+
+
+def _compare_stream(name: str, want: str, got: str, unstable: Unstable) -> str | None:
+    if name in unstable.parts or want == got:
+        return None
+    mask = unstable.lines.get(name)
+    if mask:
+        lw, lg = want.split("\n"), got.split("\n")
+        if len(lw) == len(lg) and all(a == b for i, (a, b) in enumerate(zip(lw, lg, strict=True)) if i not in mask):
+            return None
+    return f"expected {_short(want)}, got {_short(got)}"
+
+
+def _compare_files(want: Mapping[str, str], got: Mapping[str, str], unstable: Unstable) -> str | None:
+    def varying(files: Mapping[str, str]) -> Counter[str]:
+        return Counter(path_shape(p) for p in files if unstable.covers(p) and path_shape(p) in unstable.shapes)
+
+    want_varying, got_varying = varying(want), varying(got)
+    want = {p: v for p, v in want.items() if not unstable.covers(p)}
+    got = {p: v for p, v in got.items() if not unstable.covers(p)}
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    changed = sorted(p for p in set(want) & set(got) if want[p] != got[p] and p not in unstable.contents)
+    if not (missing or extra or changed) and want_varying == got_varying:
+        return None
+    bits = []
+    for label, paths in (("missing", missing), ("unexpected", extra), ("different content", changed)):
+        if paths:
+            bits.append(f"{label}: {', '.join(paths[:5])}" + (f" (+{len(paths) - 5})" if len(paths) > 5 else ""))
+    if want_varying != got_varying:
+        bits.append(f"paths whose names vary: expected {dict(want_varying)}, got {dict(got_varying)}")
+    return "; ".join(bits)
+
+
+def _compare_state(want: Mapping[str, str], got: Mapping[str, str], unstable: Unstable) -> str | None:
+    keys = sorted(k for k in set(want) | set(got) if k not in unstable.state and want.get(k) != got.get(k))
+    if not keys:
+        return None
+    shown = "; ".join(f"{k}: expected {_state_value(want, k)}, got {_state_value(got, k)}" for k in keys[:3])
+    return shown + (f" (+{len(keys) - 3})" if len(keys) > 3 else "")
+
+
+def _state_value(state: Mapping[str, str], key: str) -> str:
+    return _short(state[key], 40) if key in state else "none"
+
+
+def _compare_processes(want: tuple[str, ...], got: tuple[str, ...], unstable: Unstable) -> str | None:
+    if "processes" in unstable.parts or want == got:
+        return None
+    return f"expected {list(want) or 'none'} left running, got {_short(repr(list(got))) if got else 'none'}"
+
+
+def is_racy(effect: Effect, commands: Sequence[str] = ()) -> bool:
+    """True when two runs of the same action need not have the same effect, so a verdict on it is not cached.
+
+    The action left processes running (what they did before they were killed is a race), was
+    stopped by a limit that races (`RACY_STOPS`), or puts a job in the background.
+    """
+    return bool(effect.processes) or effect.killed in RACY_STOPS or any(_BACKGROUND.search(c) for c in commands)
+
+
+def _is_folder(descriptor: str) -> bool:
+    """True for a folder's descriptor ("dir", or "dir <mode> <owner>")."""
+    return descriptor.split(" ", 1)[0] == "dir"
+
+
+def _outside(path: str, workdir: str) -> bool:
+    root = workdir.rstrip("/") + "/"
+    return not (path == workdir or path.startswith(root) or root.startswith(path.rstrip("/") + "/"))
+
+
+def _compare_stderr(want: str, got: str, unstable: Unstable, mode: str) -> str | None:
+    if mode == "ignore":
+        return None
+    if mode == "presence":
+        if bool(want) == bool(got) or "stderr" in unstable.parts:
+            return None
+        return f"expected {'output' if want else 'nothing'} on stderr, got {_short(got) if got else 'nothing'}"
+    return _compare_stream("stderr", want, got, unstable)
+
+
+def compare_effects(
+    expert: Effect, candidate: Effect, unstable: Unstable, workdir: str, stderr: str = "exact"
+) -> Comparison:
+    """Compare the candidate's effect with the expert's, part by part, skipping unstable parts.
+
+    `stderr` is one of `STDERR_MODES`.
+    """
+    if stderr not in STDERR_MODES:
+        raise ValueError(f"stderr: expected one of {STDERR_MODES}, got {stderr!r}")
+    differed: dict[str, str] = {}
+    matched: list[str] = []
+    checks = {
+        "killed": None if expert.killed == candidate.killed else f"expected {expert.killed}, got {candidate.killed}",
+        "exit_status": None
+        if "exit_status" in unstable.parts or expert.exit_code == candidate.exit_code
+        else f"expected {expert.exit_code}, got {candidate.exit_code}",
+        "stdout": _compare_stream("stdout", expert.stdout, candidate.stdout, unstable),
+        "stderr": _compare_stderr(expert.stderr, candidate.stderr, unstable, stderr),
+        "files": _compare_files(expert.files, candidate.files, unstable),
+        "cwd": None
+        if "cwd" in unstable.parts or expert.cwd == candidate.cwd
+        else f"expected {expert.cwd!r}, got {candidate.cwd!r}",
+        "state": _compare_state(expert.state, candidate.state, unstable),
+        "processes": _compare_processes(expert.processes, candidate.processes, unstable),
+    }
+    for part in PARTS:
+        if checks[part] is None:
+            matched.append(part)
+        else:
+            differed[part] = checks[part]
+    outside = tuple(
+        sorted(
+            p
+            for p in candidate.files
+            if p not in expert.files
+            and not unstable.covers(p)
+            and _outside(p, workdir)
+            and not _is_folder(candidate.files[p])
+        )
+    )
+    return Comparison(tuple(matched), differed, outside)
+
+
+def reason_for(comparison: Comparison, candidate: Effect) -> str:
+    """One line saying why a candidate was rejected."""
+    if candidate.killed and "killed" in comparison.differed:
+        note = f" ({candidate.note})" if candidate.note else ""
+        return f"candidate {candidate.killed}{note}: the sandbox stopped it"
+    if comparison.outside_workdir:
+        return f"candidate wrote outside the working directory: {', '.join(comparison.outside_workdir[:3])}"
+    first = next(iter(comparison.differed))
+    return f"effect differs from the expert's: {first} {comparison.differed[first]}"

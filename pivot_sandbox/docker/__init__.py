@@ -1,0 +1,1 @@
+"""The Docker wing: containers through the docker SDK, image snapshots, a warm pool."""

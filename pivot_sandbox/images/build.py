@@ -1,0 +1,335 @@
+"""The build of a parsed Dockerfile: each step run in one build container, committed once.
+
+The container is of the mapped base image and alone has the host network and the machine's registry
+configuration mounted (`_access.BuildAccess`); the result is one committed image whose config carries
+the Dockerfile's `ENV`, `WORKDIR` and `USER`, and no trace of the build access. Parsing is `_dockerfile`.
+
+Public API:
+    build(client, instructions, context, base, tag, access, ...) -> BuildResult
+    api_timeout(api, seconds)   (a context manager: a long silent step, a large commit)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import posixpath
+import stat
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pivot_sandbox.contract.spec import LABEL, OWNER
+from pivot_sandbox.errors import DockerfileError
+from pivot_sandbox.images.access import BuildAccess
+from pivot_sandbox.images.dockerfile import _HEREDOC, IGNORED, Instruction, _pairs, copy_sources, substitute
+
+# the build container's own process
+IDLE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What `build` made: the image tag, its id, seconds it took, and the config it committed."""
+
+    tag: str
+    image_id: str
+    seconds: float
+    workdir: str
+    user: str
+    env: Mapping[str, str]
+
+
+def rewritten(path: Path, rewrite: Callable[[str], str] | None) -> bytes | None:
+    """The bytes `rewrite` makes of a small text file, None when it leaves the file as it is."""
+    if rewrite is None or not path.is_file() or path.stat().st_size > 1_000_000:
+        return None
+    try:
+        text = path.read_text()
+    except (UnicodeDecodeError, OSError):
+        return None
+    new = rewrite(text)
+    return new.encode() if new != text else None
+
+
+def checkout_mode(mode: int) -> int:
+    """The permission bits a git checkout of the task's folder gives a file or folder: 0755 or 0644.
+
+    A task folder is a git tree upstream, and git keeps only whether the owner may execute; a copy
+    of it elsewhere (a read-only share, another umask) must not make the image's files read-only or
+    group-writable where the task's own image has them 0644 (an agent's `ls -la`, a write as a
+    non-root user, the task's tests of modes all see the difference).
+    """
+    kind = stat.S_IFMT(mode)
+    return kind | (0o755 if kind == stat.S_IFDIR or mode & stat.S_IXUSR else 0o644)
+
+
+def _tar_of(
+    paths: Sequence[Path], dest: str, dest_is_dir: bool, add: bool, rewrite: Callable[[str], str] | None = None
+) -> bytes:
+    """A tar to unpack at `/`: files and folders of the context placed at `dest` as docker COPY places them.
+
+    `rewrite` is applied to the text files (`_equivalents.registry_equivalent`: a script's fetch from
+    outside the registries replaced by the registry's package).
+    """
+    buf = io.BytesIO()
+
+    def put(path: Path, arcname: str) -> None:
+        info = tar.gettarinfo(str(path), arcname=arcname)
+        if info.isfile() or info.isdir():
+            info.mode = checkout_mode(info.mode)
+        data = rewritten(path, rewrite) if info.isfile() else None
+        if data is None:
+            with open(path, "rb") if info.isfile() else contextlib.nullcontext() as f:
+                tar.addfile(info, f)
+            return
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in paths:
+            if path.is_dir():
+                for sub in sorted(path.rglob("*")):
+                    put(sub, posixpath.join(dest, sub.relative_to(path).as_posix()))
+                continue
+            if add and tarfile.is_tarfile(path):
+                continue  # extracted by the caller
+            put(path, posixpath.join(dest, path.name) if dest_is_dir else dest)
+    return buf.getvalue()
+
+
+def _heredoc_tar(dest: str, body: str) -> bytes:
+    buf = io.BytesIO()
+    data = body.encode()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(dest.lstrip("/"))
+        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class _Session:
+    """The build container and the state the Dockerfile has set so far (env, working directory, user, shell)."""
+
+    def __init__(self, client: Any, base: str, access: BuildAccess | None, labels: Mapping[str, str]) -> None:
+        config = client.images.get(base).attrs.get("Config") or {}
+        self.env: dict[str, str] = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
+        self.args: dict[str, str] = {}
+        self.workdir = config.get("WorkingDir") or "/"
+        self.user = config.get("User") or "root"
+        self.shell = ["/bin/sh", "-c"]
+        self.cmd: list[str] | None = None
+        self.labels = dict(labels)
+        self.env_set: dict[str, str] = {}
+        self.rewrite: Callable[[str], str] | None = None
+        api = client.api
+        host_config = api.create_host_config(
+            network_mode="host" if access else "none",
+            mounts=access.docker_mounts() if access else [],
+            init=True,
+        )
+        self.id = api.create_container(
+            base,
+            IDLE,
+            entrypoint=[],
+            user="0",
+            working_dir="/",
+            labels={LABEL: "build", f"{LABEL}.owner": OWNER},
+            host_config=host_config,
+        )["Id"]
+        api.start(self.id)
+        self.api = api
+
+    def run(
+        self, argv: Sequence[str], *, user: str | None = None, timeout: float, cwd: str | None = None
+    ) -> tuple[int, str]:
+        """Run argv in the container (killed after `timeout` s); (exit code, last 2000 chars of output).
+
+        Without `cwd` it runs in the Dockerfile's working directory, created first as docker does.
+        """
+        if cwd is None:
+            self.run(["mkdir", "-p", self.workdir], user="0", timeout=30, cwd="/")
+        wrapped = ["timeout", "-s", "KILL", str(int(timeout)), *argv]
+        environment = {**self.args, **self.env}
+        exec_id = self.api.exec_create(
+            self.id, wrapped, user=user or self.user, workdir=cwd or self.workdir, environment=environment
+        )["Id"]
+        with api_timeout(self.api, timeout + 60):  # `timeout` kills the step itself; a silent step is no hang
+            out = self.api.exec_start(exec_id, stream=False, demux=False) or b""
+        code = self.api.exec_inspect(exec_id).get("ExitCode")
+        text = out.decode(errors="replace")
+        return (code if code is not None else -1), text[-2000:]
+
+    def is_dir(self, path: str) -> bool:
+        return self.run(["test", "-d", path], user="0", timeout=30, cwd="/")[0] == 0
+
+    def remove(self) -> None:
+        try:
+            self.api.remove_container(self.id, force=True)
+        except Exception:  # noqa: BLE001 - best effort: the label lets `pivot sandbox gc` find it later
+            pass
+
+
+# Committing a task image of several GB (torch and its CUDA wheels, MTEB) takes minutes on a busy
+# machine; the client's default of 60 s read timeout gave up while the daemon was still writing.
+COMMIT_TIMEOUT = 1800.0
+
+
+_TIMEOUTS_LOCK = threading.Lock()
+_RAISED: dict[int, list[Any]] = {}  # id(api) -> [timeout before the first raise, active raises, largest asked]
+
+
+@contextlib.contextmanager
+def api_timeout(api: Any, seconds: float) -> Iterator[None]:
+    """Raise a docker API client's read timeout for the calls inside (a long silent step, a large commit).
+
+    The client is shared by the backend's threads: the timeout goes back to its own value when the last
+    of overlapping raises ends (a thread's request takes the timeout when it starts).
+    """
+    with _TIMEOUTS_LOCK:
+        entry = _RAISED.setdefault(id(api), [api.timeout, 0, 0.0])
+        entry[1] += 1
+        entry[2] = max(entry[2], seconds)
+        api.timeout = max(entry[0] or 0, entry[2])
+    try:
+        yield
+    finally:
+        with _TIMEOUTS_LOCK:
+            entry[1] -= 1
+            if entry[1] == 0:
+                api.timeout = entry[0]
+                del _RAISED[id(api)]
+
+
+def _abs(workdir: str, path: str) -> str:
+    return posixpath.normpath(path if path.startswith("/") else posixpath.join(workdir, path))
+
+
+def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> None:
+    """Run one instruction in the session."""
+    values = {**s.args, **s.env}
+    kw = ins.keyword
+    if kw == "RUN":
+        form = ins.json_form()
+        if form is not None:
+            argv = form
+        elif ins.heredocs and ins.args.strip().startswith("<<"):
+            argv = [*s.shell, ins.heredocs[0]]  # `RUN <<EOT`: the body is the script
+        else:
+            # docker hands the shell the line followed by each body and its terminator
+            names = [m.group(2) for m in _HEREDOC.finditer(ins.args)]
+            argv = [
+                *s.shell,
+                ins.args + "".join(f"\n{body}{name}" for body, name in zip(ins.heredocs, names, strict=False)),
+            ]
+        # `--user=` is this builder's own flag (the test-tools layer runs as root whatever USER says)
+        code, tail = s.run(argv, user=ins.flags.get("user") or None, timeout=step_timeout)
+        if code != 0:
+            last = tail.strip().splitlines()[-1][:200] if tail.strip() else ""
+            reason = "timed out" if code in (124, 137) else f"exited {code}"
+            raise DockerfileError(f"{ins.where}: RUN {ins.args[:80]!r} {reason}: {last}")
+    elif kw in ("COPY", "ADD"):
+        if "from" in ins.flags:
+            raise DockerfileError(f"{ins.where}: COPY --from (multi-stage) is not supported")
+        paths, dest = copy_sources(ins, context, values)
+        dest_abs = _abs(s.workdir, dest)
+        if ins.heredocs:
+            s.api.put_archive(s.id, "/", _heredoc_tar(dest_abs, ins.heredocs[0]))
+        else:
+            as_dir = dest.endswith("/") or len(paths) > 1 or s.is_dir(dest_abs) or dest in (".", "./")
+            if as_dir or any(p.is_dir() for p in paths):
+                s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
+            else:
+                s.run(["mkdir", "-p", posixpath.dirname(dest_abs)], user="0", timeout=30, cwd="/")
+            s.api.put_archive(s.id, "/", _tar_of(paths, dest_abs.lstrip("/"), as_dir, kw == "ADD", s.rewrite))
+            for path in paths:
+                if kw == "ADD" and path.is_file() and tarfile.is_tarfile(path):
+                    with open(path, "rb") as f:
+                        s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
+                        s.api.put_archive(s.id, dest_abs, f.read())
+        if ins.flags.get("chown"):
+            s.run(["chown", "-R", substitute(ins.flags["chown"], values), dest_abs], user="0", timeout=120, cwd="/")
+        if ins.flags.get("chmod"):
+            s.run(["chmod", "-R", ins.flags["chmod"], dest_abs], user="0", timeout=120, cwd="/")
+    elif kw == "WORKDIR":
+        s.workdir = _abs(s.workdir, substitute(ins.args.strip(), values))
+        s.run(["mkdir", "-p", s.workdir], user="0", timeout=30, cwd="/")
+    elif kw == "ENV":
+        pairs = {k: substitute(v, values) for k, v in _pairs(ins.args, ins.where).items()}
+        s.env.update(pairs)
+        s.env_set.update(pairs)
+    elif kw == "ARG":
+        for name, default in _pairs(ins.args, ins.where).items():
+            s.args.setdefault(name, substitute(default, values))
+    elif kw == "USER":
+        s.user = substitute(ins.args.strip(), values)
+    elif kw == "SHELL":
+        form = ins.json_form()
+        if not form:
+            raise DockerfileError(f"{ins.where}: SHELL needs the JSON array form")
+        s.shell = form
+    elif kw in ("CMD", "ENTRYPOINT"):
+        s.cmd = ins.json_form() or [*s.shell, ins.args]
+    elif kw == "LABEL":
+        s.labels.update(_pairs(ins.args, ins.where))
+
+
+def build(
+    client: Any,
+    instructions: Sequence[Instruction],
+    context: Path,
+    base: str,
+    tag: str,
+    access: BuildAccess | None,
+    *,
+    labels: Mapping[str, str] = (),
+    step_timeout: float = 1800.0,
+    progress: Callable[[Instruction], None] | None = None,
+    rewrite: Callable[[str], str] | None = None,
+) -> BuildResult:
+    """Run the instructions (FROM excluded: `base` is the image it maps to) and commit the result as `tag`.
+
+    The committed image has an empty ENTRYPOINT (sandbox containers choose their own command), the
+    Dockerfile's CMD as a label, and ENV/WORKDIR/USER as the Dockerfile left them. `rewrite` is applied
+    to the text files COPY/ADD put in (the caller rewrites RUN lines itself).
+
+    Raises:
+        DockerfileError: a step failed; the message names the file, line and step.
+    """
+    started = time.monotonic()
+    session = _Session(client, base, access, {LABEL: "task", **dict(labels)})
+    session.rewrite = rewrite
+    try:
+        for ins in instructions:
+            if ins.keyword == "FROM" or ins.keyword in IGNORED:
+                continue
+            if progress:
+                progress(ins)
+            _step(session, ins, context, step_timeout)
+        changes = [f"ENV {k}={json.dumps(v)}" for k, v in session.env_set.items()]
+        changes += [f"WORKDIR {session.workdir}", f"USER {session.user}", "ENTRYPOINT []", 'CMD ["/bin/sh"]']
+        # the build container's owner label would otherwise be copied into the image
+        all_labels = {
+            **session.labels,
+            f"{LABEL}.owner": "",
+            f"{LABEL}.cmd": json.dumps(session.cmd) if session.cmd else "",
+        }
+        changes += [f"LABEL {k}={json.dumps(v)}" for k, v in all_labels.items()]
+        repo, _, version = tag.partition(":")
+        with api_timeout(client.api, COMMIT_TIMEOUT):
+            image = client.api.commit(session.id, repository=repo, tag=version or "latest", changes=changes)
+    finally:
+        session.remove()
+    return BuildResult(
+        tag,
+        image["Id"],
+        time.monotonic() - started,
+        session.workdir,
+        session.user,
+        dict(session.env_set),
+    )

@@ -1,0 +1,1 @@
+"""The namespace wing: bubblewrap sandboxes on overlay snapshots of Docker-built images."""

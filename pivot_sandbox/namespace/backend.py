@@ -1,0 +1,526 @@
+"""The namespace sandbox backend: bubblewrap and overlayfs, no daemon round trip per candidate.
+
+The same runner (`runner.c`), wrapper, change-set scan (`replay/diff.py`) and effect (`_action.effect_of`)
+as the Docker backend; only what holds the runner differs. Docker still builds the task images.
+
+- The image's root file system is exported once (`_nsroot.rootfs`, cached by image id).
+- A pivot's state is an overlay snapshot: set-up and history are replayed once in a sandbox whose
+  upper folder starts empty over the root file system; that upper folder is then kept read-only.
+- Each candidate runs in a fresh sandbox on a fresh empty upper folder over (snapshot, root file
+  system): its change set is exactly that upper folder, read by `_diff.scan_upper` as Docker's is.
+- A state whose replay needs registry access (`pip install` in the history) is replayed and
+  committed by the Docker backend, which has the host network; the snapshot image's top layer is
+  copied into the snapshot's upper folder, over Docker's own layer folders (`namespace/layer.py`).
+
+A sandbox is one process tree: `unshare --mount` (a private mount namespace, so the overlay mount
+is nobody else's and goes away with the sandbox), which joins its cgroups and mounts the overlay,
+then `prlimit --fsize` and `bwrap` with new pid, network (loopback only), IPC and UTS namespaces,
+`--die-with-parent` (a killed verifying process takes its sandboxes with it), no new privileges,
+every capability dropped but the runner's three where the task's user is not root (as Docker's
+pool containers: `_containers.create`), and the runner as its command. The runner's stdin and
+stdout are one end of a socket pair: a command costs one message on it.
+
+Why bubblewrap (Debian's `bubblewrap`): it is the maintained tool for exactly this set-up (pivot_root
+into a prepared root, /proc and /dev of the new namespaces, loopback up, capabilities, parent-death
+kill) and costs a few milliseconds. Its version in Debian 12 (0.8) has no overlay option, hence the
+`unshare` step before it; `os.unshare` would need a hand-written pivot_root and capability code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import shutil
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pivot_sandbox.contract.hardening import etc_files, seccomp_program
+from pivot_sandbox.contract.spec import DEFAULT_PATH, Effect, Limits, SandboxSpec
+from pivot_sandbox.errors import ProcessesNotRestored, SandboxError, SandboxUnavailable, StateRefused
+from pivot_sandbox.images.stock import image_id
+from pivot_sandbox.namespace import layer as nl
+from pivot_sandbox.namespace import root as nr
+from pivot_sandbox.namespace.box import Channel, Root, Sandbox, resolve_user, spawn
+from pivot_sandbox.namespace.images import ImageRoots
+from pivot_sandbox.namespace.launch import launch_command
+from pivot_sandbox.replay import action as act
+from pivot_sandbox.replay import box as ct
+from pivot_sandbox.replay import restore as rs
+from pivot_sandbox.replay import runner as rn
+from pivot_sandbox.replay.diff import Layers, root_state
+from pivot_sandbox.replay.session import transcript
+
+
+class NamespaceBackend:
+    """Runs shell actions at restored pivot states in bubblewrap sandboxes over overlay snapshots.
+
+    Args:
+        limits: resource limits and timeouts (`Limits` fields may also be given as keywords).
+        parallelism: actions of a group run at once (default: twice the number of cores).
+        pool_size: sandboxes started ahead per hot state, so that a candidate finds its sandbox
+            waiting (default: `parallelism`); each is a fresh empty upper folder over the
+            snapshot, nothing run in it, so exactly the state. Used sandboxes are never reused.
+        max_snapshots: snapshot upper folders kept (LRU).
+        base_url: the Docker endpoint that builds and exports the images.
+        docker: the Docker backend's factory: it replays and commits the states whose replay needs
+            registry access (their top layer is copied here), and runs those this backend cannot
+            (None: such states are an error).
+    """
+
+    name = "namespace"
+    # an episode keeps one sandbox across turns (`Session`): only the Docker backend has that
+    live_sessions = False
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        parallelism: int | None = None,
+        pool_size: int | None = None,
+        max_snapshots: int = 32,
+        base_url: str | None = None,
+        docker: Callable[..., Any] | None = None,
+        **limit_overrides: Any,
+    ) -> None:
+        # options of the Docker backend that mean nothing here (the pool, the runner, snapshots on/off)
+        for ignored in ("max_pooled", "runner", "snapshots"):
+            limit_overrides.pop(ignored, None)
+        why = nr.unavailable()
+        if why:
+            raise SandboxUnavailable(f"the namespace sandbox cannot run here: {why}")
+        self.limits = replace(limits or Limits(), **limit_overrides)
+        self.parallelism = max(1, parallelism or 2 * (os.cpu_count() or 1))
+        self.max_snapshots = max(1, max_snapshots)
+        self.pool_size = self.parallelism if pool_size is None else max(0, pool_size)
+        self.base_url = base_url
+        self.docker = docker
+        self.cgroups = nr.Cgroups.version()
+        self.stats: Counter[str] = Counter()
+        runner = rn.build_runner()
+        assert isinstance(runner, Path)  # `unavailable()` checked it
+        self._runner = runner
+        self._bwrap = shutil.which("bwrap") or "bwrap"
+        self._unshare = shutil.which("unshare") or "unshare"
+        self._prlimit = shutil.which("prlimit") or "prlimit"
+        self._seccomp: Path | None = None
+        program = seccomp_program()
+        nr.gc()  # what killed processes left: folders and empty cgroups
+        self.token = f"{os.getpid()}-{id(self):x}"
+        self.folder = nr.run_root() / self.token
+        self.folder.mkdir(parents=True)
+        # Docker's /etc files, written once: each sandbox's launch copies them into its own tmpfs
+        self._etc = self.folder / "etc"
+        etc_files(self._etc)
+        if program is not None:
+            self._seccomp = self.folder / "seccomp.bpf"
+            self._seccomp.write_bytes(program)
+        self._lock = threading.RLock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._snapshots: OrderedDict[str, tuple[Path, Root]] = OrderedDict()
+        self._refused: dict[str, str] = {}  # snapshot key -> why its Docker-built state cannot be taken over
+        self._running: dict[Path, rs.Running] = {}  # snapshot upper folder -> what its state runs
+        # snapshot key -> (processes, why) of a state whose processes cannot be restarted
+        self._not_restored: dict[str, tuple[tuple[str, ...], str]] = {}
+        self._daemon_why: list[str | None] = []  # `nl.daemon_refusal`, asked once
+        self._serial = itertools.count()
+        self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-ns")
+        # starts sandboxes ahead and removes used ones, off the candidates' path
+        self._janitor = ThreadPoolExecutor(2, thread_name_prefix="pivot-ns-janitor")
+        self._pending: set[Future[Any]] = set()
+        self._pool: dict[Path, list[ct.Box]] = {}  # snapshot upper folder -> sandboxes started on it
+        self._images = ImageRoots(base_url)
+        self._closed = False
+        atexit.register(self.close)
+
+    @property
+    def client(self) -> Any:
+        """The Docker client that builds and exports images."""
+        return self._images.client
+
+    def image_id(self, tag: str) -> str | None:
+        """The Docker image id behind `tag` (the reward cache keys verdicts by it)."""
+        return image_id(tag, self.base_url)
+
+    @property
+    def closed(self) -> bool:
+        """True once `close` ran."""
+        return self._closed
+
+    def transcript(
+        self, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None, stop: Any = None
+    ) -> list[tuple[ct.RawRun, str]]:
+        """Run commands one by one in one sandbox at the set-up state (`replay/session.transcript`).
+
+        A state whose replay needs registry access is Docker's to run (`backend_for`), as a verdict's is.
+        """
+        spec = self._numeric(spec)
+        ran, _ = self.backend_for(spec, ())
+        if ran is not self:
+            return ran.transcript(spec, commands, timeout, stop)
+        root = self._root(spec.image)
+        upper = self.folder / f"transcript-{next(self._serial)}"
+        box = self._launch(spec, root, (root.path,), upper, "replay")
+        try:
+            rs.replay_state(box, spec, self.limits, ())
+            return transcript(box, spec, self.limits, commands, timeout, stop)
+        finally:
+            self._discard(box)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[name] += n
+
+    def _root(self, image: str) -> Root:
+        return self._images.root(image)
+
+    # -- one sandbox -----------------------------------------------------------------------
+
+    def _launch(self, spec: SandboxSpec, root: Root, lowers: tuple[Path, ...], upper: Path, kind: str) -> ct.Box:
+        """A started sandbox on `upper` over `lowers`, its runner waiting for commands."""
+        n = next(self._serial)
+        box_dir = self.folder / f"box-{n}"
+        work, merged, private = box_dir / "work", box_dir / "merged", box_dir / "private"
+        for folder in (upper, work, merged, private):
+            folder.mkdir(parents=True, exist_ok=True)
+        mem = nr.memory_bytes(self.limits.memory)
+        cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
+        env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
+        seccomp = os.open(self._seccomp, os.O_RDONLY) if self._seccomp else None
+        command = launch_command(
+            {"bwrap": self._bwrap, "unshare": self._unshare, "prlimit": self._prlimit},
+            runner=self._runner,
+            lowers=lowers,
+            upper=upper,
+            work=work,
+            merged=merged,
+            cgroups=cgroups.joined,
+            cgroup_binds=cgroups.binds,
+            private=private,
+            etc=self._etc,
+            env=env,
+            kind=kind,
+            runs_as_root=spec.runs_as_root,
+            seccomp_fd=seccomp,
+            file_size=self.limits.file_size,
+        )
+        errors = box_dir / "stderr"
+        try:
+            proc, mine = spawn(command, errors, seccomp)
+        except BaseException:
+            cgroups.remove()
+            raise
+        self._count("sandboxes_started")
+        layers = Layers(str(upper), tuple(str(p) for p in lowers))
+        return ct.Box(Sandbox(str(n), proc, cgroups, box_dir), Channel(mine, errors), None, layers, root_state(layers))
+
+    def _discard(self, box: ct.Box, keep_upper: bool = False) -> None:
+        """Kill the sandbox and remove its folders (the snapshot's upper folder stays when it is one)."""
+        sandbox = box.sandbox
+        if not isinstance(sandbox, Sandbox):  # a box of this backend's own making: never
+            raise TypeError(f"not a namespace sandbox: {sandbox!r}")
+        if box.channel is not None:
+            box.channel.close()
+        sandbox.kill()
+        sandbox.cgroups.remove()
+        nr.remove_tree(sandbox.folder)
+        if not keep_upper and box.layers is not None:
+            nr.remove_tree(box.layers.upper)
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def _prepare(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> tuple[Root, rs.Running]:
+        """Replay set-up (as root) and history (as the user) on `upper`, as `DockerBackend._prepare` does.
+
+        Also returns what the replay left running (`_restore.replay_state`): stopped with the
+        replay's sandbox, as `docker commit` keeps no process, and restarted on every sandbox.
+        """
+        root = self._root(spec.image)
+        box = self._launch(spec, root, (root.path,), upper, "replay")
+        try:
+            running = rs.replay_state(box, spec, self.limits, history)
+            self._count("replayed_commands", len(history))
+        except BaseException:
+            self._discard(box)
+            raise
+        self._discard(box, keep_upper=True)
+        return root, running
+
+    def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Path, Root]:
+        """The snapshot's upper folder at this state (replayed on a cache miss) and the root it lies on."""
+        key = spec.key(history)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._snapshots:
+                    self._snapshots.move_to_end(key)
+                    self._count("snapshot_hits")
+                    return self._snapshots[key]
+                if key in self._refused:
+                    raise StateRefused(self._refused[key])
+                if key in self._not_restored:
+                    raise ProcessesNotRestored(*self._not_restored[key])
+            upper = self.folder / f"snapshot-{key[:16]}-{next(self._serial)}"  # a rebuilt state is another snapshot
+            nr.remove_tree(upper)
+            try:
+                make = self._take_over if spec.replay_access else self._prepare
+                root, running = make(spec, history, upper)
+                refused = running.refusal()
+                if refused is not None:
+                    raise refused
+                if running:
+                    self._count("states_with_processes")
+                    plain = self._fresh(spec, root, upper, running=rs.Running())  # restarted by `measured`
+                    running = rs.measured(plain, spec, self.limits, running, self._discard)
+            except ProcessesNotRestored as e:  # replayed here or by Docker (`_take_over`)
+                nr.remove_tree(upper)
+                with self._lock:
+                    self._not_restored[key] = (e.running, e.why)
+                raise
+            except BaseException:
+                nr.remove_tree(upper)
+                raise
+            self._count("snapshots_built")
+            with self._lock:
+                self._snapshots[key] = (upper, root)
+                if running:
+                    self._running[upper] = running
+                evicted = self._snapshots.popitem(last=False) if len(self._snapshots) > self.max_snapshots else None
+                if evicted:
+                    self._key_locks.pop(evicted[0], None)
+            if evicted:
+                with self._lock:
+                    pooled = self._pool.pop(evicted[1][0], [])
+                for box in pooled:
+                    self._discard(box)
+                with self._lock:
+                    self._running.pop(evicted[1][0], None)
+                # a candidate still running on it keeps its lower folder: overlay holds the open tree
+                for folder in (evicted[1][0], *evicted[1][1].stack[:1]):  # a taken-over state's init layer too
+                    nr.remove_tree(folder)
+            return self._snapshots.get(key) or (upper, root)
+
+    def _take_over(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> tuple[Root, rs.Running]:
+        """Docker replays and commits the state (registry access; its LRU keeps the image); `nl.take_over`.
+
+        What the state runs is Docker's record of the replay; its sockets are measured here again.
+        """
+        try:
+            if self.docker is None:
+                raise StateRefused("its replay needs registry access, and no Docker backend is given to replay it")
+            builder = self.docker(limits=self.limits, base_url=self.base_url)
+            root, spent = nl.take_over(builder, self.client, spec, history, self._root(spec.image), upper)
+        except StateRefused as e:
+            with self._lock:
+                self._refused[spec.key(history)] = str(e)
+            raise
+        for name, ms in spent.items():
+            self._count(name, ms)
+        self._count("snapshots_taken_over")
+        return root, replace(builder.running_of(spec.key(history)), listening=None)
+
+    # -- running actions -------------------------------------------------------------------
+
+    def _numeric(self, spec: SandboxSpec) -> SandboxSpec:
+        """The spec with its user as uid:gid (resolved in the image's own /etc/passwd)."""
+        user = resolve_user(self._root(spec.image).path, spec.user)
+        return spec if user == spec.user else replace(spec, user=user)
+
+    def run(self, spec: SandboxSpec, history: Sequence[str], commands: Sequence[str]) -> Effect:
+        """The effect of one action (its shell commands) at the state after `history`."""
+        self._count("actions_run")
+        spec = self._numeric(spec)
+        snapshot, root = self.snapshot(spec, history)
+        with self._lock:
+            pooled = self._pool.get(snapshot)
+            box = pooled.pop() if pooled else None
+        if box is None:
+            box = self._fresh(spec, root, snapshot, self.limits.action_timeout)
+        else:
+            self._count("pool_hits")
+        clean = False
+        try:
+            effect, clean = act.effect_of(box, spec, self.limits, commands)
+            return effect
+        finally:
+            # as Docker's pool: a sandbox whose action changed nothing (its upper folder still empty,
+            # the folder's own metadata unchanged) and left nothing (the runner's count: processes,
+            # IPC, shm, queues, mounts) is still exactly the state; any other is removed
+            with self._lock:
+                kept = clean and not self._closed and len(self._pool.setdefault(snapshot, [])) < self.pool_size
+                if kept:
+                    self._pool[snapshot].append(box)
+                    self.stats["sandboxes_reused"] += 1
+            if not kept:
+                try:
+                    self._background(self._discard, box)
+                except RuntimeError:  # closing: remove it here
+                    self._discard(box)
+
+    def _fresh(
+        self, spec: SandboxSpec, root: Root, snapshot: Path, timeout: float = 10.0, running: rs.Running | None = None
+    ) -> ct.Box:
+        """A sandbox on a fresh upper folder over the snapshot, its runner answering, what the state runs restarted.
+
+        The box's "unchanged" reference (`Box.root`, the upper folder's own metadata) is read once
+        the runner has answered: mounting the overlay sets an xattr on the upper folder
+        (`trusted.overlay.uuid`), so its ctime, and a reference read before the mount made every
+        sandbox started on a candidate's path look touched, so never serve again. A runner that
+        does not answer within `timeout` raises `RunnerLost`, the sandbox removed (a late answer on
+        its channel must never be read as an action's).
+        """
+        # a taken-over state lies on Docker's own layers, its init layer on top, as Docker's containers do
+        lowers = (root.stack[0], snapshot, *root.stack[1:]) if root.stack else (snapshot, root.path)
+        box = self._launch(spec, root, lowers, self.folder / f"upper-{next(self._serial)}", "pool")
+        try:
+            box.channel.call(["true"], uid=-1, gid=-1, timeout=timeout, output_cap=1024)  # type: ignore[union-attr]
+            box = replace(box, root=root_state(box.layers))  # type: ignore[arg-type]
+            if running is None:
+                with self._lock:
+                    running = self._running.get(snapshot)
+            if running:
+                box = rs.restart(box, spec, self.limits, running)
+                self._count("processes_restarted", len(running.processes))
+        except BaseException:
+            self._discard(box)
+            raise
+        return box
+
+    def _refill(self, spec: SandboxSpec, root: Root, snapshot: Path, target: int) -> None:
+        """Start sandboxes on the snapshot until `target` wait there (janitor thread)."""
+        while True:
+            with self._lock:
+                if self._closed or len(self._pool.get(snapshot, ())) >= target:
+                    return
+                if not any(s == snapshot for s, _ in self._snapshots.values()):
+                    return  # evicted meanwhile
+            try:
+                box = self._fresh(spec, root, snapshot)
+            except SandboxError:  # the runner lost, the processes not restarted: the candidate's path says why
+                return
+            with self._lock:
+                keep = not self._closed and len(self._pool.setdefault(snapshot, [])) < target
+                if keep:
+                    self._pool[snapshot].append(box)
+            if not keep:
+                self._discard(box)
+                return
+
+    def run_group(
+        self, spec: SandboxSpec, history: Sequence[str], actions: Sequence[Sequence[str]]
+    ) -> list[Effect | SandboxError]:
+        """Effects of several actions at one state, in parallel; one action's failure is returned in its place.
+
+        A state whose replay needs registry access (`SandboxSpec.replay_access`: the host network
+        for `pip install` in the history) is replayed by the Docker backend, which has it, and taken
+        over (`_take_over`); one that cannot be taken over exactly is run by the Docker backend.
+        """
+        spec = self._numeric(spec)
+        try:
+            backend, _ = self.backend_for(spec, history)
+        except SandboxError as e:
+            return [e for _ in actions]
+        if backend is not self:
+            return backend.run_group(spec, history, actions)
+        snapshot, root = self.snapshot(spec, history)
+
+        def one(commands: Sequence[str]) -> Effect | SandboxError:
+            try:
+                return self.run(spec, history, commands)
+            except SandboxError:
+                raise
+            except Exception as e:  # noqa: BLE001 - one candidate's failure is its own, never the group's
+                return SandboxError(f"{type(e).__name__}: {e}")
+
+        effects = list(self._workers.map(one, actions))
+        # this state is hot: sandboxes wait for its next group (the next epoch), as many as this one used
+        try:
+            self._background(self._refill, spec, root, snapshot, min(self.pool_size, len(actions)))
+        except RuntimeError:
+            pass  # closing
+        return effects
+
+    def snapshot_id(self, spec: SandboxSpec, history: Sequence[str]) -> str:
+        """Which build of the state's snapshot serves it now (built on a miss): a rebuilt one has another id."""
+        return str(self.snapshot(self._numeric(spec), history)[0])
+
+    def backend_for(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Any, str | None]:
+        """The backend that runs this state, and why it is not this one (None when it is).
+
+        The one place a state is handed to Docker: `run_group` and `docker_shell` (whose verdicts
+        name the backend that ran them) both ask here. Raises `SandboxError` when this backend
+        cannot run the state and has no Docker backend to hand it to.
+        """
+        why = self.cannot_run(self._numeric(spec), history)
+        if not why:
+            return self, None
+        if self.docker is None:
+            raise SandboxError(why)
+        self._count("groups_run_by_docker")
+        return self.docker(limits=self.limits, base_url=self.base_url), why
+
+    def cannot_run(self, spec: SandboxSpec, history: Sequence[str] | None = None) -> str | None:
+        """Why this backend cannot run `spec`'s state (None when it can): `backend_for` then hands it to Docker.
+
+        A replay with registry access (`pip install` in the history) needs the host network, which
+        no namespace sandbox has: Docker replays it and its layer is taken over where the daemon's can
+        be read here. With `history`, the state is built now: one not copied exactly is Docker's to run.
+        """
+        if not spec.replay_access:
+            return None
+        with self._lock:
+            if not self._daemon_why:
+                self._daemon_why.append(
+                    nl.daemon_refusal(self.client, self.base_url) if self.docker else "none is given"
+                )
+            why = self._daemon_why[0]
+        if why or history is None:
+            return why and f"its replay needs registry access, which only the Docker backend gives, and {why}"
+        try:
+            self.snapshot(self._numeric(spec), history)
+        except StateRefused as e:
+            return f"its replay needs registry access (Docker replayed it), but {e}"
+        return None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the workers and remove every folder of this backend (snapshots included)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._workers.shutdown(wait=True)
+        self._janitor.shutdown(wait=True)
+        with self._lock:
+            pooled = [box for boxes in self._pool.values() for box in boxes]
+            self._pool.clear()
+        for box in pooled:
+            self._discard(box)
+        nr.remove_tree(self.folder)
+        atexit.unregister(self.close)
+
+    def _background(self, fn: Any, *args: Any) -> None:
+        future = self._janitor.submit(fn, *args)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(lambda f: self._pending.discard(f))
+
+    def drain(self) -> None:
+        """Wait until the background work queued so far (removals, refills) is done."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
+
+    def gc(self, everything: bool = False) -> dict[str, int]:
+        """Remove folders and cgroups of backends whose process is gone (all with `everything`)."""
+        return nr.gc(everything)
+
+
+__all__ = ["NamespaceBackend"]

@@ -1,0 +1,1 @@
+"""Shared replay and runner code, on a neutral box: a state rebuilt from its history, an action's effect read back."""

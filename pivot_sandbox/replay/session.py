@@ -1,0 +1,348 @@
+"""`Session`: one live container at a restored pivot state, kept for a whole episode.
+
+The verifier runs each candidate in a fresh copy of the state and throws it away; an episode
+needs the opposite: the same container across turns, its shell state (working directory,
+exported variables) carried from one command to the next, as in a terminal. A session starts
+from the backend's snapshot of the state, in a container made like a candidate's (every
+capability dropped, no network, the backend's limits), so a policy's commands meet the same
+walls as in the verifier; it belongs to the backend, so the backend's exit and signal clean-up
+removes it if the process dies, and `close` removes it otherwise.
+
+A task's tests run in the session's container too (`run_tests`), as Terminal-Bench's harness runs
+them: after a check that the agent left the test run's own tools alone, in a fresh shell with the
+image's environment, the tests delivered only then (`tasks/harness.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pivot_sandbox._bounds import TESTS_GRACE
+from pivot_sandbox.contract.spec import Limits, SandboxSpec
+from pivot_sandbox.errors import ProcessesNotRestored, SandboxUnavailable
+from pivot_sandbox.replay import box as ct
+from pivot_sandbox.replay.action import changed_paths
+from pivot_sandbox.replay.restore import POLL, RESTART_TIMEOUT, restart
+from pivot_sandbox.replay.shell_state import listed_processes, normalize_processes
+from pivot_sandbox.tasks.harness import (
+    SUSPECT_FILES,
+    TESTS_DIR,
+    TestOutcome,
+    new_nonce,
+    run_argv,
+    tampered_tools,
+    test_outcome,
+    tests_tar,
+)
+
+OUTPUT_HEAD = 64 * 1024  # bytes of a command's output read back
+SESSION_PRE = f"{ct.STATE}/session-pre"  # the shell state before each command of a session
+
+
+@dataclass(frozen=True)
+class SessionRun:
+    """One command of a session.
+
+    Attributes:
+        exit_code: the command's exit status (None when it was stopped).
+        output: stdout and stderr together, as a terminal shows them.
+        killed: why the sandbox stopped it ("timeout", "oom", "output", ...), None when it ended.
+        cwd: the working directory after it.
+    """
+
+    exit_code: int | None
+    output: str
+    killed: str | None
+    cwd: str
+
+
+class Session:
+    """A live container of `backend` at the state after `history` (see the module docstring).
+
+    Args:
+        backend: a `DockerBackend` (from the `register_sandboxes` hook).
+        spec: the pivot's sandbox.
+        history: the shell commands before the pivot (replayed once, into the backend's snapshot cache).
+    """
+
+    def __init__(self, backend: Any, spec: SandboxSpec, history: Sequence[str]) -> None:
+        self.backend, self.spec = backend, spec
+        key, image = backend.snapshot(spec, list(history))
+        self._key = key
+        # what the history left running (a server) runs again in it (`_restore.restart`)
+        self._box: ct.Box | None = backend._at_state(key, image, spec, "episode")
+        self._state = ct.STATE  # the snapshot's shell state, then the session's own (RUN_STATE)
+        # what each command started that may still run at the tests: (pre-state folder, command, identities)
+        self._launched: list[tuple[str, str, frozenset[tuple[int, int]]]] = []
+        self._listing = self._box.running_listing
+        # where the next command is typed: a terminal's prompt shows it before the command runs
+        self.cwd = ct.read_text(self._box, f"{ct.STATE}/cwd").strip() or spec.workdir
+
+    def run(self, command: str, timeout: float | None = None) -> SessionRun:
+        """Run one command as the sandbox user, in the shell state the previous command left."""
+        box = self._live()
+        pre = self._save_state_before(box, len(self._launched))
+        raw = ct.shell_run(
+            box,
+            self.spec,
+            self.backend.limits,
+            command,
+            src=self._state,
+            dst=ct.RUN_STATE,
+            quiet=True,  # output goes to a file: a background process cannot hold the command open
+            timeout=timeout or self.backend.limits.action_timeout,
+            list_left=True,  # what it started: its launcher runs again before the tests (`run_tests`)
+        )
+        self._state = ct.RUN_STATE
+        listing = ct.left_running(box, raw)
+        self._launched.append((pre, command, _identities(listing) - _identities(self._listing)))
+        self._listing = listing
+        if raw.killed:
+            return SessionRun(None, "", raw.killed, raw.cwd)
+        self.cwd = raw.cwd or self.cwd
+        return SessionRun(raw.exit_code, _head(box, f"{ct.RUN_STATE}/out"), None, raw.cwd)
+
+    def run_tests(self, task: Any, timeout: float | None = None) -> TestOutcome:
+        """The task's own tests (`task`: a `_tasks.Task`) in this container; their `TestOutcome`.
+
+        The state is frozen first: every process the agent left is killed (a background job that
+        waits for the tests and rewrites them, or fakes a tool, must not run into the test run), and
+        what ran is started again from its recorded launchers (`_start_again`: the history's servers,
+        and each session command that started a process still running). Then the tests are not run,
+        and fail with the paths named, when the agent changed the test run's own tools (`tampered_tools`:
+        the venv, the tests' folder, the interpreter, a shadowing copy of bash, sh, env, tail or uv on its PATH,
+        the dynamic loader's preload, pytest's configuration above the tests, an installed pytest
+        plugin). Otherwise the tests are put in place through the daemon (owned by root, whatever
+        the agent left at their path) and run with `_task_tests.run_argv` as the session's user; the
+        status line carries a fresh nonce and must agree with the exit status the runner reports.
+        After the run, the tests' files and the tools are checked again.
+        """
+        box = self._live()
+        limits = self.backend.limits
+        left = ct.running_processes(box)
+        stopped = self._stop_agent_processes(box)
+        if stopped:
+            return TestOutcome(False, False, {}, stopped)
+        try:
+            box = self._box = self._start_again(box, left)
+        except ProcessesNotRestored as e:
+            return TestOutcome(False, False, {}, f"what the agent left running could not be started again: {e}")
+        tampered = self._tampered_tools(box)
+        if tampered:
+            return TestOutcome(False, False, {}, f"the agent changed the test run's own tools: {tampered}")
+        ct.run(box, ["rm", "-rf", TESTS_DIR], user="0", timeout=30, output_cap=64 * 1024, keep=True)
+        box.sandbox.put_archive("/", tests_tar(task.dir / "tests"))
+        delivered = _tests_files(box)
+        config = self.backend.client.images.get(self.spec.image).attrs.get("Config") or {}
+        nonce = new_nonce()
+        raw = ct.run(
+            box,
+            run_argv(config.get("Env") or [], task.tests, self.spec.workdir, nonce),
+            user=self.spec.user,
+            timeout=timeout or task.tests.timeout + TESTS_GRACE,
+            output_cap=limits.output_cap,
+            keep=True,  # the state's servers keep running for what the tests ask them
+        )
+        output = (raw.stdout + raw.stderr).decode(errors="replace")
+        outcome = test_outcome(output, nonce, None if raw.killed else raw.exit_code)
+        if raw.killed:
+            return TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({raw.killed})")
+        # the delivered files only (tests may write beside themselves): unchanged since delivery, and
+        # the task's own bytes (a process the agent left may have rewritten one before it was read)
+        local, found, now = _local_digests(task.dir / "tests"), _tests_digests(box), _tests_files(box)
+        if any(found.get(path) != digest or now.get(path) != delivered.get(path) for path, digest in local.items()):
+            return TestOutcome(False, outcome.ran, outcome.counts, "the tests' own files changed while they ran")
+        tampered = self._tampered_tools(box, exclude_tests=True)
+        if tampered:
+            return TestOutcome(False, outcome.ran, outcome.counts, f"the test run's own tools changed: {tampered}")
+        return outcome
+
+    def _stop_agent_processes(self, box: ct.Box) -> str:
+        """Kill every process in the container but its own (the runner, or init and the idle process)."""
+        if box.channel is not None:  # the runner kills whatever an action leaves when it is not kept
+            ct.run(box, ["true"], user="0", timeout=10, output_cap=1024)
+        else:
+            idle = " ".join(ct.IDLE)
+            script = (
+                "for d in /proc/[0-9]*; do p=${d#/proc/}; [ $p = 1 ] || [ $p = $$ ] && continue; "
+                f'[ "$(tr "\\0" " " < $d/cmdline 2>/dev/null)" = "{idle} " ] || kill -9 $p 2>/dev/null; done; true'
+            )
+            ct.run(box, ["/bin/sh", "-c", script], user="0", timeout=10, output_cap=4096)
+        left: tuple[str, ...] = ()
+        for _ in range(50):
+            left = normalize_processes(ct.running_processes(box))
+            if not left:
+                return ""
+            time.sleep(0.05)
+        return f"the agent's processes could not be stopped before the tests: {', '.join(left[:3])}"
+
+    def _save_state_before(self, box: ct.Box, index: int) -> str:
+        """Keep the shell state a command starts from (its launcher runs again from it); the folder."""
+        pre = f"{SESSION_PRE}/{index}"
+        owner = "" if self.spec.runs_as_root else f" && chown -R {self.spec.user} {SESSION_PRE}"
+        save = f"mkdir -p {pre} && cp -p {self._state}/cwd {self._state}/env {pre}/{owner}"
+        ct.run(box, ["/bin/sh", "-c", save], user="0", timeout=10, output_cap=4096, keep=True)
+        return pre
+
+    def _start_again(self, box: ct.Box, left: bytes) -> ct.Box:
+        """Start what ran when the agent finished (`left`) again from its launchers, after every process was stopped.
+
+        The state's own processes (the history's servers) come back through `_restore.restart` when
+        the agent left all of them running; what the session's commands started comes back by running
+        each command that started a process still running, from the shell state it first ran in. The
+        result must be the same processes (command lines) as `left`, within `RESTART_TIMEOUT`;
+        raises `ProcessesNotRestored` otherwise. Through `docker exec` (no identities) nothing the
+        session started can be attributed, and what it left is refused the same way.
+        """
+        want = normalize_processes(left)
+        if not want:
+            return box
+        now = _identities(left)
+        state = self.backend.running_of(self._key)  # a live-session backend (`open_session`): Docker's
+        if state and _identities(box.running_listing) <= now:  # the agent left the state's servers as they were
+            box = restart(box, self.spec, self.backend.limits, state)
+        limits = self.backend.limits
+        for pre, command, started in self._launched:
+            if started & now:
+                wait = limits.replay_timeout
+                raw = ct.shell_run(box, self.spec, limits, command, src=pre, dst=ct.RUN_STATE, quiet=True, timeout=wait)
+                if raw.killed:
+                    raise ProcessesNotRestored(want, f"restarting {command[:60]!r} was stopped: {raw.killed}")
+        deadline = time.monotonic() + RESTART_TIMEOUT
+        while True:
+            listing = ct.running_processes(box)
+            if Counter(normalize_processes(listing)) == Counter(want):
+                return replace(box, running=want, running_listing=listing)
+            if time.monotonic() > deadline:
+                got = list(normalize_processes(listing))
+                raise ProcessesNotRestored(want, f"started again from their commands, the sandbox had {got} running")
+            time.sleep(POLL)
+
+    def _tampered_tools(self, box: ct.Box, exclude_tests: bool = False) -> str:
+        """The test run's own tools among what the agent changed, named ("" when none)."""
+        limits = self.backend.limits
+        changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
+        if over:
+            return f"they could not be checked: {over}"
+        if exclude_tests:  # delivered by the daemon, compared by `_tests_files` and `_tests_digests`
+            changes = [(p, k) for p, k in changes if p != TESTS_DIR and not p.startswith(TESTS_DIR + "/")]
+        present = [p for p, kind in changes if kind != 2 and SUSPECT_FILES.search(p)]
+        suspects = {p: ct.read_text(box, p) for p in present[:100]}
+        tampered = tampered_tools([p for p, _ in changes], suspects)
+        return ", ".join(tampered[:3]) + (f" (+{len(tampered) - 3})" if len(tampered) > 3 else "")
+
+    def run_as_root(self, command: str, timeout: float) -> SessionRun:
+        """Run one command as root in the working directory (a task's tests), with no shell state."""
+        box = self._live()
+        argv = [self.spec.shell, "-c", f"cd {self.spec.workdir} 2>/dev/null; {command}"]
+        raw = ct.run(box, argv, user="0", timeout=timeout, output_cap=self.backend.limits.output_cap, keep=True)
+        output = (raw.stdout + raw.stderr).decode(errors="replace")
+        return SessionRun(raw.exit_code, output, raw.killed, self.spec.workdir)
+
+    def close(self) -> None:
+        """Remove the container (idempotent)."""
+        box, self._box = self._box, None
+        if box is not None:
+            self.backend._discard(box)
+
+    @property
+    def container_id(self) -> str | None:
+        """The live container's id (None once closed)."""
+        return self._box.id if self._box is not None else None
+
+    def _live(self) -> ct.Box:
+        if self._box is None:
+            raise RuntimeError("the session is closed")
+        return self._box
+
+
+def transcript(
+    box: ct.Box,
+    spec: SandboxSpec,
+    limits: Limits,
+    commands: Sequence[str],
+    timeout: float | None = None,
+    stop: Callable[[int, ct.RawRun], bool] | None = None,
+) -> list[tuple[ct.RawRun, str]]:
+    """Run commands one by one in `box`, a backend's replay sandbox at the set-up state: (run, cwd after it) each.
+
+    What synthesis records and the replay check compares with a run: a terminal session from the
+    set-up state, in the replay's container (registry access where the spec has it). Output goes to
+    a file first and is read back afterwards, so a command that leaves a process in the background
+    cannot hold the session open. Stops at the first command the sandbox had to stop, and after
+    command `i` where `stop(i, run)` is true (the replay check: a divergence found, nothing after it
+    counts).
+    """
+    steps: list[tuple[ct.RawRun, str]] = []
+    for command in commands:
+        raw = ct.shell_run(
+            box, spec, limits, command, src=ct.STATE, dst=ct.STATE, quiet=True, timeout=timeout or limits.replay_timeout
+        )
+        if raw.killed:
+            steps.append((raw, ""))
+            break
+        output = ct.read_text(box, f"{ct.STATE}/out").encode()
+        steps.append((ct.RawRun(raw.exit_code, output, b"", None), raw.cwd))
+        if stop is not None and stop(len(steps) - 1, raw):
+            break
+    return steps
+
+
+def _identities(listing: bytes) -> frozenset[tuple[int, int]]:
+    """(pid, start time) of each process of a runner's listing (none through `docker exec`)."""
+    return frozenset(p.identity for p in listed_processes(listing) if p.identity is not None)
+
+
+def _tests_files(box: ct.Box) -> dict[str, str]:
+    """Each file of the tests' folder: inode, size, change time, mode, owner (a rewrite changes the ctime)."""
+    argv = ["find", TESTS_DIR, "-type", "f", "-printf", "%p\\t%i %s %C@ %m %U\\n"]
+    raw = ct.run(box, argv, user="0", timeout=30, output_cap=4 << 20, keep=True)
+    lines = raw.stdout.decode(errors="replace").splitlines()
+    return dict(line.partition("\t")[::2] for line in lines)
+
+
+def _tests_digests(box: ct.Box) -> dict[str, str]:
+    """sha256 of each regular file in the tests' folder, by path (what a process the agent left may have rewritten)."""
+    argv = ["find", TESTS_DIR, "-type", "f", "-exec", "sha256sum", "{}", "+"]
+    raw = ct.run(box, argv, user="0", timeout=60, output_cap=4 << 20, keep=True)
+    out = {}
+    for line in raw.stdout.decode(errors="replace").splitlines():
+        digest, _, path = line.partition("  ")
+        out[path] = digest
+    return out
+
+
+def _local_digests(tests: Path) -> dict[str, str]:
+    """sha256 of each file of a task's `tests/` folder as delivered at `TESTS_DIR` (`tests_tar`)."""
+    return {
+        f"{TESTS_DIR}/{f.relative_to(tests)}": hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(tests.rglob("*"))
+        if f.is_file()
+    }
+
+
+def _head(box: ct.Box, path: str) -> str:
+    """The first `OUTPUT_HEAD` bytes of a file (a flood of output is cut, never dropped whole)."""
+    # `keep`: reading the output must not stop what the command left running (a server for the next turn)
+    argv = ["head", "-c", str(OUTPUT_HEAD), path]
+    raw = ct.run(box, argv, user="0", timeout=10, output_cap=OUTPUT_HEAD + 1024, keep=True)
+    return raw.stdout.decode(errors="replace") if raw.exit_code == 0 else ""
+
+
+def open_session(backend: Any, spec: SandboxSpec, history: Sequence[str]) -> Session:
+    """A `Session` at the state after `history` (what episode envs call).
+
+    Raises `SandboxUnavailable` for a backend without live sessions (the namespace backend): an
+    episode is never run on another backend than the one asked for.
+    """
+    if not backend.live_sessions:
+        raise SandboxUnavailable(
+            f"the {backend.name} sandbox backend has no live sessions (episodes, task tests): use the docker backend"
+        )
+    return Session(backend, spec, history)

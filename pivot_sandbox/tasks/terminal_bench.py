@@ -1,0 +1,453 @@
+"""Terminal-Bench task folders: their images, built offline from their own Dockerfiles, and their tests.
+
+A task folder holds `Dockerfile`, `task.yaml`, `solution.sh` or `solution.yaml`, `tests/` and, where
+present, `run-tests.sh` and the files the Dockerfile copies. Its image is the Dockerfile run by
+`_build.build` on a locally built base mapped to the name the Dockerfile asks for (`_bases.BASES`),
+with build-time registry access (`images/access.py`), plus a test-tools layer: a venv at `/opt/pivot-tests`
+holding pytest and what `run-tests.sh` would have installed (the tests run with `--network none`,
+so their dependencies are fetched at build time). Images are tagged by a content hash of (Dockerfile,
+copied files, base image id, test plan, builder version) and an LRU bound removes the oldest.
+
+The tests and the solution never reach the image: a `COPY`/`ADD` of `tests/` or `solution.*` (a
+task-design leak: blind-maze copies its tests to /app/tests) is left out of the build, and the
+report says so (`BuildReport.dropped`). The tests' run itself is `tasks/harness.py`; bases `images/bases.py`.
+
+Public API (used by `pivot sandbox build-task(s)`, synthesis, `task_tests` and episode envs):
+    load_task(dir) -> Task                                         (TaskError names file and line)
+    task_image(client, task, *, force=False, keep=24) -> BuildReport
+        builds or reuses the image; status "built" | "cached" | "skipped" with the one reason;
+        `workdir`/`user` are what a `SandboxSpec` of the task needs
+    build_tasks(client, dirs, *, force=False, keep=24) -> Iterator[BuildReport]
+    task_dirs(root, only=()) -> list[Path]
+    ensure_bundled_image(client, "pivot-gym/task:<id>")  (the package's own tasks, by stable name)
+An episode env runs a task as: `SandboxSpec(image=report.image, workdir=report.workdir, user="root",
+shell="/bin/bash", replay_access=True)`, the agent's commands in a session, then `Session.run_tests`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import shlex
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pivot_core import AliasBudgetExceeded, load_yaml
+from pivot_sandbox.contract.equivalents import registry_equivalent
+from pivot_sandbox.contract.spec import LABEL
+from pivot_sandbox.errors import SandboxError, TaskError
+from pivot_sandbox.images import dockerfile as df
+from pivot_sandbox.images.access import build_access
+from pivot_sandbox.images.bases import ensure_base
+from pivot_sandbox.images.build import build, checkout_mode
+from pivot_sandbox.images.stock import BUSYBOX_TAG, DEBIAN_TAG, build_busybox_image, image_exists
+from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
+
+BUILDER_VERSION = "4"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes
+TASK_REPO = "pivot-gym/task"
+MAX_TASK_IMAGES = 24
+
+
+@dataclass(frozen=True)
+class Task:
+    """A Terminal-Bench task folder.
+
+    Attributes:
+        task_id: the folder name.
+        dir: the folder.
+        instruction: the base description of task.yaml.
+        dockerfile: Dockerfile text ("" when absent).
+        compose: why the task's docker-compose file cannot be built here, "" when there is none or when
+            it is one `client` service built from a folder of the task (then `context` is that folder).
+        context: the build context (the task folder, or the compose service's `build.context`).
+        agent_timeout: task.yaml `max_agent_timeout_sec`.
+        tests: the test plan.
+        meta: the rest of task.yaml.
+    """
+
+    task_id: str
+    dir: Path
+    instruction: str
+    dockerfile: str
+    compose: str
+    context: Path
+    agent_timeout: float
+    tests: TestPlan
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """One task's build: `status` "built", "cached" or "skipped", with the image or the reason."""
+
+    task_id: str
+    status: str
+    image: str = ""
+    reason: str = ""
+    seconds: float = 0.0
+    base: str = ""
+    base_note: str = ""
+    workdir: str = "/app"
+    user: str = "root"
+    dropped: str = ""  # the COPY/ADD steps left out because they would put the tests or the solution in the image
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (the `--json` report rows)."""
+        return {k: v for k, v in self.__dict__.items() if v not in ("", None)}
+
+
+def _instruction(meta: Mapping[str, Any]) -> str:
+    if meta.get("instruction"):
+        return str(meta["instruction"])
+    for d in meta.get("descriptions") or []:
+        if d.get("key") == "base":
+            return str(d.get("description", ""))
+    return ""
+
+
+def load_task(task_dir: Path | str) -> Task:
+    """A task folder as a `Task`; a folder without task.yaml or with a broken one raises `TaskError`."""
+    task_dir = Path(task_dir)
+    meta_path = task_dir / "task.yaml"
+    if not meta_path.is_file():
+        raise TaskError(f"{task_dir}: no task.yaml (not a Terminal-Bench task folder)")
+    try:
+        meta = load_yaml(meta_path.read_text()) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{meta_path}:{mark.line + 1}" if mark else str(meta_path)
+        raise TaskError(f"{where}: task.yaml is not valid YAML: {e}") from e
+    except AliasBudgetExceeded as e:
+        raise TaskError(f"{meta_path}: {e}") from e
+    context, dockerfile, compose = compose_build(task_dir)
+    timeout = float(meta.get("max_test_timeout_sec") or 60.0)
+    return Task(
+        task_id=task_dir.name,
+        dir=task_dir,
+        instruction=_instruction(meta),
+        dockerfile=dockerfile.read_text(errors="replace") if dockerfile.is_file() else "",
+        compose=compose,
+        context=context,
+        agent_timeout=float(meta.get("max_agent_timeout_sec") or 600.0),
+        tests=test_plan(task_dir, timeout),
+        meta=meta,
+    )
+
+
+def compose_build(task_dir: Path) -> tuple[Path, Path, str]:
+    """(build context, Dockerfile, problem) of a task; a docker-compose file with one built service is read.
+
+    Terminal-Bench's compose files run the agent in a `client` service built from a folder of the task;
+    its volumes, logs path and DNS settings are the harness's and are not needed here. Other services
+    (images pulled from a registry) cannot be started offline: that is the problem.
+    """
+    path = next((task_dir / n for n in ("docker-compose.yaml", "docker-compose.yml") if (task_dir / n).is_file()), None)
+    if path is None:
+        return task_dir, task_dir / "Dockerfile", ""
+    try:
+        services = (load_yaml(path.read_text()) or {}).get("services") or {}
+    except (yaml.YAMLError, AliasBudgetExceeded) as e:
+        return task_dir, task_dir / "Dockerfile", f"{path}: not valid YAML: {e}"
+    others = {k: v for k, v in services.items() if k != "client"}
+    if others:
+        name, service = next(iter(others.items()))
+        image = (service or {}).get("image", "?")
+        return (
+            task_dir,
+            task_dir / "Dockerfile",
+            (f"{path}: {len(services)} services; {name!r} runs image {image!r}, which no registry here serves"),
+        )
+    build = (services.get("client") or {}).get("build") or {}
+    if isinstance(build, str):
+        build = {"context": build}
+    raw = str(build.get("context") or ".").replace("${T_BENCH_TASK_BUILD_CONTEXT_DIR}", ".")
+    context = (task_dir / raw).resolve()
+    if task_dir.resolve() not in (context, *context.parents):
+        return task_dir, task_dir / "Dockerfile", f"{path}: build context {raw!r} lies outside the task folder"
+    return context, context / str(build.get("dockerfile") or "Dockerfile"), ""
+
+
+def _tools_steps(plan: TestPlan) -> tuple[str, str]:
+    """Dockerfile text of the test-tools layer (run as root, with build access): (before, after) the task's steps.
+
+    The venv with pytest (and run-tests.sh's apt packages) comes before the Dockerfile's own steps, which
+    may break the network or pip on purpose (broken-networking, broken-python). The rest of run-tests.sh's
+    packages comes after them: the venv sees the image's own packages, so a torch the Dockerfile installed
+    is not installed a second time (several GB).
+    """
+    lines = []
+    if plan.apt:
+        lines.append(
+            "RUN --user=0 apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+            + " ".join(shlex.quote(p) for p in plan.apt)
+        )
+    pip = f"{TESTS_VENV}/bin/python -m pip install -q --disable-pip-version-check"
+    first = [p for p in plan.pip if re.match(r"pytest\b", p)] or ["pytest"]
+    rest = [p for p in plan.pip if p not in first]
+    lines.append(
+        f"RUN --user=0 python3 -m venv --system-site-packages {TESTS_VENV}"
+        f" && {pip} {' '.join(shlex.quote(p) for p in first)}"
+    )
+    after = f"RUN --user=0 {pip} {' '.join(shlex.quote(p) for p in rest)}\n" if rest else ""
+    return "\n".join(lines) + "\n", after
+
+
+def script_hosts(task: Task, instructions: Sequence[df.Instruction], allowed: frozenset[str]) -> list[tuple[str, str]]:
+    """(file, host) for copied files that a RUN step names and that fetch from a host beyond the registries."""
+    run_text = " ".join(i.args for i in instructions if i.keyword == "RUN")
+    found = []
+    for path in df.context_files(instructions, task.context):
+        if path.name in run_text and path.stat().st_size < 1_000_000:
+            text = _without_heredocs(registry_equivalent(path.read_text(errors="replace")))  # what the build copies
+            for host in df.hosts_in(text, allowed) + df.implicit_hosts(text):
+                found.append((path.relative_to(task.context.resolve()).as_posix(), host))
+    return found
+
+
+def equivalent_instruction(ins: df.Instruction) -> df.Instruction:
+    """A RUN step with its fetches from outside the registries replaced by the registry's package."""
+    if ins.keyword != "RUN":
+        return ins
+    return dataclasses.replace(
+        ins, args=registry_equivalent(ins.args), heredocs=tuple(registry_equivalent(h) for h in ins.heredocs)
+    )
+
+
+def _without_heredocs(script: str) -> str:
+    """A script without its here-document bodies: files it writes (a workflow naming a URL) fetch nothing.
+
+    Should such a file be run later and fetch after all, the build step fails and says so.
+    """
+    out, end = [], None
+    for line in script.splitlines():
+        if end is not None:
+            end = None if line.strip() == end else end
+            continue
+        out.append(line)
+        m = re.search(r"(?<!<)<<-?\s*[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?", line)
+        end = m.group(1) if m else None
+    return "\n".join(out)
+
+
+def content_hash(task: Task, instructions: Sequence[df.Instruction], base_id: str) -> str:
+    """Hash of (Dockerfile, every file it copies, base image id, test plan, builder version)."""
+    h = hashlib.sha256()
+    h.update(json.dumps([BUILDER_VERSION, task.dockerfile, base_id, task.tests.pip, task.tests.apt]).encode())
+    for path in df.context_files(instructions, task.context):
+        h.update(path.relative_to(task.context.resolve()).as_posix().encode() + b"\0")
+        h.update(str(checkout_mode(path.stat().st_mode) & 0o777).encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def without_oracle(task: Task, instructions: Sequence[df.Instruction]) -> tuple[list[df.Instruction], str]:
+    """The instructions without the COPY/ADD steps of the task's tests or solution, and which were left out.
+
+    Candidates never see the tests nor the solution (blind-maze's Dockerfile copies `tests/` to
+    /app/tests: reading them is reading the answer); the tests are delivered for the test run only
+    (`tasks/harness.py`). A step that copies a folder holding them (`COPY . /app`) cannot be cut in
+    two here: it raises `TaskError`, and the task is skipped with that reason.
+    """
+    oracle = [(task.dir / "tests").resolve(), *((task.dir / n).resolve() for n in ("solution.sh", "solution.yaml"))]
+    kept, dropped = [], []
+    for ins in instructions:
+        if ins.keyword not in ("COPY", "ADD") or "from" in ins.flags or ins.heredocs:
+            kept.append(ins)
+            continue
+        sources = df.copy_sources(ins, task.context, {})[0]
+        hidden = [p for p in sources if p in oracle]
+        holds = any(o != p and p in o.parents for p in sources for o in oracle)  # a folder above them
+        if holds or (hidden and len(hidden) < len(sources)):
+            raise TaskError(f"{ins.where}: {ins.keyword} {ins.args} copies the tests or the solution with other files")
+        (dropped if hidden else kept).append(ins)
+    return kept, "; ".join(f"{i.where}: {i.keyword} {i.args}" for i in dropped)
+
+
+def _skip(task: Task, reason: str, started: float, base: str = "") -> BuildReport:
+    return BuildReport(task.task_id, "skipped", reason=reason, seconds=time.monotonic() - started, base=base)
+
+
+def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_TASK_IMAGES) -> BuildReport:
+    """Build the task's image (or reuse it by content hash); a task that cannot build says why in `reason`."""
+    started = time.monotonic()
+    if task.compose:
+        return _skip(task, task.compose, started)
+    if not task.dockerfile and task.meta.get("env_name"):
+        return _skip(
+            task,
+            f"task.yaml names the shared environment {task.meta['env_name']!r} (Terminal-Bench's "
+            "shared/environments/, which the task folder does not hold) and the folder has no Dockerfile",
+            started,
+        )
+    if not task.dockerfile:
+        return _skip(task, "no Dockerfile in the task folder", started)
+    try:
+        instructions = df.parse(task.dockerfile, str(task.context / "Dockerfile"))
+        frm = next(i for i in instructions if i.keyword == "FROM")
+        base_name = frm.args.split()[0]
+        base, note = ensure_base(client, base_name)
+        access = build_access(client.images.get(base).labels.get(f"{LABEL}.suite", "trixie"))
+        before, after = _tools_steps(task.tests) if not task.tests.problem else ("", "")
+        tools = df.parse(before, "<test tools>", fragment=True)
+        tools_after = df.parse(after, "<test tools>", fragment=True)
+        instructions = [equivalent_instruction(i) for i in instructions]
+        instructions, dropped = without_oracle(task, instructions)
+        foreign = df.foreign_hosts(instructions, access.hosts)
+        if foreign:
+            host, ins = foreign[0]
+            return _skip(task, f"{ins.where}: needs {host}, outside the registries", started, base)
+        for path, host in script_hosts(task, instructions, access.hosts):
+            return _skip(task, f"{path}: needs {host} (run by the Dockerfile), outside the registries", started, base)
+        base_id = client.images.get(base).id
+        tag = f"{TASK_REPO}:{task.task_id}-{content_hash(task, instructions, base_id)[:16]}"
+        if not force and image_exists(client, tag):
+            cfg = client.images.get(tag).attrs.get("Config") or {}
+            _touch(client, tag)
+            return BuildReport(
+                task.task_id,
+                "cached",
+                tag,
+                seconds=time.monotonic() - started,
+                base=base,
+                base_note=note,
+                workdir=cfg.get("WorkingDir") or "/",
+                user=cfg.get("User") or "root",
+                dropped=dropped,
+            )
+        labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base)}
+        # the tests' tools first (FROM stays first): a Dockerfile may break the network or pip on purpose
+        # (broken-networking, broken-python); the venv sees what the Dockerfile installs later all the same
+        steps = instructions[:1] + tools + instructions[1:] + tools_after
+        result = build(client, steps, task.context, base, tag, access, labels=labels, rewrite=registry_equivalent)
+    except (df.DockerfileError, TaskError) as e:
+        return _skip(task, str(e), started)
+    _touch(client, tag)
+    evict(client, keep)
+    return BuildReport(
+        task.task_id,
+        "built",
+        tag,
+        seconds=result.seconds,
+        base=base,
+        base_note=note,
+        workdir=result.workdir,
+        dropped=dropped,
+        user=result.user or "root",
+    )
+
+
+def access_suite(client: Any, image: str) -> str:
+    """The Debian suite an image was built from (its label), for the apt sources of its build."""
+    return client.images.get(image).labels.get(f"{LABEL}.suite", "trixie")
+
+
+def _stamp(tag: str) -> Path:
+    """The file whose mtime is the last use of a task image, shared by every process of this machine."""
+    from pivot_core import cache_dir
+
+    return cache_dir("task-images", re.sub(r"[^A-Za-z0-9._-]", "_", tag))
+
+
+def _touch(client: Any, tag: str) -> None:
+    try:
+        path = _stamp(tag)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        pass  # an unwritable cache: the image's creation time stands in for its last use
+
+
+def evict(client: Any, keep: int) -> list[str]:
+    """Remove the least recently used task images past `keep` (use: built or reused by any process, else created)."""
+    # one listing call: `client.images.list` inspects each image after listing, and an image that another
+    # process evicted in between raised ImageNotFound here (two builds at once: a benchmark and the tests)
+    rows = client.api.images(filters={"label": f"{LABEL}=task"})
+    tagged = [(t, row) for row in rows for t in row.get("RepoTags") or () if t.startswith(TASK_REPO + ":")]
+
+    def last_used(item: tuple[str, Any]) -> float:
+        tag, row = item
+        stamp = _stamp(tag)
+        return stamp.stat().st_mtime if stamp.is_file() else float(row.get("Created") or 0)
+
+    removed = []
+    for tag, _img in sorted(tagged, key=last_used, reverse=True)[keep:]:
+        try:
+            client.images.remove(tag, force=True)
+            removed.append(tag)
+        except Exception:  # noqa: BLE001 - an image in use stays; the next eviction retries
+            pass
+    return removed
+
+
+def build_tasks(
+    client: Any, dirs: Sequence[Path], *, force: bool = False, keep: int = MAX_TASK_IMAGES
+) -> Iterator[BuildReport]:
+    """Build every task folder in turn; one report per task (a broken folder is a skip with its reason)."""
+    for task_dir in dirs:
+        try:
+            task = load_task(task_dir)
+        except TaskError as e:
+            yield BuildReport(Path(task_dir).name, "skipped", reason=str(e))
+            continue
+        yield task_image(client, task, force=force, keep=max(keep, 1))
+
+
+def task_dirs(root: Path, only: Sequence[str] = ()) -> list[Path]:
+    """Task folders under `root` (those with a task.yaml), optionally only the named ones."""
+    dirs = sorted(p for p in Path(root).iterdir() if (p / "task.yaml").is_file())
+    if only:
+        wanted = set(only)
+        missing = wanted - {p.name for p in dirs}
+        if missing:
+            raise TaskError(f"{root}: no task folder named {', '.join(sorted(missing))}")
+        dirs = [p for p in dirs if p.name in wanted]
+    return dirs
+
+
+def bundled_task_dir(tag: str) -> Path | None:
+    """The package's copy of the task a `pivot-gym/task:<task id>` tag names, None when it is not bundled."""
+    from importlib import resources
+
+    repo, _, name = tag.partition(":")
+    if repo != TASK_REPO or not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
+        return None
+    folder = Path(str(resources.files("pivot_core") / "data" / "terminal_tasks" / name))
+    return folder if (folder / "task.yaml").is_file() else None
+
+
+def ensure_bundled_image(client: Any, tag: str) -> str:
+    """Build a bundled task's image (by content hash) and tag it with its stable name `tag`."""
+    folder = bundled_task_dir(tag)
+    if folder is None:
+        raise TaskError(f"{tag!r} names no bundled task")
+    report = task_image(client, load_task(folder))
+    if report.status == "skipped":
+        raise TaskError(f"bundled task {folder.name}: {report.reason}")
+    repo, _, name = tag.partition(":")
+    client.images.get(report.image).tag(repo, name)
+    return tag
+
+
+def ensure_image(client: Any, tag: str) -> None:
+    """Make sure `tag` exists: build busybox (1 s) or a bundled task's image on demand; others beforehand.
+
+    A bundled task's pivots name `pivot-gym/task:<task id>` (the content-hash tag depends on this
+    machine's base images); it is built from the package's copy of the task folder the first time.
+    """
+    if image_exists(client, tag):
+        return
+    if tag == BUSYBOX_TAG:
+        build_busybox_image(client, tag)
+        return
+    if bundled_task_dir(tag) is not None:
+        ensure_bundled_image(client, tag)
+        return
+    hint = "pivot sandbox build-image" + ("" if tag == DEBIAN_TAG else f" --tag {tag}")
+    raise SandboxError(f"image {tag!r} is not on this machine (no registry is reachable): build it with `{hint}`")
