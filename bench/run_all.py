@@ -123,7 +123,7 @@ def row_sandbox(opts: argparse.Namespace) -> Row:
 
 def row_grpo(opts: argparse.Namespace) -> Row:
     try:
-        from trainers.demo.tiny_model import build_tiny_model
+        from pivot_demo.tiny_model import build_tiny_model
         from trainers.grpo import GRPOConfig, GRPOTrainer
     except ImportError as e:
         raise NotAvailable(f"the GRPO trainer is not on this branch ({e.name})") from e
@@ -248,7 +248,7 @@ def main() -> None:
         "1,000,000 is the issue's figure but loading 1M pivots from JSONL takes minutes)",
     )
     ap.add_argument("--only", help=f"comma-separated rows out of {','.join(ROWS)}")
-    ap.add_argument("--write-docs", action="store_true", help="write the table to docs/benchmarks.md")
+    ap.add_argument("--write-docs", action="store_true", help="write the table to docs/results/benchmarks.md")
     opts = ap.parse_args()
     names = [n.strip() for n in opts.only.split(",")] if opts.only else list(ROWS)
     unknown = [n for n in names if n not in ROWS]
@@ -279,8 +279,8 @@ def main() -> None:
             "Each row measures two ways in the same run; see `bench/run_all.py` for what each row runs and "
             "docs/scale.md for the scaling features behind the last row.\n\n" + text + "\n"
         )
-        (ROOT / "docs" / "benchmarks.md").write_text(doc, encoding="utf-8")
-        print(f"wrote {ROOT / 'docs' / 'benchmarks.md'}", file=sys.stderr)
+        (ROOT / "docs" / "results" / "benchmarks.md").write_text(doc, encoding="utf-8")
+        print(f"wrote {ROOT / 'docs' / 'results' / 'benchmarks.md'}", file=sys.stderr)
 
 
 if __name__ == "__main__":
