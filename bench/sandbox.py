@@ -272,6 +272,9 @@ def terminus(command: str):
     return Message("assistant", json.dumps(keys))
 
 
+VERDICTS: list[dict] = []  # every verdict of `agreement`, for `--verdicts` (one code version against another)
+
+
 def agreement(names: list[str], pivots, tasks: list) -> dict:
     """Verdicts of `docker_shell` on each backend for the same candidates: how many, and how many differ.
 
@@ -295,6 +298,10 @@ def agreement(names: list[str], pivots, tasks: list) -> dict:
         for i, candidate in enumerate(candidates):
             rewards = {n: verdicts[n][i].reward for n in names}
             reasons = {n: verdicts[n][i].reason for n in names}
+            VERDICTS.extend(
+                {"backend": n, "pivot": pivot.id, "i": i, "candidate": candidate.content, "reward": rewards[n]}
+                for n in names
+            )
             ran_on = {(verdicts[n][i].details or {}).get("backend", n) for n in names}
             if "namespace" in names and ran_on == {"docker"}:
                 delegated += 1
@@ -432,9 +439,14 @@ def main() -> None:
         action="store_true",
         help="with --backends: the agreement also on the deepest pivot of every other task built here",
     )
+    parser.add_argument(
+        "--verdicts", default="", help="with --backends: write every agreement verdict to this JSONL file"
+    )
     args = parser.parse_args()
     if args.backends:
         compare_backends([b.strip() for b in args.backends.split(",") if b.strip()], args)
+        if args.verdicts:
+            Path(args.verdicts).write_text("".join(json.dumps(v) + "\n" for v in VERDICTS))
         return
     probe = DockerBackend(snapshots=False)
     build_busybox_image(probe.client)

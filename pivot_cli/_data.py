@@ -81,11 +81,12 @@ def _convert_runs(
     if check:
         if tasks_dir is None:
             fail("--check-replay replays runs in their task images: give --tasks-dir too")
+        from pivot_sandbox import SandboxContext
         from pivot_tasks import check_replay
 
         pivots, replay = check_replay(pivots)
         report.update(replay)
-        report["sandboxed"] = sum(1 for p in pivots if p.context.get("sandbox"))
+        report["sandboxed"] = sum(SandboxContext.from_context(p.context) is not None for p in pivots)
     report["output"] = str(out)
     report["written"] = write_pivots(pivots, out, format=to)
     if as_json:

@@ -31,6 +31,7 @@ def envs(as_json: bool = JSON_OPTION) -> None:
     import gymnasium as gym
 
     import pivot_envs
+    from pivot_sandbox import SandboxContext
 
     rows: list[dict[str, Any]] = []
     with user_errors():
@@ -42,7 +43,7 @@ def envs(as_json: bool = JSON_OPTION) -> None:
                     "id": env_id,
                     "pivots": len(u.pivots),
                     # pivots a container decides (`docker_shell`): the rest are scored by the static chain
-                    "sandboxed": sum(bool(p.context.get("sandbox")) for p in u.pivots),
+                    "sandboxed": sum(SandboxContext.from_context(p.context) is not None for p in u.pivots),
                     "chain": u.chain.names,
                     "parser": u.parser_name,
                     "deterministic": u.chain.deterministic,

@@ -114,7 +114,6 @@ def info(as_json: bool = JSON_OPTION) -> None:
     A chosen backend that cannot run fails here with the reason.
     """
     from pivot_sandbox import SandboxError, chosen_backend, default_backend, docker_backend, usable_backends
-
     from verifiers_plugins import get_host
     from verifiers_plugins.errors import UnknownVerifier
 

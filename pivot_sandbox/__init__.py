@@ -15,6 +15,7 @@ from pivot_sandbox._plugin import (
     namespace_backend,
     namespace_details,
     namespace_gc,
+    tests_backend,
     usable_backends,
 )
 from pivot_sandbox.contract.backend import SandboxBackend
@@ -31,6 +32,7 @@ from pivot_sandbox.contract.effects import (
     unstable_parts,
 )
 from pivot_sandbox.contract.equivalents import registry_equivalent
+from pivot_sandbox.contract.marks import ReplayMark, RunFacts, SandboxContext, unsandbox
 from pivot_sandbox.contract.network import NETWORK, needs_network
 from pivot_sandbox.contract.spec import LABEL, Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import (
@@ -62,6 +64,13 @@ _LAZY = {
     "test_outcome": "tasks.harness",
     "TestOutcome": "tasks.harness",
     "TESTS_VENV": "tasks.harness",
+    "TEST_LIMITS": "tasks.verification",
+    "run_tests": "tasks.verification",
+    "run_task_tests": "tasks.verification",
+    "oracle_check": "tasks.verification",
+    "task_dir_digest": "tasks.verification",
+    "resolve_task_dir": "tasks.folders",
+    "bundled_task_dir": "tasks.folders",
 }
 
 
@@ -72,6 +81,14 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "TEST_LIMITS",
+    "bundled_task_dir",
+    "oracle_check",
+    "resolve_task_dir",
+    "run_task_tests",
+    "run_tests",
+    "tests_backend",
+    "task_dir_digest",
     "BackendContractError",
     "SandboxBackend",
     "check_backend",
@@ -107,6 +124,10 @@ __all__ = [
     "ProcessesNotRestored",
     "TaskError",
     "SandboxSpec",
+    "SandboxContext",
+    "ReplayMark",
+    "RunFacts",
+    "unsandbox",
     "SandboxUnavailable",
     "Unstable",
     "compare_effects",

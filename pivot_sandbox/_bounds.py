@@ -18,8 +18,6 @@ from pivot_sandbox.contract.spec import Limits, SandboxSpec
 # Seconds to create, start and remove one container and read its state back. No limit of the
 # sandbox stops these steps (the engine's API timeouts do); on 2 busy cores they take seconds.
 START_ALLOWANCE = 60.0
-# Seconds a task's test run may take past its own `max_test_timeout_sec` (installing its runner, reading the log).
-TESTS_GRACE = 60.0
 
 
 def state_bound(limits: Limits, spec: SandboxSpec, history: Sequence[str]) -> float:
@@ -49,7 +47,9 @@ def action_bound(limits: Limits) -> float:
 
 
 def tests_bound(test_timeout: float, limits: Limits) -> float:
-    """Seconds a task's test run may take in a fresh shell at a built state: `Session.run_tests`."""
+    """Seconds a task's test run may take in a fresh shell at a built state: `tasks.verification.run_task_tests`."""
+    from pivot_sandbox.tasks.harness import TESTS_GRACE
+
     return test_timeout + TESTS_GRACE + action_bound(limits)
 
 

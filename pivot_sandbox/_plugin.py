@@ -10,9 +10,13 @@ from __future__ import annotations
 import importlib
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pivot_sandbox.errors import SandboxUnavailable
+
+if TYPE_CHECKING:  # the wings import docker's SDK: only once a backend is asked for
+    from pivot_sandbox.docker.backend import DockerBackend
+    from pivot_sandbox.namespace.backend import NamespaceBackend
 
 _BACKENDS: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -23,8 +27,8 @@ NO_SDK = (
 )
 
 
-def docker_backend(**config: Any) -> Any:
-    """The process-wide `DockerBackend` for this configuration."""
+def docker_backend(**config: Any) -> DockerBackend:
+    """The process-wide `DockerBackend` for this configuration; its images resolved by the task home."""
     key = json.dumps(config, sort_keys=True, default=str)
     with _LOCK:
         backend = _BACKENDS.get(key)
@@ -35,11 +39,13 @@ def docker_backend(**config: Any) -> Any:
                 if (e.name or "").split(".")[0] != "docker":
                     raise
                 raise SandboxUnavailable(f"the docker sandbox {NO_SDK}") from e
-            backend = _BACKENDS[key] = module.DockerBackend(**config)
+            from pivot_sandbox.tasks.terminal_bench import ensure_image
+
+            backend = _BACKENDS[key] = module.DockerBackend(images=ensure_image, **config)
         return backend
 
 
-def namespace_backend(**config: Any) -> Any:
+def namespace_backend(**config: Any) -> NamespaceBackend:
     """The process-wide `NamespaceBackend` for this configuration (raises `SandboxUnavailable` with the reason)."""
     key = "namespace:" + json.dumps(config, sort_keys=True, default=str)
     with _LOCK:
@@ -56,19 +62,28 @@ def namespace_backend(**config: Any) -> Any:
                 if (e.name or "").split(".")[0] != "docker":
                     raise
                 raise SandboxUnavailable(f"the namespace sandbox takes its images from Docker, which {NO_SDK}") from e
+            from pivot_sandbox.tasks.terminal_bench import ensure_image
+
             module = importlib.import_module("pivot_sandbox.namespace.backend")
-            backend = _BACKENDS[key] = module.NamespaceBackend(docker=docker_backend, **config)
+            backend = _BACKENDS[key] = module.NamespaceBackend(docker=docker_backend, images=ensure_image, **config)
         return backend
 
 
 BACKEND_NAMES = ("docker", "namespace")
 
 
+def tests_backend(timeout: float) -> DockerBackend:
+    """The backend a task's tests run on: Docker's (live sessions) under `TEST_LIMITS`, actions stopped at `timeout`."""
+    from pivot_sandbox.tasks.verification import TEST_LIMITS
+
+    return docker_backend(action_timeout=float(timeout), **TEST_LIMITS)
+
+
 def default_backend() -> str:
     """The backend used when none is chosen: "namespace" where it runs here with its hardening, else "docker".
 
     The namespace backend gives the same verdicts (`bench/sandbox.py --backends docker,namespace`:
-    docs/sandbox.md) at a fraction of the latency, and passes the escape suite
+    docs/results/sandbox.md) at a fraction of the latency, and passes the escape suite
     (`tests/pivot_sandbox/test_escapes.py`: Docker's default covers, the runner's channel out of
     reach) where its seccomp filter loads (x86_64). Elsewhere it lacks one of Docker's covers, so it
     is never the default there (it still runs when named). What it lacks (a state whose replay needs

@@ -24,11 +24,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pivot_core import COMMAND_POSITION, MINI_SWE_AGENT_TIMED_OUT, Pivot, shell_actions
+from pivot_sandbox import RunFacts, SandboxContext, SandboxSpec
 from pivot_sandbox.errors import SandboxError
 from pivot_tasks._synthesize import REPLAY_LIMITS, mark_network_pivots
 
@@ -39,8 +40,8 @@ _STATEFUL = re.compile(
 )
 
 
-def task_sandbox(folder: Path, backend: Any) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
-    """(context.sandbox, context.task, "") for a task folder, or (None, {}, reason) when it gives none."""
+def task_sandbox(folder: Path, backend: Any) -> tuple[SandboxSpec | None, dict[str, Any], str]:
+    """(the sandbox, context.task, "") for a task folder, or (None, {}, reason) when it gives none."""
     from pivot_sandbox import load_task, task_image
 
     if not (folder / "task.yaml").is_file():
@@ -49,22 +50,21 @@ def task_sandbox(folder: Path, backend: Any) -> tuple[dict[str, Any] | None, dic
     built = task_image(backend.client, task)
     if built.status == "skipped":
         return None, {}, f"image not built: {built.reason}"
-    sandbox = {
-        "image": built.image,
-        "setup": [],
-        "workdir": built.workdir if built.workdir != "/" else "/app",
-        "shell": "/bin/bash",
-        "user": "root" if built.user in ("", "root", "0") else built.user,
-        "replay_access": True,
-    }
+    spec = SandboxSpec(
+        image=built.image,
+        workdir=built.workdir if built.workdir != "/" else "/app",
+        shell="/bin/bash",
+        user="root" if built.user in ("", "root", "0") else built.user,
+        replay_access=True,
+    )
     meta = {"task_id": task.task_id, "dir": str(folder.resolve()), "test_timeout": task.tests.timeout}
-    return sandbox, meta, ""
+    return spec, meta, ""
 
 
 def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
     """Why the pivot's state cannot be rebuilt by replaying its history, None when it can."""
     harness = pivot.context.get("harness")
-    codes = pivot.context.get("exit_codes") or {}
+    codes = RunFacts.from_context(pivot.context).exit_codes
     turn = 0
     for message in pivot.history:
         if message.role == "user" and harness == "mini-swe-agent" and MINI_SWE_AGENT_TIMED_OUT in message.text:
@@ -107,7 +107,7 @@ def unfinished_expert(pivot: Pivot, later: Pivot | None) -> str | None:
     Read from `later`, a pivot of the same run whose history holds the expert's turn and what came
     back: mini-swe-agent killed it at its timeout; OpenHands moved on while it still ran (exit -1).
     """
-    codes = pivot.context.get("exit_codes") or {}
+    codes = RunFacts.from_context(pivot.context).exit_codes
     if any(codes.get(call.id) == -1 for call in pivot.expert.tool_calls):
         return "the expert's command was still running when the agent moved on (exit -1)"
     at = len(pivot.history)
@@ -139,11 +139,11 @@ def mark_unfinished_experts(pivots: Sequence[Pivot]) -> list[Pivot]:
         by_run.setdefault(run_of(pivot), []).append(pivot)
     out = []
     for pivot in pivots:
-        sandbox = pivot.context.get("sandbox")
+        sandbox = SandboxContext.from_context(pivot.context)
         longer = [q for q in by_run[run_of(pivot)] if len(q.history) > len(pivot.history) + 1]
         why = unfinished_expert(pivot, min(longer, key=lambda q: len(q.history), default=None))
-        if isinstance(sandbox, Mapping) and why:
-            context = {**pivot.context, "sandbox": {**sandbox, "expert_unfinished": why}}
+        if sandbox is not None and why:
+            context = dataclasses.replace(sandbox, expert_unfinished=why).into(pivot.context)
             pivot = dataclasses.replace(pivot, context=context)
         out.append(pivot)
     return out
@@ -158,7 +158,7 @@ def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None
     from pivot_sandbox import docker_backend
 
     backend = backend or docker_backend(**REPLAY_LIMITS)
-    by_task: dict[str, tuple[dict[str, Any] | None, dict[str, Any], str]] = {}
+    by_task: dict[str, tuple[SandboxSpec | None, dict[str, Any], str]] = {}
     for task_id in sorted({str(p.context.get("task_id")) for p in pivots if p.context.get("task_id")}):
         try:
             by_task[task_id] = task_sandbox(Path(tasks_dir) / task_id, backend)
@@ -167,28 +167,26 @@ def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None
     out: list[Pivot] = []
     reasons: Counter[str] = Counter()
     for pivot in pivots:
-        sandbox, task, why = by_task.get(str(pivot.context.get("task_id")), (None, {}, "the run names no task"))
-        if sandbox is not None:
-            blocker = replay_blocker(pivot, sandbox["workdir"])
-            why = blocker or ""
-        context = dict(pivot.context)
+        spec, task, why = by_task.get(str(pivot.context.get("task_id")), (None, {}, "the run names no task"))
+        if spec is not None:
+            why = replay_blocker(pivot, spec.workdir) or ""
+        facts = RunFacts.from_context(pivot.context)
         if why:
-            context["unsandboxed"] = why
+            context = dataclasses.replace(facts, unsandboxed=why).into(pivot.context)
             reasons[re.sub(r"^turn \d+: ", "", why)] += 1
         else:
-            context["sandbox"] = dict(sandbox or {})
-            started = pivot.context.get("start_dir")
-            if isinstance(started, str) and started != context["sandbox"]["workdir"]:
-                context["sandbox"]["start_dir"] = started  # the harness's shell started elsewhere
-            context["task"] = task
+            assert spec is not None  # a task without a sandbox always says why
+            if facts.start_dir and facts.start_dir != spec.workdir:
+                spec = dataclasses.replace(spec, start_dir=facts.start_dir)  # the harness's shell started elsewhere
+            context = {**SandboxContext(spec).into(pivot.context), "task": task}
         out.append(dataclasses.replace(pivot, context=context))
     out = mark_unfinished_experts(mark_network_pivots(out))
-    images = {t: (s["image"] if s else why) for t, (s, _, why) in by_task.items()}
+    marks = [m for m in (SandboxContext.from_context(p.context) for p in out) if m is not None]
     report = {
-        "sandboxed": sum(1 for p in out if isinstance(p.context.get("sandbox"), Mapping)),
-        "expert_needs_network": sum(1 for p in out if (p.context.get("sandbox") or {}).get("expert_needs_network")),
-        "expert_unfinished": sum(1 for p in out if (p.context.get("sandbox") or {}).get("expert_unfinished")),
-        "images": images,
+        "sandboxed": len(marks),
+        "expert_needs_network": sum(m.expert_needs_network for m in marks),
+        "expert_unfinished": sum(bool(m.expert_unfinished) for m in marks),
+        "images": {t: (s.image if s else why) for t, (s, _, why) in by_task.items()},
         "unsandboxed": dict(reasons.most_common()),
     }
     return out, report

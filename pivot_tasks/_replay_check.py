@@ -31,12 +31,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pivot_core import MINI_SWE_AGENT_TIMED_OUT, SHELL_TOOLS, Message, Pivot, shell_actions
-from pivot_sandbox import SandboxSpec
+from pivot_sandbox import ReplayMark, SandboxContext, SandboxSpec, unsandbox
 from pivot_sandbox.errors import SandboxError
 from verifiers_plugins import sandbox_backend
 
@@ -176,6 +176,20 @@ def _asked_timeouts(chat: Sequence[Message]) -> list[float]:
     return found
 
 
+def marked(pivot: Pivot, found: tuple[int, str] | None) -> Pivot:
+    """The pivot with its `context.replay`, given where its run's replay first diverged (None: nowhere)."""
+    turn = int(pivot.context.get("turn_index", 0))
+    if found is None or turn < found[0]:
+        return dataclasses.replace(pivot, context=ReplayMark(faithful=True).into(pivot.context))
+    at, reason = found
+    if turn > at:  # its state differs from the agent's
+        mark = ReplayMark(faithful=False, diverged_at=at, reason=reason)
+        context = unsandbox(mark.into(pivot.context), f"the replay diverged at turn {at}: {reason}")
+    else:  # its state is the agent's (an episode may start here); its own action's effect is not
+        context = ReplayMark(faithful=False, diverged_at=at, reason=reason, state_faithful=True).into(pivot.context)
+    return dataclasses.replace(pivot, context=context)
+
+
 def check_replay(
     pivots: Sequence[Pivot], backend: Any = None, timeout: float = CHECK_TIMEOUT
 ) -> tuple[list[Pivot], dict[str, Any]]:
@@ -194,7 +208,7 @@ def check_replay(
         run = str(p.context.get("trajectory_id") or p.id)
         if run not in longest or p.context.get("turn_index", 0) > longest[run].context.get("turn_index", 0):
             longest[run] = p
-        if isinstance(p.context.get("sandbox"), Mapping):
+        if SandboxContext.from_context(p.context) is not None:
             by_run.setdefault(run, []).append(i)
     out = list(pivots)
     reasons: Counter[str] = Counter()
@@ -221,20 +235,10 @@ def check_replay(
             reasons[found[1].split(":")[0]] += 1
             divergences.append({"run": run, "turn": found[0], "reason": found[1]})
         for i in indices:
-            turn = int(pivots[i].context.get("turn_index", 0))
-            context = dict(pivots[i].context)
-            if found is not None and turn >= found[0]:
-                context["replay"] = {"faithful": False, "diverged_at": found[0], "reason": found[1]}
-                if turn > found[0]:  # its state differs from the agent's
-                    context.pop("sandbox", None)
-                    context["unsandboxed"] = f"the replay diverged at turn {found[0]}: {found[1]}"
-                else:  # its state is the agent's (an episode may start here); its own action's effect is not
-                    context["replay"]["state_faithful"] = True
-            else:
-                context["replay"] = {"faithful": True}
-            out[i] = dataclasses.replace(pivots[i], context=context)
-    faithful = sum(1 for p in out if (p.context.get("replay") or {}).get("faithful") is True)
-    unfaithful = sum(1 for p in out if (p.context.get("replay") or {}).get("faithful") is False)
+            out[i] = marked(pivots[i], found)
+    marks = [m for m in (ReplayMark.from_context(p.context) for p in out) if m is not None]
+    faithful = sum(1 for m in marks if m.faithful)
+    unfaithful = len(marks) - faithful
     report = {
         "runs_checked": len(by_run),
         "faithful": faithful,

@@ -33,6 +33,7 @@ from pivot_core import Message, Pivot, Trajectory, extract_pivots, iter_jsonl, w
 from pivot_sandbox import (
     HUB_DOWNLOADS,
     NETWORK,
+    SandboxContext,
     SandboxSpec,
     docker_backend,
     hosts_in,
@@ -174,12 +175,7 @@ def synthesize_task(
     commands = [c for c in record.get("solution_commands") or [] if c.strip()]
     # In the task's own image a solution may run up to a command that needs a host outside the
     # registries: the session is synthesized up to it (the pivots before it have states we rebuild).
-    cut, why = None, None
-    if registries is not None and not record.get("env_name"):
-        for i, command in enumerate(commands):
-            if why := command_skip_reason(command, registries):
-                cut = i
-                break
+    cut, why = (None, "") if registries is None or record.get("env_name") else _first_unreachable(commands, registries)
     if cut is None or cut == 0:
         reason = skip_reason(record, registries)
         if reason:
@@ -192,35 +188,12 @@ def synthesize_task(
             return None, f"{reason}; every command before it needs the network"
         truncated = {"at_command": cut + 1, "reason": reason}
     runs = backend.transcript(spec, commands[:cut] if cut is not None else commands, timeout=timeout)
-    steps = []
-    for i, (raw, cwd) in enumerate(runs):
-        output = raw.stdout.decode(errors="replace")
-        if raw.killed == "timeout":
-            bound = f"{timeout:.0f} s" if timeout else "the replay timeout"
-            return None, f"command {i + 1} ({commands[i].strip()[:60]!r}) still ran after {bound}: the session hangs"
-        if raw.killed:
-            return None, f"command {i + 1} was stopped by the sandbox ({raw.killed})"
-        if raw.exit_code != 0 and not spec.replay_access:
-            tail = output.strip().splitlines()[-1][:80] if output.strip() else ""
-            return None, f"command {i + 1} exited {raw.exit_code} (task files missing?): {tail}"
-        # In the task's own image a failing command is part of the oracle's session (`pkill` of a process
-        # that is not there, a solution.sh without `set -e`): kept, with its status in the next turn;
-        # whether the session solved the task is the tests' call (`task_tests.oracle_check`).
-        steps.append((commands[i], raw.exit_code, output, cwd))
+    steps, reason = _session_steps(runs, commands, spec, timeout)
+    if reason:
+        return None, reason
     task_id = str(record.get("task_id") or record.get("id"))
-    context = {
-        "format": "terminus",
-        "task_id": task_id,
-        "synthesized": True,
-        "sandbox": {
-            "image": spec.image,
-            "setup": list(spec.setup),
-            "workdir": spec.workdir,
-            "shell": spec.shell,
-            "user": spec.user,
-            **({"replay_access": True} if spec.replay_access else {}),
-        },
-    }
+    context: dict[str, Any] = {"format": "terminus", "task_id": task_id, "synthesized": True}
+    context = SandboxContext(spec).into(context)
     if task:
         context["task"] = {**task, "solution": commands}
     if truncated:
@@ -237,6 +210,36 @@ def synthesize_task(
         source=str(record.get("source", "")),
     )
     return traj, ""
+
+
+def _first_unreachable(commands: Sequence[str], registries: frozenset[str]) -> tuple[int | None, str]:
+    """The index of the first command that needs a host outside the registries, and why; (None, "") when none."""
+    for i, command in enumerate(commands):
+        if why := command_skip_reason(command, registries):
+            return i, why
+    return None, ""
+
+
+def _session_steps(
+    runs: Sequence[tuple[Any, str]], commands: Sequence[str], spec: SandboxSpec, timeout: float | None
+) -> tuple[list[tuple[str, int, str, str]], str]:
+    """(command, exit code, output, cwd) of each command the solution ran, and "", or ([], why the task is skipped)."""
+    steps = []
+    for i, (raw, cwd) in enumerate(runs):
+        output = raw.stdout.decode(errors="replace")
+        if raw.killed == "timeout":
+            bound = f"{timeout:.0f} s" if timeout else "the replay timeout"
+            return [], f"command {i + 1} ({commands[i].strip()[:60]!r}) still ran after {bound}: the session hangs"
+        if raw.killed:
+            return [], f"command {i + 1} was stopped by the sandbox ({raw.killed})"
+        if raw.exit_code != 0 and not spec.replay_access:
+            tail = output.strip().splitlines()[-1][:80] if output.strip() else ""
+            return [], f"command {i + 1} exited {raw.exit_code} (task files missing?): {tail}"
+        # In the task's own image a failing command is part of the oracle's session (`pkill` of a process
+        # that is not there, a solution.sh without `set -e`): kept, with its status in the next turn;
+        # whether the session solved the task is the tests' call (`task_tests.oracle_check`).
+        steps.append((commands[i], raw.exit_code, output, cwd))
+    return steps, ""
 
 
 def task_spec(record: Mapping[str, Any], image: str) -> SandboxSpec:
@@ -311,15 +314,20 @@ def mark_network_pivots(pivots: Sequence[Pivot]) -> list[Pivot]:
 
     out = []
     for pivot in pivots:
-        sandbox = pivot.context.get("sandbox")
+        sandbox = SandboxContext.from_context(pivot.context)
         cut = (pivot.context.get("truncated") or {}).get("at_command")
         # the pivot at a cut runs what no container here can: a host outside the registries
         at_cut = cut is not None and len(history_commands(pivot)) == cut - 1
-        if isinstance(sandbox, Mapping) and (at_cut or needs_network(action_commands(pivot.expert))):
-            context = {**pivot.context, "sandbox": {**sandbox, "expert_needs_network": True}}
+        if sandbox is not None and (at_cut or needs_network(action_commands(pivot.expert))):
+            context = dataclasses.replace(sandbox, expert_needs_network=True).into(pivot.context)
             pivot = dataclasses.replace(pivot, context=context)
         out.append(pivot)
     return out
+
+
+def _needs_network(pivot: Pivot) -> bool:
+    sandbox = SandboxContext.from_context(pivot.context)
+    return sandbox is not None and sandbox.expert_needs_network
 
 
 def default_tasks_dir(src: Path) -> Path | None:
@@ -361,12 +369,12 @@ def synthesize_file(
     pivots: list[Pivot] = mark_network_pivots([p for r in kept for p in extract_pivots(r["trajectory"])])
     write_pivots(pivots, out)
     if check_tests:
-        from verifiers_plugins.builtin.task_tests import oracle_check
+        from pivot_sandbox import oracle_check, tests_backend
 
         for r in rows:
             # a partial row's oracle_check says why its tests cannot judge it (context.truncated)
             if r["status"] in ("ok", "partial") and r["trajectory"].context.get("task"):
-                check = oracle_check(r["trajectory"].context)
+                check = oracle_check(r["trajectory"].context, tests_backend)
                 r["tests_before"], r["tests_after"] = check.get("before"), check.get("after")
                 r["tests_reason"] = check.get("after_reason") or check.get("reason", "")
     tasks = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
@@ -381,7 +389,7 @@ def synthesize_file(
         "succeeded": ok,
         "partial": sum(r["status"] == "partial" for r in rows),
         "pivots": len(pivots),
-        "network_pivots": sum(bool(p.context.get("sandbox", {}).get("expert_needs_network")) for p in pivots),
+        "network_pivots": sum(_needs_network(p) for p in pivots),
         # tasks whose answer the agent's user can read: reported, and their pivots left out by default
         "oracle_readable": {t["task_id"]: t["oracle_readable"] for t in tasks if t.get("oracle_readable")},
         "tasks": tasks,
@@ -402,8 +410,11 @@ def bundle(tasks_dir: Path, records: Sequence[Mapping[str, Any]], out: Path) -> 
     pivots = []
     for pivot in mark_network_pivots([p for r in rows for p in extract_pivots(r["trajectory"])]):
         task_id = pivot.context["task"]["task_id"]
-        sandbox = {**pivot.context["sandbox"], "image": f"pivot-gym/task:{task_id}"}
+        sandbox = SandboxContext.from_context(pivot.context)
+        assert sandbox is not None  # every synthesized pivot has one
+        spec = dataclasses.replace(sandbox.spec, image=f"pivot-gym/task:{task_id}")
+        context = dataclasses.replace(sandbox, spec=spec).into(pivot.context)
         task = {**pivot.context["task"], "dir": f"bundled:{task_id}"}
-        pivots.append(dataclasses.replace(pivot, context={**pivot.context, "sandbox": sandbox, "task": task}))
+        pivots.append(dataclasses.replace(pivot, context={**context, "task": task}))
     write_pivots(pivots, out)
     return {"tasks": [r["task_id"] for r in rows], "pivots": len(pivots)}

@@ -24,6 +24,7 @@ from pivot_core import (
     terminus_keystrokes,
     typed_commands,
 )
+from pivot_sandbox import SandboxContext, SandboxError
 from verifiers_plugins._audit_sandbox import SANDBOX_EDITS, WHY
 
 # The action style of a pivot decides which cases apply and how "the right tool" is spelled.
@@ -214,9 +215,11 @@ def _edit_last_command(pivot: Pivot, style: str, edit: Callable[[str], str | Non
 
 
 def _workdir(pivot: Pivot) -> str:
-    sandbox = pivot.context.get("sandbox")
-    workdir = sandbox.get("workdir") if isinstance(sandbox, Mapping) else None
-    return workdir.rstrip("/") if isinstance(workdir, str) and workdir.startswith("/") else "."
+    try:
+        sandbox = SandboxContext.from_context(pivot.context)
+    except SandboxError:
+        sandbox = None  # the sandbox verifier reports a malformed context itself
+    return sandbox.spec.workdir.rstrip("/") if sandbox is not None else "."
 
 
 def _destructive_suffix(pivot: Pivot, style: str) -> str | None:

@@ -22,7 +22,7 @@ The outcome is the task's tests, run in the final state whatever ended the episo
 runs them after a timeout too). A pivot synthesized from a Terminal-Bench task folder
 (`context["task"]["dir"]`) is scored by the task's own pytest suite, delivered only now, run in a
 fresh shell with the image's own environment and read through a nonce status line (the sandbox's
-`Session.run_tests`, as `task_tests` does). A pivot without a task folder may name shell checks
+`pivot_sandbox.run_task_tests`, as `task_tests` does). A pivot without a task folder may name shell checks
 in `context["task_tests"]`: `{"commands": [commands run as root that must all exit 0], "timeout":
 seconds}`. A pivot with neither has no outcome: its episodes end with an error outcome, never a guessed reward.
 """
@@ -63,7 +63,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
             how long the history took.
         backend: a sandbox backend name registered through `register_sandboxes`.
         backend_config: keyword arguments of the backend factory (e.g. `action_timeout`), over
-            `task_tests.TEST_LIMITS` (a task's tests run in the episode's container).
+            `pivot_sandbox.TEST_LIMITS` (a task's tests run in the episode's container).
         parser: parser name; hermes when None (Terminus JSON stays plain content).
         max_completion_chars: the action space's maximum completion length.
     """
@@ -95,7 +95,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
             max_completion_chars=max_completion_chars,
             render_mode=render_mode,
         )
-        from verifiers_plugins.builtin.task_tests import TEST_LIMITS
+        from pivot_sandbox import TEST_LIMITS
 
         # the limits of a task's test run (memory, processes): the tests run in the episode's container
         config = {**TEST_LIMITS, **dict(backend_config or {})}
@@ -111,8 +111,10 @@ class TerminalEpisodeEnv(EpisodeEnv):
 
         `pivot convert --tasks-dir` leaves a pivot unsandboxed with the reason (`context.unsandboxed`).
         """
-        if not isinstance(pivot.context.get("sandbox"), Mapping):
-            if pivot.context.get("unsandboxed"):  # `pivot convert --tasks-dir`: their state cannot be rebuilt
+        from pivot_sandbox import RunFacts, SandboxContext
+
+        if SandboxContext.from_context(pivot.context) is None:
+            if RunFacts.from_context(pivot.context).unsandboxed:  # `pivot convert --tasks-dir`: state not rebuilt
                 return False
             raise ValueError(
                 f"TerminalEpisodeEnv: expected pivots with context['sandbox'] (from `pivot synthesize`), "
@@ -132,8 +134,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
             return None
         folder = str(task["dir"])
         if folder not in self._agent_timeouts:
-            from pivot_sandbox import load_task
-            from verifiers_plugins.builtin.task_tests import resolve_task_dir
+            from pivot_sandbox import load_task, resolve_task_dir
 
             # a folder without a readable task.yaml raises TaskError naming it: its tests could not run either
             self._agent_timeouts[folder] = load_task(resolve_task_dir(folder)).agent_timeout
@@ -242,16 +243,15 @@ class TerminalEpisodeEnv(EpisodeEnv):
         """The Terminal-Bench task's own pytest suite, run in the live container as its harness runs it.
 
         A fresh shell with the image's own environment (nothing the policy exported reaches it), the
-        tests delivered only now, their tools checked unchanged first (`Session.run_tests`, issue 30).
+        tests delivered only now, their tools checked unchanged first (`pivot_sandbox.run_task_tests`, issue 30).
         """
-        from pivot_sandbox import SandboxError, TaskError, load_task
-        from verifiers_plugins.builtin.task_tests import resolve_task_dir
+        from pivot_sandbox import SandboxError, TaskError, load_task, resolve_task_dir, run_task_tests
 
         try:
             task = load_task(resolve_task_dir(task_dir))
             if task.tests.problem:
                 raise TaskError(task.tests.problem)
-            result = self.session.run_tests(task)
+            result = run_task_tests(self.session, task)
         except SandboxError as e:  # the tests cannot run here: no outcome rather than a guess
             return EpisodeOutcome(0.0, ended_by, self.rule, error=f"task tests: {e}")
         details = {"passed": result.passed, "ran": result.ran, "counts": dict(result.counts), "reason": result.reason}

@@ -10,7 +10,7 @@ through this protocol; `check_backend` (`contract/check.py`) validates one the w
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pivot_sandbox.contract.spec import Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import SandboxError
@@ -37,6 +37,10 @@ class Step(Protocol):
 
 # `stop(i, step)`: true ends a transcript after command `i` (the replay check: a divergence is found)
 StopRule = Callable[[int, Step], bool]
+# `resolve(client, tag)`: make sure the engine has the image `tag` (built on demand, or a clear
+# `SandboxError` saying how to build it). Handed to a backend by whoever makes it (`pivot_sandbox._plugin`:
+# the task home's resolver, which builds bundled task images): a backend knows no task format.
+ImageResolver = Callable[[Any, str], None]
 
 
 @runtime_checkable
@@ -103,4 +107,4 @@ class SandboxBackend(Protocol):
         ...
 
 
-__all__ = ["SandboxBackend", "Step", "StopRule"]
+__all__ = ["ImageResolver", "SandboxBackend", "Step", "StopRule"]

@@ -10,7 +10,7 @@ import json
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pivot_sandbox.errors import SandboxError
@@ -62,18 +62,18 @@ class SandboxSpec:
 
     @classmethod
     def from_context(cls, context: Mapping[str, Any]) -> SandboxSpec | None:
-        """The spec in `context["sandbox"]`, None when the pivot has none."""
-        raw = context.get("sandbox")
-        if not raw:
-            return None
-        if isinstance(raw, str):
-            return cls(image=raw)
-        if not isinstance(raw, Mapping):
-            raise SandboxError(f"context.sandbox: expected an object, got {type(raw).__name__}")
-        known = {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
-        if isinstance(known.get("setup"), str):
-            known["setup"] = (known["setup"],)
-        return cls(**known)
+        """The spec in `context["sandbox"]`, None when the pivot has none.
+
+        Read by `SandboxContext.from_context` (`contract/marks.py`), which also holds the flags about
+        the expert action and the keys no reader knows (`extra`): nothing is dropped unseen there.
+
+        Raises:
+            SandboxError: a malformed value; the message names the key.
+        """
+        from pivot_sandbox.contract.marks import SandboxContext  # marks builds on this module
+
+        found = SandboxContext.from_context(context)
+        return None if found is None else found.spec
 
     @property
     def first_dir(self) -> str:

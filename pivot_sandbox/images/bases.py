@@ -30,6 +30,7 @@ class Base:
         workdir: the working directory the original image sets.
         managed: keep Debian's EXTERNALLY-MANAGED marker (Ubuntu keeps it; python.org images have none).
         note: how it differs from the original.
+        packages: Debian packages installed on top of the root (a full `python:3.x` image's build tools).
     """
 
     tag: str
@@ -37,6 +38,15 @@ class Base:
     workdir: str
     managed: bool
     note: str
+    packages: tuple[str, ...] = ()
+
+
+# What a full (not -slim) python.org image has beyond its Python (buildpack-deps: compilers, VCS, -dev libraries).
+FULL_PYTHON_PACKAGES = (
+    *("build-essential", "pkg-config", "curl", "wget", "git", "gnupg", "openssh-client", "procps", "file"),
+    *("unzip", "xz-utils", "bzip2", "libffi-dev", "libssl-dev", "zlib1g-dev", "libbz2-dev", "liblzma-dev"),
+    *("libreadline-dev", "libsqlite3-dev", "python3-dev"),
+)
 
 
 # Matched on the image's path, never on a registry host name.
@@ -74,6 +84,30 @@ BASES: tuple[tuple[re.Pattern[str], Base], ...] = (
         ),
     ),
     (
+        # the tests of Terminal-Bench 2.0 ask `uvx -p 3.13`: the interpreter the tag names, from trixie
+        re.compile(r"^python:3\.13(\.\d+)?-slim(-bookworm|-trixie)?$"),
+        Base(
+            "pivot-gym/base:python-3-13-slim",
+            "pivot-gym/root:trixie",
+            "/",
+            False,
+            "Debian trixie's Python 3.13 (in /usr/lib; pip installs to /usr/local), not python.org's on bookworm: "
+            "the version the tag names, Debian trixie's packages",
+        ),
+    ),
+    (
+        re.compile(r"^python:3\.\d+(\.\d+)?(-bookworm)?$"),
+        Base(
+            "pivot-gym/base:python-3-bookworm",
+            "pivot-gym/root:bookworm",
+            "/",
+            False,
+            "bookworm's Python 3.11 with build tools, compilers and -dev libraries (a subset of buildpack-deps; "
+            "the minor version differs unless 3.11 was asked)",
+            FULL_PYTHON_PACKAGES,
+        ),
+    ),
+    (
         re.compile(r"^python:3\.\d+(\.\d+)?-slim(-bookworm)?$"),
         Base(
             "pivot-gym/base:python-3-slim-bookworm",
@@ -86,6 +120,26 @@ BASES: tuple[tuple[re.Pattern[str], Base], ...] = (
     (
         re.compile(r"^debian:bullseye(-slim)?$"),
         Base("pivot-gym/base:debian-bullseye", "pivot-gym/root:bullseye", "/", True, "Debian bullseye minbase"),
+    ),
+    (
+        re.compile(r"^debian:(13(\.\d+)?|trixie)(-slim)?$"),
+        Base(
+            "pivot-gym/base:debian-trixie",
+            "pivot-gym/root:trixie",
+            "/",
+            True,
+            "Debian trixie minbase with python3 (3.13), pip, venv, tmux and ca-certificates preinstalled",
+        ),
+    ),
+    (
+        re.compile(r"^debian:(12(\.\d+)?|bookworm)(-slim)?$"),
+        Base(
+            "pivot-gym/base:debian-bookworm",
+            "pivot-gym/root:bookworm",
+            "/",
+            True,
+            "Debian bookworm minbase with python3 (3.11), pip, venv and ca-certificates preinstalled",
+        ),
     ),
     (
         re.compile(r"^ubuntu:(22\.04|24\.04|latest)$"),
@@ -108,6 +162,13 @@ def ensure_base(client: Any, name: str) -> tuple[str, str]:
     if base is None:
         raise TaskError(f"base image {name!r} has no local equivalent (no registry is reachable)")
     steps = [] if base.managed else ["RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED", PIP_OWNS_PYTHON_PACKAGES]
+    if base.packages:  # before the pip-owned copies, so that python3-dev's own Python packages get one too
+        steps.insert(
+            0,
+            "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+            + " ".join(base.packages)
+            + " && rm -rf /var/lib/apt/lists/*",
+        )
     text = "\n".join([f"FROM {base.root}", *steps, f"WORKDIR {base.workdir}"]) + "\n"
     # a base built by an older recipe is rebuilt (its id changes, so the task images on it rebuild once)
     recipe = hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -116,7 +177,7 @@ def ensure_base(client: Any, name: str) -> tuple[str, str]:
     build_root_image(client, base.root)
     suite = ROOTS[base.root][0]
     instructions = df.parse(text, f"<base {base.tag}>")
-    access = None if base.managed else build_access(suite)
+    access = None if base.managed and not base.packages else build_access(suite)
     labels = {f"{LABEL}.suite": suite, f"{LABEL}.recipe": recipe}
     build(client, instructions, Path("/nonexistent"), base.root, base.tag, access, labels=labels)
     return base.tag, base.note

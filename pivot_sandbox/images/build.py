@@ -2,10 +2,11 @@
 
 The container is of the mapped base image and alone has the host network and the machine's registry
 configuration mounted (`_access.BuildAccess`); the result is one committed image whose config carries
-the Dockerfile's `ENV`, `WORKDIR` and `USER`, and no trace of the build access. Parsing is `_dockerfile`.
+the Dockerfile's `ENV`, `WORKDIR` and `USER`, and no trace of the build access. Parsing is `images/dockerfile.py`.
 
 Public API:
     build(client, instructions, context, base, tag, access, ...) -> BuildResult
+    check_supported(instructions)   (a multi-stage Dockerfile, a COPY --from: DockerfileError)
     api_timeout(api, seconds)   (a context manager: a long silent step, a large commit)
 """
 
@@ -27,7 +28,7 @@ from typing import Any
 from pivot_sandbox.contract.spec import LABEL, OWNER
 from pivot_sandbox.errors import DockerfileError
 from pivot_sandbox.images.access import BuildAccess
-from pivot_sandbox.images.dockerfile import _HEREDOC, IGNORED, Instruction, _pairs, copy_sources, substitute
+from pivot_sandbox.images.dockerfile import _HEREDOC, IGNORED, Instruction, copy_sources, substitute
 
 # the build container's own process
 IDLE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
@@ -234,8 +235,6 @@ def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> 
             reason = "timed out" if code in (124, 137) else f"exited {code}"
             raise DockerfileError(f"{ins.where}: RUN {ins.args[:80]!r} {reason}: {last}")
     elif kw in ("COPY", "ADD"):
-        if "from" in ins.flags:
-            raise DockerfileError(f"{ins.where}: COPY --from (multi-stage) is not supported")
         paths, dest = copy_sources(ins, context, values)
         dest_abs = _abs(s.workdir, dest)
         if ins.heredocs:
@@ -260,11 +259,11 @@ def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> 
         s.workdir = _abs(s.workdir, substitute(ins.args.strip(), values))
         s.run(["mkdir", "-p", s.workdir], user="0", timeout=30, cwd="/")
     elif kw == "ENV":
-        pairs = {k: substitute(v, values) for k, v in _pairs(ins.args, ins.where).items()}
+        pairs = {k: substitute(v, values) for k, v in ins.pairs().items()}
         s.env.update(pairs)
         s.env_set.update(pairs)
     elif kw == "ARG":
-        for name, default in _pairs(ins.args, ins.where).items():
+        for name, default in ins.pairs().items():
             s.args.setdefault(name, substitute(default, values))
     elif kw == "USER":
         s.user = substitute(ins.args.strip(), values)
@@ -276,7 +275,27 @@ def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> 
     elif kw in ("CMD", "ENTRYPOINT"):
         s.cmd = ins.json_form() or [*s.shell, ins.args]
     elif kw == "LABEL":
-        s.labels.update(_pairs(ins.args, ins.where))
+        s.labels.update(ins.pairs())
+
+
+def check_supported(instructions: Sequence[Instruction]) -> None:
+    """Raise `DockerfileError` (file and line) for what the parser reads but this builder cannot run yet.
+
+    A second build stage (`FROM ... AS name` twice) and a COPY/ADD `--from=` a stage or an image: the
+    builder runs one stage on one base and has no other stage's (or image's) files to copy from.
+    """
+    froms = [i for i in instructions if i.keyword == "FROM"]
+    if len(froms) > 1:
+        raise DockerfileError(
+            f"{froms[1].where}: multi-stage builds are not supported by the builder yet "
+            f"(stage {froms[1].stage!r} after {froms[0].stage!r})"
+        )
+    for ins in instructions:
+        if ins.keyword in ("COPY", "ADD") and "from" in ins.flags:
+            raise DockerfileError(
+                f"{ins.where}: {ins.keyword} --from={ins.flags['from']} (another stage or image) "
+                "is not supported by the builder yet"
+            )
 
 
 def build(
@@ -299,8 +318,10 @@ def build(
     to the text files COPY/ADD put in (the caller rewrites RUN lines itself).
 
     Raises:
-        DockerfileError: a step failed; the message names the file, line and step.
+        DockerfileError: a step failed, or the Dockerfile is one the builder cannot run (`check_supported`);
+            the message names the file, line and step.
     """
+    check_supported(instructions)
     started = time.monotonic()
     session = _Session(client, base, access, {LABEL: "task", **dict(labels)})
     session.rewrite = rewrite

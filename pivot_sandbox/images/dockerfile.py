@@ -2,22 +2,50 @@
 
 No image registry is reachable, so `docker build` cannot resolve `FROM` and BuildKit is not on every
 machine; the steps are few (`RUN`, `COPY`/`ADD`, `WORKDIR`, `ENV`, `ARG`, `USER`, `SHELL`, `CMD`,
-`ENTRYPOINT`, `LABEL`, `EXPOSE`), so the project parses them here and runs them itself (`images/build.py`).
+`ENTRYPOINT`, `LABEL`, `EXPOSE`), so the project runs them itself (`images/build.py`).
+
+The reading is the `dockerfile-parse` library's (`DockerfileParser.structure`): instructions and
+their lines, line continuations, comments (inside a continuation too), the `# escape=` directive
+(`# syntax=` is a comment to it, as to this builder); ENV/LABEL pairs are its `extract_key_values`,
+ARG words its `WordSplitter`, a FROM's stage name its `image_from`. Around it, small steps that the
+library does not take (checked by tests/pivot_sandbox/test_dockerfile_parse.py):
+
+- here-documents (`RUN <<EOF` ... `EOF`, BuildKit's syntax): the library reads a body's lines as
+  instructions of their own (`line one` becomes an instruction `LINE`). Each body is cut out of the
+  text before (its lines left blank, so that line numbers hold) and kept on its instruction; the text
+  is read again after each cut, since what followed the body was read wrongly.
+- `args`: the library joins a continuation's lines verbatim (`a && <escape>` then `    b` gives `a &&     b`);
+  here they are stripped and joined with one space, as this module always did (the builder's steps,
+  the hosts found and the tests read them so), and the leading `--name=value` flags go to `flags`.
+- a text that ends inside a continuation: the library drops that last instruction, so a blank
+  line is added at the end.
+- checks that are the builder's, not a parser's: an unknown instruction, a Dockerfile without FROM
+  or with a step before it other than ARG, a fragment with one, a stage name used twice, an ENV or
+  LABEL word that is no `name=value`, an unclosed quote; each `DockerfileError` names file and line.
+
+Multi-stage Dockerfiles are read (`Instruction.stage`, `COPY --from=NAME` in `flags["from"]`); the
+builder refuses them (`build.check_supported`). The library is imported on first use: the minimal
+install (`pip install pivot-gym`, no extras) imports this module (`images.build`) but never reads a
+Dockerfile, which only a sandbox with Docker does; `dockerfile-parse` is in the `sandbox` extra.
 
 Public API:
-    parse(text, path) -> list[Instruction]           (DockerfileError names file and line)
+    parse(text, path, fragment=False) -> list[Instruction]   (DockerfileError names file and line)
+    substitute(text, values), hosts_in(text, allowed), implicit_hosts(text)
     foreign_hosts(instructions, allowed) -> list[(host, Instruction)]
     copy_sources(ins, context, values), context_files(instructions, context)
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 from urllib.parse import urlparse
 
 from pivot_sandbox.errors import DockerfileError
@@ -27,6 +55,8 @@ _URL = re.compile(r"\b(?:https?|git|ftp)://([A-Za-z0-9.-]+)")
 _GIT_SSH = re.compile(r"\bgit@([A-Za-z0-9.-]+):")
 KNOWN = {"FROM", "RUN", "COPY", "ADD", "WORKDIR", "ENV", "ARG", "USER", "SHELL", "CMD", "ENTRYPOINT", "LABEL"}
 IGNORED = {"EXPOSE", "VOLUME", "HEALTHCHECK", "STOPSIGNAL", "MAINTAINER", "ONBUILD"}
+# the instructions whose arguments may open here-documents (BuildKit's)
+_TAKES_HEREDOCS = ("RUN", "COPY", "ADD")
 
 
 @dataclass(frozen=True)
@@ -40,6 +70,9 @@ class Instruction:
         line: 1-based line of the instruction in its file.
         path: the file it came from (for error messages).
         heredocs: bodies of `<<NAME` here-documents, in order.
+        stage: the build stage it belongs to, as `COPY --from=` names it: its FROM's `AS` name
+            (lower-case, as docker compares them), else the stage's number ("0", "1", ...); ""
+            before the first FROM (the global ARGs) and in a fragment.
     """
 
     keyword: str
@@ -48,6 +81,7 @@ class Instruction:
     line: int = 0
     path: str = "Dockerfile"
     heredocs: tuple[str, ...] = ()
+    stage: str = ""
 
     @property
     def where(self) -> str:
@@ -65,65 +99,124 @@ class Instruction:
             return None
         return [str(v) for v in value] if isinstance(value, list) else None
 
+    def pairs(self) -> dict[str, str]:
+        """The names and values an ENV, LABEL or ARG sets (`_pairs`)."""
+        return _pairs(self.args, self.where, self.keyword)
 
-def _logical_lines(text: str, path: str) -> list[tuple[int, str, tuple[str, ...]]]:
-    """(first line, instruction text, heredoc bodies): continuations joined, comments and blanks dropped."""
-    lines = text.splitlines()
-    out: list[tuple[int, str, tuple[str, ...]]] = []
-    i = 0
+
+def _library() -> tuple[ModuleType, ModuleType]:
+    """(`dockerfile_parse.parser`, `dockerfile_parse.util`), imported on first use (the minimal install lacks it)."""
+    try:
+        from dockerfile_parse import parser, util
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(
+            "reading a Dockerfile needs the dockerfile-parse package: pip install 'pivot-gym[sandbox]'", name=e.name
+        ) from e
+    return parser, util
+
+
+def _structure(lines: Sequence[str]) -> list[dict[str, Any]]:
+    """The library's instructions of `lines` (each ending in a newline), comments left out."""
+    data = "".join(lines).encode("utf-8", errors="replace")
+    parser = _library()[0].DockerfileParser(fileobj=io.BytesIO(data), env_replace=False)
+    return [s for s in parser.structure if s["instruction"] != "COMMENT"]
+
+
+def _markers(s: Mapping[str, Any]) -> list[re.Match[str]]:
+    """The `<<NAME` here-document openers of an instruction of the library's structure."""
+    return list(_HEREDOC.finditer(s["value"])) if s["instruction"] in _TAKES_HEREDOCS else []
+
+
+def _cut_body(lines: list[str], start: int, m: re.Match[str], where: str) -> tuple[str, int]:
+    """(body, the line after its terminator) of the here-document `m` opens, its lines blanked in `lines`."""
+    strip_tabs, name = bool(m.group(1)), m.group(2)
+    body, i = [], start
     while i < len(lines):
-        start, raw = i + 1, lines[i]
+        text = lines[i].rstrip("\r\n")
+        lines[i] = "\n"
+        if (text.strip() if strip_tabs else text) == name:
+            return "\n".join(body) + "\n", i + 1
+        body.append(text.lstrip("\t") if strip_tabs else text)
         i += 1
-        if not raw.strip() or raw.lstrip().startswith("#"):
-            continue
-        parts = [raw]
-        while parts[-1].rstrip().endswith("\\") and i < len(lines):
-            parts[-1] = parts[-1].rstrip()[:-1]
-            while i < len(lines) and lines[i].lstrip().startswith("#"):
-                i += 1  # comments inside a continuation are dropped by docker too
-            if i < len(lines):
-                parts.append(lines[i])
-                i += 1
-        joined = " ".join(p.strip() for p in parts)
-        bodies = []
-        takes_heredocs = joined.split(maxsplit=1)[0].upper() in ("RUN", "COPY", "ADD")
-        for m in _HEREDOC.finditer(joined) if takes_heredocs else ():
-            body: list[str] = []
-            while i < len(lines) and (lines[i].strip() if m.group(1) else lines[i]) != m.group(2):
-                body.append(lines[i].lstrip("\t") if m.group(1) else lines[i])
-                i += 1
-            if i >= len(lines):
-                raise DockerfileError(f"{path}:{start}: here-document <<{m.group(2)} is never closed")
-            i += 1
-            bodies.append("\n".join(body) + "\n")
-        out.append((start, joined, tuple(bodies)))
+    raise DockerfileError(f"{where}: here-document <<{name} is never closed")
+
+
+def _read(text: str, path: str) -> tuple[list[dict[str, Any]], dict[int, tuple[str, ...]]]:
+    """(the library's instructions, here-document bodies by 0-based start line) of a Dockerfile's text.
+
+    The library does not know here-documents: the first instruction that opens one has its bodies
+    cut out of the text (their lines blanked), then the text is read again, until none is left.
+    """
+    data = (text if text.endswith("\n") else text + "\n") + "\n"  # a last continuation ends
+    lines = [line + "\n" for line in data.split("\n")[:-1]]
+    bodies: dict[int, tuple[str, ...]] = {}
+    while True:
+        structure = _structure(lines)
+        pending = next((s for s in structure if s["startline"] not in bodies and _markers(s)), None)
+        if pending is None:
+            return structure, bodies
+        found, i = [], pending["endline"] + 1
+        for m in _markers(pending):
+            body, i = _cut_body(lines, i, m, f"{path}:{pending['startline'] + 1}")
+            found.append(body)
+        bodies[pending["startline"]] = tuple(found)
+
+
+def _instruction(s: Mapping[str, Any], path: str, heredocs: tuple[str, ...]) -> Instruction:
+    """An `Instruction` of one entry of the library's structure: args joined as this module joins them."""
+    keyword, line = s["instruction"], s["startline"] + 1
+    if keyword not in KNOWN | IGNORED:
+        raise DockerfileError(f"{path}:{line}: unknown instruction {keyword!r}")
+    # every line of a continuation but the last ends in the escape character, whichever it is
+    physical = s["content"].split("\n")[:-1]
+    joined = " ".join(p.strip() for p in [*(p.rstrip()[:-1] for p in physical[:-1]), physical[-1]])
+    rest = (joined.split(None, 1) + [""])[1].strip()
+    flags = {}
+    while rest.startswith("--"):
+        flag, _, rest = rest.partition(" ")
+        name, _, value = flag[2:].partition("=")
+        flags[name] = value
+        rest = rest.strip()
+    return Instruction(keyword, rest, flags, line, path, heredocs)
+
+
+def _with_stages(instructions: list[Instruction], path: str, fragment: bool) -> list[Instruction]:
+    """The instructions with their `stage`; a FROM missing, misplaced or naming a stage twice raises."""
+    froms = [i for i in instructions if i.keyword == "FROM"]
+    if fragment:
+        if froms:
+            raise DockerfileError(f"{froms[0].where}: FROM in steps appended to another Dockerfile")
+        return instructions
+    if not froms:
+        raise DockerfileError(f"{path}:1: no FROM instruction")
+    early = next((i for i in instructions if i.keyword not in ("ARG", "FROM")), None)
+    if early is not None and early.line < froms[0].line:
+        raise DockerfileError(f"{early.where}: {early.keyword} before the first FROM (only ARG may come before it)")
+    image_from = _library()[0].image_from
+    out: list[Instruction] = []
+    stage, names = "", []  # names: every stage's, in order
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            image, name = image_from(ins.args)
+            if not image:
+                raise DockerfileError(f"{ins.where}: FROM names no image")
+            if name and name.lower() in names:
+                raise DockerfileError(f"{ins.where}: stage name {name!r} is used twice")
+            stage = name.lower() if name else str(len(names))
+            names.append(stage)
+        out.append(replace(ins, stage=stage))
     return out
 
 
 def parse(text: str, path: str = "Dockerfile", fragment: bool = False) -> list[Instruction]:
     """The instructions of a Dockerfile; an unknown or malformed one raises `DockerfileError` with its line.
 
-    A `fragment` (steps appended to another Dockerfile) has no FROM.
+    A `fragment` (steps appended to another Dockerfile) has no FROM. A multi-stage Dockerfile is read
+    (each instruction's `stage`); the builder refuses it (`build.check_supported`).
     """
-    out = []
-    for line, joined, bodies in _logical_lines(text, path):
-        keyword, _, rest = joined.strip().partition(" ")
-        keyword = keyword.upper()
-        if keyword not in KNOWN | IGNORED:
-            raise DockerfileError(f"{path}:{line}: unknown instruction {keyword!r}")
-        flags = {}
-        rest = rest.strip()
-        while rest.startswith("--"):
-            flag, _, rest = rest.partition(" ")
-            name, _, value = flag[2:].partition("=")
-            flags[name] = value
-            rest = rest.strip()
-        out.append(Instruction(keyword, rest, flags, line, path, bodies))
-    froms = [i for i in out if i.keyword == "FROM"]
-    if len(froms) != (0 if fragment else 1):
-        where = froms[1].where if len(froms) > 1 else f"{path}:1"
-        raise DockerfileError(f"{where}: expected one FROM, found {len(froms)} (multi-stage builds are not supported)")
-    return out
+    structure, bodies = _read(text, path)
+    instructions = [_instruction(s, path, bodies.get(s["startline"], ())) for s in structure]
+    return _with_stages(instructions, path, fragment)
 
 
 def substitute(text: str, values: Mapping[str, str]) -> str:
@@ -142,20 +235,26 @@ def substitute(text: str, values: Mapping[str, str]) -> str:
     return re.sub(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:[-+])([^}]*))?\})", one, text)
 
 
-def _pairs(text: str, where: str) -> dict[str, str]:
-    """`ENV`/`LABEL`/`ARG` arguments: `k=v k2="v 2"` or the legacy `ENV k v` form."""
+def _pairs(text: str, where: str, keyword: str = "ENV") -> dict[str, str]:
+    """`ENV`/`LABEL` arguments (`k=v k2="v 2"` or the legacy `ENV k v`), or `ARG`'s (`NAME[=default] ...`).
+
+    Words and quotes are read as docker reads them (the library's `WordSplitter`, `extract_key_values`);
+    variables are left for `substitute`. An unclosed quote, or an ENV/LABEL word that is no
+    `name=value` after a first one that is, raises `DockerfileError` naming `where`.
+    """
+    util = _library()[1]
+    splitter = util.WordSplitter(text)
+    words = list(splitter.split(dequote=False))
+    if splitter.quotes:
+        raise DockerfileError(f"{where}: {keyword} has an unclosed {splitter.quotes} in {text[:60]!r}")
+    if not words:
+        return {}
+    if keyword == "ARG":
+        return dict(util.WordSplitter(word).dequote().partition("=")[::2] for word in words)
     try:
-        tokens = shlex.split(text)
+        return dict(util.extract_key_values(env_replace=False, args={}, envs={}, instruction_value=text))
     except ValueError as e:
-        raise DockerfileError(f"{where}: cannot split {text[:60]!r}: {e}") from e
-    if tokens and "=" not in tokens[0]:
-        name, _, value = text.strip().partition(" ")
-        return {name: value.strip()}
-    out = {}
-    for token in tokens:
-        name, eq, value = token.partition("=")
-        out[name] = value if eq else ""
-    return out
+        raise DockerfileError(f"{where}: malformed {keyword} pair: {e}") from e
 
 
 def hosts_in(text: str, allowed: frozenset[str]) -> list[str]:
@@ -229,7 +328,7 @@ def context_files(instructions: Sequence[Instruction], context: Path) -> list[Pa
     values: dict[str, str] = {}
     for ins in instructions:
         if ins.keyword in ("ENV", "ARG"):
-            values.update(_pairs(ins.args, ins.where))
+            values.update(ins.pairs())
         if ins.keyword in ("COPY", "ADD") and "from" not in ins.flags:
             for path in copy_sources(ins, context, values)[0]:
                 files.update([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()])

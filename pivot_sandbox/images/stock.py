@@ -186,3 +186,14 @@ def build_root_image(client: Any, tag: str, force: bool = False) -> str:
 
 
 BUILDERS = {"busybox": build_busybox_image, "debian": build_debian_image}
+
+
+def ensure_stock_image(client: Any, tag: str) -> None:
+    """A backend's own resolver: the image is on the engine, or it is the stock busybox (built in a second)."""
+    if image_exists(client, tag):
+        return
+    if tag == BUSYBOX_TAG:
+        build_busybox_image(client, tag)
+        return
+    hint = "pivot sandbox build-image" + ("" if tag == DEBIAN_TAG else f" --tag {tag}")
+    raise SandboxError(f"image {tag!r} is not on this machine (no registry is reachable): build it with `{hint}`")

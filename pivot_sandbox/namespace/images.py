@@ -10,6 +10,7 @@ import os
 import threading
 from typing import Any
 
+from pivot_sandbox.contract.backend import ImageResolver
 from pivot_sandbox.errors import SandboxUnavailable
 from pivot_sandbox.namespace import root as nr
 from pivot_sandbox.namespace.box import Root
@@ -18,8 +19,8 @@ from pivot_sandbox.namespace.box import Root
 class ImageRoots:
     """The Docker client (connected on first use) and the exported root of each image asked for."""
 
-    def __init__(self, base_url: str | None) -> None:
-        self.base_url = base_url
+    def __init__(self, base_url: str | None, resolve: ImageResolver) -> None:
+        self.base_url, self.resolve = base_url, resolve
         self._lock = threading.Lock()
         self._client: Any = None
         self._roots: dict[str, Root] = {}
@@ -45,13 +46,11 @@ class ImageRoots:
 
     def root(self, image: str) -> Root:
         """The image's exported root file system (built or pulled into Docker first where missing)."""
-        from pivot_sandbox.tasks.terminal_bench import ensure_image
-
         with self._lock:
             found = self._roots.get(image)
         if found is None:
             client = self.client
-            ensure_image(client, image)
+            self.resolve(client, image)
             path, env = nr.rootfs(client, image)
             info = client.api.inspect_image(image)
             # the layers of the image exported (a tag moved meanwhile: none, so no snapshot lies on it)

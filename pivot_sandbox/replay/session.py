@@ -8,38 +8,24 @@ capability dropped, no network, the backend's limits), so a policy's commands me
 walls as in the verifier; it belongs to the backend, so the backend's exit and signal clean-up
 removes it if the process dies, and `close` removes it otherwise.
 
-A task's tests run in the session's container too (`run_tests`), as Terminal-Bench's harness runs
-them: after a check that the agent left the test run's own tools alone, in a fresh shell with the
-image's environment, the tests delivered only then (`tasks/harness.py`).
+A task's tests run in the session's container too (`pivot_sandbox.tasks.verification.run_task_tests`),
+after `freeze` stopped what the agent left and started again what ran.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from typing import Protocol, runtime_checkable
 
-from pivot_sandbox._bounds import TESTS_GRACE
+from pivot_sandbox.contract.backend import SandboxBackend
 from pivot_sandbox.contract.spec import Limits, SandboxSpec
 from pivot_sandbox.errors import ProcessesNotRestored, SandboxUnavailable
 from pivot_sandbox.replay import box as ct
-from pivot_sandbox.replay.action import changed_paths
-from pivot_sandbox.replay.restore import POLL, RESTART_TIMEOUT, restart
+from pivot_sandbox.replay.restore import POLL, RESTART_TIMEOUT, Running, restart
 from pivot_sandbox.replay.shell_state import listed_processes, normalize_processes
-from pivot_sandbox.tasks.harness import (
-    SUSPECT_FILES,
-    TESTS_DIR,
-    TestOutcome,
-    new_nonce,
-    run_argv,
-    tampered_tools,
-    test_outcome,
-    tests_tar,
-)
 
 OUTPUT_HEAD = 64 * 1024  # bytes of a command's output read back
 SESSION_PRE = f"{ct.STATE}/session-pre"  # the shell state before each command of a session
@@ -62,21 +48,49 @@ class SessionRun:
     cwd: str
 
 
+@runtime_checkable
+class LiveBackend(SandboxBackend, Protocol):
+    """What a `Session` asks of its backend (`live_sessions`: the Docker backend), beyond `SandboxBackend`.
+
+    The namespace backend asks the same of the Docker backend it hands states to (`namespace/layer.py`).
+    """
+
+    def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[str, str]:
+        """(key, image) of the snapshot at the state after `history`, built on a miss."""
+        ...
+
+    def at_state(self, key: str, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
+        """A sandbox on the snapshot `key`, the processes its state runs started again (`restore.restart`)."""
+        ...
+
+    def running_of(self, key: str) -> Running:
+        """What the state of snapshot `key` runs (empty when nothing)."""
+        ...
+
+    def discard(self, box: ct.Box) -> None:
+        """Remove a sandbox `at_state` made."""
+        ...
+
+    def image_env(self, image: str) -> list[str]:
+        """The image's own environment (`KEY=value` each)."""
+        ...
+
+
 class Session:
     """A live container of `backend` at the state after `history` (see the module docstring).
 
     Args:
-        backend: a `DockerBackend` (from the `register_sandboxes` hook).
+        backend: a `DockerBackend` (from the `register_sandboxes` hook): a `LiveBackend`.
         spec: the pivot's sandbox.
         history: the shell commands before the pivot (replayed once, into the backend's snapshot cache).
     """
 
-    def __init__(self, backend: Any, spec: SandboxSpec, history: Sequence[str]) -> None:
+    def __init__(self, backend: LiveBackend, spec: SandboxSpec, history: Sequence[str]) -> None:
         self.backend, self.spec = backend, spec
         key, image = backend.snapshot(spec, list(history))
         self._key = key
         # what the history left running (a server) runs again in it (`_restore.restart`)
-        self._box: ct.Box | None = backend._at_state(key, image, spec, "episode")
+        self._box: ct.Box | None = backend.at_state(key, image, spec, "episode")
         self._state = ct.STATE  # the snapshot's shell state, then the session's own (RUN_STATE)
         # what each command started that may still run at the tests: (pre-state folder, command, identities)
         self._launched: list[tuple[str, str, frozenset[tuple[int, int]]]] = []
@@ -108,60 +122,32 @@ class Session:
         self.cwd = raw.cwd or self.cwd
         return SessionRun(raw.exit_code, _head(box, f"{ct.RUN_STATE}/out"), None, raw.cwd)
 
-    def run_tests(self, task: Any, timeout: float | None = None) -> TestOutcome:
-        """The task's own tests (`task`: a `_tasks.Task`) in this container; their `TestOutcome`.
+    def freeze(self) -> str:
+        """Stop every process the agent left, then start what ran again from its launchers; "" or why not.
 
-        The state is frozen first: every process the agent left is killed (a background job that
-        waits for the tests and rewrites them, or fakes a tool, must not run into the test run), and
-        what ran is started again from its recorded launchers (`_start_again`: the history's servers,
-        and each session command that started a process still running). Then the tests are not run,
-        and fail with the paths named, when the agent changed the test run's own tools (`tampered_tools`:
-        the venv, the tests' folder, the interpreter, a shadowing copy of bash, sh, env, tail or uv on its PATH,
-        the dynamic loader's preload, pytest's configuration above the tests, an installed pytest
-        plugin). Otherwise the tests are put in place through the daemon (owned by root, whatever
-        the agent left at their path) and run with `_task_tests.run_argv` as the session's user; the
-        status line carries a fresh nonce and must agree with the exit status the runner reports.
-        After the run, the tests' files and the tools are checked again.
+        What a task's tests meet (`pivot_sandbox.tasks.verification`): a background job that waits
+        for the tests and rewrites them, or fakes a tool, must not run into the test run; what ran
+        (the history's servers, each session command that started a process still running) is
+        started again (`_start_again`).
         """
         box = self._live()
-        limits = self.backend.limits
         left = ct.running_processes(box)
         stopped = self._stop_agent_processes(box)
         if stopped:
-            return TestOutcome(False, False, {}, stopped)
+            return stopped
         try:
-            box = self._box = self._start_again(box, left)
+            self._box = self._start_again(box, left)
         except ProcessesNotRestored as e:
-            return TestOutcome(False, False, {}, f"what the agent left running could not be started again: {e}")
-        tampered = self._tampered_tools(box)
-        if tampered:
-            return TestOutcome(False, False, {}, f"the agent changed the test run's own tools: {tampered}")
-        ct.run(box, ["rm", "-rf", TESTS_DIR], user="0", timeout=30, output_cap=64 * 1024, keep=True)
-        box.sandbox.put_archive("/", tests_tar(task.dir / "tests"))
-        delivered = _tests_files(box)
-        config = self.backend.client.images.get(self.spec.image).attrs.get("Config") or {}
-        nonce = new_nonce()
-        raw = ct.run(
-            box,
-            run_argv(config.get("Env") or [], task.tests, self.spec.workdir, nonce),
-            user=self.spec.user,
-            timeout=timeout or task.tests.timeout + TESTS_GRACE,
-            output_cap=limits.output_cap,
-            keep=True,  # the state's servers keep running for what the tests ask them
-        )
-        output = (raw.stdout + raw.stderr).decode(errors="replace")
-        outcome = test_outcome(output, nonce, None if raw.killed else raw.exit_code)
-        if raw.killed:
-            return TestOutcome(False, outcome.ran, outcome.counts, f"stopped by the sandbox ({raw.killed})")
-        # the delivered files only (tests may write beside themselves): unchanged since delivery, and
-        # the task's own bytes (a process the agent left may have rewritten one before it was read)
-        local, found, now = _local_digests(task.dir / "tests"), _tests_digests(box), _tests_files(box)
-        if any(found.get(path) != digest or now.get(path) != delivered.get(path) for path, digest in local.items()):
-            return TestOutcome(False, outcome.ran, outcome.counts, "the tests' own files changed while they ran")
-        tampered = self._tampered_tools(box, exclude_tests=True)
-        if tampered:
-            return TestOutcome(False, outcome.ran, outcome.counts, f"the test run's own tools changed: {tampered}")
-        return outcome
+            return f"what the agent left running could not be started again: {e}"
+        return ""
+
+    def live(self) -> ct.Box:
+        """The live box (raises once the session is closed)."""
+        return self._live()
+
+    def image_env(self) -> list[str]:
+        """The image's own environment (`KEY=value` each): what a task's tests run with, nothing the agent exported."""
+        return self.backend.image_env(self.spec.image)
 
     def _stop_agent_processes(self, box: ct.Box) -> str:
         """Kill every process in the container but its own (the runner, or init and the idle process)."""
@@ -224,19 +210,6 @@ class Session:
                 raise ProcessesNotRestored(want, f"started again from their commands, the sandbox had {got} running")
             time.sleep(POLL)
 
-    def _tampered_tools(self, box: ct.Box, exclude_tests: bool = False) -> str:
-        """The test run's own tools among what the agent changed, named ("" when none)."""
-        limits = self.backend.limits
-        changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
-        if over:
-            return f"they could not be checked: {over}"
-        if exclude_tests:  # delivered by the daemon, compared by `_tests_files` and `_tests_digests`
-            changes = [(p, k) for p, k in changes if p != TESTS_DIR and not p.startswith(TESTS_DIR + "/")]
-        present = [p for p, kind in changes if kind != 2 and SUSPECT_FILES.search(p)]
-        suspects = {p: ct.read_text(box, p) for p in present[:100]}
-        tampered = tampered_tools([p for p, _ in changes], suspects)
-        return ", ".join(tampered[:3]) + (f" (+{len(tampered) - 3})" if len(tampered) > 3 else "")
-
     def run_as_root(self, command: str, timeout: float) -> SessionRun:
         """Run one command as root in the working directory (a task's tests), with no shell state."""
         box = self._live()
@@ -249,7 +222,7 @@ class Session:
         """Remove the container (idempotent)."""
         box, self._box = self._box, None
         if box is not None:
-            self.backend._discard(box)
+            self.backend.discard(box)
 
     @property
     def container_id(self) -> str | None:
@@ -299,34 +272,6 @@ def _identities(listing: bytes) -> frozenset[tuple[int, int]]:
     return frozenset(p.identity for p in listed_processes(listing) if p.identity is not None)
 
 
-def _tests_files(box: ct.Box) -> dict[str, str]:
-    """Each file of the tests' folder: inode, size, change time, mode, owner (a rewrite changes the ctime)."""
-    argv = ["find", TESTS_DIR, "-type", "f", "-printf", "%p\\t%i %s %C@ %m %U\\n"]
-    raw = ct.run(box, argv, user="0", timeout=30, output_cap=4 << 20, keep=True)
-    lines = raw.stdout.decode(errors="replace").splitlines()
-    return dict(line.partition("\t")[::2] for line in lines)
-
-
-def _tests_digests(box: ct.Box) -> dict[str, str]:
-    """sha256 of each regular file in the tests' folder, by path (what a process the agent left may have rewritten)."""
-    argv = ["find", TESTS_DIR, "-type", "f", "-exec", "sha256sum", "{}", "+"]
-    raw = ct.run(box, argv, user="0", timeout=60, output_cap=4 << 20, keep=True)
-    out = {}
-    for line in raw.stdout.decode(errors="replace").splitlines():
-        digest, _, path = line.partition("  ")
-        out[path] = digest
-    return out
-
-
-def _local_digests(tests: Path) -> dict[str, str]:
-    """sha256 of each file of a task's `tests/` folder as delivered at `TESTS_DIR` (`tests_tar`)."""
-    return {
-        f"{TESTS_DIR}/{f.relative_to(tests)}": hashlib.sha256(f.read_bytes()).hexdigest()
-        for f in sorted(tests.rglob("*"))
-        if f.is_file()
-    }
-
-
 def _head(box: ct.Box, path: str) -> str:
     """The first `OUTPUT_HEAD` bytes of a file (a flood of output is cut, never dropped whole)."""
     # `keep`: reading the output must not stop what the command left running (a server for the next turn)
@@ -335,13 +280,13 @@ def _head(box: ct.Box, path: str) -> str:
     return raw.stdout.decode(errors="replace") if raw.exit_code == 0 else ""
 
 
-def open_session(backend: Any, spec: SandboxSpec, history: Sequence[str]) -> Session:
+def open_session(backend: SandboxBackend, spec: SandboxSpec, history: Sequence[str]) -> Session:
     """A `Session` at the state after `history` (what episode envs call).
 
     Raises `SandboxUnavailable` for a backend without live sessions (the namespace backend): an
     episode is never run on another backend than the one asked for.
     """
-    if not backend.live_sessions:
+    if not backend.live_sessions or not isinstance(backend, LiveBackend):
         raise SandboxUnavailable(
             f"the {backend.name} sandbox backend has no live sessions (episodes, task tests): use the docker backend"
         )

@@ -27,6 +27,8 @@ from pivot_sandbox.images.build import checkout_mode
 
 TESTS_VENV = "/opt/pivot-tests"
 TESTS_DIR = "/tests"
+# Seconds a task's test run may take past its own `max_test_timeout_sec` (installing its runner, reading the log).
+TESTS_GRACE = 60.0
 TEST_LOG_TAIL = 200_000  # bytes of a test run's output kept: its end holds pytest's summary
 
 

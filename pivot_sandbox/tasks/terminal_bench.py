@@ -35,23 +35,26 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from pivot_core import AliasBudgetExceeded, load_yaml
 from pivot_sandbox.contract.equivalents import registry_equivalent
 from pivot_sandbox.contract.spec import LABEL
-from pivot_sandbox.errors import SandboxError, TaskError
+from pivot_sandbox.errors import TaskError
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
 from pivot_sandbox.images.bases import ensure_base
 from pivot_sandbox.images.build import build, checkout_mode
-from pivot_sandbox.images.stock import BUSYBOX_TAG, DEBIAN_TAG, build_busybox_image, image_exists
+from pivot_sandbox.images.stock import ensure_stock_image, image_exists
+from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
 from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
 
+if TYPE_CHECKING:
+    from pivot_sandbox.tasks.harbor import HarborConfig
+
 BUILDER_VERSION = "4"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes
-TASK_REPO = "pivot-gym/task"
 MAX_TASK_IMAGES = 24
 
 
@@ -69,7 +72,9 @@ class Task:
         context: the build context (the task folder, or the compose service's `build.context`).
         agent_timeout: task.yaml `max_agent_timeout_sec`.
         tests: the test plan.
-        meta: the rest of task.yaml.
+        meta: the rest of task.yaml (a Harbor task: its task.toml as read).
+        harbor: a Harbor task's `task.toml` (`tasks/harbor.py`), None for a Terminal-Bench folder: its tests
+            run as Harbor runs them (`tasks/harbor_verify.py`), with no test-tools venv in its image.
     """
 
     task_id: str
@@ -81,6 +86,7 @@ class Task:
     agent_timeout: float
     tests: TestPlan
     meta: Mapping[str, Any] = field(default_factory=dict)
+    harbor: HarborConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,10 @@ def _instruction(meta: Mapping[str, Any]) -> str:
 def load_task(task_dir: Path | str) -> Task:
     """A task folder as a `Task`; a folder without task.yaml or with a broken one raises `TaskError`."""
     task_dir = Path(task_dir)
+    from pivot_sandbox.tasks.harbor import is_harbor_task, load_harbor_task  # it builds on `Task`
+
+    if is_harbor_task(task_dir):
+        return load_harbor_task(task_dir)
     meta_path = task_dir / "task.yaml"
     if not meta_path.is_file():
         raise TaskError(f"{task_dir}: no task.yaml (not a Terminal-Bench task folder)")
@@ -294,7 +304,9 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
         base_name = frm.args.split()[0]
         base, note = ensure_base(client, base_name)
         access = build_access(client.images.get(base).labels.get(f"{LABEL}.suite", "trixie"))
-        before, after = _tools_steps(task.tests) if not task.tests.problem else ("", "")
+        # a Harbor task's test tools are a layer of their own, delivered with its tests (`harbor_layer.py`)
+        tools_in_image = not task.tests.problem and task.harbor is None
+        before, after = _tools_steps(task.tests) if tools_in_image else ("", "")
         tools = df.parse(before, "<test tools>", fragment=True)
         tools_after = df.parse(after, "<test tools>", fragment=True)
         instructions = [equivalent_instruction(i) for i in instructions]
@@ -322,6 +334,7 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
                 dropped=dropped,
             )
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base)}
+        labels |= {f"{LABEL}.from": base_name, f"{LABEL}.base-note": note}  # the substitution, recorded
         # the tests' tools first (FROM stays first): a Dockerfile may break the network or pip on purpose
         # (broken-networking, broken-python); the venv sees what the Dockerfile installs later all the same
         steps = instructions[:1] + tools + instructions[1:] + tools_after
@@ -400,8 +413,8 @@ def build_tasks(
 
 
 def task_dirs(root: Path, only: Sequence[str] = ()) -> list[Path]:
-    """Task folders under `root` (those with a task.yaml), optionally only the named ones."""
-    dirs = sorted(p for p in Path(root).iterdir() if (p / "task.yaml").is_file())
+    """Task folders under `root` (a task.yaml, or a Harbor task.toml), optionally only the named ones."""
+    dirs = sorted(p for p in Path(root).iterdir() if (p / "task.yaml").is_file() or (p / "task.toml").is_file())
     if only:
         wanted = set(only)
         missing = wanted - {p.name for p in dirs}
@@ -409,17 +422,6 @@ def task_dirs(root: Path, only: Sequence[str] = ()) -> list[Path]:
             raise TaskError(f"{root}: no task folder named {', '.join(sorted(missing))}")
         dirs = [p for p in dirs if p.name in wanted]
     return dirs
-
-
-def bundled_task_dir(tag: str) -> Path | None:
-    """The package's copy of the task a `pivot-gym/task:<task id>` tag names, None when it is not bundled."""
-    from importlib import resources
-
-    repo, _, name = tag.partition(":")
-    if repo != TASK_REPO or not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
-        return None
-    folder = Path(str(resources.files("pivot_core") / "data" / "terminal_tasks" / name))
-    return folder if (folder / "task.yaml").is_file() else None
 
 
 def ensure_bundled_image(client: Any, tag: str) -> str:
@@ -436,18 +438,12 @@ def ensure_bundled_image(client: Any, tag: str) -> str:
 
 
 def ensure_image(client: Any, tag: str) -> None:
-    """Make sure `tag` exists: build busybox (1 s) or a bundled task's image on demand; others beforehand.
+    """The backends' image resolver (`ImageResolver`): bundled task images built on demand, others as stock ones.
 
     A bundled task's pivots name `pivot-gym/task:<task id>` (the content-hash tag depends on this
     machine's base images); it is built from the package's copy of the task folder the first time.
     """
-    if image_exists(client, tag):
-        return
-    if tag == BUSYBOX_TAG:
-        build_busybox_image(client, tag)
-        return
-    if bundled_task_dir(tag) is not None:
+    if bundled_task_dir(tag) is not None and not image_exists(client, tag):
         ensure_bundled_image(client, tag)
         return
-    hint = "pivot sandbox build-image" + ("" if tag == DEBIAN_TAG else f" --tag {tag}")
-    raise SandboxError(f"image {tag!r} is not on this machine (no registry is reachable): build it with `{hint}`")
+    ensure_stock_image(client, tag)

@@ -56,10 +56,10 @@ def terminus(command: str) -> Message:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request, busybox):
-    from pivot_sandbox import docker_backend, namespace_backend
+    # through the registry and the contract, as every caller gets one (`sandbox_backend` checks it)
+    from verifiers_plugins import sandbox_backend
 
-    make = {"docker": docker_backend, "namespace": namespace_backend}[request.param]
-    return make(action_timeout=6.0)
+    return sandbox_backend(request.param, action_timeout=6.0)
 
 
 def test_the_namespace_backend_runs_where_the_machine_allows_it():
@@ -254,11 +254,11 @@ def test_docker_lends_no_network_namespace_a_server_ran_in(busybox):
     spec = SandboxSpec(image=BUSYBOX)
     key, image = backend.snapshot(spec, SERVED)
     for _ in range(2):  # one that owns its namespace, one that borrowed a free holder's
-        box = backend._at_state(key, image, spec, "pool")
+        box = backend.at_state(key, image, spec, "pool")
         assert box.running == (HTTPD,), box
-        free = list(backend._holders._free)
-        backend._retire(box)
-        assert [h.id for h in backend._holders._free] == [h.id for h in free if h is not box.holder], box
+        free = list(backend._fleet.holders._free)
+        backend._fleet.retire(box)
+        assert [h.id for h in backend._fleet.holders._free] == [h.id for h in free if h is not box.holder], box
 
 
 def test_the_experts_cached_effect_belongs_to_one_build_of_the_snapshot(backend):
@@ -613,7 +613,8 @@ def test_a_sandbox_that_does_not_start_is_an_error_verdict_not_a_reward(demo_piv
     pivot = demo_pivots["ls -la"]
     (first,) = verifier.verify_batch(pivot, [terminus("ls -al")])  # snapshot and expert reference, cached
     assert first.accepted, first
-    verifier.backend()._bwrap = "/bin/false"  # every sandbox started from now on dies before its runner answers
+    # every sandbox started from now on dies before its runner answers
+    verifier.backend()._launcher.programs["bwrap"] = "/bin/false"
     verdicts = verifier.verify_batch(pivot, [terminus("ls -al"), terminus("rm -rf /app/*")])
     assert all(v.error and v.reward == 0.0 for v in verdicts), verdicts
     assert all("runner" in v.error for v in verdicts), [v.error for v in verdicts]

@@ -18,11 +18,11 @@ from pivot_sandbox.errors import SandboxError
 def test_a_second_host_network_replay_waits_until_the_first_is_removed(busybox):
     backend = docker_backend()
     spec = SandboxSpec(image=busybox, replay_access=True)
-    first = ct.create(backend.client, busybox, spec, backend.limits, "replay", runner=backend._runner)
+    first = ct.create(backend.client, busybox, spec, backend.limits, "replay", runner=backend._connection.runner)
     made: list[ct.Box] = []
     waiting = threading.Thread(
         target=lambda: made.append(
-            ct.create(backend.client, busybox, spec, backend.limits, "replay", runner=backend._runner)
+            ct.create(backend.client, busybox, spec, backend.limits, "replay", runner=backend._connection.runner)
         )
     )
     try:
@@ -37,7 +37,7 @@ def test_a_second_host_network_replay_waits_until_the_first_is_removed(busybox):
     ct.remove(made[0])
     # a candidate's container (its own network) never waits for the turn
     offline = ct.create(
-        backend.client, busybox, SandboxSpec(image=busybox), backend.limits, "pool", runner=backend._runner
+        backend.client, busybox, SandboxSpec(image=busybox), backend.limits, "pool", runner=backend._connection.runner
     )
     ct.remove(offline)
 

@@ -117,7 +117,7 @@ def test_the_in_container_hasher_is_nul_delimited(busybox, backend):
     b = backend(pool_size=0, parallelism=1)
     spec = SandboxSpec(image=busybox, workdir="/app")
     _, image = b.snapshot(spec, ())
-    box = b._create(image, spec, "pool")
+    box = b._fleet.create(image, spec, "pool")
     try:
         raw = ct.shell_run(box, spec, b.limits, NEWLINE_NAME, src=ct.STATE, dst=ct.RUN_STATE, keep=False)
         assert raw.exit_code == 0
@@ -227,17 +227,17 @@ def test_an_ipc_object_keeps_a_container_out_of_the_pool(busybox, backend, docke
     b = backend(pool_size=1, parallelism=1, runner=runner)
     spec = SandboxSpec(image=busybox, workdir="/app")
     _, image = b.snapshot(spec, ())
-    box = b._create(image, spec, "pool")
+    box = b._fleet.create(image, spec, "pool")
     assert (box.channel is not None) == runner
     try:
         _, clean = act.effect_of(box, spec, b.limits, ["true"])
-        assert clean and b._pristine(box)
+        assert clean and b._pool.pristine(box)
         # an object owned by root in the container's IPC namespace: what a candidate leaves when it
         # hands its own to another uid (IPC_SET), which the per-uid clean-up then does not remove
         pid = docker_client.api.inspect_container(box.id)["State"]["Pid"]
         subprocess.run(["nsenter", "-t", str(pid), "--ipc", "ipcmk", "-M", "4096"], check=True, capture_output=True)
         _, clean = act.effect_of(box, spec, b.limits, ["true"])
-        assert not (clean and b._pristine(box))
+        assert not (clean and b._pool.pristine(box))
     finally:
         dc.remove(box)
 

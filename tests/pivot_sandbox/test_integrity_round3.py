@@ -275,9 +275,8 @@ def test_a_server_the_agent_left_runs_again_for_the_tests(hello_pivot):
     # what the agent's commands started is stopped before the tamper check and started again from the
     # command that started it, in the shell state it ran in: a server the tests need is there, and it is
     # a new process (a job that changed the files the check read cannot have kept running)
-    from pivot_sandbox import SandboxSpec, docker_backend, open_session
+    from pivot_sandbox import SandboxSpec, docker_backend, open_session, resolve_task_dir, run_task_tests
     from pivot_sandbox.tasks.terminal_bench import load_task
-    from verifiers_plugins.builtin.task_tests import resolve_task_dir
 
     spec = SandboxSpec.from_context(hello_pivot.context)
     task = load_task(resolve_task_dir(hello_pivot.context["task"]["dir"]))
@@ -286,7 +285,7 @@ def test_a_server_the_agent_left_runs_again_for_the_tests(hello_pivot):
         session.run("cd /tmp && mkdir -p www && echo served > www/index.html")
         session.run("python3 -m http.server -d www 8080 >/dev/null 2>&1 &")
         session.run('echo "Hello, world!" > /app/hello.txt')
-        outcome = session.run_tests(task)
+        outcome = run_task_tests(session, task)
         assert outcome.passed, outcome
         fetch = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8080/index.html').read().decode())"
         page = session.run(f'python3 -c "{fetch}"')

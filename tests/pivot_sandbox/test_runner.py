@@ -193,7 +193,7 @@ def test_a_runner_that_does_not_answer_is_a_timeout(state, monkeypatch):
     spec, _ = state
     monkeypatch.setattr(rn, "GRACE", 0.5)
     backend = DockerBackend(pool_size=0)
-    box = backend._create(spec.image, spec, "pool")
+    box = backend._fleet.create(spec.image, spec, "pool")
     try:
         assert ct.run(box, ["true"], user=spec.user, timeout=2, output_cap=1024).exit_code == 0
         box.sandbox.container.pause()  # the runner is frozen: the host stops waiting and kills the container

@@ -53,10 +53,10 @@ def test_lru_evicts_and_removes_snapshot_images(demo_pivots, docker_client):
     backend = verifier.backend()
     a, b = demo_pivots["ls -la"], demo_pivots["cat notes.txt"]
     verifier.verify_batch(a, [terminus("ls -al")])
-    (image_a,) = list(backend._images.values())
+    (image_a,) = list(backend._cache.images.values())
     verifier.verify_batch(b, [terminus("cat notes.txt")])
     assert backend.stats["snapshots_evicted"] == 1
-    assert image_a not in backend._images.values()
+    assert image_a not in backend._cache.images.values()
     backend.drain()  # wait for the removal queued before
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(image_a)
@@ -68,7 +68,7 @@ def test_snapshot_removed_under_the_backend_is_rebuilt(demo_pivots, docker_clien
     backend = verifier.backend()
     pivot = demo_pivots["cat notes.txt"]
     assert verifier.verify_batch(pivot, [terminus("cat notes.txt")])[0].accepted
-    (image,) = list(backend._images.values())
+    (image,) = list(backend._cache.images.values())
     docker_client.images.remove(image, force=True)  # e.g. `pivot sandbox gc --all` from another shell
     verdict = verifier.verify_batch(pivot, [terminus("cat ./notes.txt"), terminus("cat todo.txt")])
     assert [v.accepted for v in verdict] == [True, False]
@@ -89,11 +89,11 @@ def test_pools_together_stay_under_the_cap_coldest_first(demo_pivots):
             backend.run_group(spec, history, [["ls"], ["pwd"]])  # read-only: both containers go back to the pool
             backend.drain()  # the refill after the group is done
             keys.append(spec.key(history))
-            pooled = {k: len(p) for k, p in backend._pool.items() if p}
+            pooled = {k: len(p) for k, p in backend._pool.boxes.items() if p}
             assert sum(pooled.values()) <= 3, pooled
             assert pooled.get(keys[-1]) == 2, pooled  # the state just used keeps a full pool
         assert backend.stats["pooled_dropped"] >= 1
-        assert not backend._pool.get(keys[0])  # the coldest state gave its containers up first
+        assert not backend._pool.boxes.get(keys[0])  # the coldest state gave its containers up first
     finally:
         backend.close()
 

@@ -44,8 +44,11 @@ def test_parse_joins_continuations_drops_comments_and_reads_heredocs():
 def test_parse_errors_name_file_and_line():
     with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: unknown instruction 'FORM'"):
         df.parse("FROM x\nFORM y\n", "Dockerfile")
-    with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: expected one FROM, found 2"):
-        df.parse("FROM a\nFROM b AS c\n", "Dockerfile")
+    with pytest.raises(df.DockerfileError, match=r"Dockerfile:1: no FROM instruction"):
+        df.parse("RUN true\n", "Dockerfile")
+    # two stages are read (tests/pivot_sandbox/test_dockerfile_parse.py); the builder refuses them
+    with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: multi-stage builds are not supported by the builder"):
+        _build.check_supported(df.parse("FROM a\nFROM b AS c\n", "Dockerfile"))
     with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: here-document <<EOT is never closed"):
         df.parse("FROM a\nRUN cat <<EOT\nno end\n", "Dockerfile")
 

@@ -61,8 +61,6 @@ def route_key(pivot: Pivot) -> str:
     snapshot cache and warm container pool serve all of them. Any other pivot is keyed by its
     content hash.
     """
-    if not pivot.context.get("sandbox"):
-        return "pivot:" + pivot.content_hash()
     # Plain-data modules of the sandbox: they import no docker.
     from pivot_core import history_commands
     from pivot_sandbox import SandboxError, SandboxSpec
@@ -70,6 +68,8 @@ def route_key(pivot: Pivot) -> str:
     try:
         spec = SandboxSpec.from_context(pivot.context)
     except SandboxError:  # the verifier reports the bad context; any worker can do that
+        spec = None
+    if spec is None:
         return "pivot:" + pivot.content_hash()
     return "sandbox:" + spec.key(history_commands(pivot))
 

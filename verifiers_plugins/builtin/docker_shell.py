@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from pivot_core import Message, Pivot, history_typed, typed_action
@@ -32,7 +32,9 @@ from pivot_sandbox import (
     STDERR_MODES,
     Effect,
     ProcessesNotRestored,
+    ReplayMark,
     SandboxBackend,
+    SandboxContext,
     SandboxSpec,
     Unstable,
     action_bound,
@@ -82,7 +84,7 @@ class DockerShell:
     #    extended attributes are part of its effect (issue 38)
     version = "5"
     # config that changes no verdict, so the reward cache's key leaves it out: the built-in backends
-    # give the same verdicts (docs/sandbox.md), and `fingerprint` names any other backend
+    # give the same verdicts (docs/results/sandbox.md), and `fingerprint` names any other backend
     verdict_neutral_config: ClassVar[tuple[str, ...]] = ("backend",)
 
     # Shared by every instance: the expert's effect at a state is the same for any env of the process.
@@ -134,18 +136,12 @@ class DockerShell:
         The expert's own commands are run like any candidate (no string shortcut): the chain's
         `string_similarity` is the fast path, this verifier always compares effects.
         """
-        spec = SandboxSpec.from_context(pivot.context)
-        if spec is None:
+        sandbox = SandboxContext.from_context(pivot.context)
+        if sandbox is None:
             return [Verdict.skip("pivot has no sandbox context")] * len(actions)
-        if (pivot.context.get("sandbox") or {}).get("expert_needs_network"):
-            # no container without a network reproduces it: the static part of the chain scores it
-            return [Verdict.skip("the expert action needs the network")] * len(actions)
-        if unfinished := (pivot.context.get("sandbox") or {}).get("expert_unfinished"):
-            # an agent run's expert that never ended there (a `vim` on a terminal) is no effect to compare with
-            return [Verdict.skip(f"not comparable: {unfinished}")] * len(actions)
-        unchecked = _unchecked_replay(pivot)
-        if unchecked:
-            return [Verdict.skip(unchecked)] * len(actions)
+        if skipped := _not_judged(pivot, sandbox):
+            return [Verdict.skip(skipped)] * len(actions)
+        spec = sandbox.spec
         before = history_typed(pivot)  # the terminal's state: what ran, and what is left typed
         expert_typed = typed_action(pivot.expert, before.pending)
         expert = list(expert_typed.commands)
@@ -282,7 +278,7 @@ class DockerShell:
         }
         # a verdict that a second run of the same candidate need not repeat is not cached (the reward
         # cache honours `stable`): background jobs, processes left, limits that race
-        details["backend"] = ran_on  # which backend ran it (the same verdict on either: docs/sandbox.md)
+        details["backend"] = ran_on  # which backend ran it (the same verdict on either: docs/results/sandbox.md)
         if why:
             details["backend_why"] = why  # not the chosen one: that backend cannot run this state
         details["stable"] = not (is_racy(effect, commands) or "processes" in unstable.parts)
@@ -294,6 +290,17 @@ class DockerShell:
     def _count(cls, name: str, n: int = 1) -> None:
         with cls._cache_lock:
             cls.stats[name] += n
+
+
+def _not_judged(pivot: Pivot, sandbox: SandboxContext) -> str | None:
+    """Why the sandbox does not judge a pivot that has one (the verdict is a skip); None when it does."""
+    if sandbox.expert_needs_network:
+        # no container without a network reproduces it: the static part of the chain scores it
+        return "the expert action needs the network"
+    if sandbox.expert_unfinished:
+        # an agent run's expert that never ended there (a `vim` on a terminal) is no effect to compare with
+        return f"not comparable: {sandbox.expert_unfinished}"
+    return _unchecked_replay(pivot)
 
 
 def _unchecked_replay(pivot: Pivot) -> str | None:
@@ -309,11 +316,11 @@ def _unchecked_replay(pivot: Pivot) -> str | None:
     """
     if not (pivot.context.get("run") or pivot.context.get("harness")):
         return None  # synthesized: the state is the replay itself
-    replay = pivot.context.get("replay")
-    if not isinstance(replay, Mapping):
+    replay = ReplayMark.from_context(pivot.context)
+    if replay is None:
         return "the replay of the agent's run was not checked against its recorded observations (--check-replay)"
-    if replay.get("faithful") is not True:
-        return f"the replay of the agent's run diverged from it: {str(replay.get('reason', ''))[:120]}"
+    if not replay.faithful:
+        return f"the replay of the agent's run diverged from it: {replay.reason[:120]}"
     return None
 
 
