@@ -45,10 +45,10 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from pivot_core import load_pivots, split_pivots
+    from pivot_demo import default_data, expert_tokens
+    from pivot_demo.synthetic import world_words
+    from pivot_demo.tiny_model import build_tiny_model
     from trainers.backends import render_prompt
-    from trainers.demo import default_data, expert_tokens
-    from trainers.demo.synthetic import world_words
-    from trainers.demo.tiny_model import build_tiny_model
     from verifiers_plugins import get_host
 
     data = opts.data or default_data()

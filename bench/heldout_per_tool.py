@@ -6,7 +6,7 @@ there. This reads the run's folder (its `synthetic.jsonl`, split as the run spli
 `runs/<arm>-seed<s>/final`), samples every arm and seed, and the reference, on all held-out pivots
 whose expert calls `--tool` (K samples at the reference's temperature, the eval's sampling seeds),
 and prints acceptance under the functional chain and under `exact_match`, with pivotrl's paired
-differences (the demo's intervals: `trainers.demo.results.arm_intervals`, clustered by trajectory).
+differences (the demo's intervals: `pivot_demo.results.arm_intervals`, clustered by trajectory).
 
     python bench/heldout_per_tool.py --run runs/pivotrl-demo --reference REF [--tool transfer_to_human_agents]
 """
@@ -38,8 +38,8 @@ def main() -> None:
 
     import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
     from pivot_core import load_pivots, split_pivots
+    from pivot_demo.results import arm_intervals
     from trainers.backends._base import SamplingParams
-    from trainers.demo.results import arm_intervals
     from trainers.eval import local_backend, score_samples
     from trainers.settings import settings_of
 

@@ -228,8 +228,8 @@ def why_nan(name: str, values: list[float]) -> str | None:
 def terminal_policy(folder: str, domain: Domain) -> tuple[str, tuple[int, int, float]]:
     """The tiny test policy fine-tuned on the bundled terminal expert turns that fit the turn budget (built once)."""
     from pivot_core import render_completion
+    from pivot_demo.tiny_model import build_test_policy
     from pivot_envs._env import bundled_paths
-    from trainers.demo.tiny_model import build_test_policy
     from trainers.sft import SFTConfig, train_sft
 
     tiny = build_test_policy(os.environ.get("PIVOT_TINY_POLICY_DIR", "runs/bench-tiny-policy"))
@@ -283,8 +283,8 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
 
+    from pivot_demo.tiny_model import build_test_policy
     from pivot_envs._env import bundled_paths
-    from trainers.demo.tiny_model import build_test_policy
 
     domain = DOMAINS[args.domain]
     data = args.data

@@ -28,9 +28,9 @@ import time  # noqa: E402
 import gymnasium as gym  # noqa: E402
 
 import pivot_envs  # noqa: F401, E402
+from pivot_demo.tiny_model import build_test_policy  # noqa: E402
 from trainers.backends import TransformersBackend  # noqa: E402
 from trainers.backends._server import ServerThread  # noqa: E402
-from trainers.demo.tiny_model import build_test_policy  # noqa: E402
 from trainers.profiling import ProfileConfig, profile_pivots  # noqa: E402
 from verifiers_plugins import RewardCache  # noqa: E402
 

@@ -73,12 +73,12 @@ def main() -> None:
 
     from pivot_cli._common import print_table
     from pivot_core import load_pivots, split_pivots
+    from pivot_demo import default_data
+    from pivot_demo.pretrain import PRETRAIN_MODEL
+    from pivot_demo.synthetic import world_words
+    from pivot_demo.tiny_model import build_tiny_model
     from trainers.backends._base import SamplingParams
     from trainers.backends._transformers import TransformersBackend, TransformersConfig
-    from trainers.demo import default_data
-    from trainers.demo.pretrain import PRETRAIN_MODEL
-    from trainers.demo.synthetic import world_words
-    from trainers.demo.tiny_model import build_tiny_model
     from trainers.sft import SFTConfig, _collate, build_example
     from verifiers_plugins import get_host
 

@@ -1,7 +1,7 @@
 """How often a policy's samples at the turns with several acceptable forms pass each reward.
 
 At the synthetic world's `calculate` and `transfer_to_human_agents` turns the expert writes one of
-several forms with the same effect (`trainers.demo.synthetic.equivalent_actions`): the functional
+several forms with the same effect (`pivot_demo.synthetic.equivalent_actions`): the functional
 reward (`tool_exec`, the env's default chain) accepts any of them, the strict one (`exact_match`)
 the expert's own alone. This samples K completions per such pivot at the policy's saved settings
 (temperature, prompt cut, budget), scores every sample under both rewards, and prints per tool the
@@ -36,9 +36,9 @@ def main() -> None:
 
     import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
     from pivot_core import load_pivots
+    from pivot_demo.run import evenly
+    from pivot_demo.synthetic import equivalent_actions
     from trainers.backends._base import SamplingParams
-    from trainers.demo.run import evenly
-    from trainers.demo.synthetic import equivalent_actions
     from trainers.eval import local_backend
     from trainers.settings import settings_of
 

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_cli._serve",
     "pivot_cli._models",
     "pivot_cli._train",
+    "pivot_cli._demo",
     "pivot_cli._eval",
     "pivot_cli._sandbox",
     "pivot_cli._profile",

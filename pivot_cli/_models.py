@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -40,8 +41,8 @@ def tiny(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train a byte-level BPE on pivots and write a random-init Qwen3-style model (~1M params)."""
+    from pivot_demo.tiny_model import TinyModelConfig, build_tiny_model
     from pivot_envs import load_pivots
-    from trainers.demo.tiny_model import TinyModelConfig, build_tiny_model
 
     quiet_transformers()
 
@@ -119,51 +120,73 @@ def pretrain(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Pretrain a small model on copy drills, then synthetic conversations of a tool world (ids copied from context)."""
-    from dataclasses import replace
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from pivot_envs import load_pivots
-    from trainers.demo.pretrain import PretrainConfig
-    from trainers.demo.pretrain import pretrain as run_pretrain
 
     quiet_transformers()
     with user_errors():
-        config = PretrainConfig(world=world, seed=seed, handoffs=handoffs)
-        config = config.quick() if quick else config
-        if conversations > 0:
-            config = replace(config, conversations=conversations)
-        if steps >= 0:
-            config = replace(config, steps=steps)
-        if drill_steps >= 0:
-            config = replace(config, drill_steps=drill_steps)
-        if drill_cycles >= 0:
-            config = replace(config, drill_cycles=drill_cycles)
-        if drill_bar >= 0:
-            config = replace(config, drill_bar=drill_bar)
-        if max_drill_cycles >= 0:
-            config = replace(config, max_drill_cycles=max_drill_cycles)
+        config = _pretrain_config(
+            world,
+            seed,
+            handoffs,
+            quick,
+            conversations,
+            steps=steps,
+            drill_steps=drill_steps,
+            drill_cycles=drill_cycles,
+            drill_bar=drill_bar,
+            max_drill_cycles=max_drill_cycles,
+        )
         extra = list(load_pivots(corpus)) if corpus else []
-        columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=console, transient=True, disable=as_json) as bar:
-            task = bar.add_task("pretrain", total=max(config.total_steps, 1))
-
-            def log(step: int, m: dict) -> None:  # drills past the bar's check lengthen the run
-                bar.update(task, completed=step, total=max(step, config.total_steps, 1))
-
-            summary = run_pretrain(out, config, corpus=extra, log=log)
+        summary = _pretrain_with_progress(out, config, extra, as_json)
     if as_json:
         emit_json(summary)
     else:
-        losses = [x for x in (summary.get("drill_last_loss"), summary["last_loss"]) if x is not None]
-        skill = summary["copy_skill"]
-        console.print(
-            f"pretrained a {summary['parameters']:,}-parameter model on {summary['synthetic_pivots']} synthetic "
-            f"{world} pivots; {summary.get('drill_steps_run', 0)} drill steps; "
-            f"last loss {' then '.join(f'{x:.3f}' for x in losses) or 'none (no steps)'}; "
-            f"greedy copy {skill['drills']:.2f} on unseen drills, {skill['conversations']:.2f} on unseen "
-            f"conversations; saved to {out}"
-        )
+        _print_pretrain(summary, world, out)
+
+
+def _print_pretrain(summary: dict[str, Any], world: str, out: Path) -> None:
+    """One line: the model's size, its data, the drill steps, the last losses and the copy skill reached."""
+    losses = [x for x in (summary.get("drill_last_loss"), summary["last_loss"]) if x is not None]
+    skill = summary["copy_skill"]
+    console.print(
+        f"pretrained a {summary['parameters']:,}-parameter model on {summary['synthetic_pivots']} synthetic "
+        f"{world} pivots; {summary.get('drill_steps_run', 0)} drill steps; "
+        f"last loss {' then '.join(f'{x:.3f}' for x in losses) or 'none (no steps)'}; "
+        f"greedy copy {skill['drills']:.2f} on unseen drills, {skill['conversations']:.2f} on unseen "
+        f"conversations; saved to {out}"
+    )
+
+
+def _pretrain_config(world: str, seed: int, handoffs: bool, quick: bool, conversations: int, **counts: float) -> Any:
+    """The preset (`--quick` or the full one), then each count given: conversations > 0, the others >= 0."""
+    from dataclasses import replace
+
+    from pivot_demo.pretrain import PretrainConfig
+
+    config = PretrainConfig(world=world, seed=seed, handoffs=handoffs)
+    config = config.quick() if quick else config
+    if conversations > 0:
+        config = replace(config, conversations=conversations)
+    for name, value in counts.items():  # one at a time, in the options' order, as each is checked
+        if value >= 0:
+            config = replace(config, **{name: value})
+    return config
+
+
+def _pretrain_with_progress(out: Path, config: Any, extra: list, as_json: bool) -> dict[str, Any]:
+    """Pretrain under a progress bar (none with --json); returns the pretraining's summary."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pivot_demo.pretrain import pretrain as run_pretrain
+
+    columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True, disable=as_json) as bar:
+        task = bar.add_task("pretrain", total=max(config.total_steps, 1))
+
+        def log(step: int, m: dict) -> None:  # drills past the bar's check lengthen the run
+            bar.update(task, completed=step, total=max(step, config.total_steps, 1))
+
+        return run_pretrain(out, config, corpus=extra, log=log)
 
 
 def sft(

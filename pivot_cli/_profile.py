@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from pivot_cli._common import JSON_OPTION, console, emit_json, print_table, user_errors
+from pivot_cli._common import JSON_OPTION, console, emit_json, fail, print_table, user_errors
 
 cache_app = typer.Typer(help="The reward cache (SQLite, content-addressed).", no_args_is_help=True)
 CACHE_OPTION = typer.Option(None, "--cache", help="Reward cache file ($PIVOT_CACHE or ~/.cache/pivot-gym/...).")
@@ -57,65 +57,88 @@ def profile(
 ) -> None:
     """Sample K completions per pivot from a frozen policy, verify them, write each pivot with its Profile."""
     import gymnasium as gym
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 
+    import pivot_envs  # noqa: F401  (registers the env ids)
     from pivot_cli._models import quiet_transformers
-    from trainers.profiling import ProfileConfig, profile_pivots
     from verifiers_plugins import RewardCache
 
-    if (model is None) == (openai_url is None):
-        from pivot_cli._common import fail
-
-        fail("expected exactly one of --model DIR or --openai-url URL")
-    if model is not None and not (model / "config.json").is_file():
-        from pivot_cli._common import fail
-
-        fail(f"--model: expected a model folder with config.json, got {model}")
+    _check_policy(model, openai_url)
     with user_errors():
         quiet_transformers() if model is not None else None
         backend = _backend(model, openai_url, openai_model, device, max_history, max_prompt_tokens)
         reward_cache = None if no_cache else RewardCache(cache)
         kwargs = {"dataset": str(dataset)} if dataset else {}
         env = gym.make(env_id, reward_cache=reward_cache, **kwargs)
-        saved = _saved_settings(model)
-        config = ProfileConfig(
-            k=k,
-            max_new_tokens=max_new_tokens if max_new_tokens > 0 else (saved.max_new_tokens if saved else 256),
-            temperature=temperature if temperature >= 0 else (saved.temperature if saved else 1.0),
-            seed=seed,
-            chunk_size=chunk_size,
-            limit=limit,
-        )
-        columns = (
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            "eta",
-            TimeRemainingColumn(),
-        )
+        config = _profile_config(_saved_settings(model), k, max_new_tokens, temperature, seed, chunk_size, limit)
         pool = _executor(executor, env_id, kwargs, reward_cache)
-        try:
-            with Progress(*columns, console=console, disable=as_json, transient=False) as bar:
-                task = bar.add_task("profiling", total=None)
-                summary = profile_pivots(
-                    env,
-                    backend,
-                    out,
-                    config,
-                    executor=pool,
-                    on_progress=lambda done, total: bar.update(task, completed=done, total=total),
-                )
-            if pool is not None:  # the workers' caches answered, not this process's
-                stats = pool.stats()
-                summary.cache_hits += sum(s["cache_hits"] for s in stats)
-                summary.cache_misses += sum(s["cache_misses"] for s in stats)
-        finally:
-            if pool is not None:
-                pool.close()
+        summary = _profile_with_progress(env, backend, out, config, pool, as_json)
     if as_json:
         emit_json(summary.to_json())
         return
+    _print_summary(summary, out)
+
+
+def _check_policy(model: Path | None, openai_url: str | None) -> None:
+    """Exactly one policy: a local model folder, or a server."""
+    if (model is None) == (openai_url is None):
+        fail("expected exactly one of --model DIR or --openai-url URL")
+    if model is not None and not (model / "config.json").is_file():
+        fail(f"--model: expected a model folder with config.json, got {model}")
+
+
+def _profile_config(
+    saved: Any, k: int, max_new_tokens: int, temperature: float, seed: int, chunk_size: int, limit: int | None
+) -> Any:
+    """The profiler's config: a negative budget or temperature takes the model's saved settings, else 256 and 1.0."""
+    from trainers.profiling import ProfileConfig
+
+    return ProfileConfig(
+        k=k,
+        max_new_tokens=max_new_tokens if max_new_tokens > 0 else (saved.max_new_tokens if saved else 256),
+        temperature=temperature if temperature >= 0 else (saved.temperature if saved else 1.0),
+        seed=seed,
+        chunk_size=chunk_size,
+        limit=limit,
+    )
+
+
+def _profile_with_progress(env: Any, backend: Any, out: Path, config: Any, pool: Any, as_json: bool) -> Any:
+    """Profile under a progress bar (none with --json); an executor's cache counts are added, then it is closed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    from trainers.profiling import profile_pivots
+
+    columns = (
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        "eta",
+        TimeRemainingColumn(),
+    )
+    try:
+        with Progress(*columns, console=console, disable=as_json, transient=False) as bar:
+            task = bar.add_task("profiling", total=None)
+            summary = profile_pivots(
+                env,
+                backend,
+                out,
+                config,
+                executor=pool,
+                on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        if pool is not None:  # the workers' caches answered, not this process's
+            stats = pool.stats()
+            summary.cache_hits += sum(s["cache_hits"] for s in stats)
+            summary.cache_misses += sum(s["cache_misses"] for s in stats)
+    finally:
+        if pool is not None:
+            pool.close()
+    return summary
+
+
+def _print_summary(summary: Any, out: Path) -> None:
+    """The profiling summary as text: counts, outcome classes, cache use, and the table by harness."""
     console.print(f"{summary.profiled} pivots profiled now, {summary.resumed} resumed, into {out}")
     if summary.guard_issues:
         console.print(

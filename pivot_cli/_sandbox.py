@@ -68,7 +68,7 @@ def _print_builds(rows: list[dict], title: str) -> None:
 
 
 def build_task(
-    task_dir: Path = typer.Argument(..., help="A Terminal-Bench task folder (Dockerfile, task.yaml, tests/)."),
+    task_dir: Path = typer.Argument(..., help="A Terminal-Bench (task.yaml) or Harbor (task.toml) task folder."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the content hash is cached."),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -86,7 +86,7 @@ def build_task(
 
 
 def build_tasks(
-    tasks_dir: Path = typer.Argument(..., help="A folder of Terminal-Bench task folders."),
+    tasks_dir: Path = typer.Argument(..., help="A folder of Terminal-Bench or Harbor task folders."),
     only: str = typer.Option("", "--only", help="Comma-separated task ids (default: every folder)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the content hash is cached."),
     keep: int = typer.Option(24, "--keep", help="Task images kept (least recently used removed past it)."),

@@ -74,22 +74,57 @@ def serve(
 
     The server runs model-written commands: bind loopback (the default) or give it a token.
     """
+    serve_env(
+        env,
+        protocol=protocol,
+        host=host,
+        port=port,
+        token=token,
+        dataset=dataset,
+        verifiers=verifiers,
+        executor=executor,
+        as_json=as_json,
+        concurrency=concurrency,
+        max_queue=max_queue,
+        max_sessions=max_sessions,
+        max_sessions_per_client=max_sessions_per_client,
+        session_ttl=session_ttl,
+        max_body_bytes=max_body_bytes,
+        request_timeout=request_timeout,
+        max_connections=max_connections,
+        forwarded_allow_ips=forwarded_allow_ips,
+    )
+
+
+def serve_env(
+    env: str,
+    *,
+    protocol: str,
+    host: str,
+    port: int,
+    token: str | None,
+    dataset: Path | None,
+    verifiers: str | None,
+    executor: str,
+    as_json: bool,
+    concurrency: int,
+    max_queue: int,
+    max_sessions: int | None,
+    max_sessions_per_client: int,
+    session_ttl: float,
+    max_body_bytes: int,
+    request_timeout: float,
+    max_connections: int,
+    forwarded_allow_ips: str,
+) -> None:
+    """What `pivot serve` does with its options: serve env `env` over `protocol` until stopped."""
     from pivot_cli._server import ServerConfig
     from pivot_cli._server import serve as run_server
     from pivot_cli._server_guard import resolve_tokens
 
     kwargs = env_kwargs(dataset, verifiers)
     if protocol == "openenv":
-        from trainers.adapters.openenv import serve_openenv
-
-        with user_errors():  # uvicorn prints the address once it listens
-            serve_openenv(
-                env,
-                host=host,
-                port=port,
-                max_sessions=OPENENV_SESSIONS if max_sessions is None else max_sessions,
-                **kwargs,
-            )
+        _serve_openenv(env, host, port, max_sessions, kwargs)
         return
     if protocol not in ("pivot", "nemo-gym"):
         raise typer.BadParameter(f"expected pivot, nemo-gym or openenv, got {protocol!r}", param_hint="--protocol")
@@ -107,22 +142,41 @@ def serve(
         )
         auth = "token" if resolve_tokens(host, token) else "none (loopback only)"
         url = f"http://{host}:{port}" + ("/v1" if protocol == "pivot" else "")
-        if as_json:  # one line a supervisor can parse before the server blocks
-            emit_json(
-                {
-                    "env": env,
-                    "url": url,
-                    "auth": auth,
-                    "concurrency": concurrency,
-                    "max_queue": max_queue,
-                    "executor": executor,
-                }
-            )
-        else:
-            err_console.print(f"serving {env} on {url} (auth {auth}, concurrency {concurrency}, queue {max_queue})")
+        _announce(env, url, auth, concurrency, max_queue, executor, as_json)
         if protocol == "nemo-gym":
             from pivot_cli._server_nemo_gym import serve_nemo_gym
 
             serve_nemo_gym(env, host, port, config, token=token, **kwargs)
             return
         run_server(env, host=host, port=port, config=config, executor=executor, token=token, **kwargs)
+
+
+def _serve_openenv(env: str, host: str, port: int, max_sessions: int | None, kwargs: dict) -> None:
+    """`--protocol openenv`: openenv-core's server, each session holding a live env."""
+    from trainers.adapters.openenv import serve_openenv
+
+    with user_errors():  # uvicorn prints the address once it listens
+        serve_openenv(
+            env,
+            host=host,
+            port=port,
+            max_sessions=OPENENV_SESSIONS if max_sessions is None else max_sessions,
+            **kwargs,
+        )
+
+
+def _announce(env: str, url: str, auth: str, concurrency: int, max_queue: int, executor: str, as_json: bool) -> None:
+    """Say where the server listens before it blocks: one JSON line a supervisor can parse, or one on stderr."""
+    if as_json:
+        emit_json(
+            {
+                "env": env,
+                "url": url,
+                "auth": auth,
+                "concurrency": concurrency,
+                "max_queue": max_queue,
+                "executor": executor,
+            }
+        )
+    else:
+        err_console.print(f"serving {env} on {url} (auth {auth}, concurrency {concurrency}, queue {max_queue})")

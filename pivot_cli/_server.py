@@ -199,13 +199,20 @@ def create_app(
         raise RuntimeError("pivot serve needs FastAPI's max_body_size (fastapi>=0.165): pip install -U fastapi")
     admission = Admission(config)
     sessions = Sessions(env, config.max_sessions, config.max_sessions_per_client, config.session_ttl_s)
-    max_chars = env.action_space.max_length
     app = FastAPI(title=f"pivot-gym {env_id}", default_response_class=FastJSON, max_body_size=config.max_body_bytes)
     app.state.admission = admission
     app.state.sessions = sessions
     if tokens:
         app.add_middleware(TokenAuth, tokens=tokens)
     _add_error_handlers(app)
+    _add_session_routes(app, env, env_id, sessions, admission)
+    _add_verify_route(app, env, config, admission, executor)
+    return app
+
+
+def _add_session_routes(app: FastAPI, env: PivotEnv, env_id: str, sessions: Sessions, admission: Admission) -> None:
+    """`GET /health` and the session routes: create, drop, reset, step."""
+    max_chars = env.action_space.max_length
 
     @app.get(f"{API}/health")
     async def health() -> FastJSON:
@@ -258,6 +265,11 @@ def create_app(
             {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
         )
 
+
+def _add_verify_route(app: FastAPI, env: PivotEnv, config: ServerConfig, admission: Admission, executor: Any) -> None:
+    """`POST /verify-batch`: score completions at one pivot, here or on the executor's workers."""
+    max_chars = env.action_space.max_length
+
     @app.post(f"{API}/verify-batch")
     async def verify_batch(request: Request) -> FastJSON:
         body = await read_body(request, VerifyBatchRequest)
@@ -270,8 +282,6 @@ def create_app(
         else:
             results = await admission.run(_remote_score, executor, pivot, body.completions)
         return FastJSON({"pivot_id": body.pivot_id, "results": [r.to_json() for r in results]})
-
-    return app
 
 
 def _add_error_handlers(app: FastAPI) -> None:

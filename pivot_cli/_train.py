@@ -1,44 +1,20 @@
-"""`pivot train` (GRPO on a pivot env) and `pivot demo pivotrl` (the end-to-end run with ablations)."""
+"""`pivot train`: GRPO on a pivot env, or on whole episodes."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from pivot_cli._common import JSON_OPTION, console, emit_json, fail, print_table, user_errors
 
-if TYPE_CHECKING:
-    from trainers.demo import DemoConfig
-
-demo_app = typer.Typer(help="End-to-end demonstrations.", no_args_is_help=True)
-
-
-# What one seed can and cannot say (printed under a one-seed table).
-ONE_SEED = (
-    "One seed: indicative only. The intervals resample held-out trajectories for this one run; they do not",
-    "cover another seed's training or another reference policy. Read the direction of pivotrl - sft on text",
-    "turns (the out-of-domain retention the paper reports), not its size; a difference whose interval holds 0",
-    "says nothing. For a claim, run the full comparison (3 seeds, strict and no_filter): --data synthetic.",
-)
-# What the main job (--quick: three short runs of sft and pivotrl) can and cannot say.
-QUICK = (
-    "Three short runs of two arms. Read pivotrl - sft on text turns: out of domain (no arm trains on them),",
-    "the retention the paper reports. Its interval resamples held-out trajectories over these three runs, not",
-    "other settings or reference policies, and single runs point both ways (docs/results/demo.md). Tool calls",
-    "(in domain), the strict reward and no filter: the full comparison, --data synthetic (minutes).",
-)
-
 
 def register(app: typer.Typer) -> None:
     """Add the commands of this module."""
     app.command("train")(train)
-    app.add_typer(demo_app, name="demo")
-    demo_app.command("pivotrl")(demo_pivotrl)
-    demo_app.command("synthetic")(demo_synthetic)
 
 
 def train(
@@ -63,51 +39,13 @@ def train(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train a policy with GRPO on pivots, or on whole episodes (docs/training.md, docs/episodes.md)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from trainers.grpo import EPISODE_ENVS, GRPOTrainer
-    from trainers.settings import StageSettings
+    from trainers.grpo import GRPOTrainer
 
     with user_errors():
-        # the model's saved stage settings (prompt cuts, completion budget, temperature) are the
-        # defaults, so RL samples the prompts the model learnt on; --set still overrides them
-        saved = StageSettings.load(model) if Path(model).is_dir() else None
-        cfg = config_from_overrides(
-            {
-                "model": model,
-                "pivots": pivots,
-                "eval_pivots": eval_pivots,
-                # episode mode runs in the pivot env's episode twin (end-to-end RL, or episodes from D_adv)
-                "env_id": EPISODE_ENVS.get(env, env) if episodes else env,
-                "steps": steps,
-                "output_dir": out,
-                "episodes": episodes,
-                # read here, at the edge; the trainer takes the path (episode outcomes have no verdict cache)
-                "reward_cache": None if episodes else os.environ.get("PIVOT_CACHE"),
-                **(saved.to_json() if saved is not None else {}),
-            },
-            overrides,
-        )
+        cfg = _train_config(model, pivots, eval_pivots, env, steps, out, episodes, overrides)
         trainer = GRPOTrainer(cfg)
         start = trainer.resume() if resume else 0
-    columns = (
-        TextColumn("[bold]grpo"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, disable=as_json) as progress:
-        task = progress.add_task("grpo", total=cfg.steps, completed=start, info="")
-
-        def on_step(step: int, m: dict[str, float]) -> None:
-            info = (
-                f"reward {m['rollout/reward_mean']:.3f} zero-var {m['rollout/zero_var_share']:.2f} "
-                f"kl {m['loss/kl']:.4f}"
-            )
-            progress.update(task, completed=step, info=info)
-
-        final = trainer.train(on_step)
+    final = _train_with_progress(trainer, cfg.steps, start, as_json)
     if not all(v == v for v in final.values()):  # NaN never equals itself
         fail(f"training produced a non-finite metric: {final}")
     summary = {"output_dir": out, "steps": trainer.step_count, "metrics": final}
@@ -120,6 +58,65 @@ def train(
             sorted(final.items()),
             fmt=lambda x: f"{x:.4f}" if isinstance(x, float) else str(x),
         )
+
+
+def _train_config(
+    model: str,
+    pivots: str | None,
+    eval_pivots: str | None,
+    env: str,
+    steps: int,
+    out: str,
+    episodes: bool,
+    overrides: Sequence[str],
+) -> Any:
+    """`pivot train`'s `GRPOConfig`: its options, over the stage settings saved with the model."""
+    from trainers.grpo import EPISODE_ENVS
+    from trainers.settings import StageSettings
+
+    # the model's saved stage settings (prompt cuts, completion budget, temperature) are the
+    # defaults, so RL samples the prompts the model learnt on; --set still overrides them
+    saved = StageSettings.load(model) if Path(model).is_dir() else None
+    return config_from_overrides(
+        {
+            "model": model,
+            "pivots": pivots,
+            "eval_pivots": eval_pivots,
+            # episode mode runs in the pivot env's episode twin (end-to-end RL, or episodes from D_adv)
+            "env_id": EPISODE_ENVS.get(env, env) if episodes else env,
+            "steps": steps,
+            "output_dir": out,
+            "episodes": episodes,
+            # read here, at the edge; the trainer takes the path (episode outcomes have no verdict cache)
+            "reward_cache": None if episodes else os.environ.get("PIVOT_CACHE"),
+            **(saved.to_json() if saved is not None else {}),
+        },
+        overrides,
+    )
+
+
+def _train_with_progress(trainer: Any, steps: int, start: int, as_json: bool) -> dict[str, float]:
+    """Run the trainer under a progress bar (none with --json); returns its final metrics."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (
+        TextColumn("[bold]grpo"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, disable=as_json) as progress:
+        task = progress.add_task("grpo", total=steps, completed=start, info="")
+
+        def on_step(step: int, m: dict[str, float]) -> None:
+            info = (
+                f"reward {m['rollout/reward_mean']:.3f} zero-var {m['rollout/zero_var_share']:.2f} "
+                f"kl {m['loss/kl']:.4f}"
+            )
+            progress.update(task, completed=step, info=info)
+
+        return trainer.train(on_step)
 
 
 def config_from_overrides(base: dict[str, Any], overrides: Sequence[str]) -> Any:
@@ -149,152 +146,3 @@ def _coerce(type_name: str, raw: str) -> Any:
     if type_name.startswith("tuple"):
         return tuple(x for x in raw.split(",") if x)
     return raw
-
-
-HANDOFFS = (
-    "Synthetic data with hand-offs to a human agent as well, the summary one of six phrasings "
-    "(not the bundled reference's data)."
-)
-
-
-def demo_config(
-    out: Path,
-    quick: bool = False,
-    data: str | None = None,
-    steps: int = -1,
-    seeds: str = "",
-    profile_turns: str = "",
-    reference: str = "",
-    arms: str = "",
-    handoffs: bool = False,
-) -> DemoConfig:
-    """The demo's configuration from the CLI's options: the preset first (quick, synthetic), then the overrides."""
-    from dataclasses import replace
-
-    from trainers.demo import BUNDLED, SYNTHETIC, DemoConfig, bundled_sample
-
-    cfg = DemoConfig(out=str(out))
-    if quick:  # the main job on synthetic data from the bundled reference; real data: every stage
-        cfg = cfg.quick() if data in (None, SYNTHETIC) else cfg.quick_bundled(data)
-    elif data == SYNTHETIC:
-        cfg = cfg.on_synthetic()  # before the overrides: the preset sets steps of its own
-    elif data is not None:
-        cfg = replace(cfg, data=str(bundled_sample()) if data == BUNDLED else data)
-    if reference:
-        cfg = replace(cfg, reference=None if reference == "none" else reference)
-    if handoffs:  # after the reference: the bundled one refuses this data
-        cfg = replace(cfg, synthetic_handoffs=True)
-    if steps > 0:
-        cfg = replace(cfg, steps=steps)
-    if seeds.strip():
-        cfg = replace(cfg, seeds=tuple(int(x) for x in seeds.split(",") if x.strip()))
-    if profile_turns:
-        cfg = replace(cfg, profile_turns=profile_turns)
-    if arms.strip():
-        cfg = replace(cfg, arms=tuple(a.strip() for a in arms.split(",") if a.strip()))
-    return cfg
-
-
-def demo_pivotrl(
-    out: Path = typer.Option(Path("runs/pivotrl-demo"), "--out", help="Working folder (models, profiles, runs)."),
-    json_out: Path | None = typer.Option(
-        None, "--json", help="Write the results (rows, contrast) as JSON to this file."
-    ),
-    steps: int = typer.Option(-1, "--steps", help="Updates per arm (-1: the configuration's)."),
-    seeds: str = typer.Option("", "--seeds", help="Comma-separated seeds, one run per arm and seed (default 0,1,2)."),
-    data: str | None = typer.Option(
-        None,
-        "--data",
-        help="Airline pivots file (default: the full tau-bench file if found; with --quick: 'synthetic'), "
-        "'bundled' (the bundled real sample), or 'synthetic': conversations written by the airline world, "
-        "held out by conversation, from the bundled reference (no e2e arm).",
-    ),
-    quick: bool = typer.Option(
-        False,
-        "--quick",
-        help="The main job, minutes: the bundled reference on synthetic data, sft and pivotrl, one seed "
-        "(with --data bundled or a file: every stage on real pivots, a small model).",
-    ),
-    reference: str = typer.Option(
-        "",
-        "--reference",
-        help="The policy the arms start from: 'bundled', a model folder, or 'none' (pretrain and SFT here); "
-        "default: the configuration's.",
-    ),
-    arms: str = typer.Option("", "--arms", help="Comma-separated arms (sft and pivotrl among them); default: all."),
-    handoffs: bool = typer.Option(False, "--handoffs", help=HANDOFFS),
-    profile_turns: str = typer.Option(
-        "",
-        "--profile-turns",
-        help="Training turns D_cand is drawn from: 'all' or 'tool_calls' (default: the configuration's; "
-        "with tool_calls, held-out text turns measure what training on tool calls does to them).",
-    ),
-) -> None:
-    """Split by task, pretrain, SFT, profile, D_adv; sft/pivotrl/strict/no_filter/e2e arms x seeds; held-out CIs."""
-    from pivot_cli._models import quiet_transformers
-    from trainers.demo import BUNDLED, StageLog, run_demo
-
-    quiet_transformers()
-    with user_errors():
-        cfg = demo_config(out, quick, data, steps, seeds, profile_turns, reference, arms, handoffs)
-        result = run_demo(cfg, log=StageLog(console))
-    rows = result["rows"]
-    text = "heldout_text_accept" in rows[0]
-    n = f"{len(cfg.seeds)} seed" + (" (indicative)" if len(cfg.seeds) == 1 else "s")
-    print_table(
-        f"PivotRL demo: held-out acceptance, mean of {n}, 95 % CI clustered by trajectory",
-        ["method", "train set", "tool calls (in domain)", "95% CI", "zero_var_share", "reward_std"]
-        + (["text turns (out of domain)", "95% CI"] if text else []),
-        [
-            [
-                r["method"],
-                r["train_set"],
-                r["heldout_accept"],
-                "[{:.3f}, {:.3f}]".format(*r["heldout_ci"]),
-                r["zero_var_share"],
-                r["reward_std"],
-            ]
-            + ([r["heldout_text_accept"], "[{:.3f}, {:.3f}]".format(*r["heldout_text_ci"])] if text else [])
-            for r in rows
-        ],
-        fmt=lambda x: f"{x:.3f}" if isinstance(x, float) else str(x),
-    )
-    c = result["contrast"]
-    console.print(
-        "Differences paired over held-out trajectories (RL start: the SFT model):",
-        markup=False,
-    )
-    untrained = " (no arm trains on them)" if cfg.profile_turns == "tool_calls" else ""
-    for name, part in (("tool calls", c), (f"text turns{untrained}", c.get("text"))):
-        if part is not None:
-            console.print(
-                f"  {name} ({part['clusters']} trajectories, RL start {part['sft_start_accept']:.3f}): "
-                + "; ".join(
-                    f"pivotrl - {arm} {v['pivotrl_minus']:+.3f} [{v['ci'][0]:+.3f}, {v['ci'][1]:+.3f}]"
-                    for arm, v in part["vs"].items()
-                ),
-                markup=False,
-            )
-    for line in ONE_SEED if len(cfg.seeds) == 1 else QUICK if quick and cfg.reference == BUNDLED else ():
-        console.print(line, markup=False)
-    console.print(f"plots: {', '.join(result['plots'])}; total {result['seconds']:.0f} s")
-    if json_out is not None:
-        import json
-
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        keep = ("rows", "contrast", "sizes", "stages", "config", "seconds", "plots")
-        json_out.write_text(json.dumps({k: result[k] for k in keep}, indent=2))
-        console.print(f"wrote {json_out}")
-
-
-def demo_synthetic(
-    out: Path = typer.Option(..., "--out", help="Pivot file to write (JSONL)."),
-    conversations: int = typer.Option(600, "--conversations", help="Conversations (about 5.7 pivots each)."),
-    handoffs: bool = typer.Option(False, "--handoffs", help=HANDOFFS),
-) -> None:
-    """Write the `--data synthetic` pivots: conversations the airline world writes (the bundled reference's data)."""
-    from trainers.demo import synthetic_data
-
-    with user_errors():
-        synthetic_data(conversations, out, handoffs)
-    console.print(f"wrote {conversations} synthetic airline conversations' pivots to {out}")

@@ -1,9 +1,10 @@
 """`pivot demo pivotrl` and what it is made of: its config, stages, results, pretraining and tiny models.
 
-Experiment code, kept apart from the trainer (`trainers.grpo`) that it drives.
+Experiment code in a package of its own, between the trainers it drives (`trainers.grpo`) and the
+CLI that runs it (`pivot demo`); the bundled reference policy's weights live in `reference/`.
 """
 
-from trainers.demo.config import (
+from pivot_demo.config import (
     ARMS,
     BUNDLED,
     ENV_ID,
@@ -19,9 +20,9 @@ from trainers.demo.config import (
     profile_pool,
     synthetic_data,
 )
-from trainers.demo.results import arm_intervals, arm_rows, plot_results
-from trainers.demo.run import evenly, expert_tokens, run_demo
-from trainers.demo.stage_log import StageLog
+from pivot_demo.results import arm_intervals, arm_rows, plot_results
+from pivot_demo.run import evenly, expert_tokens, run_demo
+from pivot_demo.stage_log import StageLog
 
 __all__ = [
     "ARMS",

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pivot_core import Pivot, shared_data_file, write_pivots
+from pivot_demo.pretrain import PretrainConfig
 from pivot_tool_worlds import DEMO_WORLD_NAME
-from trainers.demo.pretrain import PretrainConfig
+from trainers.grpo_config import EpisodeConfig, GRPOConfig, ObjectiveConfig
 from trainers.settings import StageSettings
 
 ENV_ID = "pivot/tool-use-v0"
@@ -24,7 +25,7 @@ SYNTHETIC = "synthetic"
 BUNDLED = "bundled"
 """`--data bundled`: the bundled real airline sample; `reference="bundled"`: the bundled reference policy."""
 # The data the bundled reference was SFT'd on: the synthetic data's training split at these values
-# (trainers/demo/reference/README.md). A run from it must split the same way, or its held-out
+# (pivot_demo/reference/README.md). A run from it must split the same way, or its held-out
 # conversations would be ones the reference trained on.
 REFERENCE_DATA = {
     "data": SYNTHETIC,
@@ -40,6 +41,16 @@ SYNTHETIC_DATA_SEED = 4242
 # every install (a fresh clone has only the bundled subset, ../shared the full database), so the
 # reference's training split and every run's held-out split are the same conversations everywhere.
 SYNTHETIC_WORLD = DEMO_WORLD_NAME
+# The GRPO arms' settings (`DemoConfig.grpo`). Each arm fills in its own policy, pivots, output folder,
+# verifiers, seed and the reference's sampling settings (`pivot_demo.run.arm_config`): `model` is empty here.
+DEMO_GRPO = GRPOConfig(
+    model="",
+    steps=5,
+    pivots_per_step=4,
+    group_size=8,
+    objective=ObjectiveConfig(learning_rate=3e-4, beta=0.02),
+    episode=EpisodeConfig(max_turns=3, max_observation_tokens=96),
+)
 
 
 def synthetic_data(conversations: int, out: Path, handoffs: bool = False) -> Path:
@@ -51,7 +62,7 @@ def synthetic_data(conversations: int, out: Path, handoffs: bool = False) -> Pat
     of the held-out calls (`bench/copy_ceiling.py`). They have no recorded user or outcome: no e2e arm.
     `handoffs`: hand-off conversations as well (`synthetic_pivots`; not the bundled reference's data).
     """
-    from trainers.demo.synthetic import synthetic_pivots
+    from pivot_demo.synthetic import synthetic_pivots
     from verifiers_plugins import get_host
 
     world = get_host().get("tool_worlds", SYNTHETIC_WORLD)()
@@ -63,7 +74,7 @@ def bundled_reference() -> Path:
     """The bundled reference policy's folder (drill-pretrained, then SFT'd on the synthetic training split)."""
     from importlib import resources
 
-    return Path(str(resources.files("trainers.demo") / "reference"))
+    return Path(str(resources.files("pivot_demo") / "reference"))
 
 
 def bundled_sample() -> Path:
@@ -130,26 +141,19 @@ class DemoConfig:
     """Samples per pivot when profiling."""
     lam: float = 0.9
     """D_adv keeps pivots with reward variance > 0 and mean < lam."""
-    steps: int = 5
-    """Updates per arm (GRPO steps; the sft arm takes as many steps on as many samples)."""
-    pivots_per_step: int = 4
-    """P per step."""
-    group_size: int = 8
-    """G per pivot (the sft arm's batch is P x G expert turns)."""
-    learning_rate: float = 3e-4
-    """GRPO learning rate (the sft arm uses `sft_arm_lr`)."""
+    grpo: GRPOConfig = DEMO_GRPO
+    """The GRPO arms: `steps` updates per arm (the sft arm takes as many steps on as many samples),
+    P = `pivots_per_step`, G = `group_size` (the sft arm's batch is P x G expert turns), the
+    objective's `learning_rate` and `beta` (KL weight), and the e2e arm's episodes (`episode.max_turns`
+    agent turns, `episode.max_observation_tokens` kept of each observation: prompt + turns must fit the
+    model's positions). Set fields by their own names: `cfg.grpo.with_values(steps=7, beta=0)`.
+    Each arm fills in its policy, pivots, output folder and sampling settings (`DEMO_GRPO`)."""
     sft_arm_lr: float = 3e-4
     """Learning rate of the continued-SFT arm."""
-    beta: float = 0.02
-    """KL weight."""
     seeds: tuple[int, ...] = (0, 1, 2)
     """One run per arm and seed."""
     eval_k: int = 4
     """Samples per held-out pivot per arm and seed."""
-    e2e_max_turns: int = 3
-    """Agent turns per end-to-end episode (the e2e arm)."""
-    e2e_max_observation_tokens: int = 96
-    """Tokens kept of each observation in an episode (prompt + turns must fit the model's positions)."""
     threads: int | None = None
     """Torch threads; `cpu_threads()` (1 on a busy machine, else every core) when None."""
     reference: str | None = None
@@ -192,10 +196,7 @@ class DemoConfig:
             max_heldout_pivots=64,
             max_heldout_text=96,
             k=4,
-            steps=24,
-            pivots_per_step=4,
-            group_size=4,
-            learning_rate=3e-4,
+            grpo=self.grpo.with_values(steps=24, pivots_per_step=4, group_size=4, learning_rate=3e-4),
             sft_arm_lr=3e-4,
             seeds=(0, 1, 2),
             eval_k=2,
@@ -219,15 +220,17 @@ class DemoConfig:
             sft_steps=150,
             sft_lr=4e-3,
             k=4,
-            steps=4,
-            pivots_per_step=4,
-            group_size=4,
-            learning_rate=1e-3,
+            grpo=self.grpo.with_values(
+                steps=4,
+                pivots_per_step=4,
+                group_size=4,
+                learning_rate=1e-3,
+                max_turns=2,
+                max_observation_tokens=64,
+            ),
             sft_arm_lr=1e-3,
             seeds=(0, 1),
             eval_k=2,
-            e2e_max_turns=2,
-            e2e_max_observation_tokens=64,
         )
 
     def on_synthetic(self) -> DemoConfig:
@@ -251,8 +254,7 @@ class DemoConfig:
             profile_turns="tool_calls",
             max_heldout_pivots=64,
             max_heldout_text=96,
-            steps=30,
-            learning_rate=3e-4,
+            grpo=self.grpo.with_values(steps=30, learning_rate=3e-4),
             sft_arm_lr=3e-4,
         )
 

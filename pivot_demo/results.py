@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainers._advantages import zero_variance_groups
-from trainers.demo.config import ARMS, TRAIN_SETS
+from pivot_demo.config import ARMS, TRAIN_SETS
 from trainers.eval import SampleRecord, cluster_counts, contrast_ci
+from trainers.grpo import zero_variance_groups
 
 
 def arm_intervals(

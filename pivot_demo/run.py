@@ -49,9 +49,7 @@ import torch
 
 import pivot_envs  # noqa: F401  (registers the pivot/* env ids)
 from pivot_core import Pivot, load_pivots, select_pivots, split_pivots, write_pivots
-from trainers._advantages import zero_variance_groups
-from trainers.backends._base import SamplingParams
-from trainers.demo.config import (
+from pivot_demo.config import (
     BUNDLED,
     ENV_ID,
     STRICT_VERIFIERS,
@@ -63,10 +61,11 @@ from trainers.demo.config import (
     profile_pool,
     synthetic_data,
 )
-from trainers.demo.results import arm_intervals, arm_rows, jsonable, plot_results
-from trainers.demo.stage_log import StageLog, cpu_threads
+from pivot_demo.results import arm_intervals, arm_rows, jsonable, plot_results
+from pivot_demo.stage_log import StageLog, cpu_threads
+from trainers.backends import SamplingParams
 from trainers.eval import SampleRecord, local_backend, score_samples
-from trainers.grpo import GRPOTrainer
+from trainers.grpo import GRPOTrainer, zero_variance_groups
 from trainers.grpo_config import GRPOConfig, end_to_end_config
 
 # -- stages ------------------------------------------------------------------------------------------
@@ -81,7 +80,7 @@ def evenly(items: Sequence[Any], n: int | None) -> list[Any]:
 
 def profile_stage(sft: Path, pivots: Sequence[Pivot], out: Path, cfg: DemoConfig, advance: Callable) -> list[Pivot]:
     """Each pivot with a `Profile` of K rewards from the frozen SFT policy."""
-    from trainers.profiling._profiler import ProfileConfig, profile_pivots
+    from trainers.profiling import ProfileConfig, profile_pivots
 
     backend, _ = local_backend(sft)
     out.unlink(missing_ok=True)  # the profiler resumes from an existing file: this run starts afresh
@@ -106,34 +105,32 @@ def sft_arm(sft: Path, d_adv: Sequence[Pivot], out: Path, cfg: DemoConfig, seed:
     """Same-data SFT continued from the SFT model on D_adv's expert turns, steps x (P x G) examples."""
     from trainers.sft import SFTConfig, train_sft
 
-    batch = cfg.pivots_per_step * cfg.group_size
     config = SFTConfig.from_settings(
-        cfg.settings, steps=cfg.steps, batch_size=batch, lr=cfg.sft_arm_lr, warmup_steps=1, seed=seed, log_every=1
+        cfg.settings,
+        steps=cfg.grpo.steps,
+        batch_size=cfg.grpo.batch_size,
+        lr=cfg.sft_arm_lr,
+        warmup_steps=1,
+        seed=seed,
+        log_every=1,
     )
     train_sft(sft, list(d_adv), out / "final", config, log=lambda step, m: advance(1))
 
 
 def arm_config(sft: Path, pivot_file: Path, out: Path, cfg: DemoConfig, seed: int, verifiers: Sequence[str] | None):
-    """The GRPO config of a pivot arm (the e2e arm is its episode-mode twin)."""
+    """The GRPO config of a pivot arm (the e2e arm is its episode-mode twin): `cfg.grpo`, filled in for this arm."""
     s = cfg.settings
-    return GRPOConfig.from_flat(
-        dict(
-            model=str(sft),
-            pivots=str(pivot_file),
-            env_id=ENV_ID,
-            verifiers=tuple(verifiers) if verifiers else None,
-            output_dir=str(out),
-            steps=cfg.steps,
-            pivots_per_step=cfg.pivots_per_step,
-            group_size=cfg.group_size,
-            max_new_tokens=s.max_new_tokens,
-            max_prompt_tokens=s.max_prompt_tokens,
-            max_history_messages=s.max_history_messages,
-            temperature=s.temperature,
-            learning_rate=cfg.learning_rate,
-            beta=cfg.beta,
-            seed=seed,
-        )
+    return cfg.grpo.with_values(
+        model=str(sft),
+        pivots=str(pivot_file),
+        env_id=ENV_ID,
+        verifiers=tuple(verifiers) if verifiers else None,
+        output_dir=str(out),
+        max_new_tokens=s.max_new_tokens,
+        max_prompt_tokens=s.max_prompt_tokens,
+        max_history_messages=s.max_history_messages,
+        temperature=s.temperature,
+        seed=seed,
     )
 
 
@@ -223,7 +220,7 @@ def split_stage(cfg: DemoConfig, root: Path, log: StageLog) -> Split:
 
 def pretrain_stage(cfg: DemoConfig, root: Path, split: Split, log: StageLog) -> dict[str, Any]:
     """Pretrain the small model on synthetic conversations of the tool world; returns its report."""
-    from trainers.demo.pretrain import pretrain
+    from pivot_demo.pretrain import pretrain
 
     with log.stage("pretrain", cfg.pretrain.total_steps) as advance:
         # the tokenizer also reads the real training split; synthetic data comes from the pretraining's own
@@ -331,7 +328,7 @@ def arms_stage(
 ) -> dict[tuple[str, int], list[dict[str, float]]]:
     """Train every arm once per seed from the reference policy; returns each GRPO run's per-step metrics."""
     sft, runs = reference_model(cfg, root), {}
-    with log.stage("arms", len(arms) * len(cfg.seeds) * cfg.steps) as advance:
+    with log.stage("arms", len(arms) * len(cfg.seeds) * cfg.grpo.steps) as advance:
         for seed in cfg.seeds:
             for arm in arms:
                 out = root / "runs" / f"{arm}-seed{seed}"
@@ -341,8 +338,7 @@ def arms_stage(
                 pivot_file = root / ("d_cand.jsonl" if arm == "no_filter" else "d_adv.jsonl")
                 grpo = arm_config(sft, pivot_file, out, cfg, seed, STRICT_VERIFIERS if arm == "strict" else None)
                 if arm == "e2e":  # the pivotrl arm's twin: same trainer, samples and seed; episodes for groups
-                    grpo = end_to_end_config(grpo, str(root / "train_split.jsonl"), str(out), cfg.e2e_max_turns)
-                    grpo = grpo.with_values(max_observation_tokens=cfg.e2e_max_observation_tokens)
+                    grpo = end_to_end_config(grpo, str(root / "train_split.jsonl"), str(out))
                 runs[(arm, seed)] = grpo_arm(grpo, out, advance)
     return runs
 

@@ -104,7 +104,7 @@ class TinyModelConfig:
 
 def corpus_texts(pivots: Iterable[Any], tokenizer: Any) -> list[str]:
     """Rendered chats of the pivots (history + expert), the text the tokenizer is trained on."""
-    from trainers.backends._base import as_chat, expert_message, template_messages
+    from trainers.backends import as_chat, expert_message, template_messages
 
     texts = []
     for p in pivots:
@@ -266,7 +266,7 @@ class TinyPolicy:
 
     def backend_config(self, **overrides: Any) -> Any:
         """A `TransformersConfig` that prompts this policy as it was trained."""
-        from trainers.backends._transformers import TransformersConfig
+        from trainers.backends import TransformersConfig
 
         fields = {
             "model": str(self.path),

@@ -91,7 +91,7 @@ def demo_slice(tables: dict) -> dict[str, dict]:
     Every 5th user in id order (100 of 500), every reservation they hold, and every flight of the
     busiest routes between airports `AIRPORTS` names, route by route until there are 45 or more.
 
-    The synthetic conversations (`trainers.demo.synthetic`) draw users with reservations and
+    The synthetic conversations (`pivot_demo.synthetic`) draw users with reservations and
     available flight days from whatever database they are given; this fixes that database, so the
     bundled reference's training data is the same on every install. Busy routes: a search there
     returns several flights, so the conversation goes on to the `calculate` turns whose expert form

@@ -164,10 +164,10 @@ def use_plugin_site(monkeypatch):
 def tiny_policy(tmp_path_factory):
     """A ~170k-parameter model SFT'd briefly on the bundled tool-use pivots, built once per session.
 
-    Returns a `trainers.demo.tiny_model.TinyPolicy` (`.path`, the prompt cuts it was trained with, and
+    Returns a `pivot_demo.tiny_model.TinyPolicy` (`.path`, the prompt cuts it was trained with, and
     `.backend_config()`). Set `PIVOT_TINY_POLICY_DIR` to reuse one build across sessions locally.
     """
-    from trainers.demo.tiny_model import build_test_policy
+    from pivot_demo.tiny_model import build_test_policy
 
     folder = os.environ.get("PIVOT_TINY_POLICY_DIR") or tmp_path_factory.mktemp("tiny_policy")
     return build_test_policy(folder)

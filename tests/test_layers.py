@@ -71,3 +71,124 @@ def test_no_library_file_is_over_500_lines_and_the_verifiers_hold_at_most_a_quar
     assert not long, long
     verifiers = sum(n for p, n in lines.items() if p.relative_to(ROOT).parts[0] == "verifiers_plugins")
     assert verifiers <= sum(lines.values()) / 4, (verifiers, sum(lines.values()))
+
+
+# -- house limits (STYLE rules 1 and 15): functions <= 60 lines, classes <= 20 methods, configs <= 25 fields --
+
+MAX_FUNCTION_LINES = 60  # `end_lineno - lineno + 1` of the def: decorators excluded, docstring included
+MAX_METHODS = 20
+MAX_FIELDS = 25
+
+# typer commands whose options alone run past the limit: the body is one call passing the options on as
+# they came, so every line over is a declaration (checked by the test). Key: "path::qualified name".
+OPTION_COMMANDS = {
+    "pivot_cli/_serve.py::serve": "18 options (bind, token, limits, protocol), ~50 lines; its body calls serve_env",
+}
+
+# TEMPORARY (issue 42): offenders in rooms other engineers are rebuilding right now. The lead empties
+# this list; nothing may be added to it, and an entry that no longer offends is simply left for the lead.
+IN_PROGRESS = {
+    "pivot_sandbox/docker/containers.py::create",
+    "pivot_sandbox/namespace/launch.py::launch_command",
+    "pivot_sandbox/images/build.py::_step",
+    "pivot_sandbox/tasks/terminal_bench.py::task_image",
+    "pivot_sandbox/replay/restore.py::replay_state",
+    "pivot_tasks/_synthesize.py::synthesize_task",
+    "pivot_tasks/_replay_check.py::check_replay",
+    "pivot_sandbox/docker/backend.py::DockerBackend",
+    "pivot_sandbox/namespace/backend.py::NamespaceBackend",
+    # grew past the limit during that same work (seen while this list was written)
+    "pivot_sandbox/namespace/backend.py::NamespaceBackend.__init__",
+    "verifiers_plugins/builtin/docker_shell.py::DockerShell.verify_batch",
+}
+
+
+def _definitions():
+    """Every def and class in the library: ("path::Outer.name", node), nested ones included."""
+
+    def walk(node, rel, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                yield f"{rel}::{name}", child
+                yield from walk(child, rel, f"{name}.")
+            else:
+                yield from walk(child, rel, prefix)
+
+    for _, path in _package_files():
+        rel = path.relative_to(ROOT).as_posix()
+        yield from walk(ast.parse(path.read_text(encoding="utf-8")), rel, "")
+
+
+def _lines(node) -> int:
+    return node.end_lineno - node.lineno + 1
+
+
+def _only_declares_options(node) -> str | None:
+    """None for a typer command whose parameters are options and whose body is one call passing them on."""
+    args = node.args
+    for default in [*args.defaults, *args.kw_defaults]:
+        typer_call = (
+            isinstance(default, ast.Call)
+            and isinstance(default.func, ast.Attribute)
+            and isinstance(default.func.value, ast.Name)
+            and default.func.value.id == "typer"
+        )
+        if not (typer_call or isinstance(default, ast.Name)):  # a shared option constant (JSON_OPTION)
+            return f"parameter default {ast.unparse(default)} is not a typer option"
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr | ast.Return) else None
+    if not isinstance(call, ast.Call):
+        return "its body is more than one call"
+    passed = [*call.args, *(k.value for k in call.keywords)]
+    if not all(isinstance(a, ast.Name) for a in passed):
+        return "the call does more than pass the options on"
+    return None
+
+
+def test_no_function_is_over_60_lines_but_typer_commands_that_only_declare_options():
+    functions = {k: n for k, n in _definitions() if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    long = sorted(
+        f"{k}: {_lines(n)} lines"
+        for k, n in functions.items()
+        if _lines(n) > MAX_FUNCTION_LINES and k not in OPTION_COMMANDS and k not in IN_PROGRESS
+    )
+    assert not long, "split these into named helpers (STYLE rule 1):\n" + "\n".join(long)
+    wrong = []
+    for key, reason in OPTION_COMMANDS.items():
+        assert reason.strip(), f"{key}: give the reason it is allowed"
+        if key not in functions:
+            wrong.append(f"{key}: no such function (take it off OPTION_COMMANDS)")
+        elif _lines(functions[key]) <= MAX_FUNCTION_LINES:
+            wrong.append(f"{key}: {_lines(functions[key])} lines, within the limit (take it off OPTION_COMMANDS)")
+        elif problem := _only_declares_options(functions[key]):
+            wrong.append(f"{key}: {problem}; move its logic into a plain function the command calls")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_class_has_over_20_methods():
+    big = sorted(
+        f"{k}: {m} methods"
+        for k, n in _definitions()
+        if isinstance(n, ast.ClassDef)
+        and (m := sum(isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef) for b in n.body)) > MAX_METHODS
+        and k not in IN_PROGRESS
+    )
+    assert not big, big
+
+
+def test_no_dataclass_or_config_has_over_25_fields():
+    # fields: annotated class attributes (ClassVar ones are not fields); group the rest as nested configs
+    def fields(node):
+        return [
+            b
+            for b in node.body
+            if isinstance(b, ast.AnnAssign) and "ClassVar" not in ast.unparse(b.annotation) and b.simple
+        ]
+
+    big = sorted(
+        f"{k}: {len(fields(n))} fields"
+        for k, n in _definitions()
+        if isinstance(n, ast.ClassDef) and len(fields(n)) > MAX_FIELDS and k not in IN_PROGRESS
+    )
+    assert not big, big

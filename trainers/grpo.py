@@ -40,7 +40,16 @@ from trainers.episodes import EpisodeGroups
 from trainers.grpo_config import EPISODE_ENVS, GRPOConfig
 from trainers.settings import StageSettings
 
-__all__ = ["EPISODE_ENVS", "GRPOConfig", "GRPOTrainer", "PivotGroups", "Rollout", "make_backend", "make_env"]
+__all__ = [
+    "EPISODE_ENVS",
+    "GRPOConfig",
+    "GRPOTrainer",
+    "PivotGroups",
+    "Rollout",
+    "make_backend",
+    "make_env",
+    "zero_variance_groups",
+]
 
 
 # ----------------------------------------------------------------------------------------------

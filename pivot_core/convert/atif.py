@@ -58,6 +58,33 @@ def _terminus_turn(text: str, step: Mapping[str, Any]) -> str:
     return json.dumps(turn, ensure_ascii=False)
 
 
+def _tool_calls(step: Mapping[str, Any]) -> list[ToolCall]:
+    """An agent step's tool calls (arguments kept as recorded when a string, else as JSON)."""
+    calls = []
+    for call in step.get("tool_calls") or []:
+        args = call.get("arguments")
+        arguments = args if isinstance(args, str) else json.dumps(args if args is not None else {}, ensure_ascii=False)
+        calls.append(ToolCall(str(call.get("function_name")), arguments, str(call.get("tool_call_id") or "")))
+    return calls
+
+
+def _observation(step: Mapping[str, Any], named: bool) -> list[Message]:
+    """An agent step's observation: a tool message per result naming its call (when `named`), the rest one user turn."""
+    observation = step.get("observation")
+    results = (observation.get("results") or []) if isinstance(observation, Mapping) else []
+    messages, loose = [], []
+    for r in results:
+        if not isinstance(r, Mapping):
+            continue
+        if r.get("source_call_id") and named:
+            messages.append(Message("tool", _content(r.get("content")), tool_call_id=str(r["source_call_id"])))
+        else:
+            loose.append(_content(r.get("content")))
+    if loose:
+        messages.append(Message("user", "\n".join(loose)))
+    return messages
+
+
 def from_atif(
     record: Mapping[str, Any], *, default_id: str = "", context: Mapping[str, Any] | None = None
 ) -> Trajectory:
@@ -79,13 +106,7 @@ def from_atif(
             continue
         if source != "agent":
             raise InvalidTrajectory(f"steps[{i}]: expected source system, user or agent, got {source!r}")
-        calls = []
-        for call in step.get("tool_calls") or []:
-            args = call.get("arguments")
-            arguments = (
-                args if isinstance(args, str) else json.dumps(args if args is not None else {}, ensure_ascii=False)
-            )
-            calls.append(ToolCall(str(call.get("function_name")), arguments, str(call.get("tool_call_id") or "")))
+        calls = _tool_calls(step)
         actions += 1
         if terminus:
             # Terminus replies in JSON; Harbor records the reply as `message` and its keystrokes as calls
@@ -94,21 +115,7 @@ def from_atif(
             messages.append(
                 Message("assistant", text or None, tool_calls=calls, extra={"step_id": step.get("step_id")})
             )
-        results = (
-            ((step.get("observation") or {}).get("results") or [])
-            if isinstance(step.get("observation"), Mapping)
-            else []
-        )
-        loose = []
-        for r in results:
-            if not isinstance(r, Mapping):
-                continue
-            if r.get("source_call_id") and calls and not terminus:
-                messages.append(Message("tool", _content(r.get("content")), tool_call_id=str(r["source_call_id"])))
-            else:
-                loose.append(_content(r.get("content")))
-        if loose:
-            messages.append(Message("user", "\n".join(loose)))
+        messages.extend(_observation(step, named=bool(calls) and not terminus))
     tools = tuple(t for t in agent.get("tool_definitions") or () if isinstance(t, Mapping))
     ctx = {
         "harness": str(agent.get("name") or "atif"),

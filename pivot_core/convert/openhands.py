@@ -135,6 +135,26 @@ def start_dir(events: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def _text(event: Mapping[str, Any]) -> str:
+    """A message or system event's text: its `args.content`, else its `message`."""
+    args = event.get("args") if isinstance(event.get("args"), Mapping) else {}
+    return str(args.get("content") or event.get("message") or "")
+
+
+def _tool_message(obs: Mapping[str, Any], call_id: str) -> tuple[Message, int | None]:
+    """An observation as the tool message the model read, and the exit code it recorded (None when none).
+
+    The message carries what the action did, for a replay to compare with: the output and the exit
+    code (an editor call's is 1 when the editor refused it, as its shell equivalent exits).
+    """
+    code = exit_code(obs)
+    output = obs.get("content") if isinstance(obs.get("content"), str) else ""
+    if obs.get("observation") == "edit":
+        code = 1 if output.startswith("ERROR") else 0
+    recorded = {"output": output, **({"exit_code": code} if code is not None else {})}
+    return Message("tool", render_observation(obs), tool_call_id=call_id or None, extra={"recorded": recorded}), code
+
+
 def convert_events(events: Sequence[Mapping[str, Any]]) -> tuple[list[Message], dict[str, Any]]:
     """The chat of an event stream, and facts about it: `{"actions", "exit_codes"}`.
 
@@ -156,8 +176,7 @@ def convert_events(events: Sequence[Mapping[str, Any]]) -> tuple[list[Message], 
             continue
         kind, source = e["action"], e.get("source")
         if kind == "system":
-            args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
-            messages.append(Message("system", str(args.get("content") or e.get("message") or "")))
+            messages.append(Message("system", _text(e)))
             continue
         if kind == "recall" or source == "environment":
             continue
@@ -165,16 +184,14 @@ def convert_events(events: Sequence[Mapping[str, Any]]) -> tuple[list[Message], 
             if kind == "message":
                 messages.extend(pending_tools)
                 pending_tools = []
-                args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
-                messages.append(Message("user", str(args.get("content") or e.get("message") or "")))
+                messages.append(Message("user", _text(e)))
             continue
         actions += 1
         found = _response(e)
         if found is None:  # a plain text turn (`message`), no model response recorded with it
             messages.extend(pending_tools)
             pending_tools = []
-            args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
-            messages.append(Message("assistant", str(args.get("content") or e.get("message") or "")))
+            messages.append(Message("assistant", _text(e)))
             continue
         response_id, model_message = found
         if response_id not in seen_responses:
@@ -189,14 +206,7 @@ def convert_events(events: Sequence[Mapping[str, Any]]) -> tuple[list[Message], 
         obs = observations.get(int(e["id"]))
         call_id = str((e.get("tool_call_metadata") or {}).get("tool_call_id") or "")
         if obs is not None:
-            # what the action did, for a replay to compare with: the output and the exit code (an
-            # editor call's is 1 when the editor refused it, as its shell equivalent exits)
-            code = exit_code(obs)
-            output = obs.get("content") if isinstance(obs.get("content"), str) else ""
-            if obs.get("observation") == "edit":
-                code = 1 if output.startswith("ERROR") else 0
-            recorded = {"output": output, **({"exit_code": code} if code is not None else {})}
-            tool = Message("tool", render_observation(obs), tool_call_id=call_id or None, extra={"recorded": recorded})
+            tool, code = _tool_message(obs, call_id)
             pending_tools.append(tool)
             if code is not None and call_id:
                 exit_codes[call_id] = code

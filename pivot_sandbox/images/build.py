@@ -216,45 +216,9 @@ def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> 
     values = {**s.args, **s.env}
     kw = ins.keyword
     if kw == "RUN":
-        form = ins.json_form()
-        if form is not None:
-            argv = form
-        elif ins.heredocs and ins.args.strip().startswith("<<"):
-            argv = [*s.shell, ins.heredocs[0]]  # `RUN <<EOT`: the body is the script
-        else:
-            # docker hands the shell the line followed by each body and its terminator
-            names = [m.group(2) for m in _HEREDOC.finditer(ins.args)]
-            argv = [
-                *s.shell,
-                ins.args + "".join(f"\n{body}{name}" for body, name in zip(ins.heredocs, names, strict=False)),
-            ]
-        # `--user=` is this builder's own flag (the test-tools layer runs as root whatever USER says)
-        code, tail = s.run(argv, user=ins.flags.get("user") or None, timeout=step_timeout)
-        if code != 0:
-            last = tail.strip().splitlines()[-1][:200] if tail.strip() else ""
-            reason = "timed out" if code in (124, 137) else f"exited {code}"
-            raise DockerfileError(f"{ins.where}: RUN {ins.args[:80]!r} {reason}: {last}")
+        _run(s, ins, step_timeout)
     elif kw in ("COPY", "ADD"):
-        paths, dest = copy_sources(ins, context, values)
-        dest_abs = _abs(s.workdir, dest)
-        if ins.heredocs:
-            s.api.put_archive(s.id, "/", _heredoc_tar(dest_abs, ins.heredocs[0]))
-        else:
-            as_dir = dest.endswith("/") or len(paths) > 1 or s.is_dir(dest_abs) or dest in (".", "./")
-            if as_dir or any(p.is_dir() for p in paths):
-                s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
-            else:
-                s.run(["mkdir", "-p", posixpath.dirname(dest_abs)], user="0", timeout=30, cwd="/")
-            s.api.put_archive(s.id, "/", _tar_of(paths, dest_abs.lstrip("/"), as_dir, kw == "ADD", s.rewrite))
-            for path in paths:
-                if kw == "ADD" and path.is_file() and tarfile.is_tarfile(path):
-                    with open(path, "rb") as f:
-                        s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
-                        s.api.put_archive(s.id, dest_abs, f.read())
-        if ins.flags.get("chown"):
-            s.run(["chown", "-R", substitute(ins.flags["chown"], values), dest_abs], user="0", timeout=120, cwd="/")
-        if ins.flags.get("chmod"):
-            s.run(["chmod", "-R", ins.flags["chmod"], dest_abs], user="0", timeout=120, cwd="/")
+        _copy(s, ins, context, values)
     elif kw == "WORKDIR":
         s.workdir = _abs(s.workdir, substitute(ins.args.strip(), values))
         s.run(["mkdir", "-p", s.workdir], user="0", timeout=30, cwd="/")
@@ -276,6 +240,53 @@ def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> 
         s.cmd = ins.json_form() or [*s.shell, ins.args]
     elif kw == "LABEL":
         s.labels.update(ins.pairs())
+
+
+def _run(s: _Session, ins: Instruction, step_timeout: float) -> None:
+    """RUN: the exec form, a heredoc script, or the shell form with its heredoc bodies after the line."""
+    form = ins.json_form()
+    if form is not None:
+        argv = form
+    elif ins.heredocs and ins.args.strip().startswith("<<"):
+        argv = [*s.shell, ins.heredocs[0]]  # `RUN <<EOT`: the body is the script
+    else:
+        # docker hands the shell the line followed by each body and its terminator
+        names = [m.group(2) for m in _HEREDOC.finditer(ins.args)]
+        argv = [
+            *s.shell,
+            ins.args + "".join(f"\n{body}{name}" for body, name in zip(ins.heredocs, names, strict=False)),
+        ]
+    # `--user=` is this builder's own flag (the test-tools layer runs as root whatever USER says)
+    code, tail = s.run(argv, user=ins.flags.get("user") or None, timeout=step_timeout)
+    if code != 0:
+        last = tail.strip().splitlines()[-1][:200] if tail.strip() else ""
+        reason = "timed out" if code in (124, 137) else f"exited {code}"
+        raise DockerfileError(f"{ins.where}: RUN {ins.args[:80]!r} {reason}: {last}")
+
+
+def _copy(s: _Session, ins: Instruction, context: Path, values: Mapping[str, str]) -> None:
+    """COPY/ADD from the build context (ADD also unpacks local tar archives), then `--chown`/`--chmod`."""
+    kw = ins.keyword
+    paths, dest = copy_sources(ins, context, values)
+    dest_abs = _abs(s.workdir, dest)
+    if ins.heredocs:
+        s.api.put_archive(s.id, "/", _heredoc_tar(dest_abs, ins.heredocs[0]))
+    else:
+        as_dir = dest.endswith("/") or len(paths) > 1 or s.is_dir(dest_abs) or dest in (".", "./")
+        if as_dir or any(p.is_dir() for p in paths):
+            s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
+        else:
+            s.run(["mkdir", "-p", posixpath.dirname(dest_abs)], user="0", timeout=30, cwd="/")
+        s.api.put_archive(s.id, "/", _tar_of(paths, dest_abs.lstrip("/"), as_dir, kw == "ADD", s.rewrite))
+        for path in paths:
+            if kw == "ADD" and path.is_file() and tarfile.is_tarfile(path):
+                with open(path, "rb") as f:
+                    s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
+                    s.api.put_archive(s.id, dest_abs, f.read())
+    if ins.flags.get("chown"):
+        s.run(["chown", "-R", substitute(ins.flags["chown"], values), dest_abs], user="0", timeout=120, cwd="/")
+    if ins.flags.get("chmod"):
+        s.run(["chmod", "-R", ins.flags["chmod"], dest_abs], user="0", timeout=120, cwd="/")
 
 
 def check_supported(instructions: Sequence[Instruction]) -> None:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pivot_cli import app
-from trainers.demo import (
+from pivot_demo import (
     ARMS,
     BUNDLED,
     SYNTHETIC,
@@ -26,10 +26,10 @@ from trainers.demo import (
 def test_quick_configuration_starts_from_the_bundled_reference_and_the_real_data_one_keeps_every_stage():
     quick = DemoConfig().quick()
     assert (quick.data, quick.reference, quick.arms, quick.seeds) == (SYNTHETIC, BUNDLED, ("sft", "pivotrl"), (0, 1, 2))
-    assert quick.profile_turns == "tool_calls" and quick.max_heldout_text and quick.steps > 0
+    assert quick.profile_turns == "tool_calls" and quick.max_heldout_text and quick.grpo.steps > 0
     real = DemoConfig().quick_bundled()
     assert real.reference is None and real.data.endswith(".jsonl") and len(real.seeds) >= 2
-    assert real.pretrain.steps > 0 and real.sft_steps > 0 and real.steps > 0
+    assert real.pretrain.steps > 0 and real.sft_steps > 0 and real.grpo.steps > 0
     assert real.pretrain.model.hidden_size < DemoConfig().pretrain.model.hidden_size
     assert evenly(list(range(10)), 3) == [0, 4, 9] and evenly([1, 2], None) == [1, 2]
     # the bundled reference trained on one split of the synthetic data: another split would hold out
@@ -43,7 +43,7 @@ def test_quick_configuration_starts_from_the_bundled_reference_and_the_real_data
 
 
 def test_cli_presets_then_overrides(tmp_path):
-    from pivot_cli._train import demo_config
+    from pivot_cli._demo import demo_config
 
     assert demo_config(tmp_path, quick=True).reference == BUNDLED
     assert demo_config(tmp_path, quick=True, data=BUNDLED).reference is None
@@ -69,8 +69,8 @@ def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path)
     assert train and not train & {p.context["trajectory_id"] for p in split.heldout}
     # the world writes them with their own seed: the same file twice, not the pretraining's conversations
     assert [p.expert for p in load_pivots(synthetic_data(20, tmp_path / "again.jsonl"))] == [p.expert for p in pivots]
-    from trainers.demo.pretrain import PretrainConfig
-    from trainers.demo.synthetic import synthetic_pivots
+    from pivot_demo.pretrain import PretrainConfig
+    from pivot_demo.synthetic import synthetic_pivots
     from verifiers_plugins import get_host
 
     world = get_host().get("tool_worlds", PretrainConfig().world)()
@@ -80,7 +80,7 @@ def test_synthetic_data_is_held_out_by_conversation_and_has_no_e2e_arm(tmp_path)
 
 
 def test_profile_turns_keep_the_tool_calls_and_the_cli_overrides_come_after_the_preset(tmp_path):
-    from pivot_cli._train import demo_config
+    from pivot_cli._demo import demo_config
     from pivot_core import load_pivots
 
     pivots = list(load_pivots(synthetic_data(10, tmp_path / "synthetic.jsonl")))
@@ -91,13 +91,27 @@ def test_profile_turns_keep_the_tool_calls_and_the_cli_overrides_come_after_the_
         DemoConfig(profile_turns="text")
     # the synthetic preset sets its own steps: --steps must still win (it used to be overwritten)
     cfg = demo_config(tmp_path, data=SYNTHETIC, steps=7, seeds="4,5", profile_turns="all")
-    assert (cfg.steps, cfg.seeds, cfg.profile_turns, cfg.data) == (7, (4, 5), "all", SYNTHETIC)
+    assert (cfg.grpo.steps, cfg.seeds, cfg.profile_turns, cfg.data) == (7, (4, 5), "all", SYNTHETIC)
     assert demo_config(tmp_path, data=SYNTHETIC).profile_turns == "tool_calls"
+
+
+def test_every_grpo_arm_is_the_demo_grpo_config_filled_in_for_that_arm(tmp_path):
+    from pivot_demo.run import arm_config
+    from trainers.grpo_config import end_to_end_config
+
+    cfg = DemoConfig().quick_bundled()
+    arm = arm_config(tmp_path / "sft", tmp_path / "d_adv.jsonl", tmp_path / "run", cfg, 3, ("exact_match",))
+    assert (arm.steps, arm.pivots_per_step, arm.group_size, arm.seed, arm.verifiers) == (4, 4, 4, 3, ("exact_match",))
+    assert (arm.objective.learning_rate, arm.objective.beta) == (1e-3, 0.02)
+    assert (arm.model, arm.max_new_tokens) == (str(tmp_path / "sft"), cfg.settings.max_new_tokens)
+    # the e2e arm: the same config in episode mode, with the demo's turn and observation budgets
+    e2e = end_to_end_config(arm, str(tmp_path / "train_split.jsonl"), str(tmp_path / "e2e"))
+    assert (e2e.episode.max_turns, e2e.episode.max_observation_tokens, e2e.steps) == (2, 64, 4)
 
 
 @pytest.mark.slow
 def test_arm_intervals_pair_every_arm_with_pivotrl_on_the_same_trajectories():
-    from trainers.demo import arm_intervals
+    from pivot_demo import arm_intervals
     from trainers.eval import SampleRecord
 
     def run(accepted):  # one sample per trajectory

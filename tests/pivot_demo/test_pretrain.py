@@ -5,9 +5,9 @@ import os
 
 import pytest
 
+from pivot_demo.pretrain import PretrainConfig
+from pivot_demo.synthetic import last_turns, synthetic_pivots
 from pivot_tool_worlds import tau_airline, tau_airline_demo
-from trainers.demo.pretrain import PretrainConfig
-from trainers.demo.synthetic import last_turns, synthetic_pivots
 
 
 def test_synthetic_calls_copy_their_ids_from_the_history_and_run_in_the_world():
@@ -45,7 +45,7 @@ def test_quick_config_is_smaller_and_saves_its_settings_shape():
 
 
 def test_copy_drills_call_with_an_id_the_user_just_said_and_are_fresh():
-    from trainers.demo.synthetic import copy_drills
+    from pivot_demo.synthetic import copy_drills
 
     world = tau_airline()
     drills = copy_drills(world, 300, seed=2)
@@ -69,9 +69,9 @@ def test_world_ids_are_whole_tokens_with_a_shared_direction_per_kind(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.demo.pretrain import QUICK_MODEL
-    from trainers.demo.synthetic import world_words
-    from trainers.demo.tiny_model import build_tiny_model
+    from pivot_demo.pretrain import QUICK_MODEL
+    from pivot_demo.synthetic import world_words
+    from pivot_demo.tiny_model import build_tiny_model
 
     world = tau_airline()
     words = world_words(world)
@@ -94,7 +94,7 @@ def test_world_ids_are_whole_tokens_with_a_shared_direction_per_kind(tmp_path):
 def test_drill_steps_split_into_runs_that_each_restart_the_learning_rate(tmp_path):
     from dataclasses import replace
 
-    from trainers.demo.pretrain import cycle_steps, pretrain
+    from pivot_demo.pretrain import cycle_steps, pretrain
 
     assert cycle_steps(1200, 2) == [600, 600] and cycle_steps(7, 3) == [3, 2, 2] and cycle_steps(1, 3) == [1]
     config = replace(PretrainConfig().quick(), conversations=6, drill_steps=20, drill_cycles=2, steps=2)
@@ -113,7 +113,7 @@ def test_drill_steps_split_into_runs_that_each_restart_the_learning_rate(tmp_pat
 def test_drills_go_on_while_the_copy_skill_is_below_the_bar_up_to_the_maximum(tmp_path):
     from dataclasses import replace
 
-    from trainers.demo.pretrain import pretrain
+    from pivot_demo.pretrain import pretrain
 
     tiny = replace(PretrainConfig().quick(), conversations=4, drill_steps=2, drill_cycles=1, steps=1)
     # a bar no 2-step model reaches: one run, then one more per failed check, 3 runs in all
@@ -128,15 +128,15 @@ def test_drills_go_on_while_the_copy_skill_is_below_the_bar_up_to_the_maximum(tm
 
 
 def _reference_record():
-    from trainers.demo import bundled_reference
+    from pivot_demo import bundled_reference
 
     return json.loads((bundled_reference() / "pivot_reference.json").read_text())
 
 
 def test_the_bundled_reference_loads_and_passes_copy_skills_bar():
     # no shared data needed: the reference was made in the `tau-airline-demo` world, bundled
-    from trainers.demo import bundled_reference
-    from trainers.demo.pretrain import copy_skill
+    from pivot_demo import bundled_reference
+    from pivot_demo.pretrain import copy_skill
     from trainers.settings import settings_of
 
     ref, record = bundled_reference(), _reference_record()
@@ -153,7 +153,7 @@ def test_the_bundled_reference_loads_and_passes_copy_skills_bar():
 
 
 def test_the_reference_readme_lists_the_commands_that_made_it():
-    from trainers.demo import bundled_reference
+    from pivot_demo import bundled_reference
 
     readme = (bundled_reference() / "README.md").read_text()
     for command in _reference_record()["commands"]:
@@ -171,7 +171,7 @@ def test_rebuild_the_bundled_reference_from_its_commands(tmp_path):
     from typer.testing import CliRunner
 
     from pivot_cli import app
-    from trainers.demo.pretrain import copy_skill
+    from pivot_demo.pretrain import copy_skill
 
     record = _reference_record()
     out = {}

@@ -15,8 +15,8 @@ import gymnasium as gym
 
 import pivot_envs  # noqa: F401
 from pivot_core import Message, ToolCall, render_completion
+from pivot_demo.synthetic import equivalent_actions, synthetic_pivots
 from pivot_tool_worlds import tau_airline_demo
-from trainers.demo.synthetic import equivalent_actions, synthetic_pivots
 
 
 def test_equivalent_forms_are_accepted_by_tool_exec_and_rejected_by_exact_match():
@@ -91,7 +91,7 @@ def test_a_wrong_total_is_rejected_by_both():
 
 
 def test_equal_prices_give_each_form_once_and_never_the_experts_own_among_the_others():
-    from trainers.demo.synthetic import product_forms, sum_forms
+    from pivot_demo.synthetic import product_forms, sum_forms
 
     assert sum_forms([172, 172, 155]) == ["172 + 172 + 155", "172+172+155", "155 + 172 + 172", "155+172+172"]
     assert len(set(product_forms(90, 2))) == len(product_forms(90, 2)) == 4

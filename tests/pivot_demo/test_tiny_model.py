@@ -3,15 +3,15 @@ import pytest
 
 import pivot_envs  # noqa: F401
 from pivot_core._render import render_completion
+from pivot_demo.tiny_model import CHAT_TEMPLATE, build_tokenizer, bundled_pivots, corpus_texts
 from trainers.backends import render_example, render_prompt, rendering_guard
 from trainers.backends._base import as_chat, expert_message, template_messages
-from trainers.demo.tiny_model import CHAT_TEMPLATE, build_tokenizer, bundled_pivots, corpus_texts
 from trainers.sft import expert_span
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from trainers.demo.tiny_model import _bootstrap_tokenizer
+    from pivot_demo.tiny_model import _bootstrap_tokenizer
 
     pivots = bundled_pivots()
     return build_tokenizer(corpus_texts(pivots, _bootstrap_tokenizer()), 600)

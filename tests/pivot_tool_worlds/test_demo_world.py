@@ -50,8 +50,8 @@ def test_the_demo_data_is_written_in_the_demo_world_and_its_experts_score_1(tmp_
 
     import pivot_envs  # noqa: F401
     from pivot_core import render_completion
+    from pivot_demo.config import synthetic_data
     from pivot_envs import load_pivots
-    from trainers.demo.config import synthetic_data
 
     pivots = load_pivots(synthetic_data(12, tmp_path / "synthetic.jsonl"))
     calls = [p for p in pivots if p.expert.tool_calls]

@@ -6,8 +6,8 @@ import torch
 from typer.testing import CliRunner
 
 from pivot_cli import app
+from pivot_demo.tiny_model import TEST_MODEL
 from pivot_envs._env import bundled_paths
-from trainers.demo.tiny_model import TEST_MODEL
 from trainers.sft import SFTConfig, build_example
 
 
@@ -107,7 +107,7 @@ def test_stock_template_without_generation_blocks_masks_the_expert_turn(tiny_pol
 
     import pivot_envs  # noqa: F401
     from pivot_core._render import render_completion
-    from trainers.demo.tiny_model import CHAT_TEMPLATE
+    from pivot_demo.tiny_model import CHAT_TEMPLATE
 
     tok = AutoTokenizer.from_pretrained(tiny_policy.path)
     stock = AutoTokenizer.from_pretrained(tiny_policy.path)

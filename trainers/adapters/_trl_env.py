@@ -482,13 +482,12 @@ def pivot_environment(
     else:
         harness, pivots = select_harness(pivots, harness, explicit=pivot_ids is not None)
         cls = environment_class(env_id, kwargs, harness_tools(pivots) if harness == OPENHANDS else (), harness)
-    rows = [
-        {
-            "prompt": cut_history(flat_prompt_messages(p), max_history_messages, system_prompt),
-            "pivot_id": p.id,
-            "env_id": env_id,
-        }
-        for p in pivots
-    ]
+    rows = _train_rows(pivots, env_id, max_history_messages, system_prompt)
     probe.close()
     return PivotEnvironment(train_dataset=Dataset.from_list(rows), factory=cls, environment_class=cls)
+
+
+def _train_rows(pivots: Sequence[Pivot], env_id: str, keep: int | None, system_prompt: bool) -> list[dict[str, Any]]:
+    """One train-dataset row per pivot: its prompt messages (cut as `cut_history` cuts), its id, the env's id."""
+    prompts = [cut_history(flat_prompt_messages(p), keep, system_prompt) for p in pivots]
+    return [{"prompt": m, "pivot_id": p.id, "env_id": env_id} for m, p in zip(prompts, pivots, strict=True)]

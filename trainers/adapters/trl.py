@@ -168,36 +168,15 @@ def pivot_rollout_func(
         `rollout(prompts, trainer) -> {"prompt_ids", "completion_ids", "logprobs", "env_reward"}`.
     """
     scorer = PivotScorer(env, **env_kwargs)
-    by_prompt: dict[str, str] = {}
-    for row in dataset_rows:
-        if not isinstance(row["prompt"], str):
-            raise ValueError("pivot_rollout_func: expected rendered text prompts (pivots_to_dataset(tokenizer=...))")
-        if by_prompt.setdefault(row["prompt"], row["pivot_id"]) != row["pivot_id"]:
-            raise ValueError(f"pivot_rollout_func: pivots {by_prompt[row['prompt']]!r} and {row['pivot_id']!r} "
-                             "render the same prompt; a rollout could not tell them apart")  # fmt: skip
+    by_prompt = _pivot_of_prompt(dataset_rows)
 
     def rollout(prompts: list, trainer: Any) -> dict[str, Any]:
-        import torch
-
         tokenizer, model = trainer.processing_class, trainer.model
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_reward": []}
         gym_env = scorer.env()
         for prompt in prompts:
             ids = tokenizer(text=prompt, add_special_tokens=False)["input_ids"]
-            with torch.no_grad():
-                gen = model.generate(
-                    torch.tensor([ids], device=model.device),
-                    attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=model.device),
-                    do_sample=True,
-                    temperature=temperature,
-                    max_new_tokens=max_new_tokens,
-                    output_scores=True,
-                    return_dict_in_generate=True,
-                    pad_token_id=tokenizer.pad_token_id,
-                )
-            completion = gen.sequences[0, len(ids) :].tolist()
-            steps = torch.stack(gen.scores, dim=0)[:, 0, :] / temperature  # the sampling distribution
-            logprobs = torch.log_softmax(steps.float(), dim=-1)[torch.arange(len(completion)), completion]
+            completion, logprobs = _sample(model, tokenizer, ids, temperature, max_new_tokens)
             gym_env.reset(options={"pivot_id": by_prompt[prompt]})
             _, reward, _, _, info = gym_env.step(tokenizer.decode(completion, skip_special_tokens=True))
             out["prompt_ids"].append(ids)
@@ -207,6 +186,39 @@ def pivot_rollout_func(
         return out
 
     return rollout
+
+
+def _pivot_of_prompt(dataset_rows: Any) -> dict[str, str]:
+    """Each rendered prompt text -> its row's pivot id (rollout functions receive prompts only)."""
+    by_prompt: dict[str, str] = {}
+    for row in dataset_rows:
+        if not isinstance(row["prompt"], str):
+            raise ValueError("pivot_rollout_func: expected rendered text prompts (pivots_to_dataset(tokenizer=...))")
+        if by_prompt.setdefault(row["prompt"], row["pivot_id"]) != row["pivot_id"]:
+            raise ValueError(f"pivot_rollout_func: pivots {by_prompt[row['prompt']]!r} and {row['pivot_id']!r} "
+                             "render the same prompt; a rollout could not tell them apart")  # fmt: skip
+    return by_prompt
+
+
+def _sample(model: Any, tokenizer: Any, ids: list[int], temperature: float, max_new_tokens: int) -> tuple[list, Any]:
+    """One sampled completion of prompt `ids`, and its tokens' log-probs under the sampling distribution."""
+    import torch
+
+    with torch.no_grad():
+        gen = model.generate(
+            torch.tensor([ids], device=model.device),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=model.device),
+            do_sample=True,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    completion = gen.sequences[0, len(ids) :].tolist()
+    steps = torch.stack(gen.scores, dim=0)[:, 0, :] / temperature  # the sampling distribution
+    logprobs = torch.log_softmax(steps.float(), dim=-1)[torch.arange(len(completion)), completion]
+    return completion, logprobs
 
 
 __all__ = [

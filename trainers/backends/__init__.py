@@ -7,7 +7,15 @@
 Modules here import torch/transformers/vllm only inside the calls that need them.
 """
 
-from trainers.backends._base import Generation, GenerationBackend, Prompt, SamplingParams, as_chat
+from trainers.backends._base import (
+    Generation,
+    GenerationBackend,
+    Prompt,
+    SamplingParams,
+    as_chat,
+    expert_message,
+    template_messages,
+)
 from trainers.backends._chat import GuardIssue, render_example, render_prompt, rendering_guard
 from trainers.backends._openai import OpenAIBackend, OpenAIConfig
 from trainers.backends._server import ServerThread, build_app
@@ -31,7 +39,9 @@ __all__ = [
     "VLLMConfig",
     "as_chat",
     "build_app",
+    "expert_message",
     "render_example",
     "render_prompt",
     "rendering_guard",
+    "template_messages",
 ]

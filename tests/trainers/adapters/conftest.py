@@ -44,7 +44,7 @@ def episode_env():
 @pytest.fixture(scope="module")
 def episode_tokenizer(episode_env):
     """A tiny BPE trained on the episode env's pivots (the template the adapters render with)."""
-    from trainers.demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
+    from pivot_demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
 
     return build_tokenizer(corpus_texts(episode_env.pivots, _bootstrap_tokenizer()), 1024)
 

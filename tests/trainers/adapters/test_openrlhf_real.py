@@ -46,7 +46,7 @@ def env():
 
 @pytest.fixture(scope="module")
 def tokenizer(env):
-    from trainers.demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
+    from pivot_demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
 
     return build_tokenizer(corpus_texts(env.pivots, _bootstrap_tokenizer()), 1024)
 

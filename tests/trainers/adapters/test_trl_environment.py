@@ -184,7 +184,7 @@ class ScriptedPolicy:
 def tiny_model(tmp_path_factory, tool_env):
     import gymnasium as gym
 
-    from trainers.demo.tiny_model import TEST_MODEL, build_tiny_model
+    from pivot_demo.tiny_model import TEST_MODEL, build_tiny_model
 
     folder = tmp_path_factory.mktemp("tiny")
     # TRL drops a tool result that would pass the model's context: a user record alone is ~900 tokens here

@@ -19,7 +19,7 @@ def pivots():
 
 @pytest.fixture(scope="module")
 def tokenizer(pivots):
-    from trainers.demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
+    from pivot_demo.tiny_model import _bootstrap_tokenizer, build_tokenizer, corpus_texts
 
     return build_tokenizer(corpus_texts(pivots, _bootstrap_tokenizer()), 1024)
 

@@ -73,7 +73,7 @@ def test_openhands_tools_render_into_the_prompt_through_the_chat_template(openha
     from transformers import AutoTokenizer
     from trl.chat_template_utils import qwen3_chat_template
 
-    from trainers.demo import bundled_reference
+    from pivot_demo import bundled_reference
 
     tokenizer = AutoTokenizer.from_pretrained(bundled_reference())
     tokenizer.chat_template = qwen3_chat_template  # TRL's Qwen3 template writes each tool's whole schema
@@ -213,7 +213,7 @@ def test_grpo_trainer_runs_openhands_tools_and_scores_with_the_tasks_tests(
     from trl import GRPOTrainer
     from trl.chat_template_utils import qwen3_template
 
-    from trainers.demo.tiny_model import TEST_MODEL, build_tiny_model
+    from pivot_demo.tiny_model import TEST_MODEL, build_tiny_model
 
     model = tmp_path / "tiny"  # room for the prompt, two calls and their answers (the bundled reference has 512)
     build_tiny_model(model, pivots=mixed[1], config=dataclasses.replace(TEST_MODEL, max_positions=1024))

@@ -1,6 +1,6 @@
 """TRL's `environment_factory` with a real tiny policy: the bundled reference generates, nothing is scripted.
 
-The bundled reference (`trainers.demo.bundled_reference()`, 0.34M parameters) was trained on
+The bundled reference (`pivot_demo.bundled_reference()`, 0.34M parameters) was trained on
 synthetic airline conversations whose ids are whole tokens of its vocabulary; it writes Hermes
 tool calls (`<tool_call>\\n{json}\\n</tool_call>`, Qwen's form). TRL 1.16 parses generated calls
 with the tokenizer's `response_template` and knows none for this template (`add_response_schema`
@@ -20,11 +20,11 @@ from collections import Counter
 import pytest
 
 import pivot_envs  # noqa: F401
+from pivot_demo import bundled_reference
+from pivot_demo.synthetic import synthetic_pivots
 from pivot_envs import write_pivots
 from pivot_tool_worlds import tau_airline
 from trainers.adapters.trl import pivot_environment
-from trainers.demo import bundled_reference
-from trainers.demo.synthetic import synthetic_pivots
 
 PROMPT_TOKENS = 400  # the reference has 512 positions: room for the prompt, one call and a short reply
 
