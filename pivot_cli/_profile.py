@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from pivot_cli._common import JSON_OPTION, console, emit_json, fail, print_table, user_errors
+
+if TYPE_CHECKING:  # the trainer stack is imported when a command runs, not when the CLI is built
+    from pivot_envs import ScoringEnv
+    from trainers.backends import GenerationBackend
+    from trainers.executors import Executor
+    from trainers.profiling import ProfileConfig, ProfileSummary
 
 cache_app = typer.Typer(help="The reward cache (SQLite, content-addressed).", no_args_is_help=True)
 CACHE_OPTION = typer.Option(None, "--cache", help="Reward cache file ($PIVOT_CACHE or ~/.cache/pivot-gym/...).")
@@ -102,7 +108,9 @@ def _profile_config(
     )
 
 
-def _profile_with_progress(env: Any, backend: Any, out: Path, config: Any, pool: Any, as_json: bool) -> Any:
+def _profile_with_progress(
+    env: ScoringEnv, backend: GenerationBackend, out: Path, config: ProfileConfig, pool: Executor | None, as_json: bool
+) -> ProfileSummary:
     """Profile under a progress bar (none with --json); an executor's cache counts are added, then it is closed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 

@@ -63,7 +63,7 @@ from pivot_demo.config import (
 )
 from pivot_demo.results import arm_intervals, arm_rows, jsonable, plot_results
 from pivot_demo.stage_log import StageLog, cpu_threads
-from trainers.backends import SamplingParams
+from trainers.backends import GenerationBackend, SamplingParams
 from trainers.eval import SampleRecord, local_backend, score_samples
 from trainers.grpo import GRPOTrainer, zero_variance_groups
 from trainers.grpo_config import GRPOConfig, end_to_end_config
@@ -349,7 +349,7 @@ def eval_stage(cfg: DemoConfig, root: Path, arms: Sequence[str], heldout: HeldOu
     env = gym.make(ENV_ID, pivots=[*heldout.calls, *heldout.texts]).unwrapped
     params = SamplingParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature)
 
-    def sample(backend: Any, pivots: Sequence[Pivot], seed: int) -> list[SampleRecord]:
+    def sample(backend: GenerationBackend, pivots: Sequence[Pivot], seed: int) -> list[SampleRecord]:
         return score_samples(backend, env, pivots, cfg.eval_k, params, seeds=(seed,)) if pivots else []
 
     calls, texts, changes = {}, {}, {}

@@ -10,9 +10,12 @@ on CPU with the transformers backend.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainers.backends._base import Generation, Prompt, SamplingParams
+
+if TYPE_CHECKING:  # vLLM is the GPU extra's: never imported to type a parameter
+    from trainers.backends._vllm import VLLMBackend
 
 
 def policy_weights(model: Any) -> Iterator[tuple[str, Any]]:
@@ -32,7 +35,7 @@ class ColocatedVLLM:
         backend: the vLLM backend, started in this process on the training GPU.
     """
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: VLLMBackend) -> None:
         self.backend = backend
         self.policy_id = backend.policy_id
 

@@ -35,7 +35,7 @@ from pivot_envs import ScoringEnv
 from trainers._advantages import ADVANTAGES, decided_advantages, zero_variance_groups
 from trainers._batch import ScoredBatch, completion_logprobs, encode_prompt, pad_batch
 from trainers._losses import LOSSES, LossTerms, batch_denominator, masked_mean
-from trainers.backends._base import Generation, SamplingParams
+from trainers.backends._base import EncodingBackend, Generation, GenerationBackend, SamplingParams
 from trainers.episodes import EpisodeGroups
 from trainers.grpo_config import EPISODE_ENVS, GRPOConfig
 from trainers.settings import StageSettings
@@ -194,7 +194,9 @@ class GRPOTrainer:
             mode an episode env (e.g. one with a user simulator of its own).
     """
 
-    def __init__(self, cfg: GRPOConfig, backend: Any = None, env: Any = None) -> None:
+    def __init__(
+        self, cfg: GRPOConfig, backend: GenerationBackend | None = None, env: gym.Env[Any, Any] | None = None
+    ) -> None:
         self.cfg = cfg
         self.policy, self.ref, self.tokenizer = load_policy(cfg)
         self.rollout: Rollout
@@ -315,7 +317,7 @@ class GRPOTrainer:
 
     def encode(self, pivot: Pivot) -> list[int]:
         """Prompt token ids as the backend saw them (its own `encode`, else the same cuts here)."""
-        if hasattr(self.backend, "encode"):
+        if isinstance(self.backend, EncodingBackend):
             return self.backend.encode(pivot)
         return encode_prompt(self.tokenizer, pivot, self.cfg)
 

@@ -8,6 +8,7 @@ Modules here import torch/transformers/vllm only inside the calls that need them
 """
 
 from trainers.backends._base import (
+    EncodingBackend,
     Generation,
     GenerationBackend,
     Prompt,
@@ -27,6 +28,7 @@ __all__ = [
     "BackendError",
     "OpenAIBackend",
     "OpenAIConfig",
+    "EncodingBackend",
     "Generation",
     "GenerationBackend",
     "GuardIssue",

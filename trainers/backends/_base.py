@@ -107,6 +107,15 @@ class GenerationBackend(Protocol):
         ...
 
 
+@runtime_checkable
+class EncodingBackend(GenerationBackend, Protocol):
+    """A generation backend that also says which prompt token ids it sampled from (GRPO trains on exactly those)."""
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        """The prompt's token ids as the backend renders and cuts it."""
+        ...
+
+
 def as_chat(prompt: Prompt) -> dict[str, Any]:
     """A prompt as `{"messages", "tools"}` in OpenAI chat shape."""
     if isinstance(prompt, Pivot):
