@@ -25,7 +25,7 @@ import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
 from pivot_core import action_commands, history_commands
 from pivot_core._jsonl import iter_jsonl
 from pivot_envs import extract_pivots
-from pivot_sandbox import SandboxSpec, oracle_check, tests_backend
+from pivot_sandbox import SandboxSpec, oracle_check, verification_backend
 from pivot_sandbox._plugin import docker_backend
 from pivot_sandbox.docker.backend import DockerBackend
 from pivot_sandbox.tasks import terminal_bench as _tasks
@@ -56,7 +56,7 @@ def one_task(record: dict, folder: Path, keep: int) -> tuple[dict, list]:
         row.update(partial=True, stage="synthesis (partial)", reason=result["reason"])
     row["network_pivots"] = sum(bool(p.context["sandbox"].get("expert_needs_network")) for p in pivots)
     started = time.monotonic()
-    check = oracle_check(pivots[0].context, tests_backend)
+    check = oracle_check(pivots[0].context, verification_backend)
     row.update(
         tests_before=check.get("before"),
         tests_after=check.get("after"),

@@ -15,8 +15,8 @@ from pivot_sandbox._plugin import (
     namespace_backend,
     namespace_details,
     namespace_gc,
-    tests_backend,
     usable_backends,
+    verification_backend,
 )
 from pivot_sandbox.contract.backend import SandboxBackend
 from pivot_sandbox.contract.check import BackendContractError, check_backend
@@ -87,7 +87,7 @@ __all__ = [
     "resolve_task_dir",
     "run_task_tests",
     "run_tests",
-    "tests_backend",
+    "verification_backend",
     "task_dir_digest",
     "BackendContractError",
     "SandboxBackend",

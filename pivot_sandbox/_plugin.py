@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the wings import docker's SDK: only once a backend is asked
     from pivot_sandbox.docker.backend import DockerBackend
     from pivot_sandbox.namespace.backend import NamespaceBackend
 
-_BACKENDS: dict[str, Any] = {}
+_BACKENDS: dict[str, DockerBackend | NamespaceBackend] = {}
 _LOCK = threading.Lock()
 # the minimal install (`pip install pivot-gym`) has no docker SDK: say what to install
 NO_SDK = (
@@ -72,7 +72,7 @@ def namespace_backend(**config: Any) -> NamespaceBackend:
 BACKEND_NAMES = ("docker", "namespace")
 
 
-def tests_backend(timeout: float) -> DockerBackend:
+def verification_backend(timeout: float) -> DockerBackend:
     """The backend a task's tests run on: Docker's (live sessions) under `TEST_LIMITS`, actions stopped at `timeout`."""
     from pivot_sandbox.tasks.verification import TEST_LIMITS
 
@@ -115,7 +115,7 @@ def usable_backends() -> dict[str, str | None]:
     return {"docker": None, "namespace": unavailable()}
 
 
-def namespace_details() -> dict[str, Any]:
+def namespace_details() -> dict[str, str | bool]:
     """What holds the namespace backend's limits here (`cgroup v1|v2` or `rlimits`), and whether seccomp is on."""
     from pivot_sandbox.contract.hardening import seccomp_program
     from pivot_sandbox.namespace.root import Cgroups

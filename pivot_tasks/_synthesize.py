@@ -369,12 +369,12 @@ def synthesize_file(
     pivots: list[Pivot] = mark_network_pivots([p for r in kept for p in extract_pivots(r["trajectory"])])
     write_pivots(pivots, out)
     if check_tests:
-        from pivot_sandbox import oracle_check, tests_backend
+        from pivot_sandbox import oracle_check, verification_backend
 
         for r in rows:
             # a partial row's oracle_check says why its tests cannot judge it (context.truncated)
             if r["status"] in ("ok", "partial") and r["trajectory"].context.get("task"):
-                check = oracle_check(r["trajectory"].context, tests_backend)
+                check = oracle_check(r["trajectory"].context, verification_backend)
                 r["tests_before"], r["tests_after"] = check.get("before"), check.get("after")
                 r["tests_reason"] = check.get("after_reason") or check.get("reason", "")
     tasks = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]

@@ -10,10 +10,13 @@ through this protocol; `check_backend` (`contract/check.py`) validates one the w
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pivot_sandbox.contract.spec import Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import SandboxError
+
+if TYPE_CHECKING:  # a type only: the contract imports no container engine
+    import docker
 
 
 class Step(Protocol):
@@ -40,7 +43,7 @@ StopRule = Callable[[int, Step], bool]
 # `resolve(client, tag)`: make sure the engine has the image `tag` (built on demand, or a clear
 # `SandboxError` saying how to build it). Handed to a backend by whoever makes it (`pivot_sandbox._plugin`:
 # the task home's resolver, which builds bundled task images): a backend knows no task format.
-ImageResolver = Callable[[Any, str], None]
+ImageResolver = Callable[["docker.DockerClient", str], None]
 
 
 @runtime_checkable

@@ -10,9 +10,8 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from pivot_sandbox.contract.spec import Effect
+from pivot_sandbox.contract.spec import Effect, Json
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 PARTS = ("killed", "exit_status", "stdout", "stderr", "files", "cwd", "state", "processes")
@@ -132,9 +131,9 @@ class Comparison:
         """True when no part differed."""
         return not self.differed
 
-    def details(self, unstable: Unstable) -> dict[str, Any]:
+    def details(self, unstable: Unstable) -> dict[str, Json]:
         """Verdict details: matched parts, differences, unstable parts."""
-        out: dict[str, Any] = {
+        out: dict[str, Json] = {
             "matched": list(self.matched),
             "differed": dict(self.differed),
             "unstable": unstable.describe()[:20],

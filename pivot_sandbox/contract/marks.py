@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pivot_sandbox.contract.spec import SandboxSpec
+from pivot_sandbox.contract.spec import Json, SandboxSpec
 from pivot_sandbox.errors import SandboxError
 
 SANDBOX = "sandbox"
@@ -74,7 +74,7 @@ class SandboxContext:
     spec: SandboxSpec
     expert_needs_network: bool = False
     expert_unfinished: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Json] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _expect(isinstance(self.spec, SandboxSpec), "context.sandbox", "a SandboxSpec", self.spec)
@@ -89,7 +89,7 @@ class SandboxContext:
         object.__setattr__(self, "extra", dict(self.extra))
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any]) -> SandboxContext | None:
+    def from_context(cls, context: Mapping[str, Json]) -> SandboxContext | None:
         """`context.sandbox`, None when the pivot has none (absent, null, "" or {}); an image name alone is a spec.
 
         Raises:
@@ -110,14 +110,14 @@ class SandboxContext:
             extra={k: v for k, v in raw.items() if k not in _SPEC_KEYS and k not in _FLAG_KEYS},
         )
 
-    def to_context(self) -> dict[str, Any]:
+    def to_context(self) -> dict[str, Json]:
         """The value of `context.sandbox`: the spec's keys, then the flags that are set, then `extra`.
 
         Defaults the writers never wrote are left out (no `env` when empty, `replay_access` only when
         true, `start_dir` only when set), so the dict is the one written before this type.
         """
         spec = self.spec
-        out: dict[str, Any] = {
+        out: dict[str, Json] = {
             "image": spec.image,
             "setup": list(spec.setup),
             "workdir": spec.workdir,
@@ -136,14 +136,14 @@ class SandboxContext:
             out["expert_unfinished"] = self.expert_unfinished
         return {**out, **self.extra}
 
-    def into(self, context: Mapping[str, Any]) -> dict[str, Any]:
+    def into(self, context: Mapping[str, Json]) -> dict[str, Json]:
         """A new context: `context` with this as its `sandbox`."""
         return {**context, SANDBOX: self.to_context()}
 
 
-def _spec_of(raw: Mapping[str, Any]) -> SandboxSpec:
+def _spec_of(raw: Mapping[str, Json]) -> SandboxSpec:
     """The `SandboxSpec` of a `context.sandbox` object, each value's type checked by name."""
-    found: dict[str, Any] = {}
+    found: dict[str, str | bool | tuple[str, ...] | Mapping[str, str]] = {}  # `SandboxSpec`'s keywords
     for key in ("image", "workdir", "user", "shell", "start_dir"):
         if raw.get(key) is not None:
             _expect(isinstance(raw[key], str), f"context.sandbox.{key}", "a string", raw[key])
@@ -200,7 +200,7 @@ class ReplayMark:
             raise SandboxError(f"context.replay.diverged_at: a faithful replay diverges nowhere, got {at}")
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any]) -> ReplayMark | None:
+    def from_context(cls, context: Mapping[str, Json]) -> ReplayMark | None:
         """`context.replay`, None when the pivot's replay was not checked (absent or null).
 
         Raises:
@@ -221,9 +221,9 @@ class ReplayMark:
             raise SandboxError("context.replay.faithful: expected true or false, got nothing")
         return cls(**{k: v for k, v in raw.items() if v is not None})
 
-    def to_context(self) -> dict[str, Any]:
+    def to_context(self) -> dict[str, Json]:
         """The value of `context.replay`: `faithful`, then the other fields that are set."""
-        out: dict[str, Any] = {"faithful": self.faithful}
+        out: dict[str, Json] = {"faithful": self.faithful}
         if self.diverged_at is not None:
             out["diverged_at"] = self.diverged_at
         if self.reason:
@@ -232,7 +232,7 @@ class ReplayMark:
             out["state_faithful"] = self.state_faithful
         return out
 
-    def into(self, context: Mapping[str, Any]) -> dict[str, Any]:
+    def into(self, context: Mapping[str, Json]) -> dict[str, Json]:
         """A new context: `context` with this as its `replay`."""
         return {**context, REPLAY: self.to_context()}
 
@@ -262,7 +262,7 @@ class RunFacts:
         object.__setattr__(self, "exit_codes", dict(codes))
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any]) -> RunFacts:
+    def from_context(cls, context: Mapping[str, Json]) -> RunFacts:
         """The three keys of `context` (each absent or null key its default).
 
         Raises:
@@ -271,7 +271,7 @@ class RunFacts:
         found = {k: context[k] for k in ("exit_codes", "start_dir", "unsandboxed") if context.get(k) is not None}
         return cls(**found)
 
-    def into(self, context: Mapping[str, Any]) -> dict[str, Any]:
+    def into(self, context: Mapping[str, Json]) -> dict[str, Json]:
         """A new context: `context` with the fields that are set, and without the keys of those that are not."""
         out = dict(context)
         for key, value in (
@@ -286,7 +286,7 @@ class RunFacts:
         return out
 
 
-def unsandbox(context: Mapping[str, Any], why: str) -> dict[str, Any]:
+def unsandbox(context: Mapping[str, Json], why: str) -> dict[str, Json]:
     """A new context without `sandbox`, saying why in `unsandboxed` (the static part of the chain scores it)."""
     if not why:
         raise SandboxError("unsandbox: expected the reason the pivot loses its sandbox, got ''")

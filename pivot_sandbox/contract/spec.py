@@ -11,7 +11,7 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 from pivot_sandbox.errors import SandboxError
 
@@ -20,6 +20,8 @@ LABEL = "pivot-gym"  # every container and snapshot image the project starts car
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"  # which process made a labelled object (`pivot sandbox gc`)
 DEFAULT_USER = "1000:1000"
+# A JSON value, as `json.loads` gives it: what a pivot's context, a verdict's details and a report hold.
+Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class SandboxSpec:
         object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any]) -> SandboxSpec | None:
+    def from_context(cls, context: Mapping[str, Json]) -> SandboxSpec | None:
         """The spec in `context["sandbox"]`, None when the pivot has none.
 
         Read by `SandboxContext.from_context` (`contract/marks.py`), which also holds the flags about
@@ -162,7 +164,7 @@ class Effect:
         """True when the action ran past its timeout."""
         return self.killed == "timeout"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Json]:
         """JSON-ready dict (verdict details)."""
         return {**asdict(self), "files": dict(self.files), "state": dict(self.state), "processes": list(self.processes)}
 

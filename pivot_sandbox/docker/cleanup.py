@@ -17,7 +17,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import FrameType
 
 import docker.errors
 
@@ -66,7 +66,7 @@ def removed_in_this_process() -> GcReport:
         return GcReport(*_REMOVED)
 
 
-def gc(client: Any, *, everything: bool = False, owner: str | None = None) -> GcReport:
+def gc(client: docker.DockerClient, *, everything: bool = False, owner: str | None = None) -> GcReport:
     """Remove pivot-gym containers and snapshot images whose owner is gone.
 
     Counts only what the daemon confirmed removed (an image it only untagged is not removed).
@@ -117,7 +117,11 @@ def _close_all() -> None:
             pass
 
 
-def _on_signal(signum: int, frame: Any, previous: Any) -> None:
+# what `signal.getsignal` returns: a handler, SIG_DFL or SIG_IGN, or None (one not set from Python)
+_Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+def _on_signal(signum: int, frame: FrameType | None, previous: _Handler) -> None:
     _close_all()
     if callable(previous):
         previous(signum, frame)

@@ -12,11 +12,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import docker
 import docker.errors
-from docker.types import Mount, Ulimit
+from docker.models.containers import Container as SdkContainer
+from docker.types import HostConfig, Mount, Ulimit
 
 from pivot_sandbox.contract.hardening import MASKED_PATHS, READONLY_PATHS, shared_etc_files
 from pivot_sandbox.contract.spec import LABEL, Limits, SandboxSpec, labels
@@ -32,7 +33,7 @@ BASELINE_COMMANDS = ("/sbin/docker-init", "sleep 2147483647")  # a docker-exec c
 class Container:
     """A Docker container as a box's `Sandbox` (`replay/box.py`)."""
 
-    container: Any  # docker.models.containers.Container
+    container: SdkContainer
 
     @property
     def id(self) -> str:
@@ -75,6 +76,15 @@ class Container:
         self.container.put_archive(path, data)
 
 
+class _Isolation(TypedDict, total=False):
+    """The `create_host_config` options that differ by container kind: capabilities, mounts, the run-state tmpfs."""
+
+    cap_drop: list[str]
+    cap_add: list[str]
+    tmpfs: dict[str, str]
+    mounts: list[Mount]
+
+
 def create(
     client: docker.DockerClient,
     image: str,
@@ -96,19 +106,7 @@ def create(
     namespace (`--network none` there) instead of creating one. One in the host's network waits for
     the host-network turn (`_host_network`) and holds it until it is removed.
     """
-    mem = limits.memory
-    etc = shared_etc_files().items()
-    extra: dict[str, Any] = {}
-    if kind != "replay":
-        extra = {"cap_drop": ["ALL"], "tmpfs": {RUN_STATE: "size=1m,mode=1777"}}
-        if spec.runs_as_root:
-            extra["cap_add"] = rn.ROOT_CANDIDATE_CAPABILITIES
-        elif runner:
-            extra["cap_add"] = rn.CAPABILITIES
-    if runner:
-        extra["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]
-    if kind != "replay":  # read-only /etc files: Docker's own are shared with a lent network namespace (D7)
-        extra["mounts"] = [*extra.get("mounts", []), *(Mount(i, str(h), type="bind", read_only=True) for i, h in etc)]
+    options = _isolation(spec, kind, runner)
     network = f"container:{holder.id}" if holder else "none"
     file_size = limits.file_size
     if kind == "replay" and spec.replay_access:
@@ -116,14 +114,52 @@ def create(
         from pivot_sandbox.images.access import build_access
 
         suite = (client.images.get(image).labels or {}).get(f"{LABEL}.suite", "bookworm")
-        extra["mounts"] = extra.get("mounts", []) + build_access(suite).docker_mounts()
+        options["mounts"] = options.get("mounts", []) + build_access(suite).docker_mounts()
         network = "host"
         file_size = -1  # packages it installs may hold files past a candidate's cap (stockfish: 70 MB)
-    api = client.api
+    host_config = _host_config(client.api, network, options, limits, file_size, init=runner is None)
+    container_id, channel = _start(
+        client.api,
+        image,
+        spec,
+        labels(kind, backend),
+        host_config,
+        runner=runner,
+        holder=holder,
+        host_network=network == "host",
+    )
+    container = client.containers.prepare_model({"Id": container_id})
+    layers = layers_of(container)
+    return Box(Container(container), channel, holder, layers, root_state(layers) if layers else None, network != "host")
+
+
+def _isolation(spec: SandboxSpec, kind: str, runner: Path | None) -> _Isolation:
+    """A candidate's covers (capabilities dropped, read-only /etc files) and the runner's mount, by kind."""
+    etc = shared_etc_files().items()
+    options: _Isolation = {}
+    if kind != "replay":
+        options = {"cap_drop": ["ALL"], "tmpfs": {RUN_STATE: "size=1m,mode=1777"}}
+        if spec.runs_as_root:
+            options["cap_add"] = rn.ROOT_CANDIDATE_CAPABILITIES
+        elif runner:
+            options["cap_add"] = rn.CAPABILITIES
+    if runner:
+        options["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]
+    if kind != "replay":  # read-only /etc files: Docker's own are shared with a lent network namespace (D7)
+        bound = (Mount(i, str(h), type="bind", read_only=True) for i, h in etc)
+        options["mounts"] = [*options.get("mounts", []), *bound]
+    return options
+
+
+def _host_config(
+    api: docker.APIClient, network: str, options: _Isolation, limits: Limits, file_size: int, *, init: bool
+) -> HostConfig:
+    """The container's host config: its network, `options`, Docker's hardening and the backend's limits."""
+    mem = limits.memory
     # the low-level calls: `containers.run` adds an inspect round trip (and a pull on a missing image)
     host_config = api.create_host_config(
         network_mode=network,
-        **extra,
+        **options,
         security_opt=["no-new-privileges"],
         pids_limit=limits.pids,
         mem_limit=mem,
@@ -132,19 +168,38 @@ def create(
         ulimits=[Ulimit(name="fsize", soft=file_size, hard=file_size)],
         # with a runner, the runner is pid 1 and reaps (docker-init, a dumpable root process holding the
         # attach stream the runner answers on, could be traced by a root candidate: issue 38, D3)
-        init=runner is None,
+        init=init,
         shm_size="8m",
     )
     # Docker's masked and read-only paths, with the ones newer Docker releases added (`_hardening`)
     host_config["MaskedPaths"] = list(MASKED_PATHS)
     host_config["ReadonlyPaths"] = list(READONLY_PATHS)
-    turn = take_turn() if network == "host" else None  # one such container at a time (`_host_network`)
+    return host_config
+
+
+def _start(
+    api: docker.APIClient,
+    image: str,
+    spec: SandboxSpec,
+    container_labels: dict[str, str],
+    host_config: HostConfig,
+    *,
+    runner: Path | None,
+    holder: Box | None,
+    host_network: bool,
+) -> tuple[str, rn.Channel | None]:
+    """Create and start the container: its id, and the channel to its runner (None: `docker exec`).
+
+    One in the host's network waits for the host-network turn first (one such container at a time:
+    `_host_network`) and holds it from then on.
+    """
+    turn = take_turn() if host_network else None
     try:
         container_id = api.create_container(
             image,
             [rn.MOUNT_POINT] if runner else IDLE,
             detach=True,
-            labels=labels(kind, backend),
+            labels=container_labels,
             host_config=host_config,
             environment={"HOME": spec.workdir, **spec.env},
             working_dir="/",
@@ -165,9 +220,7 @@ def create(
         raise
     if turn is not None:
         hold(container_id, turn)
-    container = client.containers.prepare_model({"Id": container_id})
-    layers = layers_of(container)
-    return Box(Container(container), channel, holder, layers, root_state(layers) if layers else None, network != "host")
+    return container_id, channel
 
 
 def remove(box: Box) -> None:
@@ -186,7 +239,7 @@ def remove(box: Box) -> None:
 
 
 def exec_run(
-    container: Any, argv: Sequence[str], *, user: str, timeout: float, output_cap: int, marked: bool
+    container: SdkContainer, argv: Sequence[str], *, user: str, timeout: float, output_cap: int, marked: bool
 ) -> RawRun:
     """Run `argv` through `docker exec`.
 
@@ -228,21 +281,21 @@ def exec_run(
     return RawRun(code, bytes(out), bytes(err), None)
 
 
-def _oom_killed(container: Any) -> bool:
+def _oom_killed(container: SdkContainer) -> bool:
     try:
         return bool(container.client.api.inspect_container(container.id)["State"].get("OOMKilled"))
     except (docker.errors.APIError, KeyError):
         return False
 
 
-def _kill(container: Any) -> None:
+def _kill(container: SdkContainer) -> None:
     try:
         container.kill()
     except docker.errors.APIError:
         pass
 
 
-def procs_file(container: Any) -> str | None:
+def procs_file(container: SdkContainer) -> str | None:
     """The host's `cgroup.procs` of a running container, None where it cannot be read from here.
 
     Readable when the daemon runs on this machine, in this process's pid namespace; the path must
@@ -273,7 +326,7 @@ def procs_file(container: Any) -> str | None:
     return None
 
 
-def is_pristine(container: Any, baseline_processes: int, procs: str | None = None) -> bool:
+def is_pristine(container: SdkContainer, baseline_processes: int, procs: str | None = None) -> bool:
     """True when no process but the container's own is left, nor non-file state (files: `_action.effect_of`).
 
     `procs` (from `procs_file`) is read first: the kernel's list of the container's processes costs
@@ -287,7 +340,7 @@ def is_pristine(container: Any, baseline_processes: int, procs: str | None = Non
     return probe.exit_code == 0 and probe.stdout.strip() == b"0"
 
 
-def _no_process_left(container: Any, baseline_processes: int, procs: str | None) -> bool:
+def _no_process_left(container: SdkContainer, baseline_processes: int, procs: str | None) -> bool:
     if procs:
         try:
             with open(procs) as f:
@@ -301,7 +354,7 @@ def _no_process_left(container: Any, baseline_processes: int, procs: str | None)
         return False
 
 
-def layers_of(container: Any) -> Layers | None:
+def layers_of(container: SdkContainer) -> Layers | None:
     """The container's overlay layers, None when they cannot be read from here (not overlay2, not local, not root)."""
     try:
         driver = container.client.api.inspect_container(container.id)["GraphDriver"]

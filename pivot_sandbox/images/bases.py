@@ -10,7 +10,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pivot_sandbox.contract.spec import LABEL
 from pivot_sandbox.errors import TaskError
@@ -18,6 +18,9 @@ from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
 from pivot_sandbox.images.build import build
 from pivot_sandbox.images.stock import ROOTS, build_root_image, image_exists
+
+if TYPE_CHECKING:
+    import docker
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ def map_base(name: str) -> Base | None:
     return None
 
 
-def ensure_base(client: Any, name: str) -> tuple[str, str]:
+def ensure_base(client: docker.DockerClient, name: str) -> tuple[str, str]:
     """(local tag, note) of the base a FROM names, building its root and itself when missing."""
     base = map_base(name)
     if base is None:

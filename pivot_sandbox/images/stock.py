@@ -14,11 +14,14 @@ import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pivot_sandbox.contract.spec import LABEL
 from pivot_sandbox.errors import SandboxError
 from pivot_sandbox.images.access import PLACEHOLDERS, archive_mirror
+
+if TYPE_CHECKING:  # imported where a client is made: importing this module needs no SDK
+    import docker
 
 BUSYBOX_TAG = "pivot-gym/busybox:1"
 DEBIAN_TAG = "pivot-gym/debian:bookworm"
@@ -28,7 +31,7 @@ _GROUP = "root:x:0:\nagent:x:1000:\n"
 _CHANGES = [f"LABEL {LABEL}=base", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 
 
-def image_exists(client: Any, tag: str) -> bool:
+def image_exists(client: docker.DockerClient, tag: str) -> bool:
     """True when the engine has an image with that tag."""
     import docker.errors
 
@@ -39,7 +42,7 @@ def image_exists(client: Any, tag: str) -> bool:
         return False
 
 
-_CLIENTS: dict[str | None, Any] = {}  # base_url -> a docker client for `image_id`
+_CLIENTS: dict[str | None, docker.DockerClient] = {}  # base_url -> a docker client for `image_id`
 
 
 def image_id(tag: str, base_url: str | None = None) -> str | None:
@@ -106,7 +109,7 @@ def _busybox_tar() -> bytes:
     return buf.getvalue()
 
 
-def build_busybox_image(client: Any, tag: str = BUSYBOX_TAG, force: bool = False) -> str:
+def build_busybox_image(client: docker.DockerClient, tag: str = BUSYBOX_TAG, force: bool = False) -> str:
     """Build (or reuse, by tag) the busybox image; returns the tag."""
     if not force and image_exists(client, tag):
         return tag
@@ -122,7 +125,7 @@ def apt_mirror(suite: str = "bookworm") -> str:
 
 
 def build_debian_image(
-    client: Any,
+    client: docker.DockerClient,
     tag: str = DEBIAN_TAG,
     force: bool = False,
     suite: str = "bookworm",
@@ -177,7 +180,7 @@ ROOTS = {
 }
 
 
-def build_root_image(client: Any, tag: str, force: bool = False) -> str:
+def build_root_image(client: docker.DockerClient, tag: str, force: bool = False) -> str:
     """Build (or reuse, by tag) one of the `ROOTS` by debootstrap."""
     if tag not in ROOTS:
         raise SandboxError(f"unknown root image {tag!r}: expected one of {sorted(ROOTS)}")
@@ -188,7 +191,7 @@ def build_root_image(client: Any, tag: str, force: bool = False) -> str:
 BUILDERS = {"busybox": build_busybox_image, "debian": build_debian_image}
 
 
-def ensure_stock_image(client: Any, tag: str) -> None:
+def ensure_stock_image(client: docker.DockerClient, tag: str) -> None:
     """A backend's own resolver: the image is on the engine, or it is the stock busybox (built in a second)."""
     if image_exists(client, tag):
         return

@@ -29,32 +29,32 @@ kill) and costs a few milliseconds. Its version in Debian 12 (0.8) has no overla
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
-import shutil
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from pivot_sandbox.contract.hardening import etc_files, seccomp_program
-from pivot_sandbox.contract.spec import DEFAULT_PATH, Effect, Limits, SandboxSpec
+from pivot_sandbox.contract.backend import ImageResolver, SandboxBackend, Step, StopRule
+from pivot_sandbox.contract.spec import Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import ProcessesNotRestored, SandboxError, SandboxUnavailable, StateRefused
-from pivot_sandbox.images.stock import image_id
+from pivot_sandbox.images.stock import ensure_stock_image, image_id
 from pivot_sandbox.namespace import layer as nl
 from pivot_sandbox.namespace import root as nr
-from pivot_sandbox.namespace.box import Channel, Root, Sandbox, resolve_user, spawn
+from pivot_sandbox.namespace.box import Root, resolve_user
 from pivot_sandbox.namespace.images import ImageRoots
-from pivot_sandbox.namespace.launch import launch_command
+from pivot_sandbox.namespace.pool import SandboxPool
+from pivot_sandbox.namespace.sandboxes import Launcher
 from pivot_sandbox.replay import action as act
-from pivot_sandbox.replay import box as ct
 from pivot_sandbox.replay import restore as rs
-from pivot_sandbox.replay import runner as rn
-from pivot_sandbox.replay.diff import Layers, root_state
-from pivot_sandbox.replay.session import transcript
+from pivot_sandbox.replay.janitor import Janitor, Stats
+from pivot_sandbox.replay.session import LiveBackend, transcript
+
+if TYPE_CHECKING:  # the images come from Docker, whose SDK is imported on first use (`namespace/images.py`)
+    import docker
 
 
 class NamespaceBackend:
@@ -65,12 +65,14 @@ class NamespaceBackend:
         parallelism: actions of a group run at once (default: twice the number of cores).
         pool_size: sandboxes started ahead per hot state, so that a candidate finds its sandbox
             waiting (default: `parallelism`); each is a fresh empty upper folder over the
-            snapshot, nothing run in it, so exactly the state. Used sandboxes are never reused.
+            snapshot, nothing run in it, so exactly the state (`namespace/pool.py`).
         max_snapshots: snapshot upper folders kept (LRU).
         base_url: the Docker endpoint that builds and exports the images.
         docker: the Docker backend's factory: it replays and commits the states whose replay needs
             registry access (their top layer is copied here), and runs those this backend cannot
             (None: such states are an error).
+        images: makes sure an image exists in Docker before it is exported (`ImageResolver`, as
+            the Docker backend's).
     """
 
     name = "namespace"
@@ -85,8 +87,9 @@ class NamespaceBackend:
         pool_size: int | None = None,
         max_snapshots: int = 32,
         base_url: str | None = None,
-        docker: Callable[..., Any] | None = None,
-        **limit_overrides: Any,
+        docker: Callable[..., LiveBackend] | None = None,
+        images: ImageResolver = ensure_stock_image,
+        **limit_overrides: str | float | None,
     ) -> None:
         # options of the Docker backend that mean nothing here (the pool, the runner, snapshots on/off)
         for ignored in ("max_pooled", "runner", "snapshots"):
@@ -97,49 +100,30 @@ class NamespaceBackend:
         self.limits = replace(limits or Limits(), **limit_overrides)
         self.parallelism = max(1, parallelism or 2 * (os.cpu_count() or 1))
         self.max_snapshots = max(1, max_snapshots)
-        self.pool_size = self.parallelism if pool_size is None else max(0, pool_size)
-        self.base_url = base_url
-        self.docker = docker
+        self.base_url, self.docker = base_url, docker
         self.cgroups = nr.Cgroups.version()
-        self.stats: Counter[str] = Counter()
-        runner = rn.build_runner()
-        assert isinstance(runner, Path)  # `unavailable()` checked it
-        self._runner = runner
-        self._bwrap = shutil.which("bwrap") or "bwrap"
-        self._unshare = shutil.which("unshare") or "unshare"
-        self._prlimit = shutil.which("prlimit") or "prlimit"
-        self._seccomp: Path | None = None
-        program = seccomp_program()
-        nr.gc()  # what killed processes left: folders and empty cgroups
+        self.stats = Stats()
         self.token = f"{os.getpid()}-{id(self):x}"
-        self.folder = nr.run_root() / self.token
-        self.folder.mkdir(parents=True)
-        # Docker's /etc files, written once: each sandbox's launch copies them into its own tmpfs
-        self._etc = self.folder / "etc"
-        etc_files(self._etc)
-        if program is not None:
-            self._seccomp = self.folder / "seccomp.bpf"
-            self._seccomp.write_bytes(program)
+        self._launcher = Launcher(self.limits, self.token, self.stats)
+        self.folder = self._launcher.folder
         self._lock = threading.RLock()
+        self._closing = threading.Event()
         self._key_locks: dict[str, threading.Lock] = {}
         self._snapshots: OrderedDict[str, tuple[Path, Root]] = OrderedDict()
         self._refused: dict[str, str] = {}  # snapshot key -> why its Docker-built state cannot be taken over
-        self._running: dict[Path, rs.Running] = {}  # snapshot upper folder -> what its state runs
         # snapshot key -> (processes, why) of a state whose processes cannot be restarted
         self._not_restored: dict[str, tuple[tuple[str, ...], str]] = {}
         self._daemon_why: list[str | None] = []  # `nl.daemon_refusal`, asked once
-        self._serial = itertools.count()
         self._workers = ThreadPoolExecutor(self.parallelism, thread_name_prefix="pivot-ns")
         # starts sandboxes ahead and removes used ones, off the candidates' path
-        self._janitor = ThreadPoolExecutor(2, thread_name_prefix="pivot-ns-janitor")
-        self._pending: set[Future[Any]] = set()
-        self._pool: dict[Path, list[ct.Box]] = {}  # snapshot upper folder -> sandboxes started on it
-        self._images = ImageRoots(base_url)
-        self._closed = False
+        self._janitor = Janitor("pivot-ns-janitor")
+        pool_size = self.parallelism if pool_size is None else max(0, pool_size)
+        self._pool = SandboxPool(self._launcher, self._janitor, self._snapshots, self._lock, self._closing, pool_size)
+        self._images = ImageRoots(base_url, images)
         atexit.register(self.close)
 
     @property
-    def client(self) -> Any:
+    def client(self) -> docker.DockerClient:
         """The Docker client that builds and exports images."""
         return self._images.client
 
@@ -150,11 +134,11 @@ class NamespaceBackend:
     @property
     def closed(self) -> bool:
         """True once `close` ran."""
-        return self._closed
+        return self._closing.is_set()
 
     def transcript(
-        self, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None, stop: Any = None
-    ) -> list[tuple[ct.RawRun, str]]:
+        self, spec: SandboxSpec, commands: Sequence[str], timeout: float | None = None, stop: StopRule | None = None
+    ) -> list[tuple[Step, str]]:
         """Run commands one by one in one sandbox at the set-up state (`replay/session.transcript`).
 
         A state whose replay needs registry access is Docker's to run (`backend_for`), as a verdict's is.
@@ -163,92 +147,31 @@ class NamespaceBackend:
         ran, _ = self.backend_for(spec, ())
         if ran is not self:
             return ran.transcript(spec, commands, timeout, stop)
-        root = self._root(spec.image)
-        upper = self.folder / f"transcript-{next(self._serial)}"
-        box = self._launch(spec, root, (root.path,), upper, "replay")
+        root = self._images.root(spec.image)
+        box = self._launcher.launch(spec, root, (root.path,), self._launcher.path("transcript"), "replay")
         try:
             rs.replay_state(box, spec, self.limits, ())
             return transcript(box, spec, self.limits, commands, timeout, stop)
         finally:
-            self._discard(box)
-
-    def _count(self, name: str, n: int = 1) -> None:
-        with self._lock:
-            self.stats[name] += n
-
-    def _root(self, image: str) -> Root:
-        return self._images.root(image)
-
-    # -- one sandbox -----------------------------------------------------------------------
-
-    def _launch(self, spec: SandboxSpec, root: Root, lowers: tuple[Path, ...], upper: Path, kind: str) -> ct.Box:
-        """A started sandbox on `upper` over `lowers`, its runner waiting for commands."""
-        n = next(self._serial)
-        box_dir = self.folder / f"box-{n}"
-        work, merged, private = box_dir / "work", box_dir / "merged", box_dir / "private"
-        for folder in (upper, work, merged, private):
-            folder.mkdir(parents=True, exist_ok=True)
-        mem = nr.memory_bytes(self.limits.memory)
-        cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
-        env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
-        seccomp = os.open(self._seccomp, os.O_RDONLY) if self._seccomp else None
-        command = launch_command(
-            {"bwrap": self._bwrap, "unshare": self._unshare, "prlimit": self._prlimit},
-            runner=self._runner,
-            lowers=lowers,
-            upper=upper,
-            work=work,
-            merged=merged,
-            cgroups=cgroups.joined,
-            cgroup_binds=cgroups.binds,
-            private=private,
-            etc=self._etc,
-            env=env,
-            kind=kind,
-            runs_as_root=spec.runs_as_root,
-            seccomp_fd=seccomp,
-            file_size=self.limits.file_size,
-        )
-        errors = box_dir / "stderr"
-        try:
-            proc, mine = spawn(command, errors, seccomp)
-        except BaseException:
-            cgroups.remove()
-            raise
-        self._count("sandboxes_started")
-        layers = Layers(str(upper), tuple(str(p) for p in lowers))
-        return ct.Box(Sandbox(str(n), proc, cgroups, box_dir), Channel(mine, errors), None, layers, root_state(layers))
-
-    def _discard(self, box: ct.Box, keep_upper: bool = False) -> None:
-        """Kill the sandbox and remove its folders (the snapshot's upper folder stays when it is one)."""
-        sandbox = box.sandbox
-        if not isinstance(sandbox, Sandbox):  # a box of this backend's own making: never
-            raise TypeError(f"not a namespace sandbox: {sandbox!r}")
-        if box.channel is not None:
-            box.channel.close()
-        sandbox.kill()
-        sandbox.cgroups.remove()
-        nr.remove_tree(sandbox.folder)
-        if not keep_upper and box.layers is not None:
-            nr.remove_tree(box.layers.upper)
+            self._launcher.discard(box)
 
     # -- snapshots -------------------------------------------------------------------------
 
     def _prepare(self, spec: SandboxSpec, history: Sequence[str], upper: Path) -> tuple[Root, rs.Running]:
-        """Replay set-up (as root) and history (as the user) on `upper`, as `DockerBackend._prepare` does.
+        """Replay set-up (as root) and history (as the user) on `upper`, as `Fleet.replayed` does for Docker.
 
         Also returns what the replay left running (`_restore.replay_state`): stopped with the
         replay's sandbox, as `docker commit` keeps no process, and restarted on every sandbox.
         """
-        root = self._root(spec.image)
-        box = self._launch(spec, root, (root.path,), upper, "replay")
+        root = self._images.root(spec.image)
+        box = self._launcher.launch(spec, root, (root.path,), upper, "replay")
         try:
             running = rs.replay_state(box, spec, self.limits, history)
-            self._count("replayed_commands", len(history))
+            self.stats.add("replayed_commands", len(history))
         except BaseException:
-            self._discard(box)
+            self._launcher.discard(box)
             raise
-        self._discard(box, keep_upper=True)
+        self._launcher.discard(box, keep_upper=True)
         return root, running
 
     def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Path, Root]:
@@ -260,13 +183,13 @@ class NamespaceBackend:
             with self._lock:
                 if key in self._snapshots:
                     self._snapshots.move_to_end(key)
-                    self._count("snapshot_hits")
+                    self.stats.add("snapshot_hits")
                     return self._snapshots[key]
                 if key in self._refused:
                     raise StateRefused(self._refused[key])
                 if key in self._not_restored:
                     raise ProcessesNotRestored(*self._not_restored[key])
-            upper = self.folder / f"snapshot-{key[:16]}-{next(self._serial)}"  # a rebuilt state is another snapshot
+            upper = self._launcher.path(f"snapshot-{key[:16]}")  # a rebuilt state is another snapshot
             nr.remove_tree(upper)
             try:
                 make = self._take_over if spec.replay_access else self._prepare
@@ -275,9 +198,9 @@ class NamespaceBackend:
                 if refused is not None:
                     raise refused
                 if running:
-                    self._count("states_with_processes")
-                    plain = self._fresh(spec, root, upper, running=rs.Running())  # restarted by `measured`
-                    running = rs.measured(plain, spec, self.limits, running, self._discard)
+                    self.stats.add("states_with_processes")
+                    plain = self._pool.fresh(spec, root, upper, running=rs.Running())  # restarted by `measured`
+                    running = rs.measured(plain, spec, self.limits, running, self._launcher.discard)
             except ProcessesNotRestored as e:  # replayed here or by Docker (`_take_over`)
                 nr.remove_tree(upper)
                 with self._lock:
@@ -286,21 +209,16 @@ class NamespaceBackend:
             except BaseException:
                 nr.remove_tree(upper)
                 raise
-            self._count("snapshots_built")
+            self.stats.add("snapshots_built")
             with self._lock:
                 self._snapshots[key] = (upper, root)
                 if running:
-                    self._running[upper] = running
+                    self._pool.running[upper] = running
                 evicted = self._snapshots.popitem(last=False) if len(self._snapshots) > self.max_snapshots else None
                 if evicted:
                     self._key_locks.pop(evicted[0], None)
             if evicted:
-                with self._lock:
-                    pooled = self._pool.pop(evicted[1][0], [])
-                for box in pooled:
-                    self._discard(box)
-                with self._lock:
-                    self._running.pop(evicted[1][0], None)
+                self._pool.drop(evicted[1][0])
                 # a candidate still running on it keeps its lower folder: overlay holds the open tree
                 for folder in (evicted[1][0], *evicted[1][1].stack[:1]):  # a taken-over state's init layer too
                     nr.remove_tree(folder)
@@ -315,102 +233,35 @@ class NamespaceBackend:
             if self.docker is None:
                 raise StateRefused("its replay needs registry access, and no Docker backend is given to replay it")
             builder = self.docker(limits=self.limits, base_url=self.base_url)
-            root, spent = nl.take_over(builder, self.client, spec, history, self._root(spec.image), upper)
+            root, spent = nl.take_over(builder, self.client, spec, history, self._images.root(spec.image), upper)
         except StateRefused as e:
             with self._lock:
                 self._refused[spec.key(history)] = str(e)
             raise
         for name, ms in spent.items():
-            self._count(name, ms)
-        self._count("snapshots_taken_over")
+            self.stats.add(name, ms)
+        self.stats.add("snapshots_taken_over")
         return root, replace(builder.running_of(spec.key(history)), listening=None)
 
     # -- running actions -------------------------------------------------------------------
 
     def _numeric(self, spec: SandboxSpec) -> SandboxSpec:
         """The spec with its user as uid:gid (resolved in the image's own /etc/passwd)."""
-        user = resolve_user(self._root(spec.image).path, spec.user)
+        user = resolve_user(self._images.root(spec.image).path, spec.user)
         return spec if user == spec.user else replace(spec, user=user)
 
     def run(self, spec: SandboxSpec, history: Sequence[str], commands: Sequence[str]) -> Effect:
         """The effect of one action (its shell commands) at the state after `history`."""
-        self._count("actions_run")
+        self.stats.add("actions_run")
         spec = self._numeric(spec)
         snapshot, root = self.snapshot(spec, history)
-        with self._lock:
-            pooled = self._pool.get(snapshot)
-            box = pooled.pop() if pooled else None
-        if box is None:
-            box = self._fresh(spec, root, snapshot, self.limits.action_timeout)
-        else:
-            self._count("pool_hits")
+        box = self._pool.acquire(spec, root, snapshot)
         clean = False
         try:
             effect, clean = act.effect_of(box, spec, self.limits, commands)
             return effect
         finally:
-            # as Docker's pool: a sandbox whose action changed nothing (its upper folder still empty,
-            # the folder's own metadata unchanged) and left nothing (the runner's count: processes,
-            # IPC, shm, queues, mounts) is still exactly the state; any other is removed
-            with self._lock:
-                kept = clean and not self._closed and len(self._pool.setdefault(snapshot, [])) < self.pool_size
-                if kept:
-                    self._pool[snapshot].append(box)
-                    self.stats["sandboxes_reused"] += 1
-            if not kept:
-                try:
-                    self._background(self._discard, box)
-                except RuntimeError:  # closing: remove it here
-                    self._discard(box)
-
-    def _fresh(
-        self, spec: SandboxSpec, root: Root, snapshot: Path, timeout: float = 10.0, running: rs.Running | None = None
-    ) -> ct.Box:
-        """A sandbox on a fresh upper folder over the snapshot, its runner answering, what the state runs restarted.
-
-        The box's "unchanged" reference (`Box.root`, the upper folder's own metadata) is read once
-        the runner has answered: mounting the overlay sets an xattr on the upper folder
-        (`trusted.overlay.uuid`), so its ctime, and a reference read before the mount made every
-        sandbox started on a candidate's path look touched, so never serve again. A runner that
-        does not answer within `timeout` raises `RunnerLost`, the sandbox removed (a late answer on
-        its channel must never be read as an action's).
-        """
-        # a taken-over state lies on Docker's own layers, its init layer on top, as Docker's containers do
-        lowers = (root.stack[0], snapshot, *root.stack[1:]) if root.stack else (snapshot, root.path)
-        box = self._launch(spec, root, lowers, self.folder / f"upper-{next(self._serial)}", "pool")
-        try:
-            box.channel.call(["true"], uid=-1, gid=-1, timeout=timeout, output_cap=1024)  # type: ignore[union-attr]
-            box = replace(box, root=root_state(box.layers))  # type: ignore[arg-type]
-            if running is None:
-                with self._lock:
-                    running = self._running.get(snapshot)
-            if running:
-                box = rs.restart(box, spec, self.limits, running)
-                self._count("processes_restarted", len(running.processes))
-        except BaseException:
-            self._discard(box)
-            raise
-        return box
-
-    def _refill(self, spec: SandboxSpec, root: Root, snapshot: Path, target: int) -> None:
-        """Start sandboxes on the snapshot until `target` wait there (janitor thread)."""
-        while True:
-            with self._lock:
-                if self._closed or len(self._pool.get(snapshot, ())) >= target:
-                    return
-                if not any(s == snapshot for s, _ in self._snapshots.values()):
-                    return  # evicted meanwhile
-            try:
-                box = self._fresh(spec, root, snapshot)
-            except SandboxError:  # the runner lost, the processes not restarted: the candidate's path says why
-                return
-            with self._lock:
-                keep = not self._closed and len(self._pool.setdefault(snapshot, [])) < target
-                if keep:
-                    self._pool[snapshot].append(box)
-            if not keep:
-                self._discard(box)
-                return
+            self._pool.release(snapshot, box, clean)  # as Docker's pool: kept only while exactly the state
 
     def run_group(
         self, spec: SandboxSpec, history: Sequence[str], actions: Sequence[Sequence[str]]
@@ -441,7 +292,7 @@ class NamespaceBackend:
         effects = list(self._workers.map(one, actions))
         # this state is hot: sandboxes wait for its next group (the next epoch), as many as this one used
         try:
-            self._background(self._refill, spec, root, snapshot, min(self.pool_size, len(actions)))
+            self._janitor.submit(self._pool.refill, spec, root, snapshot, min(self._pool.size, len(actions)))
         except RuntimeError:
             pass  # closing
         return effects
@@ -450,7 +301,7 @@ class NamespaceBackend:
         """Which build of the state's snapshot serves it now (built on a miss): a rebuilt one has another id."""
         return str(self.snapshot(self._numeric(spec), history)[0])
 
-    def backend_for(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Any, str | None]:
+    def backend_for(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[SandboxBackend, str | None]:
         """The backend that runs this state, and why it is not this one (None when it is).
 
         The one place a state is handed to Docker: `run_group` and `docker_shell` (whose verdicts
@@ -462,7 +313,7 @@ class NamespaceBackend:
             return self, None
         if self.docker is None:
             raise SandboxError(why)
-        self._count("groups_run_by_docker")
+        self.stats.add("groups_run_by_docker")
         return self.docker(limits=self.limits, base_url=self.base_url), why
 
     def cannot_run(self, spec: SandboxSpec, history: Sequence[str] | None = None) -> str | None:
@@ -490,33 +341,22 @@ class NamespaceBackend:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def drain(self) -> None:
+        """Wait until the background work queued so far (removals, refills) is done."""
+        self._janitor.drain()
+
     def close(self) -> None:
         """Stop the workers and remove every folder of this backend (snapshots included)."""
         with self._lock:
-            if self._closed:
+            if self._closing.is_set():
                 return
-            self._closed = True
+            self._closing.set()
         self._workers.shutdown(wait=True)
-        self._janitor.shutdown(wait=True)
-        with self._lock:
-            pooled = [box for boxes in self._pool.values() for box in boxes]
-            self._pool.clear()
-        for box in pooled:
-            self._discard(box)
+        self._janitor.shutdown()
+        for box in self._pool.take_all():
+            self._launcher.discard(box)
         nr.remove_tree(self.folder)
         atexit.unregister(self.close)
-
-    def _background(self, fn: Any, *args: Any) -> None:
-        future = self._janitor.submit(fn, *args)
-        with self._lock:
-            self._pending.add(future)
-        future.add_done_callback(lambda f: self._pending.discard(f))
-
-    def drain(self) -> None:
-        """Wait until the background work queued so far (removals, refills) is done."""
-        with self._lock:
-            pending = list(self._pending)
-        wait(pending)
 
     def gc(self, everything: bool = False) -> dict[str, int]:
         """Remove folders and cgroups of backends whose process is gone (all with `everything`)."""

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pivot_sandbox.contract.backend import ImageResolver
 from pivot_sandbox.errors import SandboxUnavailable
 from pivot_sandbox.namespace import root as nr
 from pivot_sandbox.namespace.box import Root
+
+if TYPE_CHECKING:  # imported on the first use of `client`
+    import docker
 
 
 class ImageRoots:
@@ -22,11 +25,11 @@ class ImageRoots:
     def __init__(self, base_url: str | None, resolve: ImageResolver) -> None:
         self.base_url, self.resolve = base_url, resolve
         self._lock = threading.Lock()
-        self._client: Any = None
+        self._client: docker.DockerClient | None = None
         self._roots: dict[str, Root] = {}
 
     @property
-    def client(self) -> Any:
+    def client(self) -> docker.DockerClient:
         """The Docker client that builds and exports images (raises `SandboxUnavailable` without a daemon)."""
         with self._lock:
             if self._client is None:

@@ -80,17 +80,19 @@ def launch_command(
     `_containers.create`). `private`: an empty folder the launch mounts its tmpfs on (`LAUNCH`);
     `etc`: a folder with `ETC_FILES` (`_hardening.etc_files`), copied there.
     """
+    args = [programs["bwrap"], *_file_system(merged, cgroup_binds, private, kind)]
+    args += _isolation(kind, runs_as_root, seccomp_fd, env)
+    lower = ":".join(str(p) for p in lowers)
+    command = [programs["unshare"], "--mount", "--propagation", "private", "--", "/bin/sh", "-c", LAUNCH, "launch"]
+    command += [str(len(cgroups)), *(str(c) for c in cgroups)]
+    command += [str(private), str(runner), str(etc), lower, str(upper), str(work), str(merged)]
+    return [*command, programs["prlimit"], f"--fsize={file_size}:{file_size}", "--", *args]
+
+
+def _file_system(merged: Path, cgroup_binds: Sequence[tuple[Path, str]], private: Path, kind: str) -> list[str]:
+    """The bwrap mounts: the overlay as /, Docker's covers on /sys and /proc, the sandbox's own /dev and /etc."""
     null = str(private / "null")
-    args = [
-        programs["bwrap"],
-        "--bind",
-        str(merged),
-        "/",
-        "--ro-bind",
-        "/sys",
-        "/sys",
-        *_covers(HOST_SYSFS_PATHS, null),
-    ]
+    args = ["--bind", str(merged), "/", "--ro-bind", "/sys", "/sys", *_covers(HOST_SYSFS_PATHS, null)]
     # the host's cgroup tree hidden, the sandbox's own folders where the runner reads its counts
     args += ["--perms", "0555", "--tmpfs", "/sys/fs/cgroup"]
     for host, inside in cgroup_binds:
@@ -110,8 +112,12 @@ def launch_command(
     etc_bind = "--bind" if kind == "replay" else "--ro-bind"
     for name in ETC_FILES:
         args += [etc_bind, str(private / name), f"/etc/{name}"]
-    args += ["--ro-bind", str(private / "runner"), rn.MOUNT_POINT]
-    args += ["--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    return [*args, "--ro-bind", str(private / "runner"), rn.MOUNT_POINT]
+
+
+def _isolation(kind: str, runs_as_root: bool, seccomp_fd: int | None, env: Mapping[str, str]) -> list[str]:
+    """The bwrap namespaces, capabilities, seccomp filter and environment, then the runner as the command."""
+    args = ["--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--hostname", HOSTNAME, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if kind == "replay":
         caps = rn.DOCKER_DEFAULT_CAPABILITIES
@@ -124,12 +130,7 @@ def launch_command(
     args += ["--chdir", "/", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
-    args += ["--", rn.MOUNT_POINT]
-    lower = ":".join(str(p) for p in lowers)
-    command = [programs["unshare"], "--mount", "--propagation", "private", "--", "/bin/sh", "-c", LAUNCH, "launch"]
-    command += [str(len(cgroups)), *(str(c) for c in cgroups)]
-    command += [str(private), str(runner), str(etc), lower, str(upper), str(work), str(merged)]
-    return [*command, programs["prlimit"], f"--fsize={file_size}:{file_size}", "--", *args]
+    return [*args, "--", rn.MOUNT_POINT]
 
 
 def _covers(paths: tuple[str, ...], null: str) -> list[str]:

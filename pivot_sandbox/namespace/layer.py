@@ -38,13 +38,18 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from pivot_sandbox.contract.spec import SandboxSpec
+from pivot_sandbox.contract.spec import Json, SandboxSpec
 from pivot_sandbox.contract.spec import labels as spec_labels
 from pivot_sandbox.errors import StateRefused
 from pivot_sandbox.namespace.box import Root
 from pivot_sandbox.namespace.root import MOUNT_POINTS, remove_tree
+
+if TYPE_CHECKING:
+    import docker
+
+    from pivot_sandbox.replay.session import LiveBackend
 
 OPAQUE = "trusted.overlay.opaque"
 # cp keeps these or fails (`-a` would ignore a failure to keep xattrs)
@@ -55,9 +60,12 @@ COPY = ["cp", "-dR", "--preserve=mode,ownership,timestamps,links,xattr", "--"]
 # as here: they are not copied (and any other xattr there is)
 MAX_LOWERDIR = 3500  # bytes of `lowerdir=`: the upper and work folders share the page
 UPPER_MARKS = frozenset({"trusted.overlay.origin", "trusted.overlay.impure", "trusted.overlay.uuid"})
+# what a copy must keep of one entry (`manifest`): kind, mode, uid, gid, size, device, mtime (ns),
+# blocks, link count, hard-link group (its first path), link target, xattrs
+Entry = tuple[int, int, int, int, int, int, int, int, int, str, str, tuple[tuple[str, bytes], ...]]
 
 
-def daemon_refusal(client: Any, base_url: str | None) -> str | None:
+def daemon_refusal(client: docker.DockerClient, base_url: str | None) -> str | None:
     """Why the daemon's layers cannot be taken from here (None when they can)."""
     where = base_url or os.environ.get("DOCKER_HOST") or ""
     if where and not where.startswith("unix://"):
@@ -73,7 +81,12 @@ def daemon_refusal(client: Any, base_url: str | None) -> str | None:
 
 
 def take_over(
-    builder: Any, client: Any, spec: SandboxSpec, history: Sequence[str], root: Root, upper: Path
+    builder: LiveBackend,
+    client: docker.DockerClient,
+    spec: SandboxSpec,
+    history: Sequence[str],
+    root: Root,
+    upper: Path,
 ) -> tuple[Root, dict[str, int]]:
     """Docker (`builder`) replays and commits the state; its top layer is copied to `upper`.
 
@@ -100,7 +113,7 @@ def take_over(
 
 
 def docker_stack(
-    client: Any, image: str, info: Mapping[str, Any], init: Path, upper: Path
+    client: docker.DockerClient, image: str, info: Mapping[str, Json], init: Path, upper: Path
 ) -> tuple[tuple[Path, ...], str | None]:
     """(copy of a container's init layer, the image's base layer folders) below the snapshot's top layer.
 
@@ -147,7 +160,7 @@ def docker_stack(
     return (init, *base), None
 
 
-def import_layer(info: Mapping[str, Any], base_layers: tuple[str, ...], target: Path) -> str | None:
+def import_layer(info: Mapping[str, Json], base_layers: tuple[str, ...], target: Path) -> str | None:
     """Copy an image's top layer to `target` (which must not exist); why not, when it cannot be exact.
 
     `info`: the daemon's `inspect_image` of the image (its layers and its top layer's folder).
@@ -172,9 +185,9 @@ def import_layer(info: Mapping[str, Any], base_layers: tuple[str, ...], target: 
     return None
 
 
-def manifest(root: str, unread: frozenset[str] = frozenset()) -> tuple[dict[str, tuple[Any, ...]], str | None]:
+def manifest(root: str, unread: frozenset[str] = frozenset()) -> tuple[dict[str, Entry], str | None]:
     """Every entry under `root` (itself included) with what a copy must keep (but the xattrs `unread`); or why not."""
-    out: dict[str, tuple[Any, ...]] = {}
+    out: dict[str, Entry] = {}
     first_of: dict[tuple[int, int], str] = {}  # inode -> the first path seen with it (hard-link groups)
     stack = [""]
     while stack:
@@ -199,8 +212,9 @@ def manifest(root: str, unread: frozenset[str] = frozenset()) -> tuple[dict[str,
             group = first_of.setdefault((st.st_dev, st.st_ino), rel)
         # what `ls -l`, `stat` and `du` show: a folder's size, a file's blocks (holes), links
         size = st.st_size if kind in (stat.S_IFREG, stat.S_IFLNK, stat.S_IFDIR) else 0
-        out[rel or "/"] = (kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, size, st.st_rdev, st.st_mtime_ns)
-        out[rel or "/"] += (st.st_blocks if kind == stat.S_IFREG else 0, st.st_nlink, group, link, xattrs)
+        blocks = st.st_blocks if kind == stat.S_IFREG else 0
+        shown = (st.st_uid, st.st_gid, size, st.st_rdev, st.st_mtime_ns)
+        out[rel or "/"] = (kind, stat.S_IMODE(st.st_mode), *shown, blocks, st.st_nlink, group, link, xattrs)
         if kind == stat.S_IFDIR:
             stack += [f"{rel}/{name}" for name in sorted(os.listdir(full), reverse=True)]
     return out, None

@@ -26,9 +26,12 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pivot_core import cache_dir
+
+if TYPE_CHECKING:  # the client is handed in: exporting an image needs no import of the SDK here
+    import docker
 
 TOOLS = ("bwrap", "unshare", "prlimit")
 # files and folders the sandbox binds over: they must exist in the lower layer (a mount point
@@ -121,7 +124,7 @@ def gc(everything: bool = False) -> dict[str, int]:
     return removed
 
 
-def rootfs(client: Any, image: str) -> tuple[Path, dict[str, str]]:
+def rootfs(client: docker.DockerClient, image: str) -> tuple[Path, dict[str, str]]:
     """The image's root file system (exported once, cached by image id) and its environment (`Config.Env`)."""
     info = client.api.inspect_image(image)
     env = dict(e.split("=", 1) for e in info["Config"].get("Env") or [] if "=" in e)

@@ -21,7 +21,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pivot_sandbox.contract.spec import Limits, SandboxSpec
 from pivot_sandbox.errors import ProcessesNotRestored, SandboxError
@@ -76,6 +75,17 @@ def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[
     Raises:
         SandboxError: a set-up step failed, or a history command was stopped (timeout, a limit).
     """
+    _set_up(box, spec, limits)
+    if not history:
+        return attribute([], normalize_processes(running_processes(box)), history)
+    listed = _replay_history(box, spec, limits, history)
+    running = attribute(listed[:-1], listed[-1], history)
+    _keep_launch_states(box, spec, limits, len(history), running)
+    return running
+
+
+def _set_up(box: Box, spec: SandboxSpec, limits: Limits) -> None:
+    """As root: the state folder (cwd and env of the shell), the set-up steps, the working directory handed over."""
     first = shlex.quote(spec.first_dir)
     init = (
         f"mkdir -p {STATE} {RUN_STATE} {spec.workdir} {first} && chmod 1777 {RUN_STATE}"
@@ -88,8 +98,13 @@ def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[
         if raw.exit_code != 0:
             tail = (raw.stderr or raw.stdout).decode(errors="replace").strip()[-300:]
             raise SandboxError(f"{what} failed in {spec.image} ({raw.killed or raw.exit_code}): {tail}")
-    if not history:
-        return attribute([], normalize_processes(running_processes(box)), history)
+
+
+def _replay_history(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[str]) -> list[tuple[str, ...]]:
+    """Run the history as the user, each command from the shell state the one before left; what ran before each.
+
+    Item i is what ran before command i; the last item, what runs after the history.
+    """
     # command i reads its shell state from PRE_STATE/i and writes the next one's to PRE_STATE/i+1, so
     # the state before each command is kept with no extra step; the runner lists what runs after
     # each command in the same reply
@@ -121,16 +136,18 @@ def replay_state(box: Box, spec: SandboxSpec, limits: Limits, history: Sequence[
         if Counter(found) - Counter(listed[-1]):
             found = settled(box, lambda b: normalize_processes(running_processes(b)), STARTED)
         listed.append(found)
-    running = attribute(listed[:-1], listed[-1], history)
-    # the state after the history is the snapshot's; only the saved states a restart reads stay
+    return listed
+
+
+def _keep_launch_states(box: Box, spec: SandboxSpec, limits: Limits, n_history: int, running: Running) -> None:
+    """Make the state after the history the snapshot's; of the saved states, keep only those a restart reads."""
     keep = {i for i, _ in running.launchers}
-    drop = " ".join(f"{PRE_STATE}/{i}" for i in range(len(history) + 1) if i not in keep)
-    last = f"{PRE_STATE}/{len(history)}"
+    drop = " ".join(f"{PRE_STATE}/{i}" for i in range(n_history + 1) if i not in keep)
+    last = f"{PRE_STATE}/{n_history}"
     finish = f"cp -p {last}/cwd {last}/env {STATE}/ && rm -rf {drop}" + ("" if keep else f" && rm -rf {PRE_STATE}")
     raw = _root(box, spec, limits, finish)
     if raw.exit_code != 0:
         raise SandboxError(f"saving the state after the history failed in {spec.image}: {raw.stderr[-200:]!r}")
-    return running
 
 
 def attribute(listed: Sequence[tuple[str, ...]], final: tuple[str, ...], history: Sequence[str]) -> Running:
@@ -176,7 +193,7 @@ def restart(box: Box, spec: SandboxSpec, limits: Limits, running: Running) -> Bo
         time.sleep(POLL)
 
 
-def measured(box: Box, spec: SandboxSpec, limits: Limits, running: Running, discard: Callable[[Box], Any]) -> Running:
+def measured(box: Box, spec: SandboxSpec, limits: Limits, running: Running, discard: Callable[[Box], None]) -> Running:
     """`running` with the sockets it listens on, measured once on a fresh sandbox of its new snapshot.
 
     The processes are restarted in `box` (`restart`), the sockets read once they settle

@@ -35,13 +35,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from pivot_core import AliasBudgetExceeded, load_yaml
 from pivot_sandbox.contract.equivalents import registry_equivalent
-from pivot_sandbox.contract.spec import LABEL
+from pivot_sandbox.contract.spec import LABEL, Json
 from pivot_sandbox.errors import TaskError
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
@@ -52,6 +52,8 @@ from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
 from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
 
 if TYPE_CHECKING:
+    import docker
+
     from pivot_sandbox.tasks.harbor import HarborConfig
 
 BUILDER_VERSION = "4"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes
@@ -85,7 +87,7 @@ class Task:
     context: Path
     agent_timeout: float
     tests: TestPlan
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, Json] = field(default_factory=dict)
     harbor: HarborConfig | None = None
 
 
@@ -104,12 +106,12 @@ class BuildReport:
     user: str = "root"
     dropped: str = ""  # the COPY/ADD steps left out because they would put the tests or the solution in the image
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | float]:
         """JSON-ready dict (the `--json` report rows)."""
         return {k: v for k, v in self.__dict__.items() if v not in ("", None)}
 
 
-def _instruction(meta: Mapping[str, Any]) -> str:
+def _instruction(meta: Mapping[str, Json]) -> str:
     if meta.get("instruction"):
         return str(meta["instruction"])
     for d in meta.get("descriptions") or []:
@@ -284,20 +286,28 @@ def _skip(task: Task, reason: str, started: float, base: str = "") -> BuildRepor
     return BuildReport(task.task_id, "skipped", reason=reason, seconds=time.monotonic() - started, base=base)
 
 
-def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_TASK_IMAGES) -> BuildReport:
-    """Build the task's image (or reuse it by content hash); a task that cannot build says why in `reason`."""
-    started = time.monotonic()
+def _unbuildable(task: Task) -> str:
+    """Why the task folder holds no image to build ("" when it does)."""
     if task.compose:
-        return _skip(task, task.compose, started)
+        return task.compose
     if not task.dockerfile and task.meta.get("env_name"):
-        return _skip(
-            task,
+        return (
             f"task.yaml names the shared environment {task.meta['env_name']!r} (Terminal-Bench's "
-            "shared/environments/, which the task folder does not hold) and the folder has no Dockerfile",
-            started,
+            "shared/environments/, which the task folder does not hold) and the folder has no Dockerfile"
         )
     if not task.dockerfile:
-        return _skip(task, "no Dockerfile in the task folder", started)
+        return "no Dockerfile in the task folder"
+    return ""
+
+
+def task_image(
+    client: docker.DockerClient, task: Task, *, force: bool = False, keep: int = MAX_TASK_IMAGES
+) -> BuildReport:
+    """Build the task's image (or reuse it by content hash); a task that cannot build says why in `reason`."""
+    started = time.monotonic()
+    unbuildable = _unbuildable(task)
+    if unbuildable:
+        return _skip(task, unbuildable, started)
     try:
         instructions = df.parse(task.dockerfile, str(task.context / "Dockerfile"))
         frm = next(i for i in instructions if i.keyword == "FROM")
@@ -320,19 +330,7 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
         base_id = client.images.get(base).id
         tag = f"{TASK_REPO}:{task.task_id}-{content_hash(task, instructions, base_id)[:16]}"
         if not force and image_exists(client, tag):
-            cfg = client.images.get(tag).attrs.get("Config") or {}
-            _touch(client, tag)
-            return BuildReport(
-                task.task_id,
-                "cached",
-                tag,
-                seconds=time.monotonic() - started,
-                base=base,
-                base_note=note,
-                workdir=cfg.get("WorkingDir") or "/",
-                user=cfg.get("User") or "root",
-                dropped=dropped,
-            )
+            return _cached(client, task, tag, started, base=base, note=note, dropped=dropped)
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base)}
         labels |= {f"{LABEL}.from": base_name, f"{LABEL}.base-note": note}  # the substitution, recorded
         # the tests' tools first (FROM stays first): a Dockerfile may break the network or pip on purpose
@@ -356,7 +354,26 @@ def task_image(client: Any, task: Task, *, force: bool = False, keep: int = MAX_
     )
 
 
-def access_suite(client: Any, image: str) -> str:
+def _cached(
+    client: docker.DockerClient, task: Task, tag: str, started: float, *, base: str, note: str, dropped: str
+) -> BuildReport:
+    """The report of a task image built before (by content hash): its working directory and user from its config."""
+    cfg = client.images.get(tag).attrs.get("Config") or {}
+    _touch(client, tag)
+    return BuildReport(
+        task.task_id,
+        "cached",
+        tag,
+        seconds=time.monotonic() - started,
+        base=base,
+        base_note=note,
+        workdir=cfg.get("WorkingDir") or "/",
+        user=cfg.get("User") or "root",
+        dropped=dropped,
+    )
+
+
+def access_suite(client: docker.DockerClient, image: str) -> str:
     """The Debian suite an image was built from (its label), for the apt sources of its build."""
     return client.images.get(image).labels.get(f"{LABEL}.suite", "trixie")
 
@@ -368,7 +385,7 @@ def _stamp(tag: str) -> Path:
     return cache_dir("task-images", re.sub(r"[^A-Za-z0-9._-]", "_", tag))
 
 
-def _touch(client: Any, tag: str) -> None:
+def _touch(client: docker.DockerClient, tag: str) -> None:
     try:
         path = _stamp(tag)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -377,14 +394,14 @@ def _touch(client: Any, tag: str) -> None:
         pass  # an unwritable cache: the image's creation time stands in for its last use
 
 
-def evict(client: Any, keep: int) -> list[str]:
+def evict(client: docker.DockerClient, keep: int) -> list[str]:
     """Remove the least recently used task images past `keep` (use: built or reused by any process, else created)."""
     # one listing call: `client.images.list` inspects each image after listing, and an image that another
     # process evicted in between raised ImageNotFound here (two builds at once: a benchmark and the tests)
     rows = client.api.images(filters={"label": f"{LABEL}=task"})
     tagged = [(t, row) for row in rows for t in row.get("RepoTags") or () if t.startswith(TASK_REPO + ":")]
 
-    def last_used(item: tuple[str, Any]) -> float:
+    def last_used(item: tuple[str, dict[str, Json]]) -> float:
         tag, row = item
         stamp = _stamp(tag)
         return stamp.stat().st_mtime if stamp.is_file() else float(row.get("Created") or 0)
@@ -400,7 +417,7 @@ def evict(client: Any, keep: int) -> list[str]:
 
 
 def build_tasks(
-    client: Any, dirs: Sequence[Path], *, force: bool = False, keep: int = MAX_TASK_IMAGES
+    client: docker.DockerClient, dirs: Sequence[Path], *, force: bool = False, keep: int = MAX_TASK_IMAGES
 ) -> Iterator[BuildReport]:
     """Build every task folder in turn; one report per task (a broken folder is a skip with its reason)."""
     for task_dir in dirs:
@@ -424,7 +441,7 @@ def task_dirs(root: Path, only: Sequence[str] = ()) -> list[Path]:
     return dirs
 
 
-def ensure_bundled_image(client: Any, tag: str) -> str:
+def ensure_bundled_image(client: docker.DockerClient, tag: str) -> str:
     """Build a bundled task's image (by content hash) and tag it with its stable name `tag`."""
     folder = bundled_task_dir(tag)
     if folder is None:
@@ -437,7 +454,7 @@ def ensure_bundled_image(client: Any, tag: str) -> str:
     return tag
 
 
-def ensure_image(client: Any, tag: str) -> None:
+def ensure_image(client: docker.DockerClient, tag: str) -> None:
     """The backends' image resolver (`ImageResolver`): bundled task images built on demand, others as stock ones.
 
     A bundled task's pivots name `pivot-gym/task:<task id>` (the content-hash tag depends on this

@@ -23,10 +23,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pivot_sandbox.contract.backend import SandboxBackend
-from pivot_sandbox.contract.spec import Limits, SandboxSpec
+from pivot_sandbox.contract.spec import Json, Limits, SandboxSpec
 from pivot_sandbox.errors import SandboxError, TaskError
 from pivot_sandbox.replay import box as ct
 from pivot_sandbox.replay.action import changed_paths
@@ -56,6 +55,10 @@ _DIGESTS_LOCK = threading.Lock()
 
 def run_task_tests(session: Session, task: Task, timeout: float | None = None) -> TestOutcome:
     """The task's own tests in the session's sandbox; their `TestOutcome` (see the module docstring)."""
+    if task.harbor is not None:  # Harbor's verifier: test.sh, its reward files (`harbor_verify.py`, built on this)
+        from pivot_sandbox.tasks.harbor_verify import run_harbor_in_session
+
+        return run_harbor_in_session(session, task, timeout).to_test_outcome()
     stopped = session.freeze()
     if stopped:
         return TestOutcome(False, False, {}, stopped)
@@ -196,7 +199,9 @@ def run_tests(
         session.close()
 
 
-def oracle_check(context: Mapping[str, Any], backend: Callable[[float], SandboxBackend]) -> dict[str, Any]:
+def oracle_check(
+    context: Mapping[str, Json], backend: Callable[[float], SandboxBackend]
+) -> dict[str, bool | str | None]:
     """Tests on the initial state and after the whole oracle solution: `{before, after, reason}`.
 
     `backend(timeout)` gives a backend with live sessions whose actions run up to `timeout` seconds.
@@ -215,7 +220,7 @@ def oracle_check(context: Mapping[str, Any], backend: Callable[[float], SandboxB
         }
     solution = [str(c) for c in task.get("solution") or []]
     task_dir = resolve_task_dir(str(task["dir"]))
-    out: dict[str, Any] = {}
+    out: dict[str, bool | str | None] = {}
     try:
         # the solution is replayed as history (set-up, with registry access), not run as a candidate
         for name, history in (("before", []), ("after", solution)):

@@ -20,7 +20,7 @@ import gymnasium as gym
 import pytest
 
 from pivot_envs import Message, extract_pivots
-from pivot_sandbox import oracle_check, tests_backend
+from pivot_sandbox import oracle_check, verification_backend
 from pivot_sandbox.images import access as _access
 from pivot_sandbox.tasks import terminal_bench as _tasks
 from verifiers_plugins import safe_verify_batch
@@ -144,7 +144,7 @@ def test_every_ci_task_scores_its_expert_and_rejects_destruction(env):
 
 def test_tests_fail_before_the_oracle_and_pass_after(env):
     for task_id in CI_TASKS:
-        check = oracle_check(sandboxed(env, task_id)[0].context, tests_backend)
+        check = oracle_check(sandboxed(env, task_id)[0].context, verification_backend)
         assert check["before"] is False and check["after"] is True, (task_id, check)
 
 
@@ -287,7 +287,7 @@ def test_a_solution_that_reaches_an_outside_host_is_synthesized_up_to_that_comma
     for pivot in (first, at_cut):
         verdict = TaskTests().verify(pivot, action)
         assert not verdict.applicable and verdict.error is None, verdict
-    assert oracle_check(first.context, tests_backend)["after"] is None
+    assert oracle_check(first.context, verification_backend)["after"] is None
     # the command before the cut runs in the sandbox: the expert's own action is accepted there
     env = gym.make("pivot/terminal-v0", pivots=[first], verifiers=["docker_shell"]).unwrapped
     try:

@@ -381,9 +381,8 @@ def test_docker_fingerprints_name_the_image_id_and_no_built_in_backend():
 def test_a_third_party_sandbox_backend_stays_in_the_key(fresh_host):
     """Nothing says another backend's verdicts agree with the built-in ones: its name is part of the key."""
     from pivot_core import Message, Pivot
-    from verifiers_plugins import get_verifier
-
     from pivot_sandbox import Limits, SandboxError
+    from verifiers_plugins import get_verifier
 
     class Elsewhere:  # a backend that keeps the contract's shape and runs nothing (only its image ids are read)
         name, limits, live_sessions, closed = "elsewhere", Limits(), False, False

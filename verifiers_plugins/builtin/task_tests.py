@@ -38,8 +38,8 @@ from pivot_sandbox import (
     run_tests,
     state_bound,
     task_dir_digest,
-    tests_backend,
     tests_bound,
+    verification_backend,
 )
 from pivot_sandbox.errors import SandboxError
 from verifiers_plugins._verdict import Verdict
@@ -160,7 +160,9 @@ class TaskTests:
         timeout = self._budget(commands, remaining)
         try:
             task_dir = resolve_task_dir(str(task["dir"]))
-            outcome = run_tests(tests_backend(timeout), task_dir, spec, history, [*commands, *remaining], timeout)
+            outcome = run_tests(
+                verification_backend(timeout), task_dir, spec, history, [*commands, *remaining], timeout
+            )
         except SandboxError as e:
             return Verdict.failed(f"task_tests: {e}")
         except Exception as e:  # noqa: BLE001 - an exception is an error verdict, never a crash
