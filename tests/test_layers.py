@@ -174,3 +174,52 @@ def test_no_dataclass_or_config_has_over_25_fields():
         if isinstance(n, ast.ClassDef) and len(fields(n)) > MAX_FIELDS
     )
     assert not big, big
+
+
+def _module_graph():
+    """Library module -> the library modules it imports when it is imported (not in functions, not for typing)."""
+    modules = {}
+    for _, path in _package_files():
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps = set()
+        for statement in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
+                continue
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Import):
+                    deps.update(a.name for a in node.names if a.name in modules)
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                    for alias in node.names:
+                        sub = f"{base}.{alias.name}"
+                        deps.add(sub if sub in modules else base)
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def test_no_import_circle_among_the_library_modules():
+    # a circle works only in one import order and breaks the day someone imports the other module first
+    graph, seen, circles = _module_graph(), set(), []
+
+    def walk(module, path):
+        if module in path:
+            circles.append(" -> ".join([*path[path.index(module) :], module]))
+            return
+        if module in seen:
+            return
+        seen.add(module)
+        for dep in sorted(graph[module]):
+            walk(dep, [*path, module])
+
+    for module in sorted(graph):
+        walk(module, [])
+    assert not circles, "\n".join(circles[:10])
+    assert len(graph) > 200 and sum(map(len, graph.values())) > 400  # the graph was read, not empty
