@@ -19,7 +19,7 @@ from pivot_sandbox._plugin import (
     verification_backend,
 )
 from pivot_sandbox.contract.backend import SandboxBackend
-from pivot_sandbox.contract.check import BackendContractError, check_backend
+from pivot_sandbox.contract.check import check_backend
 from pivot_sandbox.contract.effects import (
     STDERR_MODES,
     Comparison,
@@ -36,6 +36,7 @@ from pivot_sandbox.contract.marks import ReplayMark, RunFacts, SandboxContext, u
 from pivot_sandbox.contract.network import NETWORK, needs_network
 from pivot_sandbox.contract.spec import LABEL, Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import (
+    BackendContractError,
     DockerfileError,
     ProcessesNotRestored,
     RunnerLost,

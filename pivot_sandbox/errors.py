@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pivot_core.errors import PivotGymError
 
 
@@ -46,3 +48,12 @@ class ProcessesNotRestored(SandboxError):
 
 class StateRefused(SandboxError):
     """A Docker-built state the namespace backend cannot take over exactly (`_nslayer.import_layer` says why)."""
+
+
+class BackendContractError(SandboxError):
+    """A backend breaks the `SandboxBackend` contract; `problems` lists each way it does."""
+
+    def __init__(self, backend: object, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        name = getattr(backend, "name", type(backend).__name__)
+        super().__init__(f"sandbox backend {name!r} breaks the contract: " + "; ".join(self.problems))

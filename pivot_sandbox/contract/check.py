@@ -13,12 +13,11 @@ its first use (`verifiers_plugins.sandbox_backend`); a plugin author runs both i
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
 from typing import Any
 
 from pivot_sandbox.contract.backend import SandboxBackend
 from pivot_sandbox.contract.spec import Effect, Limits, SandboxSpec
-from pivot_sandbox.errors import SandboxError
+from pivot_sandbox.errors import BackendContractError
 
 # method -> the parameters its callers pass (by name where they pass it so)
 METHODS: dict[str, tuple[str, ...]] = {
@@ -32,15 +31,6 @@ METHODS: dict[str, tuple[str, ...]] = {
     "close": (),
     "gc": ("everything",),
 }
-
-
-class BackendContractError(SandboxError):
-    """A backend breaks the `SandboxBackend` contract; `problems` lists each way it does."""
-
-    def __init__(self, backend: object, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        name = getattr(backend, "name", type(backend).__name__)
-        super().__init__(f"sandbox backend {name!r} breaks the contract: " + "; ".join(self.problems))
 
 
 def static_problems(backend: object) -> list[str]:
