@@ -95,7 +95,8 @@ BASES: tuple[tuple[re.Pattern[str], Base], ...] = (
             "/",
             False,
             "Debian trixie's Python 3.13 (in /usr/lib; pip installs to /usr/local), not python.org's on bookworm: "
-            "the version the tag names, Debian trixie's packages",
+            "the version the tag names, Debian trixie's packages; its headers, as python.org's images have them",
+            ("python3-dev",),
         ),
     ),
     (
@@ -168,7 +169,7 @@ def ensure_base(client: docker.DockerClient, name: str) -> tuple[str, str]:
     if base.packages:  # before the pip-owned copies, so that python3-dev's own Python packages get one too
         steps.insert(
             0,
-            "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+            "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
             + " ".join(base.packages)
             + " && rm -rf /var/lib/apt/lists/*",
         )

@@ -46,7 +46,7 @@ from pivot_sandbox.errors import TaskError
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
 from pivot_sandbox.images.bases import ensure_base
-from pivot_sandbox.images.build import build, checkout_mode
+from pivot_sandbox.images.build import build, check_supported, checkout_mode
 from pivot_sandbox.images.stock import ensure_stock_image, image_exists
 from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
 from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
@@ -310,6 +310,7 @@ def task_image(
         return _skip(task, unbuildable, started)
     try:
         instructions = df.parse(task.dockerfile, str(task.context / "Dockerfile"))
+        check_supported(instructions)  # refused before its base is built: multi-stage, COPY --from
         frm = next(i for i in instructions if i.keyword == "FROM")
         base_name = frm.args.split()[0]
         base, note = ensure_base(client, base_name)

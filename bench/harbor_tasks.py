@@ -1,0 +1,172 @@
+"""Harbor task folders (Terminal-Bench 2.0's) built offline and checked by their own tests: oracle 1, untouched 0.
+
+For every task folder: its image from `environment/Dockerfile` (`pivot sandbox build-tasks`: base
+images mapped to local stand-ins, `ubuntu:24.04` swapped for Debian trixie and the swap recorded in
+the image's labels), the layer its `test.sh` would download (`tasks/harbor_layer.py`: uv, the pinned
+pytest and plugins, test-time apt packages, from the registries), then `test.sh` as Harbor's verifier
+runs it, on the untouched image (reward 0 expected) and after `solution/solve.sh` (reward 1
+expected). One JSON row per task (to `--out` as each finishes); the counts last, with `--held-out`
+tasks (ones not looked at while the loader was written) counted apart.
+
+    nice python bench/harbor_tasks.py --tasks-dir DIR [--only a,b] [--held-out c,d] [--out F] [--json]
+    python bench/harbor_tasks.py --tasks-dir DIR --static     # no build: what is refused before building
+
+Reads the task folders by path at run time (TB2 carries a canary: benchmarks and tests only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
+from pivot_sandbox import docker_backend
+from pivot_sandbox.tasks.harbor import harbor_limits
+from pivot_sandbox.tasks.harbor_layer import verifier_layer
+from pivot_sandbox.tasks.harbor_verify import check_harbor_task
+from pivot_sandbox.tasks.terminal_bench import load_task, task_dirs, task_image
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "terminal" / "tb2" / "tasks"
+
+
+def one_task(folder: Path, keep: int) -> dict:
+    """Build, make the test-run layer, and run the tests untouched and after the oracle: one row."""
+    task = load_task(folder)
+    if task.harbor is None:
+        return {"task_id": folder.name, "stage": "load", "reason": "not a Harbor task folder"}
+    backend = docker_backend(**harbor_limits(task.harbor))
+    report = task_image(backend.client, task, keep=keep)
+    row = {"task_id": task.task_id, "build": report.status, "build_s": round(report.seconds, 1), "base": report.base}
+    row["base_note"] = report.base_note
+    if report.status == "skipped":
+        return {**row, "built": False, "stage": "build", "reason": report.reason}
+    started = time.monotonic()
+    layer = verifier_layer(backend.client, task, report.image)
+    row.update(built=True, image=report.image, layer_s=round(time.monotonic() - started, 1), layer_mb=layer.bytes >> 20)
+    row["verifiable"] = layer.tar is not None
+    if layer.tar is None:
+        return {**row, "stage": "verifier layer", "reason": layer.problem}
+    started = time.monotonic()
+    checks = check_harbor_task(backend, task, report.image, layer, report.workdir, report.user)
+    row["tests_s"] = round(time.monotonic() - started, 1)
+    untouched, oracle = checks["untouched"], checks["oracle"]
+    row.update(untouched_reward=untouched.reward, untouched_reason=untouched.reason)
+    row.update(
+        oracle_reward=oracle.reward if oracle else None, oracle_reason=oracle.reason if oracle else "no solve.sh"
+    )
+    if oracle is not None:
+        row["oracle_tests"] = (oracle.details.get("ctrf") or {}).get("summary")
+        if not oracle.passed:
+            row.update(
+                stage="oracle", reason=oracle.reason, oracle_log=str(oracle.details.get("test_stdout", ""))[-600:]
+            )
+    if untouched.reward != 0.0:
+        row.setdefault("stage", "untouched")
+        row.setdefault("reason", f"untouched: {untouched.reason}")
+    return row
+
+
+def static_row(folder: Path) -> dict:
+    """What is known before any build: the base's stand-in, a step refused (another host, multi-stage), test.sh's plan.
+
+    The same checks `task_image` makes before it starts the build container, and the test-run plan's.
+    """
+    from pivot_sandbox.errors import DockerfileError, TaskError
+    from pivot_sandbox.images import dockerfile as df
+    from pivot_sandbox.images.access import registry_hosts
+    from pivot_sandbox.images.bases import map_base
+    from pivot_sandbox.images.build import check_supported
+    from pivot_sandbox.tasks.harbor_plan import verifier_plan
+    from pivot_sandbox.tasks.terminal_bench import equivalent_instruction, script_hosts, without_oracle
+
+    hosts, row = registry_hosts(), {"task_id": folder.name}
+    try:
+        task = load_task(folder)
+        instructions = df.parse(task.dockerfile, str(task.context / "Dockerfile"))
+        row["from"] = next(i for i in instructions if i.keyword == "FROM").args.split()[0]
+        stand_in = map_base(row["from"])
+        if stand_in is None:
+            raise TaskError(f"base image {row['from']!r} has no local equivalent")
+        row["stand_in"] = stand_in.tag
+        check_supported(instructions)
+        instructions, _ = without_oracle(task, [equivalent_instruction(i) for i in instructions])
+        for host, ins in df.foreign_hosts(instructions, hosts):
+            raise TaskError(f"{ins.where}: needs {host}, outside the registries")
+        for path, host in script_hosts(task, instructions, hosts):
+            raise TaskError(f"{path}: needs {host} (run by the Dockerfile), outside the registries")
+    except (TaskError, DockerfileError) as e:
+        return {**row, "static": "refused", "reason": str(e)}
+    plan = verifier_plan(task.dir / "tests", hosts)
+    return {**row, "static": "to build", "tests_offline": not plan.problem, "tests_problem": plan.problem}
+
+
+def static_counts(rows: list[dict]) -> dict:
+    """Counts of the static pass: refused before building (by reason), to build, tests offline per plan."""
+    return {
+        "tasks": len(rows),
+        "to_build": sum(r["static"] == "to build" for r in rows),
+        "tests_offline_by_plan": sum(bool(r.get("tests_offline")) for r in rows),
+        "refused": dict(Counter(_kind(r["reason"]) for r in rows if r["static"] == "refused")),
+        "stand_ins": dict(Counter(r.get("stand_in", "none") for r in rows)),
+    }
+
+
+def counts(rows: list[dict]) -> dict:
+    """`tasks`, `built`, `verifiable`, `oracle_pass`, `untouched_fail`, `valid` (both) and the reasons."""
+    return {
+        "tasks": len(rows),
+        "built": sum(bool(r.get("built")) for r in rows),
+        "verifiable": sum(bool(r.get("verifiable")) for r in rows),
+        "oracle_pass": sum(r.get("oracle_reward") is not None and r["oracle_reward"] >= 1.0 for r in rows),
+        "untouched_fail": sum(r.get("untouched_reward") == 0.0 for r in rows),
+        "valid": sum(r.get("untouched_reward") == 0.0 and (r.get("oracle_reward") or 0.0) >= 1.0 for r in rows),
+        "reasons": dict(Counter(f"{r['stage']}: {_kind(r.get('reason', ''))}" for r in rows if r.get("stage"))),
+    }
+
+
+def _kind(reason: str) -> str:
+    """A reason with its task-specific head cut, for counting."""
+    for marker in ("needs ", "the tests need", "fails here", "exited", "no local equivalent", "multi-stage", "not in"):
+        if marker in reason:
+            return reason[reason.index(marker) :][:80]
+    return reason[:80]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks-dir", type=Path, default=DATA)
+    parser.add_argument("--only", default="", help="comma-separated task ids (default: every folder)")
+    parser.add_argument("--held-out", default="", help="task ids counted apart (not looked at while developing)")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/pivot-harbor-tasks.jsonl"))
+    parser.add_argument("--keep", type=int, default=24, help="task images kept (LRU)")
+    parser.add_argument("--json", action="store_true", help="print the rows and counts as one JSON object")
+    parser.add_argument("--static", action="store_true", help="no build: what is refused before building, and why")
+    opts = parser.parse_args()
+    held = {t for t in opts.held_out.split(",") if t}
+    if opts.static:
+        rows = [static_row(f) for f in task_dirs(opts.tasks_dir, [t for t in opts.only.split(",") if t])]
+        print(json.dumps({**static_counts(rows), "rows": rows}, indent=None if opts.json else 1))
+        return
+    rows = []
+    with open(opts.out, "w") as out:
+        for folder in task_dirs(opts.tasks_dir, [t for t in opts.only.split(",") if t]):
+            try:
+                row = one_task(folder, opts.keep)
+            except Exception as e:  # noqa: BLE001 - one task's failure is its row, the run goes on
+                row = {"task_id": folder.name, "stage": "error", "reason": f"{type(e).__name__}: {e}"}
+            row["held_out"] = folder.name in held
+            rows.append(row)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            if not opts.json:
+                print(json.dumps(row), flush=True)
+    seen = [r for r in rows if not r["held_out"]]
+    summary = {**counts(rows), "seen": counts(seen), "held_out": counts([r for r in rows if r["held_out"]])}
+    print(json.dumps({**summary, "rows": rows} if opts.json else summary, indent=None if opts.json else 1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+#!/bin/bash
+jq '[.[] | select(.status == "done")] | length' /app/tasks.json > /app/done.txt
