@@ -18,6 +18,9 @@ a verifier that could not decide). `--only a,b` limits the run to some tasks (im
 With `--check-replay` too, each run is replayed against its recorded observations
 (`pivot_tasks.check_replay`): the faithful share of the sandboxed pivots, the divergences by
 reason, seconds per sandboxed pivot; the expert is then scored on the faithful ones only.
+`by_harness` gives per harness: pivots, sandboxed, faithful, the expert accepted of those judged,
+and the reasons the others stay unsandboxed; `--held-out a,b` reports those tasks (a split held
+back while developing) apart from the rest, the same way.
 With `--episodes` too, each run whose task image is built is played whole in
 `pivot/terminal-episode-v0`: from its first pivot (the task's initial state) the agent's own
 recorded turns are stepped in the harness's format, with the run's own number of turns as the
@@ -26,7 +29,7 @@ unresolved runs stay 0, and every unresolved run that replays to 1 by id (a defe
 replay or of the tests); and how many of the episode's answers equal the recorded ones.
 
     python bench/agent_runs.py [--runs DIR] [--tasks-dir DIR [--only TASK,...] [--check-replay] [--episodes]
-                               [--no-expert]] [--json]
+                               [--no-expert] [--held-out TASK,...]] [--json]
 """
 
 from __future__ import annotations
@@ -48,8 +51,11 @@ CHEAP = ["harness_format", "turn_kind", "json_schema", "tool_args", "string_simi
 EPISODE_ACTION_TIMEOUT = 60.0
 
 
-def expert_in_sandbox(pivots: list, path: Path) -> dict:
-    """`docker_shell` alone on each sandboxed pivot whose expert runs a command: does the expert match itself?"""
+def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None) -> dict:
+    """`docker_shell` alone on each sandboxed pivot whose expert runs a command: does the expert match itself?
+
+    `kinds`, when given, gets each scored pivot's outcome by id (accepted, rejected, error, not applicable).
+    """
     import gymnasium as gym
 
     from pivot_envs import render_completion
@@ -63,12 +69,14 @@ def expert_in_sandbox(pivots: list, path: Path) -> dict:
             continue
         (result,) = env.score(pivot, [render_completion(pivot.expert, pivot.domain)])
         verdict = result.verdicts["docker_shell"]
-        if not verdict.applicable:
-            counts["not applicable"] += 1
-            continue
         # an error verdict is no rejection: the verifier could not decide (counted apart, with its reason)
         kind = "accepted" if verdict.accepted else "error" if verdict.error else "rejected"
+        kind = kind if verdict.applicable else "not applicable"
         counts[kind] += 1
+        if kinds is not None:
+            kinds[pivot.id] = kind
+        if kind == "not applicable":
+            continue
         if kind != "accepted":
             reasons[f"{kind}: {verdict.reason[:90]}"] += 1
     judged = counts["accepted"] + counts["rejected"] + counts["error"]
@@ -169,6 +177,38 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
     }
 
 
+def _reason(why: str) -> str:
+    """An unsandboxed reason without its turn and the command it names (counted together)."""
+    why = re.sub(r" at turn \d+", "", re.sub(r"^turn \d+: ", "", why))
+    return re.sub(r": '.*$", "", why, flags=re.S)
+
+
+def by_harness(pivots: list, kinds: dict) -> dict:
+    """Per harness: pivots, sandboxed, faithful, the expert accepted of those judged, why the rest have no sandbox.
+
+    `kinds`: `expert_in_sandbox`'s outcome per pivot id (`docker_shell` on the expert itself).
+    """
+    from pivot_sandbox import ReplayMark, RunFacts, SandboxContext
+
+    rows = {}
+    for harness in sorted({p.context["harness"] for p in pivots}):
+        mine = [p for p in pivots if p.context["harness"] == harness]
+        sandboxed = [p for p in mine if SandboxContext.from_context(p.context) is not None]
+        marks = [ReplayMark.from_context(p.context) for p in sandboxed]
+        outcomes = Counter(kinds[p.id] for p in mine if p.id in kinds)
+        ids = {p.id for p in sandboxed}
+        reasons = Counter(_reason(RunFacts.from_context(p.context).unsandboxed) for p in mine if p.id not in ids)
+        rows[harness] = {
+            "pivots": len(mine),
+            "sandboxed": len(sandboxed),
+            "faithful": sum(1 for m in marks if m is not None and m.faithful),
+            "expert_accepted": outcomes["accepted"],
+            "expert_judged": outcomes["accepted"] + outcomes["rejected"] + outcomes["error"],
+            "unsandboxed": dict(reasons.most_common(8)),
+        }
+    return rows
+
+
 def measure(
     runs_dir: Path,
     tasks_dir: Path | None,
@@ -176,6 +216,7 @@ def measure(
     check: bool = False,
     episodes: bool = False,
     expert: bool = True,
+    held_out: list[str] | None = None,
 ) -> dict:
     import gymnasium as gym
 
@@ -213,8 +254,15 @@ def measure(
         for pivot in env.pivots:
             (result,) = env.score(pivot, [render_completion(pivot.expert, pivot.domain)])
             accepted[pivot.context["harness"]] += result.reward == 1.0
+        kinds: dict = {}
         if tasks_dir is not None and expert:
-            sandbox["expert_in_sandbox"] = expert_in_sandbox(pivots, path)
+            sandbox["expert_in_sandbox"] = expert_in_sandbox(pivots, path, kinds)
+        if tasks_dir is not None:
+            held = set(held_out or [])  # tasks held back while developing: reported apart from the rest
+            sandbox["by_harness"] = by_harness(pivots, kinds)
+            if held:
+                sandbox["held_out"] = by_harness([p for p in pivots if p.context.get("task_id") in held], kinds)
+                sandbox["rest"] = by_harness([p for p in pivots if p.context.get("task_id") not in held], kinds)
         if tasks_dir is not None:
             if episodes:
                 sandbox["episodes"] = whole_runs(sandboxed_pivots)
@@ -274,6 +322,9 @@ def main() -> None:
     parser.add_argument(
         "--no-expert", action="store_true", help="with --tasks-dir: skip scoring each sandboxed expert (a replay each)"
     )
+    parser.add_argument(
+        "--held-out", default="", help="with --tasks-dir: comma-separated task ids reported apart (a held-back split)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     from pivot_core import shared_data_file
@@ -282,7 +333,8 @@ def main() -> None:
     if runs is None:
         sys.exit("no shared data: pass --runs DIR (terminal/agent_runs of the shared data)")
     only = [t for t in args.only.split(",") if t] or None
-    result = measure(runs, args.tasks_dir, only, args.check_replay, args.episodes, not args.no_expert)
+    held = [t for t in args.held_out.split(",") if t]
+    result = measure(runs, args.tasks_dir, only, args.check_replay, args.episodes, not args.no_expert, held)
     if args.json:
         print(json.dumps(result, indent=2))
         return

@@ -11,6 +11,7 @@ from pivot_core._actions import (
     action_text,
     bash_blocks,
     fenced_commands,
+    harness_action,
     history_commands,
     history_typed,
     loose_shell,
@@ -43,11 +44,16 @@ from pivot_core._formats import (
 )
 from pivot_core._harnesses import (
     HARNESSES,
+    KILLED_STATUS,
     MINI_SWE_AGENT,
     MINI_SWE_AGENT_ACTION,
     MINI_SWE_AGENT_TIMED_OUT,
+    MINI_SWE_AGENT_TIMEOUT,
     OPENHANDS,
     TERMINUS,
+    mini_swe_agent_action,
+    mini_swe_agent_command,
+    mini_swe_agent_timeout,
 )
 from pivot_core._history import History
 from pivot_core._hosts import is_loopback
@@ -94,6 +100,11 @@ __all__ = [
     "MINI_SWE_AGENT",
     "MINI_SWE_AGENT_ACTION",
     "MINI_SWE_AGENT_TIMED_OUT",
+    "MINI_SWE_AGENT_TIMEOUT",
+    "KILLED_STATUS",
+    "mini_swe_agent_action",
+    "mini_swe_agent_command",
+    "mini_swe_agent_timeout",
     "OPENHANDS",
     "TERMINUS",
     "AliasBudgetExceeded",
@@ -123,6 +134,7 @@ __all__ = [
     "UnknownPivot",
     "UnsafeJSON",
     "action_commands",
+    "harness_action",
     "history_commands",
     "history_typed",
     "typed_action",

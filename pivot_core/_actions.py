@@ -5,9 +5,17 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pivot_core._editor import EDITOR_TOOL, editor_shell
+from pivot_core._harnesses import (
+    MINI_SWE_AGENT,
+    MINI_SWE_AGENT_TIMED_OUT,
+    mini_swe_agent_action,
+    mini_swe_agent_command,
+    mini_swe_agent_timeout,
+)
 from pivot_core._model import Message, Pivot, ToolCall
 from pivot_core._openhands_bash import EXECUTE_BASH, NotRun, execute_bash_outcome
 from pivot_core._safejson import decode_json
@@ -212,16 +220,47 @@ def action_commands(message: Message, pending: str = "") -> list[str]:
     return list(typed_action(message, pending).commands)
 
 
+def harness_action(
+    message: Message, context: Mapping[str, Any], pending: str = "", answer: Message | None = None
+) -> Typed:
+    """What a turn runs as the harness of its run (`context.harness`) ran it, in a shell that keeps its state.
+
+    `typed_action`, except for mini-swe-agent: exactly one ```bash block (its `action_regex`; else
+    it ran nothing), run in a fresh subshell from the harness's working directory
+    (`mini_swe_agent_command`), so a `cd` inside it never reaches the next command. Every sandbox
+    replay and judge of a turn reads its commands here (`history_typed`, `docker_shell`,
+    `task_tests`, the replay check), so they all run it the same way.
+
+    Args:
+        message: the assistant turn.
+        context: the pivot's context (`harness`; mini-swe-agent's `command_timeout`).
+        pending: what the terminal already holds typed (a Terminus turn's).
+        answer: what the harness answered to the turn, when known: a mini-swe-agent command it
+            killed at its timeout runs for that timeout and is killed the same way.
+    """
+    if context.get("harness") != MINI_SWE_AGENT:
+        return typed_action(message, pending)
+    command = mini_swe_agent_action(message.content)
+    if command is None:
+        return Typed((), "")
+    killed = answer is not None and answer.role == "user" and MINI_SWE_AGENT_TIMED_OUT in answer.text
+    seconds = mini_swe_agent_timeout(context) if killed else None
+    return Typed((mini_swe_agent_command(command, seconds),), "")
+
+
 def history_typed(pivot: Pivot) -> Typed:
     """Every command the assistant turns before the pivot ran, in order, and what they left typed.
 
     The turns share one terminal: what one Terminus turn leaves typed is the start of the next's line.
+    Each turn's commands are those its harness ran (`harness_action`, given what the harness answered).
     """
     commands: list[str] = []
     pending = ""
-    for message in pivot.history:
+    history = pivot.history
+    for i, message in enumerate(history):
         if message.role == "assistant":
-            typed = typed_action(message, pending)
+            answer = history[i + 1] if i + 1 < len(history) else None
+            typed = harness_action(message, pivot.context, pending, answer)
             commands.extend(typed.commands)
             pending = typed.pending
     return Typed(tuple(commands), pending)

@@ -8,6 +8,11 @@ and the `harness_format` verifier checks a completion against that harness's par
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from pivot_core.errors import InvalidTrajectory
 
 OPENHANDS = "openhands"
 MINI_SWE_AGENT = "mini-swe-agent"
@@ -21,3 +26,67 @@ MINI_SWE_AGENT_ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 # what mini-swe-agent answers about a command it killed at its timeout ("The last command <command>...
 # </command> timed out and has been killed."): the command did not finish, its effect is partial
 MINI_SWE_AGENT_TIMED_OUT = "timed out and has been killed"
+
+# mini-swe-agent 1.x (`mini`, the Terminal-Bench runs: 1.7-1.9), read from its source: its
+# `LocalEnvironment` runs each command as `subprocess.run(command, shell=True, cwd=<where mini
+# started>, env=os.environ | <mini.yaml's env>, timeout=LocalEnvironmentConfig.timeout)`, and on
+# `TimeoutExpired` kills the shell alone (SIGKILL: what the command started lives on) and stops
+# reading its output pipe. `mini.yaml` sets these variables and leaves the timeout at its default.
+MINI_SWE_AGENT_ENV = (
+    ("PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("LESS", "-R"),
+    ("PIP_PROGRESS_BAR", "off"),
+    ("TQDM_DISABLE", "1"),
+)
+MINI_SWE_AGENT_TIMEOUT = 30.0  # seconds: `LocalEnvironmentConfig.timeout`
+# A command the harness killed at its timeout, run again the same way ($1 seconds, $2 the command):
+# its output goes through a pipe that nobody reads once the shell is killed (what it left running
+# meets a broken pipe at its next write, as in the run), and its input is a terminal nobody types
+# into (a read waits, as mini's own terminal made it wait; /dev/null would end it). `timeout
+# --foreground` kills the shell alone and exits 137 then.
+_KILLED_AT_TIMEOUT = (
+    'd=$(mktemp -d) && mkfifo "$d/i" "$d/o" && { cat "$d/o" & c=$!; '
+    'timeout --foreground -s KILL "$1" /bin/sh -c "$2" <>"$d/i" >"$d/o" 2>&1; r=$?; '
+    'kill $c 2>/dev/null; rm -rf "$d"; exit $r; }'
+)
+KILLED_STATUS = 137  # 128 + SIGKILL: the exit status of a command run again by `mini_swe_agent_command` and killed
+
+
+def mini_swe_agent_action(text: str | None) -> str | None:
+    """The command mini-swe-agent parses from a reply: its one ```bash block, stripped; None for a format error.
+
+    None: the reply holds no block or several; the harness ran nothing and answered with its error.
+    """
+    blocks = MINI_SWE_AGENT_ACTION.findall(text or "")
+    return blocks[0].strip() if len(blocks) == 1 else None
+
+
+def mini_swe_agent_command(command: str, killed_after: float | None = None) -> str:
+    """One mini-swe-agent command as its harness ran it, for a shell that keeps its state between commands.
+
+    A fresh `/bin/sh` with mini's variables, started from the shell's working directory, which
+    nothing it does changes (a `cd`, `export` or `exit` in it never reaches the next command).
+    `killed_after`: the run shows the harness killed it at its timeout (`MINI_SWE_AGENT_TIMED_OUT`):
+    it runs for that many seconds and is killed as the harness killed it; its status is then
+    `KILLED_STATUS`.
+    """
+    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in MINI_SWE_AGENT_ENV)
+    if killed_after is None:
+        return f"{env} /bin/sh -c {shlex.quote(command)}"
+    seconds = f"{killed_after:g}"
+    return f"{env} /bin/sh -c {shlex.quote(_KILLED_AT_TIMEOUT)} mini-swe-agent {seconds} {shlex.quote(command)}"
+
+
+def mini_swe_agent_timeout(context: Mapping[str, Any]) -> float:
+    """Seconds mini-swe-agent gave each command of a run: `context.command_timeout`, else its default.
+
+    Raises:
+        InvalidTrajectory: the context's value is no number of seconds > 0.
+    """
+    value = context.get("command_timeout")
+    if value is None:
+        return MINI_SWE_AGENT_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise InvalidTrajectory(f"context.command_timeout: expected seconds (a number > 0), got {value!r}")
+    return float(value)

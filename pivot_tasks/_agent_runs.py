@@ -6,15 +6,16 @@ access for the replay. `docker_shell` restores a pivot's state by running the se
 state-changing actions of its history (shell commands, OpenHands editor calls as the shell
 commands that make the same file change: `pivot_core._editor`).
 
+Each command replays the way its harness ran it (`pivot_core.harness_action`): OpenHands' in one
+shell whose `cd` and `export` persist; mini-swe-agent's each in a fresh subshell from the
+harness's working directory, and one the harness killed at its timeout run for that timeout and
+killed the same way (whether the state it left is the run's is the replay check's to say).
+
 A pivot whose history holds an action a replay cannot reproduce is left unsandboxed, with the
 reason in `context.unsandboxed` (it and every later pivot of the run: their histories hold it):
-
-- OpenHands: an IPython cell (the kernel's state), `undo_edit` (the editor's own history), input
-  sent to a running process (`is_input`), a command still running when the agent moved on
-  (exit code -1: its process is not replayed);
-- mini-swe-agent: a command that timed out and was killed (its partial effect), a command that
-  changed the shell's own state (`cd` elsewhere than the working directory, `export`, `source`,
-  ...): each of its commands ran in a fresh subshell, which the replay's one shell does not model.
+OpenHands' IPython cells (the kernel's state), `undo_edit` (the editor's own history), input sent
+to a running process (`is_input`), a command still running when the agent moved on (exit code -1:
+its process is not replayed).
 
 Such pivots are scored by the static part of the chain, as pivots without a sandbox are.
 """
@@ -28,16 +29,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_core import COMMAND_POSITION, MINI_SWE_AGENT_TIMED_OUT, Pivot, shell_actions
+from pivot_core import MINI_SWE_AGENT_TIMED_OUT, Pivot
 from pivot_sandbox import RunFacts, SandboxContext, SandboxSpec
 from pivot_sandbox.errors import SandboxError
 from pivot_tasks._synthesize import REPLAY_LIMITS, mark_network_pivots
 
 _REPLAYED_EDITS = ("view", "create", "str_replace", "insert")
-# a builtin that changes the shell itself, in command position, and its first argument
-_STATEFUL = re.compile(
-    COMMAND_POSITION + r"(cd|export|source|\.|pushd|popd|unset|alias|set)(?=\s|$)(?:\s+([^\s;&|)]+))?"
-)
 
 
 def task_sandbox(folder: Path, backend: Any) -> tuple[SandboxSpec | None, dict[str, Any], str]:
@@ -62,13 +59,13 @@ def task_sandbox(folder: Path, backend: Any) -> tuple[SandboxSpec | None, dict[s
 
 
 def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
-    """Why the pivot's state cannot be rebuilt by replaying its history, None when it can."""
-    harness = pivot.context.get("harness")
+    """Why the pivot's state cannot be rebuilt by replaying its history, None when it can.
+
+    `workdir`: where the harness's shell starts (kept for callers; no blocker depends on it now).
+    """
     codes = RunFacts.from_context(pivot.context).exit_codes
     turn = 0
     for message in pivot.history:
-        if message.role == "user" and harness == "mini-swe-agent" and MINI_SWE_AGENT_TIMED_OUT in message.text:
-            return f"turn {turn}: a command timed out and was killed (its partial effect is not replayed)"
         if message.role != "assistant":
             continue
         turn += 1
@@ -87,13 +84,6 @@ def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
                 return f"turn {turn}: input sent to a running process (is_input)"
             if codes.get(call.id) == -1:
                 return f"turn {turn}: a command was still running when the agent moved on (exit -1)"
-        if harness == "mini-swe-agent":
-            for command in shell_actions(message):
-                for verb, arg in _STATEFUL.findall(command):
-                    if verb == "cd" and arg.rstrip("/") in (workdir.rstrip("/"), ""):
-                        continue
-                    why = "changes the shell's state, which mini-swe-agent's fresh subshells do not keep"
-                    return f"turn {turn}: `{verb}` {why}"
     for call in pivot.expert.tool_calls:
         args = call.parsed_arguments() if isinstance(call.parsed_arguments(), dict) else {}
         if call.name == "execute_bash" and str(args.get("is_input", "")).lower() == "true":

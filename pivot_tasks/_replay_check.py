@@ -8,14 +8,19 @@ compared with what the run recorded:
 - the exit code, always (an OpenHands editor call: refused or not);
 - the output, where the two replays agree with each other (output that changes from run to run,
   such as timestamps, PIDs or temporary names, is no evidence either way) and the recording holds
-  it whole (a truncated or elided output is not compared). Outputs are compared after the
-  differences no state explains: blanks at the ends, CRLF, bash's `line N:` in error messages,
-  clock readings (`Aug  8 06:50`, ISO dates, `HH:MM:SS`) and 12-hex-digit container names. An
-  OpenHands editor call is compared by its exit code only (its output is the editor's message).
+  it whole (a truncated or elided output is not compared). Outputs (the two replays' with each
+  other too) are compared after the differences no state explains: blanks at the ends, CRLF,
+  bash's `line N:` in error messages, clock readings (`Aug  8 06:50`, ISO dates, `HH:MM:SS`) and
+  12-hex-digit container names. An OpenHands editor call is compared by its exit code only (its
+  output is the editor's message).
 
-Each replayed command may run `CHECK_TIMEOUT` seconds, or the longest timeout the agent gave its own
-commands in the run: a command that waits longer here (a download from a host outside the
-registries) is stopped, and the replay diverges there.
+Each command replays the way its harness ran it (`pivot_core.harness_action`, as every sandbox
+replay of the pivots does). Each may run `CHECK_TIMEOUT` seconds, or the longest timeout the agent
+gave its own commands in the run: a command that waits longer here (a download from a host outside
+the registries) is stopped, and the replay diverges there. A mini-swe-agent command the harness
+killed at its timeout runs for that timeout and is killed the same way; it must be killed here too
+(one that ends by itself before is a divergence), and what it left is checked by the next
+observations like any state.
 
 The first action whose result differs (typically a command that reached the network during the
 run) marks the pivot at that turn and every later pivot of the run `context.replay = {"faithful":
@@ -31,11 +36,22 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_core import MINI_SWE_AGENT_TIMED_OUT, SHELL_TOOLS, Message, Pivot, shell_actions
+from pivot_core import (
+    KILLED_STATUS,
+    MINI_SWE_AGENT,
+    MINI_SWE_AGENT_TIMED_OUT,
+    SHELL_TOOLS,
+    Message,
+    Pivot,
+    harness_action,
+    mini_swe_agent_action,
+    mini_swe_agent_timeout,
+    shell_actions,
+)
 from pivot_sandbox import ReplayMark, SandboxContext, SandboxSpec, unsandbox
 from pivot_sandbox.errors import SandboxError
 from verifiers_plugins import sandbox_backend
@@ -55,34 +71,49 @@ class Step:
     commands: tuple[str, ...]
     exit_code: int | None
     output: str | None
-    finished: bool = True  # False: the run moved on while it still ran (OpenHands' -1) or killed it (a timeout)
+    finished: bool = True  # False: the run moved on while it still ran (OpenHands' -1)
+    # the harness killed it at its timeout and the replay kills it the same way (`KILLED_STATUS` then)
+    timed_out: bool = False
+    written: str = ""  # the command as the agent wrote it, where its harness ran it wrapped ("": `commands`)
+
+    @property
+    def named(self) -> str:
+        """The step's command for a reason: as the agent wrote it, cut at 60 characters, quoted."""
+        return repr((self.written or self.commands[-1])[:60])
 
     def exit_code_differs(self, replayed: int | None) -> bool:
         """The replay's exit code is not the recorded one (-1, a command still running, is no record)."""
         return self.exit_code is not None and self.exit_code != -1 and replayed != self.exit_code
 
 
-def _recorded_mini(message: Message | None) -> tuple[int | None, str | None, bool]:
-    text = message.text if message is not None else ""
+def _recorded_mini(turn: int, message: Message, answer: Message | None, context: Mapping[str, Any]) -> Step | None:
+    commands = harness_action(message, context, answer=answer).commands
+    if not commands:
+        return None
+    written = mini_swe_agent_action(message.content) or ""
+    text = answer.text if answer is not None else ""
+    if MINI_SWE_AGENT_TIMED_OUT in text:  # killed at its timeout: so is its replay, which exits `KILLED_STATUS`
+        return Step(turn, commands, KILLED_STATUS, None, timed_out=True, written=written)
     code = _RETURNCODE.search(text)
     output = _OUTPUT.search(text)
-    whole = output is not None and not any(mark in text for mark in _PARTIAL)
-    finished = MINI_SWE_AGENT_TIMED_OUT not in text
-    return (int(code.group(1)) if code else None), (output.group(1) if whole and output else None), finished
+    recorded = output.group(1) if output is not None and not any(mark in text for mark in _PARTIAL) else None
+    return Step(turn, commands, int(code.group(1)) if code else None, recorded, written=written)
 
 
-def recorded_steps(messages: Sequence[Message], harness: str) -> list[Step]:
-    """The state-changing actions of a chat, in order, with what the run recorded for each."""
+def recorded_steps(messages: Sequence[Message], context: Mapping[str, Any]) -> list[Step]:
+    """The state-changing actions of a run's chat, in order, with what the run recorded for each.
+
+    `context`: the run's pivot context (`harness`, ...): each turn's commands are those its harness
+    ran (`harness_action`).
+    """
     steps: list[Step] = []
     tools = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     for i, message in enumerate(messages):
         if message.role != "assistant":
             continue
-        if harness == "mini-swe-agent":
-            commands = tuple(shell_actions(message))
-            if commands:
-                following = messages[i + 1] if i + 1 < len(messages) else None
-                steps.append(Step(i, commands, *_recorded_mini(following)))
+        if context.get("harness") == MINI_SWE_AGENT:
+            step = _recorded_mini(i, message, messages[i + 1] if i + 1 < len(messages) else None, context)
+            steps.extend([step] if step is not None else [])
             continue
         for call in message.tool_calls:
             commands = tuple(shell_actions(Message("assistant", tool_calls=(call,))))
@@ -111,6 +142,12 @@ _DIR_LINKS = re.compile(r"^(d[rwxsStT-]{9}[.+@]?\s+)\d+(?=\s)", re.M)
 
 
 def _same_output(replayed: str, recorded: str) -> bool:
+    """The two outputs are the same but for what no state explains (blanks, CRLF, `line N:`, clocks, link counts).
+
+    Also how the two replays are compared with each other: two listings a minute apart (the
+    sandbox's own folder times) still agree, and disagree with a recording that lacks a file.
+    """
+
     def norm(text: str) -> str:
         text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n"))
         return _DIR_LINKS.sub(r"\1<n>", _CLOCK.sub("<t>", text)).strip()
@@ -129,21 +166,24 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
     for step in steps:
         end = k + len(step.commands)
         if end > len(first):
-            return step.turn, f"the replay stopped before {step.commands[-1][:60]!r}"
+            return step.turn, f"the replay stopped before {step.named}"
         raw, _ = first[end - 1]
         if raw.killed and not step.finished:
             # it did not finish in the run either; nothing after it is replayed (a replay blocker)
             return None
         if raw.killed:
-            return step.turn, f"the replay of {step.commands[-1][:60]!r} was stopped ({raw.killed})"
+            return step.turn, f"the replay of {step.named} was stopped ({raw.killed})"
+        if step.timed_out and step.exit_code_differs(raw.exit_code):
+            why = f"ended by itself (exit {raw.exit_code}) before the harness's timeout, which killed it in the run"
+            return step.turn, f"{why}: {step.named}"
         if step.exit_code_differs(raw.exit_code):
-            return step.turn, f"exit code {raw.exit_code}, recorded {step.exit_code}: {step.commands[-1][:60]!r}"
+            return step.turn, f"exit code {raw.exit_code}, recorded {step.exit_code}: {step.named}"
         if end > len(second):  # the first replay alone decides the two above (`check_replay` replays no further)
-            return step.turn, f"the replay stopped before {step.commands[-1][:60]!r}"
+            return step.turn, f"the replay stopped before {step.named}"
         out1 = b"".join(r.stdout for r, _ in first[k:end]).decode(errors="replace")
         out2 = b"".join(r.stdout for r, _ in second[k:end]).decode(errors="replace")
-        if step.output is not None and out1 == out2 and not _same_output(out1, step.output):
-            return step.turn, f"output differs from the recorded one: {step.commands[-1][:60]!r}"
+        if step.output is not None and _same_output(out1, out2) and not _same_output(out1, step.output):
+            return step.turn, f"output differs from the recorded one: {step.named}"
         k = end
     return None
 
@@ -190,6 +230,22 @@ def marked(pivot: Pivot, found: tuple[int, str] | None) -> Pivot:
     return dataclasses.replace(pivot, context=context)
 
 
+def _check_run(backend: Any, spec: SandboxSpec | None, steps: Sequence[Step], limit: float) -> tuple[int, str] | None:
+    """Replay a run's steps twice in fresh sandboxes at the set-up state: where it first diverges (None: nowhere)."""
+    commands = [c for s in steps for c in s.commands]
+    stop = _exit_code_differs(steps)
+    try:
+        first = backend.transcript(spec, commands, timeout=limit, stop=stop) if commands else []
+        # the second replay stops short of where the first diverged (a command stopped at the time
+        # limit, an exit code that differs): the first alone decides there, nothing after it counts
+        diverged = bool(first) and (bool(first[-1][0].killed) or stop(len(first) - 1, first[-1][0]))
+        again = commands[: len(first) - diverged]
+        runs = [first, backend.transcript(spec, again, timeout=limit, stop=stop) if again else []]
+        return first_divergence(steps, runs)
+    except SandboxError as e:
+        return 0, f"the replay could not run: {e}"
+
+
 def check_replay(
     pivots: Sequence[Pivot], backend: Any = None, timeout: float = CHECK_TIMEOUT
 ) -> tuple[list[Pivot], dict[str, Any]]:
@@ -217,20 +273,11 @@ def check_replay(
         pivot = pivots[max(indices, key=lambda i: pivots[i].context.get("turn_index", 0))]
         chat = [*longest[run].history, longest[run].expert]
         last_turn = int(pivot.context.get("turn_index", 0))
-        steps = [s for s in recorded_steps(chat, str(pivot.context.get("harness"))) if s.turn <= last_turn]
-        spec = SandboxSpec.from_context(pivot.context)
-        commands = [c for s in steps for c in s.commands]
-        try:
-            limit, stop = max([timeout, *_asked_timeouts(chat)]), _exit_code_differs(steps)
-            first = backend.transcript(spec, commands, timeout=limit, stop=stop) if commands else []
-            # the second replay stops short of where the first diverged (a command stopped at the time
-            # limit, an exit code that differs): the first alone decides there, nothing after it counts
-            diverged = bool(first) and (bool(first[-1][0].killed) or stop(len(first) - 1, first[-1][0]))
-            again = commands[: len(first) - diverged]
-            runs = [first, backend.transcript(spec, again, timeout=limit, stop=stop) if again else []]
-            found = first_divergence(steps, runs)
-        except SandboxError as e:
-            found = (0, f"the replay could not run: {e}")
+        steps = [s for s in recorded_steps(chat, longest[run].context) if s.turn <= last_turn]
+        # a command the harness killed at its timeout runs that long here: the check lets it
+        killed = [mini_swe_agent_timeout(longest[run].context) + 30] if any(s.timed_out for s in steps) else []
+        limit = max([timeout, *_asked_timeouts(chat), *killed])
+        found = _check_run(backend, SandboxSpec.from_context(pivot.context), steps, limit)
         if found is not None:
             reasons[found[1].split(":")[0]] += 1
             divergences.append({"run": run, "turn": found[0], "reason": found[1]})

@@ -19,7 +19,9 @@ templates). The transcript is read back into those messages:
   recorded. A timed-out step repeats its command (`The last command <command>...</command>`):
   the joined command is checked against the reply's block (`context.wrap_check`).
 
-Each command ran in a fresh subshell (`cd` does not persist): `context.fresh_shell` says so.
+Each command ran in a fresh subshell (`cd` does not persist): `context.fresh_shell` says so; and
+under the harness's timeout, which the transcript does not print (`mini` leaves its environment's
+default, 30 s, in the versions of these runs): `context.command_timeout`, seconds.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from pivot_core._harnesses import MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION
+from pivot_core._harnesses import MINI_SWE_AGENT, MINI_SWE_AGENT_ACTION, MINI_SWE_AGENT_TIMEOUT
 from pivot_core._model import Message, Trajectory
 from pivot_core.errors import InvalidTrajectory
 
@@ -173,6 +175,7 @@ def from_log(text: str, *, run_id: str, context: Mapping[str, Any] | None = None
         "format": "mini-swe-agent-log",
         "action_format": "bash_block",
         "fresh_shell": True,
+        "command_timeout": MINI_SWE_AGENT_TIMEOUT,
         **dict(context or {}),
         "actions": len(steps),
         "wrap_check": facts["wrap_check"],

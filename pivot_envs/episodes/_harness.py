@@ -17,7 +17,8 @@ the run again:
   a call gets OpenHands' headless "Please continue" user message.
 - **mini-swe-agent**: exactly one ```bash block (its `action_regex`), else its format-error user
   message; the command runs as its `LocalEnvironment` runs it (`/bin/sh -c` in a fresh child
-  process: `cd` and `export` do not persist); the answer is its `<returncode>`/`<output>` user
+  process with mini's variables: `cd` and `export` do not persist; `pivot_core.harness_action`,
+  as every replay of a run runs it); the answer is its `<returncode>`/`<output>` user
   message (head and tail with the elided count past 10000 characters, its timeout message when
   the sandbox stopped the command at its timeout). An output whose first line is
   `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` submits: the episode ends (`submitted`).
@@ -33,7 +34,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +46,7 @@ from pivot_core import (
     NotRun,
     Pivot,
     ToolCall,
+    harness_action,
     shell_actions,
     shell_call,
 )
@@ -164,8 +165,9 @@ def _mini_turn(pivot: Pivot, message: Message, run: Run) -> Turn:
     if not get_verifier("harness_format").verify(pivot, message).accepted:  # the gate `pivot/terminal-v0` applies
         return Turn((Message("user", MINI_FORMAT_ERROR.format(n=len(blocks))),))
     command = blocks[0].strip()
-    # its LocalEnvironment: subprocess.run(command, shell=True), a fresh /bin/sh in the working directory
-    ran = run(f"/bin/sh -c {shlex.quote(command)}")
+    # as its LocalEnvironment ran it: a fresh /bin/sh from the working directory, as every replay runs it
+    (ran_as,) = harness_action(message, pivot.context).commands
+    ran = run(ran_as)
     if ran.stopped is not None and ran.stopped != "timeout":
         return Turn((Message("user", mini_observation(ran, command)),), _end(ran.stopped), ran.stopped)
     lines = ran.output.lstrip().splitlines()

@@ -110,12 +110,11 @@ def test_replay_blockers_name_what_a_replay_cannot_rebuild():
     running = _pivot([call("execute_bash", {"command": "sleep 999"})], context={"exit_codes": {"c1": -1}})
     assert "still running" in replay_blocker(running, "/app")
     assert replay_blocker(_pivot([call("execute_bash", {"command": "ls"})]), "/app") is None
-    mini = [Message("assistant", "THOUGHT: go.\n\n```bash\ncd /tmp && make\n```")]
-    assert "fresh subshells" in replay_blocker(_pivot(mini, "mini-swe-agent"), "/app")
-    home = [Message("assistant", "THOUGHT: go.\n\n```bash\ncd /app && ./run.sh && ls cd.d\n```")]
-    assert replay_blocker(_pivot(home, "mini-swe-agent"), "/app") is None
+    # mini-swe-agent's commands replay as it ran them: each in a fresh subshell, a timed-out one killed alike
+    mini = [Message("assistant", "THOUGHT: go.\n\n```bash\ncd /tmp && export X=1 && make\n```")]
+    assert replay_blocker(_pivot(mini, "mini-swe-agent"), "/app") is None
     timed = [Message("user", "The last command <command>x</command> timed out and has been killed.")]
-    assert "timed out" in replay_blocker(_pivot(timed, "mini-swe-agent"), "/app")
+    assert replay_blocker(_pivot(timed, "mini-swe-agent"), "/app") is None
 
 
 # -- replay fidelity (--check-replay) ---------------------------------------------------------------
@@ -213,6 +212,13 @@ def test_exit_codes_are_compared_always():
         SimpleNamespace(killed=None, exit_code=0, stdout=b"Wed"),
     )
     assert first_divergence([loud], [[(first, "/app")], [(second, "/app")]]) is None
+    # two listings a minute apart agree with each other, and both lack the run's `tests` folder
+    listing = Step(2, ("ls -la",), 0, "drwxr-xr-x 2 root root 4096 Aug  2 22:10 tests\n-rw-r--r-- 1 root root 20 maze")
+    first, second = (
+        SimpleNamespace(killed=None, exit_code=0, stdout=f"-rw-r--r-- 1 root root 20 Dec  6 08:{m} maze\n".encode())
+        for m in ("59", "00")
+    )
+    assert first_divergence([listing], [[(first, "/app")], [(second, "/app")]])[0] == 2
 
 
 def test_a_command_still_running_in_the_run_recorded_part_of_its_output():
@@ -227,23 +233,28 @@ def test_a_command_still_running_in_the_run_recorded_part_of_its_output():
         Message("tool", "~\n~", tool_call_id="c1", extra={"recorded": {"exit_code": -1, "output": "~\n~"}}),
         Message("tool", "a.txt", tool_call_id="c2", extra={"recorded": {"exit_code": 0, "output": "a.txt"}}),
     ]
-    steps = recorded_steps(chat, "openhands")
+    steps = recorded_steps(chat, {"harness": "openhands"})
     assert [(s.exit_code, s.output, s.finished) for s in steps] == [(-1, None, False), (0, "a.txt", True)]
 
 
-def test_a_replay_stopped_where_the_run_stopped_too_is_no_divergence():
-    # cartpole-rl-training: mini-swe-agent killed `python train_agent.py` at its timeout; the replay's
-    # is stopped at the check's; a command that ended in the run but not here still diverges
+def test_a_command_the_harness_killed_at_its_timeout_must_be_killed_in_the_replay_too():
+    # cartpole-rl-training: mini-swe-agent killed `python train_agent.py` at its timeout; the replay
+    # runs it for that timeout and kills it the same way (137); one that ends by itself diverges
+    from pivot_core import KILLED_STATUS, mini_swe_agent_command
     from pivot_tasks._replay_check import recorded_steps
 
     answer = "The last command <command>python train_agent.py</command> timed out and has been killed.\n"
     chat = [Message("assistant", "```bash\npython train_agent.py\n```"), Message("user", answer)]
-    (step,) = recorded_steps(chat, "mini-swe-agent")
-    assert not step.finished
-    stopped = SimpleNamespace(killed="timeout", exit_code=None, stdout=b"")
-    assert first_divergence([step], [[(stopped, "/app")], [(stopped, "/app")]]) is None
-    ended = Step(0, ("python train_agent.py",), 0, None)
-    assert first_divergence([ended], [[(stopped, "/app")], [(stopped, "/app")]])[0] == 0
+    (step,) = recorded_steps(chat, {"harness": "mini-swe-agent", "command_timeout": 7})
+    assert step.timed_out and step.exit_code == KILLED_STATUS and step.output is None
+    assert step.commands == (mini_swe_agent_command("python train_agent.py", 7.0),)
+    killed = SimpleNamespace(killed=None, exit_code=KILLED_STATUS, stdout=b"")
+    assert first_divergence([step], [[(killed, "/app")], [(killed, "/app")]]) is None
+    ended = SimpleNamespace(killed=None, exit_code=0, stdout=b"")
+    turn, reason = first_divergence([step], [[(ended, "/app")], [(ended, "/app")]])
+    assert turn == 0 and reason.startswith("ended by itself (exit 0)") and "'python train_agent.py'" in reason
+    stopped = SimpleNamespace(killed="timeout", exit_code=None, stdout=b"")  # the sandbox's own limit: no record
+    assert "was stopped" in first_divergence([step], [[(stopped, "/app")], [(stopped, "/app")]])[1]
 
 
 def test_a_directorys_link_count_is_the_filesystems_not_the_states():

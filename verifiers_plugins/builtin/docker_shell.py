@@ -6,6 +6,8 @@ that change from run to run (timestamps, PIDs, random names) are left out of the
 expert's effect is cached per state, so a GRPO group and later epochs reuse it. A Terminus turn
 runs what its terminal would (`typed_action`): keystrokes without a final Enter are typed, not run,
 and a candidate that leaves other text typed at the prompt than the expert's is another action.
+A turn of a converted agent run runs as its harness ran it (`harness_action`): a mini-swe-agent
+command in a fresh subshell from the harness's working directory, history and candidates alike.
 
 Processes the history left running (a server started with `&`) run again in every sandbox on the
 state's snapshot (`pivot_sandbox.replay.restore`). A state whose processes cannot be restarted is not judged
@@ -26,7 +28,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from pivot_core import Message, Pivot, history_typed, typed_action
+from pivot_core import Message, Pivot, harness_action, history_typed
 from pivot_sandbox import (
     BACKEND_NAMES,
     STDERR_MODES,
@@ -143,12 +145,13 @@ class DockerShell:
             return [Verdict.skip(skipped)] * len(actions)
         spec = sandbox.spec
         before = history_typed(pivot)  # the terminal's state: what ran, and what is left typed
-        expert_typed = typed_action(pivot.expert, before.pending)
+        # each turn runs as the run's harness ran it (mini-swe-agent: a fresh subshell per command)
+        expert_typed = harness_action(pivot.expert, pivot.context, before.pending)
         expert = list(expert_typed.commands)
         if not expert:
             return [Verdict.skip("the expert turn runs no shell command")] * len(actions)
         history = list(before.commands)
-        typed = [typed_action(a, before.pending) for a in actions]
+        typed = [harness_action(a, pivot.context, before.pending) for a in actions]
         wanted = [list(t.commands) for t in typed]
         ran_on, why = self.backend_name, None
         try:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pivot_core import Message, Pivot, action_commands, history_commands, history_typed
+from pivot_core import Message, Pivot, harness_action, history_commands, history_typed
 from pivot_sandbox import (
     TEST_LIMITS,
     SandboxContext,
@@ -112,7 +112,7 @@ class TaskTests:
         tests = load_task(resolve_task_dir(str(task["dir"]))).tests.timeout
         pending = history_typed(pivot).pending
         one = state_bound(limits, spec, history) + tests_bound(tests, limits)
-        return sum(one + self._budget(action_commands(a, pending), remaining) for a in actions)
+        return sum(one + self._budget(self._commands(pivot, a, pending), remaining) for a in actions)
 
     def _plan(self, pivot: Pivot) -> tuple[SandboxSpec, Mapping[str, Any], list[str], list[str]] | Verdict:
         """What every candidate's test run needs (state, task, history, the solution's rest), or the verdict all get."""
@@ -140,6 +140,11 @@ class TaskTests:
             return Verdict.skip("the rest of the expert's solution needs the network")
         return spec, task, history, remaining
 
+    @staticmethod
+    def _commands(pivot: Pivot, action: Message, pending: str) -> list[str]:
+        """The action's commands as the pivot's harness runs them (a mini-swe-agent command: a fresh subshell)."""
+        return list(harness_action(action, pivot.context, pending).commands)
+
     def _budget(self, commands: Sequence[str], remaining: Sequence[str]) -> float:
         """Seconds the candidate's commands and the rest of the solution may run together."""
         return self.command_timeout * (len(commands) + len(remaining) + 1)
@@ -154,8 +159,8 @@ class TaskTests:
         action: Message,
     ) -> Verdict:
         pending = history_typed(pivot).pending  # a Terminus turn's keystrokes join what is typed at the prompt
-        commands = action_commands(action, pending)
-        if not commands and action_commands(pivot.expert, pending):
+        commands = self._commands(pivot, action, pending)
+        if not commands and self._commands(pivot, pivot.expert, pending):
             return Verdict.reject("the completion runs no shell command")
         timeout = self._budget(commands, remaining)
         try:
