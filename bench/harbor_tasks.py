@@ -80,7 +80,8 @@ def static_row(folder: Path) -> dict:
     from pivot_sandbox.images.bases import map_base
     from pivot_sandbox.images.build import check_supported
     from pivot_sandbox.tasks.harbor_plan import verifier_plan
-    from pivot_sandbox.tasks.terminal_bench import equivalent_instruction, script_hosts, without_oracle
+    from pivot_sandbox.tasks.oracle_files import without_oracle
+    from pivot_sandbox.tasks.terminal_bench import equivalent_instruction, script_hosts
 
     hosts, row = registry_hosts(), {"task_id": folder.name}
     try:
@@ -92,7 +93,7 @@ def static_row(folder: Path) -> dict:
             raise TaskError(f"base image {row['from']!r} has no local equivalent")
         row["stand_in"] = stand_in.tag
         check_supported(instructions)
-        instructions, _ = without_oracle(task, [equivalent_instruction(i) for i in instructions])
+        instructions = without_oracle(task.dir, task.context, [equivalent_instruction(i) for i in instructions])[0]
         for host, ins in df.foreign_hosts(instructions, hosts):
             raise TaskError(f"{ins.where}: needs {host}, outside the registries")
         for path, host in script_hosts(task, instructions, hosts):

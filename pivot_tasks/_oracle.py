@@ -1,6 +1,6 @@
 """Tasks whose answer the agent can read: a task-design leak, found at synthesis and kept out of training data.
 
-The tests and the solution never reach a task's image (`pivot_sandbox.tasks.terminal_bench.without_oracle`), but
+The tests and the solution never reach a task's image (`pivot_sandbox.tasks.oracle_files.without_oracle`), but
 some tasks keep what the tests judge with inside the agent's reach by design: blind-maze's tests
 run `/protected/maze_helper.py`, which prints `/protected/ground_truth_map.txt`, and the agent is
 root there (Terminal-Bench shares the leak: its agent is root as well). `cp` of that file scores 1.

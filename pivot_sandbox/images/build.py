@@ -211,14 +211,14 @@ def _abs(workdir: str, path: str) -> str:
     return posixpath.normpath(path if path.startswith("/") else posixpath.join(workdir, path))
 
 
-def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> None:
-    """Run one instruction in the session."""
+def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> list[str]:
+    """Run one instruction in the session; returns the paths a COPY/ADD put in (none for the others)."""
     values = {**s.args, **s.env}
     kw = ins.keyword
     if kw == "RUN":
         _run(s, ins, step_timeout)
     elif kw in ("COPY", "ADD"):
-        _copy(s, ins, context, values)
+        return _copy(s, ins, context, values)
     elif kw == "WORKDIR":
         s.workdir = _abs(s.workdir, substitute(ins.args.strip(), values))
         s.run(["mkdir", "-p", s.workdir], user="0", timeout=30, cwd="/")
@@ -240,6 +240,7 @@ def _step(s: _Session, ins: Instruction, context: Path, step_timeout: float) -> 
         s.cmd = ins.json_form() or [*s.shell, ins.args]
     elif kw == "LABEL":
         s.labels.update(ins.pairs())
+    return []
 
 
 def _run(s: _Session, ins: Instruction, step_timeout: float) -> None:
@@ -264,15 +265,24 @@ def _run(s: _Session, ins: Instruction, step_timeout: float) -> None:
         raise DockerfileError(f"{ins.where}: RUN {ins.args[:80]!r} {reason}: {last}")
 
 
-def _copy(s: _Session, ins: Instruction, context: Path, values: Mapping[str, str]) -> None:
-    """COPY/ADD from the build context (ADD also unpacks local tar archives), then `--chown`/`--chmod`."""
+def _copy(s: _Session, ins: Instruction, context: Path, values: Mapping[str, str]) -> list[str]:
+    """COPY/ADD from the build context (ADD also unpacks local tar archives), then `--chown`/`--chmod`.
+
+    Returns the paths it put in the container (a folder source: each of its entries), the folder it
+    created last: what removing the copy takes.
+    """
     kw = ins.keyword
     paths, dest = copy_sources(ins, context, values)
     dest_abs = _abs(s.workdir, dest)
+    was_dir = s.is_dir(dest_abs)
+    placed = [] if was_dir else [dest_abs]
     if ins.heredocs:
         s.api.put_archive(s.id, "/", _heredoc_tar(dest_abs, ins.heredocs[0]))
     else:
-        as_dir = dest.endswith("/") or len(paths) > 1 or s.is_dir(dest_abs) or dest in (".", "./")
+        as_dir = dest.endswith("/") or len(paths) > 1 or was_dir or dest in (".", "./")
+        for path in paths:
+            entries = sorted(path.iterdir()) if path.is_dir() else [path]
+            placed[:0] = [posixpath.join(dest_abs, e.name) if as_dir or path.is_dir() else dest_abs for e in entries]
         if as_dir or any(p.is_dir() for p in paths):
             s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
         else:
@@ -287,6 +297,17 @@ def _copy(s: _Session, ins: Instruction, context: Path, values: Mapping[str, str
         s.run(["chown", "-R", substitute(ins.flags["chown"], values), dest_abs], user="0", timeout=120, cwd="/")
     if ins.flags.get("chmod"):
         s.run(["chmod", "-R", ins.flags["chmod"], dest_abs], user="0", timeout=120, cwd="/")
+    return placed
+
+
+def _remove_withheld(s: _Session, paths: Sequence[str]) -> None:
+    """Remove what withheld copies put in (the folders they created last, once empty); a failure raises."""
+    if not paths:
+        return
+    code, out = s.run(["rm", "-rf", "--", *paths], user="0", timeout=120, cwd="/")
+    left = [p for p in paths if s.run(["test", "-e", p], user="0", timeout=30, cwd="/")[0] == 0]
+    if code != 0 or left:
+        raise DockerfileError(f"the withheld files could not be removed before the commit ({left or out})")
 
 
 def check_supported(instructions: Sequence[Instruction]) -> None:
@@ -321,8 +342,12 @@ def build(
     step_timeout: float = 1800.0,
     progress: Callable[[Instruction], None] | None = None,
     rewrite: Callable[[str], str] | None = None,
+    withheld: Sequence[Instruction] = (),
 ) -> BuildResult:
     """Run the instructions (FROM excluded: `base` is the image it maps to) and commit the result as `tag`.
+
+    What the COPY/ADD steps in `withheld` put in (a task's solution a later step uses) is removed
+    before the commit: the image is one layer over its base, so none of it holds those files.
 
     The committed image has an empty ENTRYPOINT (sandbox containers choose their own command), the
     Dockerfile's CMD as a label, and ENV/WORKDIR/USER as the Dockerfile left them. `rewrite` is applied
@@ -336,32 +361,34 @@ def build(
     started = time.monotonic()
     session = _Session(client, base, access, {LABEL: "task", **dict(labels)})
     session.rewrite = rewrite
+    remove: list[str] = []
     try:
         for ins in instructions:
             if ins.keyword == "FROM" or ins.keyword in IGNORED:
                 continue
             if progress:
                 progress(ins)
-            _step(session, ins, context, step_timeout)
-        changes = [f"ENV {k}={json.dumps(v)}" for k, v in session.env_set.items()]
-        changes += [f"WORKDIR {session.workdir}", f"USER {session.user}", "ENTRYPOINT []", 'CMD ["/bin/sh"]']
-        # the build container's owner label would otherwise be copied into the image
-        all_labels = {
-            **session.labels,
-            f"{LABEL}.owner": "",
-            f"{LABEL}.cmd": json.dumps(session.cmd) if session.cmd else "",
-        }
-        changes += [f"LABEL {k}={json.dumps(v)}" for k, v in all_labels.items()]
-        repo, _, version = tag.partition(":")
-        with api_timeout(client.api, COMMIT_TIMEOUT):
-            image = client.api.commit(session.id, repository=repo, tag=version or "latest", changes=changes)
+            placed = _step(session, ins, context, step_timeout)
+            if any(ins is w for w in withheld):
+                remove += placed
+        _remove_withheld(session, remove)
+        image_id = _commit(client, session, tag)
     finally:
         session.remove()
-    return BuildResult(
-        tag,
-        image["Id"],
-        time.monotonic() - started,
-        session.workdir,
-        session.user,
-        dict(session.env_set),
-    )
+    return BuildResult(tag, image_id, time.monotonic() - started, session.workdir, session.user, dict(session.env_set))
+
+
+def _commit(client: Any, session: _Session, tag: str) -> str:
+    """Commit the build container as `tag` with the config the Dockerfile left; returns the image id."""
+    changes = [f"ENV {k}={json.dumps(v)}" for k, v in session.env_set.items()]
+    changes += [f"WORKDIR {session.workdir}", f"USER {session.user}", "ENTRYPOINT []", 'CMD ["/bin/sh"]']
+    # the build container's owner label would otherwise be copied into the image
+    all_labels = {
+        **session.labels,
+        f"{LABEL}.owner": "",
+        f"{LABEL}.cmd": json.dumps(session.cmd) if session.cmd else "",
+    }
+    changes += [f"LABEL {k}={json.dumps(v)}" for k, v in all_labels.items()]
+    repo, _, version = tag.partition(":")
+    with api_timeout(client.api, COMMIT_TIMEOUT):
+        return client.api.commit(session.id, repository=repo, tag=version or "latest", changes=changes)["Id"]

@@ -10,7 +10,10 @@ copied files, base image id, test plan, builder version) and an LRU bound remove
 
 The tests and the solution never reach the image: a `COPY`/`ADD` of `tests/` or `solution.*` (a
 task-design leak: blind-maze copies its tests to /app/tests) is left out of the build, and the
-report says so (`BuildReport.dropped`). The tests' run itself is `tasks/harness.py`; bases `images/bases.py`.
+report says so (`BuildReport.dropped`); where a later step uses what it copied (`RUN chmod +x
+/app/solution.sh`), it is copied for the build and removed before the image is committed (said
+in `dropped` too; the builder commits once, so no layer of the image holds it). The tests' run
+itself is `tasks/harness.py`; bases `images/bases.py`.
 
 Public API (used by `pivot sandbox build-task(s)`, synthesis, `task_tests` and episode envs):
     load_task(dir) -> Task                                         (TaskError names file and line)
@@ -50,6 +53,7 @@ from pivot_sandbox.images.build import build, check_supported, checkout_mode
 from pivot_sandbox.images.stock import ensure_stock_image, image_exists
 from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
 from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
+from pivot_sandbox.tasks.oracle_files import without_oracle
 
 if TYPE_CHECKING:
     import docker
@@ -104,7 +108,7 @@ class BuildReport:
     base_note: str = ""
     workdir: str = "/app"
     user: str = "root"
-    dropped: str = ""  # the COPY/ADD steps left out because they would put the tests or the solution in the image
+    dropped: str = ""  # the COPY/ADD steps of the tests or the solution: left out, or removed before the commit
 
     def to_json(self) -> dict[str, str | float]:
         """JSON-ready dict (the `--json` report rows)."""
@@ -259,29 +263,6 @@ def content_hash(task: Task, instructions: Sequence[df.Instruction], base_id: st
     return h.hexdigest()
 
 
-def without_oracle(task: Task, instructions: Sequence[df.Instruction]) -> tuple[list[df.Instruction], str]:
-    """The instructions without the COPY/ADD steps of the task's tests or solution, and which were left out.
-
-    Candidates never see the tests nor the solution (blind-maze's Dockerfile copies `tests/` to
-    /app/tests: reading them is reading the answer); the tests are delivered for the test run only
-    (`tasks/harness.py`). A step that copies a folder holding them (`COPY . /app`) cannot be cut in
-    two here: it raises `TaskError`, and the task is skipped with that reason.
-    """
-    oracle = [(task.dir / "tests").resolve(), *((task.dir / n).resolve() for n in ("solution.sh", "solution.yaml"))]
-    kept, dropped = [], []
-    for ins in instructions:
-        if ins.keyword not in ("COPY", "ADD") or "from" in ins.flags or ins.heredocs:
-            kept.append(ins)
-            continue
-        sources = df.copy_sources(ins, task.context, {})[0]
-        hidden = [p for p in sources if p in oracle]
-        holds = any(o != p and p in o.parents for p in sources for o in oracle)  # a folder above them
-        if holds or (hidden and len(hidden) < len(sources)):
-            raise TaskError(f"{ins.where}: {ins.keyword} {ins.args} copies the tests or the solution with other files")
-        (dropped if hidden else kept).append(ins)
-    return kept, "; ".join(f"{i.where}: {i.keyword} {i.args}" for i in dropped)
-
-
 def _skip(task: Task, reason: str, started: float, base: str = "") -> BuildReport:
     return BuildReport(task.task_id, "skipped", reason=reason, seconds=time.monotonic() - started, base=base)
 
@@ -315,19 +296,12 @@ def task_image(
         base_name = frm.args.split()[0]
         base, note = ensure_base(client, base_name)
         access = build_access(client.images.get(base).labels.get(f"{LABEL}.suite", "trixie"))
-        # a Harbor task's test tools are a layer of their own, delivered with its tests (`harbor_layer.py`)
-        tools_in_image = not task.tests.problem and task.harbor is None
-        before, after = _tools_steps(task.tests) if tools_in_image else ("", "")
-        tools = df.parse(before, "<test tools>", fragment=True)
-        tools_after = df.parse(after, "<test tools>", fragment=True)
+        tools, tools_after = _tools_instructions(task)
         instructions = [equivalent_instruction(i) for i in instructions]
-        instructions, dropped = without_oracle(task, instructions)
-        foreign = df.foreign_hosts(instructions, access.hosts)
-        if foreign:
-            host, ins = foreign[0]
-            return _skip(task, f"{ins.where}: needs {host}, outside the registries", started, base)
-        for path, host in script_hosts(task, instructions, access.hosts):
-            return _skip(task, f"{path}: needs {host} (run by the Dockerfile), outside the registries", started, base)
+        instructions, withheld, dropped = without_oracle(task.dir, task.context, instructions)
+        outside = _outside_host(task, instructions, access.hosts)
+        if outside:
+            return _skip(task, outside, started, base)
         base_id = client.images.get(base).id
         tag = f"{TASK_REPO}:{task.task_id}-{content_hash(task, instructions, base_id)[:16]}"
         if not force and image_exists(client, tag):
@@ -337,7 +311,17 @@ def task_image(
         # the tests' tools first (FROM stays first): a Dockerfile may break the network or pip on purpose
         # (broken-networking, broken-python); the venv sees what the Dockerfile installs later all the same
         steps = instructions[:1] + tools + instructions[1:] + tools_after
-        result = build(client, steps, task.context, base, tag, access, labels=labels, rewrite=registry_equivalent)
+        result = build(
+            client,
+            steps,
+            task.context,
+            base,
+            tag,
+            access,
+            labels=labels,
+            rewrite=registry_equivalent,
+            withheld=withheld,
+        )
     except (df.DockerfileError, TaskError) as e:
         return _skip(task, str(e), started)
     _touch(client, tag)
@@ -353,6 +337,27 @@ def task_image(
         dropped=dropped,
         user=result.user or "root",
     )
+
+
+def _tools_instructions(task: Task) -> tuple[list[df.Instruction], list[df.Instruction]]:
+    """The test tools' steps before and after the Dockerfile's own.
+
+    None for a Harbor task: its test tools are a layer of their own, delivered with its tests (`harbor_layer.py`).
+    """
+    tools_in_image = not task.tests.problem and task.harbor is None
+    before, after = _tools_steps(task.tests) if tools_in_image else ("", "")
+    return df.parse(before, "<test tools>", fragment=True), df.parse(after, "<test tools>", fragment=True)
+
+
+def _outside_host(task: Task, instructions: Sequence[df.Instruction], hosts: frozenset[str]) -> str:
+    """Why the build would reach a host outside the registries (a step or a script it runs), else ""."""
+    foreign = df.foreign_hosts(instructions, hosts)
+    if foreign:
+        host, ins = foreign[0]
+        return f"{ins.where}: needs {host}, outside the registries"
+    for path, host in script_hosts(task, instructions, hosts):
+        return f"{path}: needs {host} (run by the Dockerfile), outside the registries"
+    return ""
 
 
 def _cached(

@@ -255,6 +255,36 @@ def test_a_dockerfile_can_upgrade_a_package_debian_installed_in_the_python_base(
     docker_client.images.remove(report.image, force=True)
 
 
+def test_a_step_that_uses_the_withheld_solution_builds_and_the_image_holds_neither(tmp_path, docker_client):
+    # issue 40: a Dockerfile copied solution.sh, then `chmod +x`ed it; with the copy left out, that step
+    # failed and the task did not build. The copy now serves the build and goes before the commit.
+    folder = _scratch_task(
+        tmp_path,
+        "FROM ghcr.io/laude-institute/t-bench/python-3-13:latest\n"
+        "WORKDIR /app\n"
+        "COPY solution.sh /app/\n"
+        "RUN chmod +x /app/solution.sh && test -x /app/solution.sh && touch /app/chmod-ran\n"
+        "COPY tests /app/tests\n"
+        "RUN test -f /app/tests/test_outputs.py && touch /app/tests-seen\n"
+        "COPY solution.sh /opt/unused-copy.sh\n",
+        solution="echo ORACLE-4711 > /app/answer.txt\n",
+    )
+    report = _tasks.task_image(docker_client, _tasks.load_task(folder), keep=64, force=True)
+    assert report.status == "built", report
+    assert report.dropped.count("removed before the commit") == 2, report.dropped
+    assert "COPY solution.sh /opt/unused-copy.sh" in report.dropped  # no later step names it: left out
+    listing = docker_client.containers.run(
+        report.image, ["sh", "-c", "ls -A /app /opt; grep -rl ORACLE-4711 /app /opt /root /tmp /usr/local /etc 2>/dev/null || true"], remove=True
+    ).decode()
+    assert listing.split().count("chmod-ran") == 1 and "tests-seen" in listing.split(), listing
+    assert "solution.sh" not in listing and "tests" not in listing.split() and "unused-copy.sh" not in listing
+    assert "ORACLE-4711" not in listing and "/app/" not in listing, listing  # grep found no file holding it
+    # one commit over the base: no lower layer of the image holds the removed files either
+    image, base = (docker_client.images.get(n).attrs["RootFS"]["Layers"] for n in (report.image, report.base))
+    assert image[: len(base)] == base and len(image) == len(base) + 1
+    docker_client.images.remove(report.image, force=True)
+
+
 def test_a_solution_command_that_hangs_is_a_bounded_skip(tmp_path, docker_client, images):
     from pivot_sandbox._plugin import docker_backend
     from pivot_tasks import REPLAY_LIMITS, synthesize
