@@ -34,6 +34,7 @@ class Base:
         managed: keep Debian's EXTERNALLY-MANAGED marker (Ubuntu keeps it; python.org images have none).
         note: how it differs from the original.
         packages: Debian packages installed on top of the root (a full `python:3.x` image's build tools).
+        ubuntu: an Ubuntu image swapped for Debian: its apt steps are rewritten (`images/ubuntu_apt.py`).
     """
 
     tag: str
@@ -42,6 +43,7 @@ class Base:
     managed: bool
     note: str
     packages: tuple[str, ...] = ()
+    ubuntu: bool = False
 
 
 # What a full (not -slim) python.org image has beyond its Python (buildpack-deps: compilers, VCS, -dev libraries).
@@ -72,6 +74,7 @@ BASES: tuple[tuple[re.Pattern[str], Base], ...] = (
             "/app",
             True,
             "Debian trixie, not Ubuntu 24.04: same apt-get, Debian's packages (Python 3.13 not 3.12, glibc 2.41)",
+            ubuntu=True,
         ),
     ),
     (
@@ -146,8 +149,15 @@ BASES: tuple[tuple[re.Pattern[str], Base], ...] = (
         ),
     ),
     (
-        re.compile(r"^ubuntu:(22\.04|24\.04|latest)$"),
-        Base("pivot-gym/base:ubuntu", "pivot-gym/root:trixie", "/", True, "Debian trixie, not Ubuntu"),
+        re.compile(r"^ubuntu:(20\.04|22\.04|24\.04|focal|jammy|noble|latest)$"),
+        Base(
+            "pivot-gym/base:ubuntu",
+            "pivot-gym/root:trixie",
+            "/",
+            True,
+            "Debian trixie, not Ubuntu: Debian's packages; Ubuntu's apt pins dropped and names mapped",
+            ubuntu=True,
+        ),
     ),
 )
 

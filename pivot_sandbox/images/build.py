@@ -4,9 +4,14 @@ The container is of the mapped base image and alone has the host network and the
 configuration mounted (`_access.BuildAccess`); the result is one committed image whose config carries
 the Dockerfile's `ENV`, `WORKDIR` and `USER`, and no trace of the build access. Parsing is `images/dockerfile.py`.
 
+A multi-stage Dockerfile: each stage the final one copies from runs in a build container of its own
+on its own mapped base (`stage_base`), kept until the commit; `COPY --from=` copies out of it, or out
+of a helper container holding what an image would (astral's uv image: PyPI's uv). `images/stages.py`
+plans the stages and refuses what cannot be served.
+
 Public API:
     build(client, instructions, context, base, tag, access, ...) -> BuildResult
-    check_supported(instructions)   (a multi-stage Dockerfile, a COPY --from: DockerfileError)
+    check_supported(instructions)   (a COPY --from an image no registry serves, a stage as a base: DockerfileError)
     api_timeout(api, seconds)   (a context manager: a long silent step, a large commit)
 """
 
@@ -16,6 +21,7 @@ import contextlib
 import io
 import json
 import posixpath
+import shlex
 import stat
 import tarfile
 import threading
@@ -29,6 +35,7 @@ from pivot_sandbox.contract.spec import LABEL, OWNER
 from pivot_sandbox.errors import DockerfileError
 from pivot_sandbox.images.access import BuildAccess
 from pivot_sandbox.images.dockerfile import _HEREDOC, IGNORED, Instruction, copy_sources, substitute
+from pivot_sandbox.images.stages import Stage, plan_stages, retarget, uv_script, uv_version
 
 # the build container's own process
 IDLE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
@@ -44,6 +51,7 @@ class BuildResult:
     workdir: str
     user: str
     env: Mapping[str, str]
+    copied_from: tuple[str, ...] = ()  # what the other stages and served images were (multi-stage builds)
 
 
 def rewritten(path: Path, rewrite: Callable[[str], str] | None) -> bytes | None:
@@ -119,6 +127,7 @@ class _Session:
 
     def __init__(self, client: Any, base: str, access: BuildAccess | None, labels: Mapping[str, str]) -> None:
         config = client.images.get(base).attrs.get("Config") or {}
+        self.base, self.access = base, access
         self.env: dict[str, str] = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
         self.args: dict[str, str] = {}
         self.workdir = config.get("WorkingDir") or "/"
@@ -293,11 +302,79 @@ def _copy(s: _Session, ins: Instruction, context: Path, values: Mapping[str, str
                 with open(path, "rb") as f:
                     s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
                     s.api.put_archive(s.id, dest_abs, f.read())
+    _owner_and_mode(s, ins, dest_abs, values)
+    return placed
+
+
+def _owner_and_mode(s: _Session, ins: Instruction, dest_abs: str, values: Mapping[str, str]) -> None:
+    """A COPY/ADD's `--chown` and `--chmod`, applied to what it put at `dest_abs`."""
     if ins.flags.get("chown"):
         s.run(["chown", "-R", substitute(ins.flags["chown"], values), dest_abs], user="0", timeout=120, cwd="/")
     if ins.flags.get("chmod"):
         s.run(["chmod", "-R", ins.flags["chmod"], dest_abs], user="0", timeout=120, cwd="/")
-    return placed
+
+
+class _Sources:
+    """The containers `COPY --from=` reads: the stages built so far, and helpers holding a served image's files."""
+
+    def __init__(self, client: Any, stage_base: Callable[[str], tuple[str, BuildAccess | None]] | None) -> None:
+        self.client, self.stage_base = client, stage_base
+        self.by_ref: dict[str, _Session] = {}
+        self.sessions: list[_Session] = []
+        self.notes: list[str] = []
+
+    def stage(self, stage: Stage) -> _Session:
+        """A build container for a stage other than the final one, on the base its FROM maps to."""
+        if self.stage_base is None:
+            raise DockerfileError(f"{stage.frm.where}: a stage other than the last one needs its base (stage_base)")
+        base, access = self.stage_base(stage.image)
+        session = _Session(self.client, base, access, {})
+        self.sessions.append(session)
+        self.by_ref[stage.name] = self.by_ref[str(stage.index)] = session
+        self.notes.append(f"stage {stage.name!r} ({stage.frm.where}): {stage.image} built on {base}")
+        return session
+
+    def container(self, ins: Instruction, asking: _Session) -> str:
+        """The id of the container a `COPY --from=` reads (a served image: made now, on the asking stage's base)."""
+        ref = ins.flags["from"].lower()
+        if ref in self.by_ref:
+            return self.by_ref[ref].id
+        version = uv_version(ref)
+        if version is None or asking.access is None:  # plan_stages refused other images before the build
+            raise DockerfileError(f"{ins.where}: COPY --from={ref}: no stage or served image of that name")
+        helper = _Session(self.client, asking.base, asking.access, {})
+        self.sessions.append(helper)
+        self.by_ref[ref] = helper
+        code, tail = helper.run(["/bin/sh", "-c", uv_script(version)], timeout=900, cwd="/")
+        if code != 0:
+            raise DockerfileError(f"{ins.where}: COPY --from={ref}: uv {version} from PyPI failed: {tail[-300:]}")
+        self.notes.append(f"{ref} ({ins.where}): uv {tail.strip().split()[-1]} from PyPI's uv wheel (/uv, /uvx)")
+        return helper.id
+
+    def remove(self) -> None:
+        for session in self.sessions:
+            session.remove()
+
+
+def _copy_from(s: _Session, ins: Instruction, source: str, values: Mapping[str, str]) -> None:
+    """COPY --from: each source path of the container `source` to where COPY puts it (root-owned unless --chown)."""
+    import docker.errors
+
+    form = ins.json_form()
+    *srcs, dest = form if form is not None else shlex.split(substitute(ins.args, values))
+    dest_abs = _abs(s.workdir, dest)
+    as_dir = dest.endswith("/") or len(srcs) > 1 or s.is_dir(dest_abs)
+    for src in srcs:
+        try:
+            with api_timeout(s.api, COMMIT_TIMEOUT):
+                stream, _ = s.api.get_archive(source, _abs("/", src))
+                data = retarget(stream, dest_abs, as_dir)
+        except docker.errors.NotFound as e:
+            raise DockerfileError(f"{ins.where}: COPY --from={ins.flags['from']}: {src!r} does not exist there") from e
+        s.run(["mkdir", "-p", dest_abs if as_dir else posixpath.dirname(dest_abs)], user="0", timeout=30, cwd="/")
+        with data:
+            s.api.put_archive(s.id, "/", data.read())
+    _owner_and_mode(s, ins, dest_abs, values)
 
 
 def _remove_withheld(s: _Session, paths: Sequence[str]) -> None:
@@ -311,23 +388,12 @@ def _remove_withheld(s: _Session, paths: Sequence[str]) -> None:
 
 
 def check_supported(instructions: Sequence[Instruction]) -> None:
-    """Raise `DockerfileError` (file and line) for what the parser reads but this builder cannot run yet.
+    """Raise `DockerfileError` (file and line) for what the parser reads but this builder cannot run.
 
-    A second build stage (`FROM ... AS name` twice) and a COPY/ADD `--from=` a stage or an image: the
-    builder runs one stage on one base and has no other stage's (or image's) files to copy from.
+    A `COPY --from=` an image no registry here serves (only astral's uv image is: PyPI's uv), a FROM
+    naming another stage (`images/stages.py`, `plan_stages`).
     """
-    froms = [i for i in instructions if i.keyword == "FROM"]
-    if len(froms) > 1:
-        raise DockerfileError(
-            f"{froms[1].where}: multi-stage builds are not supported by the builder yet "
-            f"(stage {froms[1].stage!r} after {froms[0].stage!r})"
-        )
-    for ins in instructions:
-        if ins.keyword in ("COPY", "ADD") and "from" in ins.flags:
-            raise DockerfileError(
-                f"{ins.where}: {ins.keyword} --from={ins.flags['from']} (another stage or image) "
-                "is not supported by the builder yet"
-            )
+    plan_stages(instructions)
 
 
 def build(
@@ -343,8 +409,9 @@ def build(
     progress: Callable[[Instruction], None] | None = None,
     rewrite: Callable[[str], str] | None = None,
     withheld: Sequence[Instruction] = (),
+    stage_base: Callable[[str], tuple[str, BuildAccess | None]] | None = None,
 ) -> BuildResult:
-    """Run the instructions (FROM excluded: `base` is the image it maps to) and commit the result as `tag`.
+    """Run the instructions (FROM excluded: `base` is the image the last FROM maps to) and commit the result as `tag`.
 
     What the COPY/ADD steps in `withheld` put in (a task's solution a later step uses) is removed
     before the commit: the image is one layer over its base, so none of it holds those files.
@@ -353,29 +420,61 @@ def build(
     Dockerfile's CMD as a label, and ENV/WORKDIR/USER as the Dockerfile left them. `rewrite` is applied
     to the text files COPY/ADD put in (the caller rewrites RUN lines itself).
 
+    A multi-stage Dockerfile: the stages the last one copies from run first, each in its own container
+    on `stage_base(image its FROM names)` -> (local base, build access); unused stages are not run.
+    What they were is in `BuildResult.copied_from` and the image's `pivot-gym.copied-from` label.
+
     Raises:
         DockerfileError: a step failed, or the Dockerfile is one the builder cannot run (`check_supported`);
             the message names the file, line and step.
     """
-    check_supported(instructions)
+    stages = plan_stages(instructions)
+    head = [i for i in instructions if i.keyword == "ARG" and not i.stage]  # the global ARGs, before the first FROM
     started = time.monotonic()
-    session = _Session(client, base, access, {LABEL: "task", **dict(labels)})
-    session.rewrite = rewrite
-    remove: list[str] = []
+    sources = _Sources(client, stage_base)
+    session: _Session | None = None
     try:
-        for ins in instructions:
-            if ins.keyword == "FROM" or ins.keyword in IGNORED:
-                continue
-            if progress:
-                progress(ins)
-            placed = _step(session, ins, context, step_timeout)
-            if any(ins is w for w in withheld):
-                remove += placed
+        for stage in stages[:-1]:
+            _run_steps(sources.stage(stage), [*head, *stage.steps], context, step_timeout, progress, sources)
+        session = _Session(client, base, access, {LABEL: "task", **dict(labels)})
+        session.rewrite = rewrite
+        steps = [*head, *stages[-1].steps]
+        remove = _run_steps(session, steps, context, step_timeout, progress, sources, withheld)
         _remove_withheld(session, remove)
+        if sources.notes:
+            session.labels[f"{LABEL}.copied-from"] = json.dumps(sources.notes)
         image_id = _commit(client, session, tag)
     finally:
-        session.remove()
-    return BuildResult(tag, image_id, time.monotonic() - started, session.workdir, session.user, dict(session.env_set))
+        sources.remove()
+        if session is not None:
+            session.remove()
+    seconds, env = time.monotonic() - started, dict(session.env_set)
+    return BuildResult(tag, image_id, seconds, session.workdir, session.user, env, tuple(sources.notes))
+
+
+def _run_steps(
+    s: _Session,
+    steps: Sequence[Instruction],
+    context: Path,
+    step_timeout: float,
+    progress: Callable[[Instruction], None] | None,
+    sources: _Sources,
+    withheld: Sequence[Instruction] = (),
+) -> list[str]:
+    """Run one stage's steps in its session; returns what the `withheld` copies put in."""
+    remove: list[str] = []
+    for ins in steps:
+        if ins.keyword in IGNORED:
+            continue
+        if progress:
+            progress(ins)
+        if ins.keyword == "COPY" and "from" in ins.flags:
+            _copy_from(s, ins, sources.container(ins, s), {**s.args, **s.env})
+            continue
+        placed = _step(s, ins, context, step_timeout)
+        if any(ins is w for w in withheld):
+            remove += placed
+    return remove
 
 
 def _commit(client: Any, session: _Session, tag: str) -> str:

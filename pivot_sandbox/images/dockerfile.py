@@ -24,7 +24,7 @@ library does not take (checked by tests/pivot_sandbox/test_dockerfile_parse.py):
   LABEL word that is no `name=value`, an unclosed quote; each `DockerfileError` names file and line.
 
 Multi-stage Dockerfiles are read (`Instruction.stage`, `COPY --from=NAME` in `flags["from"]`); the
-builder refuses them (`build.check_supported`). The library is imported on first use: the minimal
+builder runs the stages the last one needs (`images/stages.py`). The library is imported on first use: the minimal
 install (`pip install pivot-gym`, no extras) imports this module (`images.build`) but never reads a
 Dockerfile, which only a sandbox with Docker does; `dockerfile-parse` is in the `sandbox` extra.
 
@@ -212,7 +212,7 @@ def parse(text: str, path: str = "Dockerfile", fragment: bool = False) -> list[I
     """The instructions of a Dockerfile; an unknown or malformed one raises `DockerfileError` with its line.
 
     A `fragment` (steps appended to another Dockerfile) has no FROM. A multi-stage Dockerfile is read
-    (each instruction's `stage`); the builder refuses it (`build.check_supported`).
+    (each instruction's `stage`); the builder plans its stages (`images/stages.py`).
     """
     structure, bodies = _read(text, path)
     instructions = [_instruction(s, path, bodies.get(s["startline"], ())) for s in structure]

@@ -48,9 +48,9 @@ from pivot_sandbox.contract.spec import LABEL, Json
 from pivot_sandbox.errors import TaskError
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
-from pivot_sandbox.images.bases import ensure_base
-from pivot_sandbox.images.build import build, check_supported, checkout_mode
+from pivot_sandbox.images.build import build, checkout_mode
 from pivot_sandbox.images.stock import ensure_stock_image, image_exists
+from pivot_sandbox.images.task_bases import prepare
 from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
 from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
 from pivot_sandbox.tasks.oracle_files import without_oracle
@@ -109,6 +109,7 @@ class BuildReport:
     workdir: str = "/app"
     user: str = "root"
     dropped: str = ""  # the COPY/ADD steps of the tests or the solution: left out, or removed before the commit
+    substitutions: str = ""  # Ubuntu apt pins dropped and names mapped; stages built, images served (uv)
 
     def to_json(self) -> dict[str, str | float]:
         """JSON-ready dict (the `--json` report rows)."""
@@ -290,38 +291,26 @@ def task_image(
     if unbuildable:
         return _skip(task, unbuildable, started)
     try:
-        instructions = df.parse(task.dockerfile, str(task.context / "Dockerfile"))
-        check_supported(instructions)  # refused before its base is built: multi-stage, COPY --from
-        frm = next(i for i in instructions if i.keyword == "FROM")
-        base_name = frm.args.split()[0]
-        base, note = ensure_base(client, base_name)
+        # stages planned (a COPY --from an image no registry serves refused) before any base is built
+        plan = prepare(client, df.parse(task.dockerfile, str(task.context / "Dockerfile")))
+        base, note = plan.base, plan.note
         access = build_access(client.images.get(base).labels.get(f"{LABEL}.suite", "trixie"))
         tools, tools_after = _tools_instructions(task)
-        instructions = [equivalent_instruction(i) for i in instructions]
+        instructions = [equivalent_instruction(i) for i in plan.instructions]
         instructions, withheld, dropped = without_oracle(task.dir, task.context, instructions)
         outside = _outside_host(task, instructions, access.hosts)
         if outside:
             return _skip(task, outside, started, base)
-        base_id = client.images.get(base).id
-        tag = f"{TASK_REPO}:{task.task_id}-{content_hash(task, instructions, base_id)[:16]}"
+        tag = f"{TASK_REPO}:{task.task_id}-{content_hash(task, instructions, plan.base_ids)[:16]}"
         if not force and image_exists(client, tag):
             return _cached(client, task, tag, started, base=base, note=note, dropped=dropped)
-        labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base)}
-        labels |= {f"{LABEL}.from": base_name, f"{LABEL}.base-note": note}  # the substitution, recorded
-        # the tests' tools first (FROM stays first): a Dockerfile may break the network or pip on purpose
+        labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base), **plan.labels}
+        # the tests' tools first (after the last FROM): a Dockerfile may break the network or pip on purpose
         # (broken-networking, broken-python); the venv sees what the Dockerfile installs later all the same
-        steps = instructions[:1] + tools + instructions[1:] + tools_after
-        result = build(
-            client,
-            steps,
-            task.context,
-            base,
-            tag,
-            access,
-            labels=labels,
-            rewrite=registry_equivalent,
-            withheld=withheld,
-        )
+        last = max(n for n, i in enumerate(instructions) if i.keyword == "FROM") + 1
+        steps = instructions[:last] + tools + instructions[last:] + tools_after
+        options = {"labels": labels, "rewrite": registry_equivalent, "withheld": withheld}
+        result = build(client, steps, task.context, base, tag, access, **options, stage_base=plan.stage_base)
     except (df.DockerfileError, TaskError) as e:
         return _skip(task, str(e), started)
     _touch(client, tag)
@@ -336,6 +325,7 @@ def task_image(
         workdir=result.workdir,
         dropped=dropped,
         user=result.user or "root",
+        substitutions="; ".join([*plan.notes, *result.copied_from]),
     )
 
 
@@ -366,6 +356,8 @@ def _cached(
     """The report of a task image built before (by content hash): its working directory and user from its config."""
     cfg = client.images.get(tag).attrs.get("Config") or {}
     _touch(client, tag)
+    labels = cfg.get("Labels") or {}
+    made = [n for key in ("apt", "copied-from") for n in json.loads(labels.get(f"{LABEL}.{key}") or "[]")]
     return BuildReport(
         task.task_id,
         "cached",
@@ -376,6 +368,7 @@ def _cached(
         workdir=cfg.get("WorkingDir") or "/",
         user=cfg.get("User") or "root",
         dropped=dropped,
+        substitutions="; ".join(made),
     )
 
 

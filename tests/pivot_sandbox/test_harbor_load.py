@@ -1,6 +1,6 @@
 """Harbor task folders read and checked, without Docker: task.toml versions and errors, test.sh's plan, rewards.
 
-The two task folders under tests/data/harbor_tasks are written for these tests (not Terminal-Bench data).
+The task folders under tests/data/harbor_tasks are written for these tests (not Terminal-Bench data).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_load_task_reads_either_layout_and_task_dirs_lists_harbor_folders():
     assert task.context == TASKS / "py-greeting" / "environment"
     assert task.dockerfile.startswith("FROM python:3.13-slim-bookworm")
     assert task.tests.timeout == 300.0 and task.agent_timeout == 300.0 and not task.tests.problem
-    assert [p.name for p in task_dirs(TASKS)] == ["py-greeting", "ubuntu-done-count"]
+    assert [p.name for p in task_dirs(TASKS)] == ["py-greeting", "staged-words", "ubuntu-done-count"]
 
 
 def test_schema_1_0_and_1_3_read_alike():

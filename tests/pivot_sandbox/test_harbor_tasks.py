@@ -1,9 +1,12 @@
-"""Harbor task folders on the real Docker engine: the two CI tasks of tests/data/harbor_tasks (written for them).
+"""Harbor task folders on the real Docker engine: the three CI tasks of tests/data/harbor_tasks (written for them).
 
 `py-greeting` (`python:3.13-slim-bookworm`, a TB2-shaped test.sh: curl and uv fetched at verification
-time, `uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest`) and `ubuntu-done-count`
-(`ubuntu:24.04` swapped for Debian trixie, an apt step in its Dockerfile, `pip install` and a
-test-time `apt-get install bc` in test.sh, its reward in reward.json beside a stale reward.txt).
+time, `uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest`), `ubuntu-done-count`
+(`ubuntu:24.04` swapped for Debian trixie, an apt step written for Ubuntu in its Dockerfile: a noble
+version pin and a noble name; `pip install` and a test-time `apt-get install bc` in test.sh, its
+reward in reward.json beside a stale reward.txt) and `staged-words` (multi-stage: a builder stage on
+its own base, an unused stage that would fail, `COPY --from=ghcr.io/astral-sh/uv:0.8.14` served from
+PyPI's uv; the TB2-shaped test.sh).
 Each builds offline, its test-run layer comes from the registries, the untouched image scores 0,
 the oracle 1 and a wrong command 0; the task image holds neither the tests, the solution nor the
 layer. The first run builds the trixie bases (debootstrap: minutes, then cached by tag).
@@ -27,7 +30,7 @@ from pivot_sandbox.tasks.terminal_bench import load_task, task_image
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TASKS = Path(__file__).resolve().parents[1] / "data" / "harbor_tasks"
-CI_TASKS = ("py-greeting", "ubuntu-done-count")
+CI_TASKS = ("py-greeting", "staged-words", "ubuntu-done-count")
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +59,46 @@ def checks(built):
 
 
 def test_the_ubuntu_base_is_swapped_and_the_swap_recorded(built, docker_client):
-    labels = docker_client.images.get(built["ubuntu-done-count"][1].image).labels
+    report = built["ubuntu-done-count"][1]
+    labels = docker_client.images.get(report.image).labels
     assert labels[f"{LABEL}.from"] == "ubuntu:24.04" and "Debian trixie" in labels[f"{LABEL}.base-note"]
+    # the Dockerfile's noble pin and noble name, rewritten for Debian and recorded in the image and the report
+    notes = json.loads(labels[f"{LABEL}.apt"])
+    assert [n.split(": ", 1)[1] for n in notes] == [
+        "python3.12-venv -> python3-venv (Debian's name for python3.12-venv)",
+        "jq=1.7.1-3build1 -> jq (Ubuntu's version pin dropped)",
+    ]
+    assert all(n.startswith(str(TASKS / "ubuntu-done-count" / "environment" / "Dockerfile:4")) for n in notes)
+    assert report.substitutions == "; ".join(notes)
+    probe = "jq --version && python3 -m venv /tmp/v && echo venv"
+    out = docker_client.containers.run(report.image, ["sh", "-c", probe], remove=True, network_mode="none")
+    version, venv = out.decode().split()
+    assert version.startswith("jq-1.") and venv == "venv"  # Debian's jq, whatever the pin asked
     assert docker_client.images.get(built["py-greeting"][1].image).labels[f"{LABEL}.from"] == (
         "python:3.13-slim-bookworm"
     )
+
+
+def test_a_multi_stage_build_copies_from_its_stage_and_serves_uv_from_pypi(built, docker_client):
+    report = built["staged-words"][1]
+    image = docker_client.images.get(report.image)
+    # the builder stage's words (its own base: debian:13.0-slim), uv 0.8.14 as astral's image has it, nothing
+    # else of the builder stage; the unused stage (`RUN exit 3`) was never built, or the build had failed
+    probe = "cat /app/words.txt | wc -l; /bin/uv --version; /bin/uvx --version; test ! -e /build && echo clean"
+    out = docker_client.containers.run(report.image, ["sh", "-c", probe], remove=True, network_mode="none").decode()
+    assert out.split("\n")[:4] == ["40", "uv 0.8.14", "uvx 0.8.14", "clean"], out
+    notes = json.loads(image.labels[f"{LABEL}.copied-from"])
+    assert [n.split(" (")[0] for n in notes] == ["stage 'words'", "ghcr.io/astral-sh/uv:0.8.14"]
+    assert "debian:13.0-slim built on pivot-gym/base:debian-trixie" in notes[0] and "uv 0.8.14 from PyPI" in notes[1]
+    assert image.labels[f"{LABEL}.from"] == "python:3.13-slim-bookworm" and report.substitutions == "; ".join(notes)
+
+
+def test_a_destructive_suffix_on_the_multi_stage_task_scores_0(built):
+    task, report, layer, backend = built["staged-words"]
+    spec = SandboxSpec(image=report.image, workdir=report.workdir, user="root", shell="/bin/bash")
+    solve = "grep -cx gamma /app/words.txt > /app/gamma.txt"
+    outcome = harbor_tests_at(backend, spec, [solve + " && rm /app/words.txt"], task, layer)
+    assert outcome.verifiable and outcome.reward == 0.0, outcome
 
 
 @pytest.mark.parametrize("task_id", CI_TASKS)

@@ -274,7 +274,9 @@ def test_a_step_that_uses_the_withheld_solution_builds_and_the_image_holds_neith
     assert report.dropped.count("removed before the commit") == 2, report.dropped
     assert "COPY solution.sh /opt/unused-copy.sh" in report.dropped  # no later step names it: left out
     listing = docker_client.containers.run(
-        report.image, ["sh", "-c", "ls -A /app /opt; grep -rl ORACLE-4711 /app /opt /root /tmp /usr/local /etc 2>/dev/null || true"], remove=True
+        report.image,
+        ["sh", "-c", "ls -A /app /opt; grep -rl ORACLE-4711 /app /opt /root /tmp /usr/local /etc 2>/dev/null || true"],
+        remove=True,
     ).decode()
     assert listing.split().count("chmod-ran") == 1 and "tests-seen" in listing.split(), listing
     assert "solution.sh" not in listing and "tests" not in listing.split() and "unused-copy.sh" not in listing

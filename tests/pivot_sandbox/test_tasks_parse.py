@@ -46,9 +46,9 @@ def test_parse_errors_name_file_and_line():
         df.parse("FROM x\nFORM y\n", "Dockerfile")
     with pytest.raises(df.DockerfileError, match=r"Dockerfile:1: no FROM instruction"):
         df.parse("RUN true\n", "Dockerfile")
-    # two stages are read (tests/pivot_sandbox/test_dockerfile_parse.py); the builder refuses them
-    with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: multi-stage builds are not supported by the builder"):
-        _build.check_supported(df.parse("FROM a\nFROM b AS c\n", "Dockerfile"))
+    # two stages are read and built (tests/pivot_sandbox/test_build_stages.py); a copy from an image is refused
+    with pytest.raises(df.DockerfileError, match=r"Dockerfile:3: COPY --from=alpine:3.20: the image 'alpine:3.20'"):
+        _build.check_supported(df.parse("FROM a\nFROM b AS c\nCOPY --from=alpine:3.20 /x /x\n", "Dockerfile"))
     with pytest.raises(df.DockerfileError, match=r"Dockerfile:2: here-document <<EOT is never closed"):
         df.parse("FROM a\nRUN cat <<EOT\nno end\n", "Dockerfile")
 

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cx gamma /app/words.txt > /app/gamma.txt
