@@ -228,6 +228,8 @@ def measure(
     pivots, report = convert_runs(runs_dir)
     if only:
         pivots = [p for p in pivots if p.context.get("task_id") in only]
+        if not pivots:  # the envs refuse an empty dataset: say what was asked instead of their error
+            sys.exit(f"{runs_dir}: no run of the tasks {', '.join(only)} gave a pivot: nothing to measure")
     convert_seconds = time.perf_counter() - started
     sandbox = {}
     if tasks_dir is not None:

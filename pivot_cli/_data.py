@@ -28,10 +28,17 @@ def convert(
     domain: str | None = typer.Option(None, "--domain", help="Override the domain of every pivot."),
     successful_only: bool = typer.Option(False, "--successful-only", help="Keep only successful trajectories."),
     tasks_dir: Path | None = typer.Option(
-        None, "--tasks-dir", help="Terminal-Bench task folders: agent-run pivots get the task image's sandbox."
+        None, "--tasks-dir", help="Terminal-Bench or Harbor task folders: agent-run pivots get the task's image."
     ),
     check_replay: bool = typer.Option(
-        False, "--check-replay", help="Replay each run in its sandbox; pivots after a divergence lose it (--tasks-dir)."
+        False,
+        "--check-replay",
+        help="Replay each run in its sandbox; pivots after a divergence lose it (--tasks-dir, --swe-instances).",
+    ),
+    swe_instances: Path | None = typer.Option(
+        None,
+        "--swe-instances",
+        help="SWE-bench instances.jsonl: mini-swe-agent's *.traj.json runs get their instance image's sandbox.",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -44,6 +51,13 @@ def convert(
     from pivot_envs import load_pivots, write_pivots
 
     with user_errors():
+        if swe_instances is not None:
+            if from_ not in (None, "mini-swe-agent"):
+                fail(
+                    f"--swe-instances reads mini-swe-agent's own runs (*.traj.json): expected no --from, got {from_!r}"
+                )
+            _convert_runs(src, out, "mini-swe-agent", to, swe_instances, check_replay, as_json, swe=True)
+            return
         if src.is_dir() or from_ in RUN_FORMATS or (from_ is None and detect_format(src).name in RUN_FORMATS):
             _convert_runs(src, out, from_, to, tasks_dir, check_replay, as_json)
             return
@@ -60,9 +74,19 @@ def convert(
 
 
 def _convert_runs(
-    src: Path, out: Path, fmt: str | None, to: str, tasks_dir: Path | None, check: bool, as_json: bool
+    src: Path,
+    out: Path,
+    fmt: str | None,
+    to: str,
+    tasks_dir: Path | None,
+    check: bool,
+    as_json: bool,
+    swe: bool = False,
 ) -> None:
-    """`pivot convert` on agents' runs: pivots, the report, a progress bar for folders."""
+    """`pivot convert` on agents' runs: pivots, the report, a progress bar for folders.
+
+    `tasks_dir`: the Terminal-Bench task folders, or (`swe`) the SWE-bench `instances.jsonl`.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from pivot_core import convert_runs, find_runs, write_pivots
@@ -74,13 +98,13 @@ def _convert_runs(
         pivots, report = convert_runs(src, fmt, progress=lambda run: bar.advance(task))
     report["sandboxed"] = 0
     if tasks_dir is not None:
-        from pivot_tasks import sandbox_pivots
+        from pivot_tasks import sandbox_pivots, swe_sandbox_pivots
 
-        pivots, sandbox = sandbox_pivots(pivots, tasks_dir)
+        pivots, sandbox = (swe_sandbox_pivots if swe else sandbox_pivots)(pivots, tasks_dir)
         report.update(sandbox)
     if check:
         if tasks_dir is None:
-            fail("--check-replay replays runs in their task images: give --tasks-dir too")
+            fail("--check-replay replays runs in their task images: give --tasks-dir (or --swe-instances) too")
         from pivot_sandbox import SandboxContext
         from pivot_tasks import check_replay
 

@@ -1,4 +1,4 @@
-"""`pivot sandbox build-image|build-task|build-tasks|gc|info` and `pivot synthesize terminal-bench`."""
+"""`pivot sandbox build-image|build-task|build-tasks|gc|info` and `pivot synthesize terminal-bench|harbor`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
     sandbox_app.command("gc")(gc)
     sandbox_app.command("info")(info)
     synthesize_app.command("terminal-bench")(terminal_bench)
+    synthesize_app.command("harbor")(harbor)
     app.add_typer(sandbox_app, name="sandbox")
 
 
@@ -212,11 +213,48 @@ def terminal_bench(
             check_tests=check_tests,
             keep_oracle_readable=keep_oracle_readable,
         )
+    _print_synthesis(report, out, "terminal-bench synthesis", as_json)
+
+
+def harbor(
+    tasks_dir: Path = typer.Argument(
+        ..., help="A folder of Harbor task folders (task.toml, solution/solve.sh), or one."
+    ),
+    out: Path = typer.Option(..., "--out", help="Output pivot JSONL (readable by load_pivots)."),
+    only: str = typer.Option("", "--only", help="Comma-separated task ids (default: all)."),
+    limit: int = typer.Option(0, "--limit", help="Only the first N tasks (0: all)."),
+    check_tests: bool = typer.Option(
+        False, "--check-tests", help="Run each task's test.sh on the initial state and after the oracle."
+    ),
+    keep_oracle_readable: bool = typer.Option(
+        False, "--keep-oracle-readable", help="Also write pivots of tasks whose answer the agent can read."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Run each Harbor task's solve.sh command by command in the task's own image and write Terminus pivots."""
+    from pivot_tasks import synthesize_harbor
+
+    if not tasks_dir.is_dir():
+        fail(f"{tasks_dir}: not a folder")
+    with user_errors():
+        report = synthesize_harbor(
+            tasks_dir,
+            out,
+            only=[t for t in only.split(",") if t.strip()],
+            limit=limit or None,
+            check_tests=check_tests,
+            keep_oracle_readable=keep_oracle_readable,
+        )
+    _print_synthesis(report, out, "harbor synthesis", as_json)
+
+
+def _print_synthesis(report: dict, out: Path, title: str, as_json: bool) -> None:
+    """The synthesis report as JSON, or as a table and a summary line."""
     if as_json:
         emit_json(report)
         return
     rows = [(r["task_id"], r["status"], r.get("reason", "")[:70]) for r in report["tasks"]]
-    print_table("terminal-bench synthesis", ["task", "status", "reason"], rows)
+    print_table(title, ["task", "status", "reason"], rows)
     console.print(
         f"{report['succeeded']} of {report['total']} tasks synthesized"
         + (

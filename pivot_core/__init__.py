@@ -42,6 +42,7 @@ from pivot_core._formats import (
     register_format,
     write_pivots,
 )
+from pivot_core._harbor_rewards import Rewards, read_rewards
 from pivot_core._harnesses import (
     HARNESSES,
     KILLED_STATUS,
@@ -53,19 +54,31 @@ from pivot_core._harnesses import (
     TERMINUS,
     mini_swe_agent_action,
     mini_swe_agent_command,
+    mini_swe_agent_submission,
+    mini_swe_agent_submits,
     mini_swe_agent_timeout,
 )
 from pivot_core._history import History
 from pivot_core._hosts import is_loopback
+from pivot_core._ipython import IPYTHON_TOOL, ipython_command, ipython_refusal, recorded_cell
 from pivot_core._jsonl import iter_jsonl, write_jsonl
 from pivot_core._model import DOMAINS, ROLES, Message, Pivot, Profile, ToolCall, Trajectory
 from pivot_core._openhands_bash import NotRun
+from pivot_core._openhands_runtime import runtime_files, runtime_note, runtime_setup
 from pivot_core._paths import SHARED_DATA_ENV, cache_dir, shared_data_file, shared_data_roots
 from pivot_core._pivots import Selection, extract_pivots, select_pivots
 from pivot_core._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
 from pivot_core._render import DOMAIN_PARSERS, chat_message, observation, render_completion
 from pivot_core._safejson import decode_json
-from pivot_core._shell import COMMAND_POSITION, ShellScan, Typed, scan_shell, trim_command, typed_commands
+from pivot_core._shell import (
+    COMMAND_POSITION,
+    ShellScan,
+    Typed,
+    command_lines,
+    scan_shell,
+    trim_command,
+    typed_commands,
+)
 from pivot_core._split import split_pivots, trajectory_key
 from pivot_core.convert._documents import load_yaml
 from pivot_core.convert.agent_runs import RUN_FORMATS, convert_runs, find_runs
@@ -92,6 +105,8 @@ __all__ = [
     "FORMATS",
     "Format",
     "RUN_FORMATS",
+    "Rewards",
+    "read_rewards",
     "convert_runs",
     "find_runs",
     "InvalidTrajectory",
@@ -104,6 +119,8 @@ __all__ = [
     "KILLED_STATUS",
     "mini_swe_agent_action",
     "mini_swe_agent_command",
+    "mini_swe_agent_submission",
+    "mini_swe_agent_submits",
     "mini_swe_agent_timeout",
     "OPENHANDS",
     "TERMINUS",
@@ -142,6 +159,7 @@ __all__ = [
     "typed_commands",
     "ShellScan",
     "scan_shell",
+    "command_lines",
     "trim_command",
     "message_commands",
     "fenced_commands",
@@ -176,6 +194,13 @@ __all__ = [
     "shell_actions",
     "shell_call",
     "NotRun",
+    "IPYTHON_TOOL",
+    "ipython_command",
+    "ipython_refusal",
+    "recorded_cell",
+    "runtime_files",
+    "runtime_note",
+    "runtime_setup",
     "split_pivots",
     "terminus_keystrokes",
     "trajectory_key",

@@ -14,8 +14,10 @@ from pivot_core._harnesses import (
     MINI_SWE_AGENT_TIMED_OUT,
     mini_swe_agent_action,
     mini_swe_agent_command,
+    mini_swe_agent_shell,
     mini_swe_agent_timeout,
 )
+from pivot_core._ipython import IPYTHON_TOOL, ipython_command
 from pivot_core._model import Message, Pivot, ToolCall
 from pivot_core._openhands_bash import EXECUTE_BASH, NotRun, execute_bash_outcome
 from pivot_core._safejson import decode_json
@@ -101,8 +103,8 @@ def shell_actions(message: Message) -> list[str]:
     """The shell commands an assistant message runs: Terminus keystrokes, bash tool calls, fenced blocks.
 
     An OpenHands `str_replace_editor` call that changes a file runs as the shell command that makes
-    the same change (`pivot_core._editor`); `view` runs nothing, nor does a call its harness does
-    not run (`shell_call`).
+    the same change (`pivot_core._editor`), an IPython cell as its kernel-equivalent process
+    (`pivot_core._ipython`); `view` runs nothing, nor does a call its harness does not run (`shell_call`).
     """
     obj = parse_terminus(message.content)
     if obj is not None:
@@ -128,6 +130,8 @@ def shell_call(call: ToolCall) -> str | NotRun | None:
     if call.name == EDITOR_TOOL:
         # OpenHands' file editor changes files: the shell command that makes the same change
         return editor_shell(args)
+    if call.name == IPYTHON_TOOL and isinstance(args, dict) and isinstance(args.get("code"), str):
+        return ipython_command(args["code"])  # OpenHands' kernel: a kernel-equivalent process (`_ipython`)
     if not isinstance(args, dict) or call.name not in SHELL_TOOLS:
         return None
     if call.name == EXECUTE_BASH and "command" in args:
@@ -245,7 +249,7 @@ def harness_action(
         return Typed((), "")
     killed = answer is not None and answer.role == "user" and MINI_SWE_AGENT_TIMED_OUT in answer.text
     seconds = mini_swe_agent_timeout(context) if killed else None
-    return Typed((mini_swe_agent_command(command, seconds),), "")
+    return Typed((mini_swe_agent_command(command, seconds, mini_swe_agent_shell(context)),), "")
 
 
 def history_typed(pivot: Pivot) -> Typed:

@@ -47,10 +47,41 @@ MINI_SWE_AGENT_TIMEOUT = 30.0  # seconds: `LocalEnvironmentConfig.timeout`
 # --foreground` kills the shell alone and exits 137 then.
 _KILLED_AT_TIMEOUT = (
     'd=$(mktemp -d) && mkfifo "$d/i" "$d/o" && { cat "$d/o" & c=$!; '
-    'timeout --foreground -s KILL "$1" /bin/sh -c "$2" <>"$d/i" >"$d/o" 2>&1; r=$?; '
+    'timeout --foreground -s KILL "$1" {shell} "$2" <>"$d/i" >"$d/o" 2>&1; r=$?; '
     'kill $c 2>/dev/null; rm -rf "$d"; exit $r; }'
 )
+# How mini-swe-agent's environment hands a command to a shell: `LocalEnvironment` (the Terminal-Bench
+# runs) through `subprocess.run(shell=True)`, `/bin/sh -c`; `DockerEnvironment` (its SWE-bench runs)
+# through `docker exec -w <cwd> <container> bash -lc <command>`: a login shell, which reads
+# /etc/profile and root's profile (SWE-bench's image activates its environment there). Its name in
+# a run's `context.command_shell`.
+MINI_SWE_AGENT_SHELLS = {"sh": ("/bin/sh", "-c"), "bash-login": ("bash", "-lc")}
 KILLED_STATUS = 137  # 128 + SIGKILL: the exit status of a command run again by `mini_swe_agent_command` and killed
+
+
+# what mini-swe-agent reads as the end of a run: a command whose output's first line is one of these submits
+# the rest of its output (`has_finished`: `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git
+# diff --cached` submits the staged diff, which SWE-bench then grades)
+MINI_SWE_AGENT_SUBMIT = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
+_SUBMITS = re.compile(
+    r"""\s*echo\s+(['"]?)(?:COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT|MINI_SWE_AGENT_FINAL_OUTPUT)\1(?:\s|;|&|\||$)"""
+)
+
+
+def mini_swe_agent_submission(output: str) -> str | None:
+    """What a command's output submits to mini-swe-agent: the lines after its marker line; None when none.
+
+    `output`: stdout and stderr together, as the harness read them.
+    """
+    lines = output.lstrip().splitlines(keepends=True)
+    if lines and lines[0].strip() in MINI_SWE_AGENT_SUBMIT:
+        return "".join(lines[1:])
+    return None
+
+
+def mini_swe_agent_submits(command: str | None) -> bool:
+    """True for a command written to submit (it starts by echoing the marker): an agent's last turn."""
+    return bool(command) and _SUBMITS.match(command or "") is not None
 
 
 def mini_swe_agent_action(text: str | None) -> str | None:
@@ -62,20 +93,37 @@ def mini_swe_agent_action(text: str | None) -> str | None:
     return blocks[0].strip() if len(blocks) == 1 else None
 
 
-def mini_swe_agent_command(command: str, killed_after: float | None = None) -> str:
+def mini_swe_agent_command(command: str, killed_after: float | None = None, shell: str = "sh") -> str:
     """One mini-swe-agent command as its harness ran it, for a shell that keeps its state between commands.
 
-    A fresh `/bin/sh` with mini's variables, started from the shell's working directory, which
+    A fresh shell (`shell`, a name of `MINI_SWE_AGENT_SHELLS`: `/bin/sh -c`, or `bash -lc` for its
+    Docker environment) with mini's variables, started from the shell's working directory, which
     nothing it does changes (a `cd`, `export` or `exit` in it never reaches the next command).
     `killed_after`: the run shows the harness killed it at its timeout (`MINI_SWE_AGENT_TIMED_OUT`):
     it runs for that many seconds and is killed as the harness killed it; its status is then
     `KILLED_STATUS`.
     """
     env = " ".join(f"{name}={shlex.quote(value)}" for name, value in MINI_SWE_AGENT_ENV)
+    argv = shlex.join(MINI_SWE_AGENT_SHELLS[shell])
     if killed_after is None:
-        return f"{env} /bin/sh -c {shlex.quote(command)}"
+        return f"{env} {argv} {shlex.quote(command)}"
     seconds = f"{killed_after:g}"
-    return f"{env} /bin/sh -c {shlex.quote(_KILLED_AT_TIMEOUT)} mini-swe-agent {seconds} {shlex.quote(command)}"
+    wrapper = _KILLED_AT_TIMEOUT.replace("{shell}", argv)
+    return f"{env} /bin/sh -c {shlex.quote(wrapper)} mini-swe-agent {seconds} {shlex.quote(command)}"
+
+
+def mini_swe_agent_shell(context: Mapping[str, Any]) -> str:
+    """The shell a run's mini-swe-agent ran each command in: `context.command_shell`, else "sh".
+
+    Raises:
+        InvalidTrajectory: the context names no shell of `MINI_SWE_AGENT_SHELLS`.
+    """
+    value = context.get("command_shell") or "sh"
+    if value not in MINI_SWE_AGENT_SHELLS:
+        raise InvalidTrajectory(
+            f"context.command_shell: expected one of {sorted(MINI_SWE_AGENT_SHELLS)}, got {value!r:.60}"
+        )
+    return str(value)
 
 
 def mini_swe_agent_timeout(context: Mapping[str, Any]) -> float:

@@ -26,6 +26,7 @@ from pivot_sandbox.contract.effects import (
     Unstable,
     compare_effects,
     is_racy,
+    mask_durations,
     normalize_output,
     path_shape,
     reason_for,
@@ -61,6 +62,7 @@ _LAZY = {
     "hosts_in": "images.dockerfile",
     "build_tasks": "tasks.terminal_bench",
     "task_dirs": "tasks.terminal_bench",
+    "is_harbor_task": "tasks.harbor",
     "load_task": "tasks.terminal_bench",
     "test_outcome": "tasks.harness",
     "TestOutcome": "tasks.harness",
@@ -72,6 +74,15 @@ _LAZY = {
     "task_dir_digest": "tasks.verification",
     "resolve_task_dir": "tasks.folders",
     "bundled_task_dir": "tasks.folders",
+    "SWEInstance": "tasks.swe",
+    "load_instances": "tasks.swe",
+    "swe_image": "tasks.swe_image",
+    "SWE_LIMITS": "tasks.swe_tests",
+    "SWE_STATE_LIMITS": "tasks.swe_tests",
+    "SWEOutcome": "tasks.swe_tests",
+    "run_swe_tests": "tasks.swe_tests",
+    "swe_spec": "tasks.swe_tests",
+    "validate_instance": "tasks.swe_tests",
 }
 
 
@@ -82,6 +93,15 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "SWEInstance",
+    "SWEOutcome",
+    "SWE_LIMITS",
+    "SWE_STATE_LIMITS",
+    "load_instances",
+    "run_swe_tests",
+    "swe_image",
+    "swe_spec",
+    "validate_instance",
     "TEST_LIMITS",
     "bundled_task_dir",
     "oracle_check",
@@ -108,6 +128,7 @@ __all__ = [
     "registry_hosts",
     "task_image",
     "task_dirs",
+    "is_harbor_task",
     "load_task",
     "test_outcome",
     "LABEL",
@@ -141,6 +162,7 @@ __all__ = [
     "default_backend",
     "usable_backends",
     "BACKEND_NAMES",
+    "mask_durations",
     "normalize_output",
     "unstable_parts",
     "action_bound",

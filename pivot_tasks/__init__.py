@@ -1,12 +1,14 @@
-"""Terminal-Bench pivots: oracle solutions replayed in the task's own image; agents' runs sandboxed there.
+"""Terminal-Bench and Harbor pivots: oracle solutions replayed in the task's own image; agents' runs sandboxed there.
 
 This floor sits above the sandbox (it builds and replays in it) and below the envs; the
 verifiers do not import it.
 """
 
 from pivot_tasks._agent_runs import replay_blocker, sandbox_pivots
+from pivot_tasks._harbor import harbor_record, solution_commands, synthesize_harbor
 from pivot_tasks._oracle import oracle_candidates, oracle_readable
 from pivot_tasks._replay_check import check_replay
+from pivot_tasks._swe_runs import swe_sandbox_pivots
 from pivot_tasks._synthesize import (
     REPLAY_LIMITS,
     default_tasks_dir,
@@ -20,9 +22,13 @@ from pivot_tasks._synthesize import (
 
 __all__ = [
     "check_replay",
+    "harbor_record",
+    "solution_commands",
+    "synthesize_harbor",
     "oracle_candidates",
     "replay_blocker",
     "sandbox_pivots",
+    "swe_sandbox_pivots",
     "oracle_readable",
     "REPLAY_LIMITS",
     "default_tasks_dir",

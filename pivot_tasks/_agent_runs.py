@@ -13,7 +13,8 @@ killed the same way (whether the state it left is the run's is the replay check'
 
 A pivot whose history holds an action a replay cannot reproduce is left unsandboxed, with the
 reason in `context.unsandboxed` (it and every later pivot of the run: their histories hold it):
-OpenHands' IPython cells (the kernel's state), `undo_edit` (the editor's own history), input sent
+OpenHands' IPython cells with a magic no replay runs (`pivot_core._ipython`; the others replay in a
+kernel-equivalent process), `undo_edit` (the editor's own history), input sent
 to a running process (`is_input`), a command still running when the agent moved on (exit code -1:
 its process is not replayed).
 
@@ -25,23 +26,25 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivot_core import MINI_SWE_AGENT_TIMED_OUT, Pivot
+from pivot_core import IPYTHON_TOOL, MINI_SWE_AGENT_TIMED_OUT, Pivot, ipython_refusal, runtime_setup
 from pivot_sandbox import RunFacts, SandboxContext, SandboxSpec
 from pivot_sandbox.errors import SandboxError
 from pivot_tasks._synthesize import REPLAY_LIMITS, mark_network_pivots
 
 _REPLAYED_EDITS = ("view", "create", "str_replace", "insert")
+# (the sandbox, what the pivots' context gets beside it, "") or (None, {}, why there is none)
+Sandbox = tuple[SandboxSpec | None, dict[str, Any], str]
 
 
 def task_sandbox(folder: Path, backend: Any) -> tuple[SandboxSpec | None, dict[str, Any], str]:
     """(the sandbox, context.task, "") for a task folder, or (None, {}, reason) when it gives none."""
     from pivot_sandbox import load_task, task_image
 
-    if not (folder / "task.yaml").is_file():
+    if not (folder / "task.yaml").is_file() and not (folder / "task.toml").is_file():  # Terminal-Bench's or Harbor's
         return None, {}, f"no task folder {folder.name!r} under the tasks folder"
     task = load_task(folder)
     built = task_image(backend.client, task)
@@ -58,6 +61,18 @@ def task_sandbox(folder: Path, backend: Any) -> tuple[SandboxSpec | None, dict[s
     return spec, meta, ""
 
 
+def with_runtime_files(spec: SandboxSpec, files: Sequence[Mapping[str, str]]) -> SandboxSpec:
+    """The spec whose set-up also makes what the harness's runtime left (`context.runtime_files`).
+
+    Made before the history, as root, so they are part of every restored state, the expert's and
+    each candidate's alike, and in no action's change set (`pivot_core._openhands_runtime`).
+    """
+    setup, env = runtime_setup(files)
+    if not setup:
+        return spec
+    return dataclasses.replace(spec, setup=(*spec.setup, *setup), env={**spec.env, **env})
+
+
 def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
     """Why the pivot's state cannot be rebuilt by replaying its history, None when it can.
 
@@ -71,8 +86,9 @@ def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
         turn += 1
         for call in message.tool_calls:
             args = call.parsed_arguments() if isinstance(call.parsed_arguments(), dict) else {}
-            if call.name == "execute_ipython_cell":
-                return f"turn {turn}: an IPython cell (the kernel's state is not replayed)"
+            refused = ipython_refusal(args.get("code") or "") if call.name == IPYTHON_TOOL else None
+            if refused:
+                return f"turn {turn}: an IPython cell: {refused}"
             if call.name == "str_replace_editor" and args.get("command") not in (
                 "view",
                 "create",
@@ -88,6 +104,8 @@ def replay_blocker(pivot: Pivot, workdir: str) -> str | None:
         args = call.parsed_arguments() if isinstance(call.parsed_arguments(), dict) else {}
         if call.name == "execute_bash" and str(args.get("is_input", "")).lower() == "true":
             return "the expert sends input to a running process (is_input)"
+        if call.name == IPYTHON_TOOL and (refused := ipython_refusal(args.get("code") or "")):
+            return f"the expert's IPython cell: {refused}"
     return None
 
 
@@ -148,16 +166,28 @@ def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None
     from pivot_sandbox import docker_backend
 
     backend = backend or docker_backend(**REPLAY_LIMITS)
-    by_task: dict[str, tuple[SandboxSpec | None, dict[str, Any], str]] = {}
+    by_task: dict[str, Sandbox] = {}
     for task_id in sorted({str(p.context.get("task_id")) for p in pivots if p.context.get("task_id")}):
         try:
             by_task[task_id] = task_sandbox(Path(tasks_dir) / task_id, backend)
         except SandboxError as e:
             by_task[task_id] = (None, {}, f"image not built: {e}")
+    return apply_sandboxes(pivots, by_task, "task_id", "task")
+
+
+def apply_sandboxes(
+    pivots: Sequence[Pivot], sandboxes: Mapping[str, Sandbox], key: str, meta_key: str
+) -> tuple[list[Pivot], dict[str, Any]]:
+    """Give each pivot the sandbox of `sandboxes[context[key]]` (and its facts as `context[meta_key]`); the report.
+
+    A pivot whose history a replay cannot rebuild (`replay_blocker`) gets `unsandboxed` instead; the
+    report: `sandboxed` (count), `images` (`{name: image or reason}`), `unsandboxed` (reasons
+    counted, the run-level part of each reason kept), `expert_needs_network`, `expert_unfinished`.
+    """
     out: list[Pivot] = []
     reasons: Counter[str] = Counter()
     for pivot in pivots:
-        spec, task, why = by_task.get(str(pivot.context.get("task_id")), (None, {}, "the run names no task"))
+        spec, meta, why = sandboxes.get(str(pivot.context.get(key)), (None, {}, f"the run names no {key}"))
         if spec is not None:
             why = replay_blocker(pivot, spec.workdir) or ""
         facts = RunFacts.from_context(pivot.context)
@@ -168,7 +198,8 @@ def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None
             assert spec is not None  # a task without a sandbox always says why
             if facts.start_dir and facts.start_dir != spec.workdir:
                 spec = dataclasses.replace(spec, start_dir=facts.start_dir)  # the harness's shell started elsewhere
-            context = {**SandboxContext(spec).into(pivot.context), "task": task}
+            spec = with_runtime_files(spec, pivot.context.get("runtime_files") or [])
+            context = {**SandboxContext(spec).into(pivot.context), meta_key: meta}
         out.append(dataclasses.replace(pivot, context=context))
     out = mark_unfinished_experts(mark_network_pivots(out))
     marks = [m for m in (SandboxContext.from_context(p.context) for p in out) if m is not None]
@@ -176,7 +207,7 @@ def sandbox_pivots(pivots: Sequence[Pivot], tasks_dir: Path, backend: Any = None
         "sandboxed": len(marks),
         "expert_needs_network": sum(m.expert_needs_network for m in marks),
         "expert_unfinished": sum(bool(m.expert_unfinished) for m in marks),
-        "images": {t: (s.image if s else why) for t, (s, _, why) in by_task.items()},
+        "images": {t: (s.image if s else why) for t, (s, _, why) in sandboxes.items()},
         "unsandboxed": dict(reasons.most_common()),
     }
     return out, report

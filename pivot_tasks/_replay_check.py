@@ -10,8 +10,11 @@ compared with what the run recorded:
   such as timestamps, PIDs or temporary names, is no evidence either way) and the recording holds
   it whole (a truncated or elided output is not compared). Outputs (the two replays' with each
   other too) are compared after the differences no state explains: blanks at the ends, CRLF,
-  bash's `line N:` in error messages, clock readings (`Aug  8 06:50`, ISO dates, `HH:MM:SS`) and
-  12-hex-digit container names. An OpenHands editor call is compared by its exit code only (its
+  bash's `line N:` in error messages, clock readings (`Aug  8 06:50`, ISO dates, `HH:MM:SS`, durations
+  such as pytest's `in 0.01s`), 12-hex-digit container names and the interpreter's patch release
+  (`Python 3.9.20`: a rebuilt SWE-bench environment has the machine's), a diff's blob ids past seven
+  digits (git abbreviates them by the repository's size), and the order of lines alone (a directory
+  listed in the filesystem's order: `find`). An OpenHands editor call is compared by its exit code only (its
   output is the editor's message).
 
 Each command replays the way its harness ran it (`pivot_core.harness_action`, as every sandbox
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pivot_core import (
+    IPYTHON_TOOL,
     KILLED_STATUS,
     MINI_SWE_AGENT,
     MINI_SWE_AGENT_TIMED_OUT,
@@ -50,9 +54,11 @@ from pivot_core import (
     harness_action,
     mini_swe_agent_action,
     mini_swe_agent_timeout,
+    recorded_cell,
+    runtime_note,
     shell_actions,
 )
-from pivot_sandbox import ReplayMark, SandboxContext, SandboxSpec, unsandbox
+from pivot_sandbox import ReplayMark, SandboxContext, SandboxSpec, mask_durations, unsandbox
 from pivot_sandbox.errors import SandboxError
 from verifiers_plugins import sandbox_backend
 
@@ -75,6 +81,7 @@ class Step:
     # the harness killed it at its timeout and the replay kills it the same way (`KILLED_STATUS` then)
     timed_out: bool = False
     written: str = ""  # the command as the agent wrote it, where its harness ran it wrapped ("": `commands`)
+    cell: bool = False  # an OpenHands IPython cell, replayed in a kernel-equivalent process (`pivot_core._ipython`)
 
     @property
     def named(self) -> str:
@@ -100,6 +107,15 @@ def _recorded_mini(turn: int, message: Message, answer: Message | None, context:
     return Step(turn, commands, int(code.group(1)) if code else None, recorded, written=written)
 
 
+def _recorded_cell(turn: int, commands: tuple[str, ...], recorded: Mapping[str, Any], args: Any) -> Step:
+    """An IPython cell's step: its exit code and output as the replayed kernel prints them (`recorded_cell`)."""
+    text = recorded.get("output") if isinstance(recorded.get("output"), str) else ""
+    code, output = recorded_cell(text)
+    written = str(args.get("code") or "") if isinstance(args, dict) else ""
+    whole = output if not any(mark in text for mark in _PARTIAL) else None
+    return Step(turn, commands, code, whole, finished=code is not None, written=written, cell=True)
+
+
 def recorded_steps(messages: Sequence[Message], context: Mapping[str, Any]) -> list[Step]:
     """The state-changing actions of a run's chat, in order, with what the run recorded for each.
 
@@ -120,6 +136,9 @@ def recorded_steps(messages: Sequence[Message], context: Mapping[str, Any]) -> l
             if not commands:
                 continue
             recorded = (tools.get(call.id).extra.get("recorded") if tools.get(call.id) else None) or {}
+            if call.name == IPYTHON_TOOL:
+                steps.append(_recorded_cell(i, commands, recorded, call.parsed_arguments()))
+                continue
             output = recorded.get("output")
             # an editor call's output is the editor's own message, not its shell equivalent's: exit code only;
             # a command still running when the agent moved on (-1) had printed part of its output
@@ -136,9 +155,25 @@ _CLOCK = re.compile(
 )
 
 
+# what the environment prints of itself, not the state: the interpreter's patch release (`Python 3.9.20` in
+# SWE-bench's image, the machine's 3.9.18 in its rebuild: pivot_sandbox.swe_image); durations: `mask_durations`
+_PYTHON_PATCH = re.compile(r"\b(Python \d+\.\d+)\.\d+\b")
+# a diff's blob ids, abbreviated to as many digits as the repository's size asks (SWE-bench's clone holds the
+# whole history, the rebuild one commit): the same blobs, so the first seven digits are compared
+_GIT_INDEX = re.compile(r"^(index [0-9a-f]{7})[0-9a-f]*\.\.([0-9a-f]{7})[0-9a-f]*", re.M)
+
+
+# `ls -l`'s first line counts the blocks the filesystem gave the listed files (a 58-byte file takes 4 KiB on
+# ext4, none when a filesystem stores it inline): the sizes on each line are the state's, this sum is not
+_LS_TOTAL = re.compile(r"^total \d+$", re.M)
+
+
 # a directory's link count in an `ls -l` line: the filesystem's, not the state's (overlayfs gives a
 # directory of a lower layer 1, ext4 2 plus its subdirectories; its subdirectories show in listings)
 _DIR_LINKS = re.compile(r"^(d[rwxsStT-]{9}[.+@]?\s+)\d+(?=\s)", re.M)
+# an `ls -l` line: its columns are padded to the widest entry, so a directory's link count of 11 here
+# (1 there) widens every line's padding; the blanks between columns are compared as one
+_LS_LINE = re.compile(r"^[-dlcbps][rwxsStT-]{9}[.+@]? .*$", re.M)
 
 
 def _same_output(replayed: str, recorded: str) -> bool:
@@ -147,12 +182,27 @@ def _same_output(replayed: str, recorded: str) -> bool:
     Also how the two replays are compared with each other: two listings a minute apart (the
     sandbox's own folder times) still agree, and disagree with a recording that lacks a file.
     """
+    return _same_output_text(replayed) == _same_output_text(recorded)
 
-    def norm(text: str) -> str:
-        text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n"))
-        return _DIR_LINKS.sub(r"\1<n>", _CLOCK.sub("<t>", text)).strip()
 
-    return norm(replayed) == norm(recorded)
+def _same_output_text(text: str) -> str:
+    """An output without what no state explains (see `_same_output`)."""
+    text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n"))
+    text = _PYTHON_PATCH.sub(r"\1.<n>", mask_durations(text))
+    text = _LS_TOTAL.sub("total <n>", _GIT_INDEX.sub(r"\1..\2", text))
+    text = _LS_LINE.sub(lambda m: " ".join(m.group(0).split()), text)
+    return _DIR_LINKS.sub(r"\1<n>", _CLOCK.sub("<t>", text)).strip()
+
+
+def _same_lines(replayed: str, recorded: str) -> bool:
+    """`_same_output`, or the same lines in another order: the order in which a filesystem lists a directory.
+
+    `find` and `os.listdir` print entries in the order the filesystem keeps them, which differs
+    between the run's container and the replay's (overlayfs on another disk) for the same state.
+    """
+    if _same_output(replayed, recorded):
+        return True
+    return sorted(_same_output_text(replayed).split("\n")) == sorted(_same_output_text(recorded).split("\n"))
 
 
 def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tuple[int, str] | None:
@@ -182,7 +232,7 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
             return step.turn, f"the replay stopped before {step.named}"
         out1 = b"".join(r.stdout for r, _ in first[k:end]).decode(errors="replace")
         out2 = b"".join(r.stdout for r, _ in second[k:end]).decode(errors="replace")
-        if step.output is not None and _same_output(out1, out2) and not _same_output(out1, step.output):
+        if step.output is not None and _same_output(out1, out2) and not _same_lines(out1, step.output):
             return step.turn, f"output differs from the recorded one: {step.named}"
         k = end
     return None
@@ -246,6 +296,14 @@ def _check_run(backend: Any, spec: SandboxSpec | None, steps: Sequence[Step], li
         return 0, f"the replay could not run: {e}"
 
 
+def _explained(found: tuple[int, str] | None, steps: Sequence[Step]) -> tuple[int, str] | None:
+    """The divergence, with why it is the harness's runtime where the diverging action shows it (`runtime_note`)."""
+    step = next((s for s in steps if found is not None and s.turn == found[0]), None)
+    if found is None or step is None:
+        return found
+    return found[0], found[1] + runtime_note(step.written or " ".join(step.commands), cell=step.cell)
+
+
 def check_replay(
     pivots: Sequence[Pivot], backend: Any = None, timeout: float = CHECK_TIMEOUT
 ) -> tuple[list[Pivot], dict[str, Any]]:
@@ -277,7 +335,7 @@ def check_replay(
         # a command the harness killed at its timeout runs that long here: the check lets it
         killed = [mini_swe_agent_timeout(longest[run].context) + 30] if any(s.timed_out for s in steps) else []
         limit = max([timeout, *_asked_timeouts(chat), *killed])
-        found = _check_run(backend, SandboxSpec.from_context(pivot.context), steps, limit)
+        found = _explained(_check_run(backend, SandboxSpec.from_context(pivot.context), steps, limit), steps)
         if found is not None:
             reasons[found[1].split(":")[0]] += 1
             divergences.append({"run": run, "turn": found[0], "reason": found[1]})

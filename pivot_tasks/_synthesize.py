@@ -259,7 +259,8 @@ def synthesize(
 ) -> Iterator[dict[str, Any]]:
     """Yield one report row per task: `{task_id, status, reason?, trajectory?, image?}`.
 
-    With `tasks_dir`, a task whose folder is there runs in its own image (built or reused by hash);
+    With `tasks_dir`, a task whose folder is there (Terminal-Bench's or Harbor's) runs in its own image
+    (built or reused by hash);
     the others, and every task without `tasks_dir`, run in `image`.
     """
     for record in records:
@@ -267,7 +268,7 @@ def synthesize(
         row: dict[str, Any] = {"task_id": task_id}
         try:
             folder = Path(tasks_dir) / task_id if tasks_dir else None
-            if folder is not None and (folder / "task.yaml").is_file():
+            if folder is not None and ((folder / "task.yaml").is_file() or (folder / "task.toml").is_file()):
                 traj, reason, row["image"] = _in_task_image(record, folder, backend)
             else:
                 traj, reason = synthesize_task(record, task_spec(record, image), backend or docker_backend())
@@ -360,6 +361,19 @@ def synthesize_file(
         records = [r for r in records if str(r.get("task_id") or r.get("id")) in set(only)]
     records = records[: limit or None]
     rows = list(synthesize(records, image, tasks_dir=tasks_dir or default_tasks_dir(src)))
+    return write_synthesis(rows, src, out, check_tests=check_tests, keep_oracle_readable=keep_oracle_readable)
+
+
+def write_synthesis(
+    rows: Sequence[dict[str, Any]],
+    src: Path,
+    out: Path,
+    *,
+    check_tests: bool = False,
+    keep_oracle_readable: bool = False,
+) -> dict[str, Any]:
+    """Write the pivots of synthesized rows (`synthesize`'s) to `out`; the report (see `synthesize_file`)."""
+    rows = list(rows)
     kept = [
         r
         for r in rows

@@ -52,6 +52,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "verifiers_plugins.builtin.swe_target",
     "verifiers_plugins.builtin.docker_shell",
     "verifiers_plugins.builtin.task_tests",
+    "verifiers_plugins.builtin.swe_tests",
     "verifiers_plugins.builtin.llm_judge",
     "verifiers_plugins.builtin.user_simulators",
 )

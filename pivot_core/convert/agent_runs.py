@@ -18,13 +18,17 @@ from typing import Any
 from pivot_core._harnesses import HARNESSES, MINI_SWE_AGENT, OPENHANDS, TERMINUS
 from pivot_core._model import Message, Pivot, Trajectory
 from pivot_core._pivots import extract_pivots
-from pivot_core.convert import atif, mini_swe_agent_log, openhands
+from pivot_core.convert import atif, harbor_trials, mini_swe_agent, mini_swe_agent_log, openhands
 from pivot_core.convert._documents import read_document
 from pivot_core.convert.mini_swe_agent import FORMAT_ERROR
 from pivot_core.errors import DataFileError, InvalidTrajectory
 
 RUN_FORMATS = ("openhands", "mini-swe-agent-log", "atif")
-HARNESS_OF = {"openhands": OPENHANDS, "mini-swe-agent-log": MINI_SWE_AGENT}
+# mini-swe-agent's own `<instance>.traj.json` (its SWE-bench runs), `<instance>.report.json` beside it; read
+# as runs when a command says so (`pivot convert --swe-instances`): a converted mini-swe-agent JSONL is a
+# trajectory file, not a run
+TRAJ_JSON = "mini-swe-agent"
+HARNESS_OF = {"openhands": OPENHANDS, "mini-swe-agent-log": MINI_SWE_AGENT, TRAJ_JSON: MINI_SWE_AGENT}
 REJECTED = "the harness rejected the turn (format error): no action"
 
 
@@ -40,7 +44,13 @@ class Run:
 
 
 def trial_context(folder: Path) -> dict[str, Any]:
-    """`task_id`, `run`, `is_resolved` (and the instruction) from a trial folder's `results.json`; {} without one."""
+    """`task_id`, `run`, `is_resolved` (and the instruction) from a trial folder's `results.json`; {} without one.
+
+    A Harbor trial folder (`result.json` beside `agent/`, `verifier/`) gives `task_id`, `run` and the
+    verifier's float as `trial_reward` (`harbor_trials.py`).
+    """
+    if harbor_trials.is_harbor_trial(folder) and not (folder / "results.json").is_file():
+        return harbor_trials.harbor_trial_context(folder)
     path = folder / "results.json"
     if not path.is_file():
         return {}
@@ -79,21 +89,38 @@ def _trial_log(folder: Path) -> Path | None:
     return None
 
 
+def swe_run(log: Path) -> Run:
+    """One mini-swe-agent `<instance>.traj.json`, its SWE-bench report (`resolved`) beside it when there is one."""
+    name = log.name.removesuffix(".traj.json")
+    report = log.with_name(f"{name}.report.json")
+    data = read_document(report) if report.is_file() else None
+    resolved = data.get("resolved") if isinstance(data, Mapping) else None
+    return Run(name, log, TRAJ_JSON, {"resolved": resolved} if isinstance(resolved, bool) else {})
+
+
 def find_runs(src: Path, fmt: str | None = None) -> list[Run]:
-    """The runs of a file or a folder (trial folders hold `results.json`; other `trajectory.json` are ATIF runs)."""
+    """The runs of a file or a folder (trial folders hold `results.json`; other `trajectory.json` are ATIF runs).
+
+    `fmt` "mini-swe-agent": the `*.traj.json` files of mini-swe-agent's own SWE-bench runs (`swe_run`).
+    """
     src = Path(src)
+    if fmt == TRAJ_JSON:
+        return [swe_run(p) for p in (sorted(src.rglob("*.traj.json")) if src.is_dir() else [src])]
     if src.is_file():
         folder = src.parent.parent if src.parent.name in ("agent-logs", "sessions", "agent") else src.parent
         ctx = trial_context(folder)
         return [Run(ctx.get("run") or src.stem, src, fmt or sniff(src), ctx)]
     runs: list[Run] = []
     trials = sorted(p.parent for p in src.rglob("results.json"))
+    # Harbor's trial folders (`result.json` beside agent/ and verifier/; the job's own result.json is none)
+    trials += sorted(p.parent for p in src.rglob("result.json") if harbor_trials.is_harbor_trial(p.parent))
     for folder in trials:
         ctx = trial_context(folder)
         log = _trial_log(folder)
         name = ctx.get("run") or folder.name
         if log is None:
-            runs.append(Run(name, None, None, ctx, "the trial folder holds results.json but no agent log"))
+            results = "results.json" if (folder / "results.json").is_file() else "result.json"  # TB1's, Harbor's
+            runs.append(Run(name, None, None, ctx, f"the trial folder holds {results} but no agent log"))
         else:
             runs.append(Run(name, log, fmt or sniff(log), ctx))
     inside = {r.log for r in runs}
@@ -117,6 +144,11 @@ def read_run(run: Run) -> Trajectory:
     if run.format == "mini-swe-agent-log":
         text = run.log.read_bytes().decode("utf-8", errors="replace")
         return mini_swe_agent_log.from_log(text, run_id=f"mini-swe-agent/{task}/{run.name}", context=ctx)
+    if run.format == TRAJ_JSON:
+        data = read_document(run.log)
+        if not isinstance(data, Mapping):
+            raise InvalidTrajectory("expected one mini-swe-agent trajectory (a JSON object)")
+        return mini_swe_agent.from_mini_swe_agent({**data, **ctx}, default_id=f"mini-swe-agent/{run.name}")
     if run.format == "atif":
         data = read_document(run.log)
         if not isinstance(data, Mapping):

@@ -127,13 +127,15 @@ def from_atif(
         **dict(context or {}),
         "actions": actions,
     }
-    resolved = ctx.get("is_resolved")
+    resolved, trial_reward = ctx.get("is_resolved"), ctx.get("trial_reward")
+    # a Harbor trial's verifier float (`harbor_trials.py`) is the run's outcome; else Terminal-Bench's is_resolved
+    reward = float(trial_reward) if isinstance(trial_reward, int | float) else None
     return Trajectory(
         id=str(record.get("session_id") or default_id),
         domain="terminal",
         messages=tuple(messages),
         tools=tools,
-        reward=None if resolved is None else float(bool(resolved)),
+        reward=reward if reward is not None else (None if resolved is None else float(bool(resolved))),
         context={k: v for k, v in ctx.items() if v is not None},
         source="atif",
     )

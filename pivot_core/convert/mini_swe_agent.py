@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pivot_core._harnesses import MINI_SWE_AGENT
 from pivot_core._model import Message, Trajectory
 from pivot_core.convert._messages import convert_messages
 from pivot_core.errors import InvalidTrajectory
@@ -29,7 +30,15 @@ _CONTEXT_KEYS = (
     "exit_status",
     "submission_patch",
     "action_format",
+    "harness",
+    "fresh_shell",
+    "command_timeout",
+    "command_shell",
+    "start_dir",
+    "actions",
 )
+# mini-swe-agent's environment classes whose commands run as `bash -lc` in a container (`docker exec`)
+_LOGIN_SHELL_ENVIRONMENTS = ("docker.DockerEnvironment", "singularity.SingularityEnvironment")
 
 FORMAT_ERROR = "Please always provide EXACTLY ONE action"  # mini-swe-agent's format_error_template
 EXPECTED = "a mini-swe-agent record (trajectory_format 'mini-swe-agent-*' or agent 'mini-swe-agent ...')"
@@ -63,6 +72,28 @@ def _message(m: Mapping[str, Any]) -> Message:
     return Message(m["role"], content, extra=extra)
 
 
+def harness_context(info: Mapping[str, Any]) -> dict[str, Any]:
+    """How the run's harness ran its commands, from an original record's `info.config` ({} without one).
+
+    `harness`, `fresh_shell` (each command in a fresh subshell), `command_timeout` (its
+    environment's timeout, seconds), `command_shell` (`bash-login` for a container environment:
+    `docker exec ... bash -lc`), `start_dir` (its environment's `cwd`): what a replay of the run
+    needs to run each command as the harness did (`pivot_core.harness_action`).
+    """
+    config = info.get("config") if isinstance(info.get("config"), Mapping) else None
+    if config is None:
+        return {}
+    env = config.get("environment") if isinstance(config.get("environment"), Mapping) else {}
+    kind = str(config.get("environment_type") or "")
+    out: dict[str, Any] = {"harness": MINI_SWE_AGENT, "fresh_shell": True}
+    if isinstance(env.get("timeout"), int | float) and not isinstance(env.get("timeout"), bool):
+        out["command_timeout"] = float(env["timeout"])
+    out["command_shell"] = "bash-login" if kind.endswith(_LOGIN_SHELL_ENVIRONMENTS) else "sh"
+    if isinstance(env.get("cwd"), str) and env["cwd"]:
+        out["start_dir"] = env["cwd"]
+    return out
+
+
 def from_mini_swe_agent(record: Mapping[str, Any], *, default_id: str = "") -> Trajectory:
     """One mini-swe-agent record -> Trajectory (domain swe; reward 1.0 when resolved)."""
     if not detect(record):
@@ -73,6 +104,10 @@ def from_mini_swe_agent(record: Mapping[str, Any], *, default_id: str = "") -> T
     messages = convert_messages(raw, _message)
     info = record.get("info") if isinstance(record.get("info"), Mapping) else {}
     context = {k: record[k] for k in _CONTEXT_KEYS if record.get(k) is not None}
+    for key, value in harness_context(info).items():
+        context.setdefault(key, value)
+    if context.get("harness") == MINI_SWE_AGENT:
+        context.setdefault("actions", sum(m.role == "assistant" for m in messages))
     context.setdefault("agent", f"mini-swe-agent {info.get('mini_version', '')}".strip())
     context.setdefault("exit_status", info.get("exit_status"))
     context.setdefault("submission_patch", info.get("submission"))

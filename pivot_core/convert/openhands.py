@@ -30,6 +30,7 @@ from typing import Any
 
 from pivot_core._harnesses import OPENHANDS
 from pivot_core._model import Message, ToolCall, Trajectory
+from pivot_core._openhands_runtime import runtime_files
 from pivot_core._shell import COMMAND_POSITION
 from pivot_core.errors import InvalidTrajectory
 
@@ -236,6 +237,9 @@ def from_openhands(
     started = start_dir(events)
     if started:
         ctx["start_dir"] = started
+    left = runtime_files(events, started or "/app")  # what the runtime made there, as the run shows it
+    if left:
+        ctx["runtime_files"] = left
     resolved = ctx.get("is_resolved")
     return Trajectory(
         id=run_id,

@@ -51,7 +51,7 @@ class EpisodeOutcome:
     """The task's outcome at the end of an episode (`info["outcome"]`).
 
     Attributes:
-        reward: 1.0 when the task is done by its own rule, else 0.0.
+        reward: 1.0 when the task is done by its own rule, else 0.0 (a Harbor task: the float its tests wrote).
         ended_by: what ended the episode (a truncation is one of `TRUNCATIONS`).
         rule: the rule that decided ("tau-bench", "task_tests").
         details: the rule's evidence (which checks passed).
@@ -103,7 +103,7 @@ class EpisodeEnv(gym.Env[dict, str]):
         - Action (`CompletionSpace`): one assistant completion as text, parsed by the domain's
           parser. Unreadable text is a plain message like any other; `step` never raises on it.
         - Reward: 0.0 on every step but the last; the last carries the task's outcome (1.0 = done
-          by the task's own rule), also in `info["outcome"]`.
+          by the task's own rule; a Harbor task's: the float its tests wrote), also in `info["outcome"]`.
         - `terminated`: the agent or the user ended the task (the domain says how). `truncated`:
           the turn budget ran out (`ended_by="max_turns"`), the wall-clock limit did
           (`"time_limit"`), or the live state failed (`info["outcome"]["error"]` set). Stepping

@@ -23,9 +23,10 @@ the run again:
   the sandbox stopped the command at its timeout). An output whose first line is
   `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` submits: the episode ends (`submitted`).
 
-What the harnesses do and this does not: OpenHands' soft timeout (a command with no new output
-for 10 s returns with exit code -1 and keeps running) and its IPython kernel (an
-`execute_ipython_cell` call gets an error message); a command stopped at the sandbox's timeout is
+An `execute_ipython_cell` call runs in the kernel-equivalent process every replay runs it in
+(`pivot_core._ipython`), answered with its output and OpenHands' kernel lines. What the harnesses
+do and this does not: OpenHands' soft timeout (a command with no new output for 10 s returns with
+exit code -1 and keeps running); a command stopped at the sandbox's timeout is
 answered with the harness's timeout message and the episode goes on, as the harness goes on.
 """
 
@@ -40,6 +41,7 @@ from typing import Any
 
 from pivot_core import (
     HARNESSES,
+    IPYTHON_TOOL,
     MINI_SWE_AGENT,
     MINI_SWE_AGENT_ACTION,
     Message,
@@ -47,6 +49,7 @@ from pivot_core import (
     Pivot,
     ToolCall,
     harness_action,
+    mini_swe_agent_submission,
     shell_actions,
     shell_call,
 )
@@ -65,7 +68,6 @@ _INTERPRETER = re.compile(r"^\[Python interpreter: (.*)\]$", re.M)
 # interactive bash says `bash: x: command not found`
 _SCRIPT_LINE = re.compile(r"^pivot: line \d+: ", re.M)
 
-MINI_SUBMIT = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
 MINI_LONG = 10_000  # its template shows the whole output below this many characters
 MINI_FORMAT_ERROR = (
     "Please always provide EXACTLY ONE action in triple backticks, found {n} actions.\n"
@@ -112,6 +114,7 @@ class Turn:
     messages: tuple[Message, ...]
     ended_by: str | None = None
     stopped: str | None = None  # a command the sandbox stopped for good (memory, flood, time): outcome 0
+    submission: str | None = None  # what a mini-swe-agent submission submitted (the output after its marker)
 
 
 def harness_of(pivot: Pivot) -> str | None:
@@ -170,9 +173,9 @@ def _mini_turn(pivot: Pivot, message: Message, run: Run) -> Turn:
     ran = run(ran_as)
     if ran.stopped is not None and ran.stopped != "timeout":
         return Turn((Message("user", mini_observation(ran, command)),), _end(ran.stopped), ran.stopped)
-    lines = ran.output.lstrip().splitlines()
-    if ran.stopped is None and lines and lines[0].strip() in MINI_SUBMIT:
-        return Turn((), "submitted")
+    submitted = mini_swe_agent_submission(ran.output) if ran.stopped is None else None
+    if submitted is not None:
+        return Turn((), "submitted", submission=submitted)
     return Turn((Message("user", mini_observation(ran, command)),))
 
 
@@ -241,8 +244,10 @@ def _openhands_call(call: ToolCall, run: Run, interpreter: str | None) -> tuple[
         return "Your thought has been logged.", None, None
     if name == "str_replace_editor":
         return _editor(args, run), None, None
+    if name == IPYTHON_TOOL and isinstance(command := shell_call(call), str):
+        return _ipython_cell(command, run, interpreter)
     if name != "execute_bash":
-        return f"ERROR: {name} is not available in this sandbox (no IPython kernel)", None, None
+        return f"ERROR: {name} is not available in this sandbox", None, None
     command = shell_call(call)  # what scoring reads too: input, several commands, ... run nothing
     if isinstance(command, NotRun):
         return command.answer, None, None  # no process is left running here: OpenHands' answer for that
@@ -253,6 +258,16 @@ def _openhands_call(call: ToolCall, run: Run, interpreter: str | None) -> tuple[
         return openhands_output(ran, interpreter), _end(ran.stopped), ran.stopped
     timeout = args.get("timeout")
     return openhands_output(ran, interpreter, timeout if isinstance(timeout, (int, float)) else None), None, None
+
+
+def _ipython_cell(command: str, run: Run, interpreter: str | None) -> tuple[str, str | None, str | None]:
+    """A cell run in the kernel-equivalent process (`pivot_core._ipython`), answered with OpenHands' kernel lines."""
+    ran = run(command)
+    text = ran.output.rstrip() + f"\n[Jupyter current working directory: {ran.cwd}]"
+    if interpreter:  # OpenHands' kernel runs its runtime's `python3`
+        text += f"\n[Jupyter Python interpreter: {interpreter.removesuffix('3')}3]"
+    stopped = ran.stopped if ran.stopped != "timeout" else None
+    return text, _end(stopped) if stopped is not None else None, stopped
 
 
 def _editor(args: dict[str, Any], run: Run) -> str:

@@ -19,12 +19,14 @@ included) answered by tool messages, mini-swe-agent's one bash block answered by
 (`_harness.py`). Stepping a run's recorded turns from its first pivot replays the run.
 
 The outcome is the task's tests, run in the final state whatever ended the episode (Terminal-Bench
-runs them after a timeout too). A pivot synthesized from a Terminal-Bench task folder
-(`context["task"]["dir"]`) is scored by the task's own pytest suite, delivered only now, run in a
-fresh shell with the image's own environment and read through a nonce status line (the sandbox's
-`pivot_sandbox.run_task_tests`, as `task_tests` does). A pivot without a task folder may name shell checks
-in `context["task_tests"]`: `{"commands": [commands run as root that must all exit 0], "timeout":
-seconds}`. A pivot with neither has no outcome: its episodes end with an error outcome, never a guessed reward.
+runs them after a timeout too); a Harbor task's outcome is the float its test.sh wrote (reward.json,
+else reward.txt), and a Harbor task not verifiable offline gives an error outcome. A pivot
+synthesized from a Terminal-Bench task folder (`context["task"]["dir"]`) is scored by the task's own
+pytest suite, delivered only now, run in a fresh shell with the image's own environment and read
+through a nonce status line (the sandbox's `pivot_sandbox.run_task_tests`, as `task_tests` does). A
+pivot without a task folder may name shell checks in `context["task_tests"]`: `{"commands":
+[commands run as root that must all exit 0], "timeout": seconds}`. A pivot with neither has no
+outcome: its episodes end with an error outcome, never a guessed reward.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any, ClassVar
 from pivot_core import Message, Pivot, history_typed, parse_terminus, typed_action
 from pivot_envs.episodes._base import EpisodeEnv, EpisodeOutcome, PathLike, StepResult
 from pivot_envs.episodes._harness import Ran, harness_of, harness_turn, recorded_interpreter
+from pivot_envs.episodes._swe import swe_outcome
 from verifiers_plugins import sandbox_backend
 
 DEFAULT_TURNS = 50  # Terminal-Bench bounds an agent by time, not turns; a turn budget keeps RL episodes finite
@@ -148,6 +151,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
         before = history_typed(pivot)
         history = list(before.commands)
         self._killed = None
+        self._submission: str | None = None
         self._typed = before.pending
         self.session = open_session(self.backend, spec, history)
         return {"restore": {"commands": len(history), "image": spec.image}}
@@ -192,6 +196,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
         assert self.current is not None
         interpreter = recorded_interpreter(self.recorded_messages(self.current))
         turn = harness_turn(self.current, message, self._run_bounded, interpreter)
+        self._submission = turn.submission
         if turn.stopped is not None:
             self._killed = f"a command of turn {self.turn}: {turn.stopped}"
         return StepResult(turn.messages, turn.ended_by)
@@ -211,6 +216,8 @@ class TerminalEpisodeEnv(EpisodeEnv):
         assert self.current is not None
         if self._killed is not None:
             return EpisodeOutcome(0.0, ended_by, self.rule, {"killed": self._killed})
+        if isinstance(self.current.context.get("swe"), Mapping):
+            return swe_outcome(self.current, self._submission, ended_by)
         task = self.current.context.get("task")
         if isinstance(task, Mapping) and task.get("dir"):
             return self._task_tests(str(task["dir"]), ended_by)
@@ -255,6 +262,10 @@ class TerminalEpisodeEnv(EpisodeEnv):
         except SandboxError as e:  # the tests cannot run here: no outcome rather than a guess
             return EpisodeOutcome(0.0, ended_by, self.rule, error=f"task tests: {e}")
         details = {"passed": result.passed, "ran": result.ran, "counts": dict(result.counts), "reason": result.reason}
+        if task.harbor is not None:  # Harbor's reward is test.sh's float (reward.json, else reward.txt)
+            if result.reward is None:  # not verifiable offline, or no reward written: no outcome, never a guess
+                return EpisodeOutcome(0.0, ended_by, self.rule, details, error=f"task tests: {result.reason}")
+            return EpisodeOutcome(float(result.reward), ended_by, self.rule, details)
         return EpisodeOutcome(1.0 if result.passed else 0.0, ended_by, self.rule, details)
 
     def release(self) -> None:

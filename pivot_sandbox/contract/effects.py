@@ -25,11 +25,24 @@ _BACKGROUND = re.compile(r"(?<![&>|<])&(?![&>])")
 # both not: error messages name the program that failed, `cat: f: No such file` vs `head: f: ...`),
 # "ignore".
 STDERR_MODES = ("exact", "presence", "ignore")
+# A test runner's report of how long it ran (pytest's "1 passed in 0.01s", "in 0.12 seconds" before
+# pytest 5.4, unittest's "Ran 3 tests in 0.002s"): a clock reading that differs from run to run by a
+# hundredth of a second, which two runs of the expert need not show, never part of an effect.
+_DURATION = re.compile(r"\bin \d+\.\d+ ?(?:s|sec|seconds)\b")
+
+
+def mask_durations(text: str) -> str:
+    """`text` with every test runner's duration report ("in 0.01s") as "in <duration>"."""
+    return _DURATION.sub("in <duration>", text)
 
 
 def normalize_output(text: str, cap: int) -> str:
-    """ANSI escapes and carriage returns dropped, trailing spaces per line and trailing blank lines removed, capped."""
-    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    """The output as compared: without ANSI escapes, carriage returns and trailing blanks, durations masked, capped.
+
+    Trailing spaces go per line and trailing blank lines at the end; test runners' durations are
+    masked (`mask_durations`).
+    """
+    text = mask_durations(_ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n"))
     lines = [line.rstrip() for line in text.split("\n")]
     while lines and not lines[-1]:
         lines.pop()

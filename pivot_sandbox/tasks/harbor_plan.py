@@ -20,14 +20,14 @@ Public API:
 from __future__ import annotations
 
 import json
-import math
 import re
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pivot_core import Rewards, read_rewards
 from pivot_sandbox.images.dockerfile import hosts_in, implicit_hosts
 
 # uv's installer: the one fetch the layer stands in for (uv itself is a wheel on PyPI)
@@ -155,77 +155,6 @@ def verifier_plan(tests: Path, allowed: frozenset[str]) -> VerifierPlan:
         host, line = foreign[0]
         problem = f"the tests need {host}, outside the registries: {line!r}"
     return VerifierPlan(tuple(dict.fromkeys(apt)), tuple(pip), uv, tuple(uv_steps), problem)
-
-
-@dataclass(frozen=True)
-class Rewards:
-    """A test run's rewards, read as Harbor reads them.
-
-    Attributes:
-        reward: the reward: `rewards["reward"]` when there is one, the only entry, else their mean;
-            None when no reward could be read (`error` says why).
-        rewards: the numeric entries of reward.json, or {"reward": <reward.txt>}.
-        source: "reward.json", "reward.txt" or "".
-        error: why no reward was read ("" when one was); `dropped` lists reward.json's non-numbers.
-        dropped: reward.json keys whose values were no numbers (Harbor's fork drops them too).
-    """
-
-    reward: float | None
-    rewards: Mapping[str, float] = field(default_factory=dict)
-    source: str = ""
-    error: str = ""
-    dropped: tuple[str, ...] = ()
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _from_json(text: str, txt: str | None) -> Rewards:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        return Rewards(None, source="reward.json", error=f"reward.json is not JSON: {e}")
-    if not isinstance(data, dict) or not data:
-        return Rewards(None, source="reward.json", error=f"reward.json: expected a non-empty object, got {text[:80]!r}")
-    rewards = {str(k): v for k, v in ((k, _number(v)) for k, v in data.items()) if v is not None}
-    dropped = tuple(str(k) for k in data if str(k) not in rewards)
-    if "reward" not in rewards and txt is not None:  # Harbor's fork merges reward.txt in as "reward"
-        from_txt = _from_txt(txt)
-        if from_txt.reward is not None:
-            rewards["reward"] = from_txt.reward
-    if not rewards:
-        return Rewards(None, source="reward.json", error="reward.json holds no number", dropped=dropped)
-    values = list(rewards.values())
-    reward = rewards.get("reward", values[0] if len(values) == 1 else sum(values) / len(values))
-    return Rewards(reward, rewards, "reward.json", dropped=dropped)
-
-
-def _from_txt(text: str) -> Rewards:
-    if not text.strip():
-        return Rewards(None, source="reward.txt", error="reward.txt is empty")
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return Rewards(None, source="reward.txt", error=f"reward.txt: expected a float, got {text.strip()[:40]!r}")
-    if not math.isfinite(value):
-        return Rewards(None, source="reward.txt", error=f"reward.txt: expected a finite float, got {value}")
-    return Rewards(value, {"reward": value}, "reward.txt")
-
-
-def read_rewards(reward_json: str | None, reward_txt: str | None) -> Rewards:
-    """The rewards of a test run from the two files' texts (None: the file was not written).
-
-    `reward.json` first, `reward.txt` only without it (Harbor's `Verifier.verify`): an unreadable
-    reward.json is an error even when reward.txt exists.
-    """
-    if reward_json is not None:
-        return _from_json(reward_json, reward_txt)
-    if reward_txt is not None:
-        return _from_txt(reward_txt)
-    return Rewards(None, error="test.sh wrote neither /logs/verifier/reward.json nor reward.txt")
 
 
 MAX_TESTS = 500  # per-test rows kept in the details

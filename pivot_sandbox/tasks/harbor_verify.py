@@ -77,10 +77,10 @@ class HarborOutcome:
         return self.reward is not None and self.reward >= 1.0
 
     def to_test_outcome(self) -> TestOutcome:
-        """The outcome in the form Terminal-Bench's test runs report (`TestOutcome`), the reward in the reason."""
+        """The outcome in the form Terminal-Bench's test runs report (`TestOutcome`), the float reward kept."""
         summary = (self.details.get("ctrf") or {}).get("summary") or {}
         counts = {k.upper(): int(v) for k, v in summary.items() if k in ("passed", "failed", "skipped")}
-        return TestOutcome(self.passed, self.reward is not None, counts, self.reason)
+        return TestOutcome(self.passed, self.reward is not None, counts, self.reason, self.reward)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (the bench's rows)."""

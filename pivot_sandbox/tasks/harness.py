@@ -93,12 +93,17 @@ def test_plan(task_dir: Path, timeout: float, hosts: frozenset[str] | None = Non
 
 @dataclass(frozen=True)
 class TestOutcome:
-    """The result of a test run: `passed` when every test passed (and at least one ran)."""
+    """The result of a test run: `passed` when every test passed (and at least one ran).
+
+    `reward`: the float a Harbor task's test.sh wrote (reward.json, else reward.txt), None for a
+    Terminal-Bench task (its tests pass or fail) and when none could be read.
+    """
 
     passed: bool
     ran: bool
     counts: Mapping[str, int]
     reason: str
+    reward: float | None = None
 
 
 def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -16,7 +16,9 @@
 3. **instance** (`pivot-gym/swe:<instance id>-<hash>`): the repository at its base commit in `/testbed`
    (`swe.checkout`: one commit, nothing of another instance's tree), the spec's `pre_install` and
    `install` (with `SETUPTOOLS_SCM_PRETEND_VERSION` where the row gives one), then SWE-bench's own
-   clean-diff commit ("SWE-bench"), so that `git diff` shows only what an agent changed.
+   clean-diff commit ("SWE-bench"), so that `git diff` shows only what an agent changed; root's `.bashrc`
+   puts the environment first on PATH, as SWE-bench's `conda activate testbed` there does for a login shell,
+   and the repository's directories are 777 as in SWE-bench's clone.
 
 Network (the machine's registries, `images/access.py`) reaches build steps only; tests run with none.
 Each tag holds the hash of what the layer depends on (recipe, parent image id, interpreter, pins, bundle
@@ -240,13 +242,23 @@ def env_image(
 def instance_text(env: str, instance: SWEInstance) -> str:
     """The instance layer's Dockerfile (the build context holds `repo/`): SWE-bench's repository set-up."""
     pretend = instance.scm_pretend_version
+    if pretend and "+" not in pretend:
+        # setuptools_scm in SWE-bench's clone adds the commit (`5.4.1.dev593+ge6e300e72`, nine hex digits, as
+        # the recorded runs print it); pytest prints its version in every session header
+        pretend = f"{pretend}+g{instance.base_commit[:9]}"
     export = f"export SETUPTOOLS_SCM_PRETEND_VERSION={shlex.quote(pretend)}; " if pretend else ""
     lines = [
         f"FROM {env}",
         f"COPY repo/ {TESTBED}/",
         f"WORKDIR {TESTBED}",
+        # SWE-bench clones with `chmod -R 777` before resetting to the base commit, which rewrites the files
+        # (644, 755) and leaves the directories 777: what an agent's first `ls -la` prints
+        f"RUN find {TESTBED} -type d -exec chmod 777 {{}} +",
         "RUN git config --global user.email setup@swebench.config && git config --global user.name SWE-bench"
         f" && git config --global --add safe.directory {TESTBED}",
+        # SWE-bench's image activates the environment in root's .bashrc, which a login shell reads (`~/.profile`):
+        # mini-swe-agent runs each command as `bash -lc`, whose /etc/profile resets PATH before
+        f"RUN echo 'export PATH={ENV_PREFIX}/bin:$PATH' > /root/.bashrc",
         *(f"RUN {command}" for command in instance.harness.pre_install),
         f"RUN {export}{instance.harness.install}",
         "RUN git commit --allow-empty -qam SWE-bench",

@@ -58,6 +58,9 @@ SWE_LIMITS: dict[str, Any] = {
     "max_changed_paths": 200_000,
     "change_set_timeout": 120.0,
 }
+# What restoring a state of an agent's run on an instance and running one candidate there may take
+# (`docker_shell`'s and `swe_tests`' backend on SWE pivots): the history runs the repository's test suites.
+SWE_STATE_LIMITS: dict[str, Any] = {"memory": "2g", "pids": 1024, "replay_timeout": 900.0, "action_timeout": 120.0}
 TEST_TIMEOUT = 1800.0
 LOG_CAP = 32 << 20  # bytes of the test log read back
 LOG_TAIL = 4000  # characters of it kept in the outcome
@@ -112,8 +115,12 @@ class SWEOutcome:
 
 
 def swe_spec(image: str) -> SandboxSpec:
-    """Where an instance's commands run: `/testbed` as root, in bash (as mini-swe-agent and SWE-bench run them)."""
-    return SandboxSpec(image=image, workdir=TESTBED, user="root", shell="/bin/bash")
+    """Where an instance's commands run: `/testbed` as root, in bash (as mini-swe-agent and SWE-bench run them).
+
+    HOME is root's, as in SWE-bench's container (the sandbox's default is the working directory): the
+    login shell each mini-swe-agent command runs in reads root's profile, which activates the environment.
+    """
+    return SandboxSpec(image=image, workdir=TESTBED, user="root", shell="/bin/bash", env={"HOME": "/root"})
 
 
 def eval_script(instance: SWEInstance) -> str:
@@ -342,6 +349,7 @@ def validate_instance(backend: SandboxBackend, instance: SWEInstance, image: str
 
 __all__ = [
     "SWE_LIMITS",
+    "SWE_STATE_LIMITS",
     "SWEOutcome",
     "Validity",
     "eval_script",

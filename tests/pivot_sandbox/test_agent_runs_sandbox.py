@@ -102,7 +102,12 @@ def test_replay_blockers_name_what_a_replay_cannot_rebuild():
     def call(name, args, cid="c1"):
         return Message("assistant", tool_calls=(ToolCall(name, json.dumps(args), cid),))
 
-    assert "IPython" in replay_blocker(_pivot([call("execute_ipython_cell", {"code": "x=1"})]), "/app")
+    # a cell replays in a kernel-equivalent process; a magic it does not run is refused
+    assert replay_blocker(_pivot([call("execute_ipython_cell", {"code": "x=1"})]), "/app") is None
+    magic = replay_blocker(_pivot([call("execute_ipython_cell", {"code": "%timeit x=1"})]), "/app")
+    assert magic == "turn 1: an IPython cell: the magic %timeit is not replayed"
+    expert = dataclasses.replace(_pivot([]), expert=call("execute_ipython_cell", {"code": "%%bash\nls"}))
+    assert replay_blocker(expert, "/app") == "the expert's IPython cell: the cell magic '%%bash' is not replayed"
     assert "undo_edit" in replay_blocker(
         _pivot([call("str_replace_editor", {"command": "undo_edit", "path": "/a"})]), "/app"
     )

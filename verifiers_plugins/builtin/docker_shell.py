@@ -25,10 +25,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from pivot_core import Message, Pivot, harness_action, history_typed
+from pivot_core import (
+    Message,
+    Pivot,
+    harness_action,
+    history_typed,
+    mini_swe_agent_action,
+    mini_swe_agent_submits,
+)
 from pivot_sandbox import (
     BACKEND_NAMES,
     STDERR_MODES,
@@ -84,7 +91,9 @@ class DockerShell:
     # 4: a Terminus turn runs what its terminal would (no Enter, no run); text left typed must be the expert's
     # 5: processes compared by identity; what an action changes outside the overlay (/etc/hosts, /dev) and
     #    extended attributes are part of its effect (issue 38)
-    version = "5"
+    # 6: a test runner's duration report ("in 0.01s") is masked in outputs (`mask_durations`); the submission of
+    #    a SWE-bench run is the instance tests' to judge (`swe_tests`)
+    version = "6"
     # config that changes no verdict, so the reward cache's key leaves it out: the built-in backends
     # give the same verdicts (docs/results/sandbox.md), and `fingerprint` names any other backend
     verdict_neutral_config: ClassVar[tuple[str, ...]] = ("backend",)
@@ -295,8 +304,18 @@ class DockerShell:
             cls.stats[name] += n
 
 
+def submission_pivot(pivot: Pivot) -> bool:
+    """True for a pivot of a SWE-bench run (`context.swe`) whose expert turn submits (`swe_tests` judges it)."""
+    return isinstance(pivot.context.get("swe"), Mapping) and mini_swe_agent_submits(
+        mini_swe_agent_action(pivot.expert.content)
+    )
+
+
 def _not_judged(pivot: Pivot, sandbox: SandboxContext) -> str | None:
     """Why the sandbox does not judge a pivot that has one (the verdict is a skip); None when it does."""
+    if submission_pivot(pivot):
+        # what is submitted, not how its diff prints, decides: an unresolved run's own diff is no reference
+        return "the submission of a SWE-bench run: judged by the instance's tests (swe_tests)"
     if sandbox.expert_needs_network:
         # no container without a network reproduces it: the static part of the chain scores it
         return "the expert action needs the network"

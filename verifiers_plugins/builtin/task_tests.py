@@ -64,7 +64,8 @@ class TaskTests:
     # 4: keystrokes without Enter are typed, not run. 5: tests in a fresh shell with the image's environment,
     # their tools checked unchanged. 6: the agent's processes stopped before the tamper check; every copy of
     # the harness's programs on the PATH guarded; the status must agree with the run's exit status (issue 38)
-    version = "6"
+    # 7: a Harbor task's float reward in the details (`test_reward`)
+    version = "7"
 
     def __init__(self, mode: str = "continuation", command_timeout: float = 60.0) -> None:
         if mode not in MODES:
@@ -173,6 +174,8 @@ class TaskTests:
         except Exception as e:  # noqa: BLE001 - an exception is an error verdict, never a crash
             return Verdict.failed(f"task_tests: {type(e).__name__}: {e}")
         details = {"mode": self.mode, "tests": dict(outcome.counts), "replayed": len(remaining)}
+        if outcome.reward is not None:  # a Harbor task's float: the verdict stays 0/1 (accepted at reward 1)
+            details["test_reward"] = outcome.reward  # not `reward`: that is the verdict's own (0 or 1)
         if outcome.passed:
             return Verdict.accept(f"task tests pass ({self.mode}): {outcome.reason}", **details)
         return Verdict.reject(f"task tests fail ({self.mode}): {outcome.reason}", **details)

@@ -1,0 +1,242 @@
+"""A real mini-swe-agent SWE-bench run turned into sandboxed pivots, and candidates judged there by execution.
+
+`pivot convert --swe-instances` converts the recorded run on pytest-dev__pytest-7432 (shared data:
+`swe/verified/`, SWE-bench Verified: tests only) in its instance's image (built offline, cached by
+content hash: seconds once the environment layer exists), each command replayed as mini-swe-agent ran
+it (`bash -lc` from /testbed) and checked against the run's recorded observations. Then `pivot/swe-v0`
+scores candidates at three of its pivots: a read (turn 10), an edit (turn 60) and the submission (turn
+70, graded by the instance's tests with no network, as SWE-bench grades it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import gymnasium as gym
+import pytest
+from typer.testing import CliRunner
+
+INSTANCE = "pytest-dev__pytest-7432"
+RUN = f"mini-swe-agent/{INSTANCE}"
+READ, EDIT, SUBMIT = f"{RUN}#10", f"{RUN}#60", f"{RUN}#70"
+TEST_F2P = "testing/test_skipping.py::TestXFail::test_xfail_run_with_skip_mark[test_input1-expected1]"
+
+
+def turn(command: str) -> str:
+    """A mini-swe-agent reply running `command`."""
+    return f"THOUGHT: next.\n\n```bash\n{command}\n```"
+
+
+def _skip(message: str, required: bool) -> None:
+    if required:  # CI (PIVOT_REQUIRE_SHARED_DATA): what is missing is a failure there
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """(report, pivots file) of the run converted with its replay checked; skips without the shared data."""
+    from pivot_cli import app
+    from pivot_sandbox.errors import TaskError
+    from pivot_sandbox.tasks.swe import default_instances, load_instance
+    from pivot_sandbox.tasks.swe_image import find_python
+
+    instances = default_instances()
+    required = os.environ.get("PIVOT_REQUIRE_SHARED_DATA", "") not in ("", "0")
+    if instances is None:
+        _skip("needs the shared data (swe/verified/instances.jsonl: set PIVOT_SHARED_DATA)", required)
+    instance = load_instance(INSTANCE, instances)
+    try:
+        find_python(instance.python_minor)
+    except TaskError as e:  # a laptop without pyenv's interpreters; this machine kind (CI) has them
+        _skip(str(e), required)
+    out = tmp_path_factory.mktemp("swe") / "pivots.jsonl"
+    args = ["convert", str(instance.trajectory), str(out), "--swe-instances", str(instances)]
+    result = CliRunner().invoke(app, [*args, "--check-replay", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), out
+
+
+# --- without Docker: how the run's commands are read, run and compared ----------------------------------------
+
+
+def test_a_swe_bench_run_is_read_with_how_its_harness_ran_each_command():
+    from pivot_core import harness_action
+    from pivot_core.convert.mini_swe_agent import from_mini_swe_agent
+
+    config = {"environment": {"cwd": "/testbed", "timeout": 60}, "environment_type": "x.docker.DockerEnvironment"}
+    record = {
+        "trajectory_format": "mini-swe-agent-1",
+        "instance_id": "a__b-1",
+        "info": {"config": config, "mini_version": "1.15.0", "submission": "diff"},
+        "messages": [{"role": "user", "content": "fix it"}, {"role": "assistant", "content": turn("cd src && ls")}],
+    }
+    traj = from_mini_swe_agent(record)
+    assert traj.domain == "swe" and traj.context["instance_id"] == "a__b-1"
+    want = {"harness": "mini-swe-agent", "command_shell": "bash-login", "command_timeout": 60.0}
+    assert want.items() <= traj.context.items() and traj.context["start_dir"] == "/testbed"
+    (command,) = harness_action(traj.messages[-1], traj.context).commands
+    assert command.endswith("bash -lc 'cd src && ls'")  # a login shell per command: the cd never persists
+    local = from_mini_swe_agent({**record, "info": {"config": {**config, "environment_type": "local.Local"}}})
+    assert harness_action(local.messages[-1], local.context).commands[0].endswith("/bin/sh -c 'cd src && ls'")
+
+
+def test_an_unresolved_runs_submission_is_no_pivot_and_a_resolved_runs_is():
+    # the chain accepts an action identical to the expert's outright: at an unresolved run's submission
+    # that would give 1 to a candidate repeating a patch the tests reject
+    from pivot_core import extract_pivots
+    from pivot_core.convert.mini_swe_agent import from_mini_swe_agent
+    from pivot_tasks._swe_runs import unresolved_submissions
+
+    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+    messages = [{"role": "user", "content": "fix it"}, {"role": "assistant", "content": turn("cat a.py")}]
+    messages += [{"role": "user", "content": "print(1)"}, {"role": "assistant", "content": turn(submit)}]
+    record = {"trajectory_format": "mini-swe-agent-1", "instance_id": "a__b-1", "messages": messages}
+    for resolved, kept_turns in ((True, 2), (False, 1), (None, 1)):
+        pivots = list(extract_pivots(from_mini_swe_agent({**record, "resolved": resolved})))
+        kept, left = unresolved_submissions(pivots)
+        assert (len(pivots), len(kept), len(left)) == (2, kept_turns, 2 - kept_turns), resolved
+        assert "cat a.py" in kept[0].expert.content and all(submit in p.expert.content for p in left)
+
+
+def test_a_submission_is_what_follows_the_marker_line():
+    from pivot_core import mini_swe_agent_submission, mini_swe_agent_submits
+
+    assert mini_swe_agent_submission("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\ndiff --git a/x b/x\n") == (
+        "diff --git a/x b/x\n"
+    )
+    assert mini_swe_agent_submission("diff\nCOMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n") is None
+    assert mini_swe_agent_submits("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached")
+    assert not mini_swe_agent_submits("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUTS") and not mini_swe_agent_submits("")
+
+
+@pytest.mark.parametrize(
+    ("recorded", "replayed", "same"),
+    [
+        (
+            "platform linux -- Python 3.9.20, pytest-5.4.1\n1 passed in 0.02s",
+            "platform linux -- Python 3.9.18, pytest-5.4.1\n1 passed in 0.01s",
+            True,
+        ),
+        ("index 7bd975e5a..4b657af14 100644", "index 7bd975e..4b657af 100644", True),
+        ("testing/b.py\ntesting/a.py", "testing/a.py\ntesting/b.py", True),  # the filesystem's listing order
+        # `ls -la` pads its columns to the widest link count: 1 on SWE-bench's overlay, 11 on this one
+        (
+            "drwxrwxrwx 1 root root  4096 Oct 24  2024 .\n-rw-r--r-- 1 root root   587 Oct 24  2024 .coveragerc",
+            "drwxrwxrwx 11 root root  4096 Dec  6 11:10 .\n-rw-r--r--  1 root root   587 Dec  6 11:10 .coveragerc",
+            True,
+        ),
+        ("drwxrwxrwx 1 root root 4096 Oct 24  2024 src", "drwxr-xr-x 4 root root 4096 Dec  6 11:10 src", False),
+        ("1 passed in 0.02s", "1 failed in 0.02s", False),
+        ("index 7bd975e5a..4b657af14 100644", "index 7bd975f..4b657af 100644", False),
+        ("testing/b.py\ntesting/a.py", "testing/a.py", False),
+    ],
+)
+def test_what_no_state_explains_is_left_out_of_the_replay_check(recorded, replayed, same):
+    from types import SimpleNamespace
+
+    from pivot_tasks._replay_check import Step, first_divergence
+
+    step = Step(6, ("cmd",), 0, recorded)
+    raw = SimpleNamespace(killed=None, exit_code=0, stdout=replayed.encode())
+    found = first_divergence([step], [[(raw, "/testbed")], [(raw, "/testbed")]])
+    assert (found is None) == same, found
+
+
+# --- on the real Docker engine, from the shared data -------------------------------------------------------------
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_run_converts_to_sandboxed_pivots_whose_replay_is_faithful(converted):
+    from pivot_envs import load_pivots
+
+    report, out = converted
+    assert (report["runs"], report["pivots"], report["skipped"]) == (1, 34, [])
+    assert report["sandboxed"] == 34 and report["faithful"] == 34 and report["divergences"] == []
+    assert report["valid"] == 1 and report["invalid"] == {}
+    pivot = {p.id: p for p in load_pivots(out)}[EDIT]
+    assert pivot.domain == "swe" and pivot.context["instance_id"] == INSTANCE
+    assert pivot.context["sandbox"]["workdir"] == "/testbed" and pivot.context["command_shell"] == "bash-login"
+    # the test patch never reaches a candidate's state: the pivot carries no part of it
+    assert "test_patch" not in json.dumps(pivot.context) and pivot.context["swe"]["valid"] is True
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_expert_is_accepted_by_its_effect(converted):
+    _, out = converted
+    env = gym.make("pivot/swe-v0", dataset=str(out), verifiers=["docker_shell"]).unwrapped
+    for pivot_id in (READ, EDIT):
+        pivot = env.pivot(pivot_id)
+        (result,) = env.score(pivot, [pivot.expert.content])
+        assert result.accepted and result.decided_by == "docker_shell", (pivot_id, result)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_rewrite_is_accepted_and_a_write_disguised_as_a_read_is_not(converted):
+    _, out = converted
+    env = gym.make("pivot/swe-v0", dataset=str(out)).unwrapped
+    same = "awk 'NR>=220 && NR<=260 {printf \"%6d\\t%s\\n\", NR, $0}' src/_pytest/skipping.py"
+    disguised = "nl -ba src/_pytest/skipping.py | sed -n '220,260p' | tee -a src/_pytest/__init__.py"
+    other = "nl -ba src/_pytest/skipping.py | sed -n '220,262p'"
+    rewrite, write, wrong = env.score(env.pivot(READ), [turn(same), turn(disguised), turn(other)])
+    assert rewrite.reward == 1.0 and rewrite.decided_by == "docker_shell", rewrite
+    shell = write.verdicts["docker_shell"]
+    assert write.reward == 0.0 and shell.applicable and not shell.accepted  # the sandbox sees the write
+    assert wrong.reward == 0.0 and not wrong.verdicts["docker_shell"].accepted
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_equivalent_edit_is_accepted_and_a_wrong_edit_is_not(converted):
+    _, out = converted
+    env = gym.make("pivot/swe-v0", dataset=str(out)).unwrapped
+    same = "perl -i -ne 'print unless /DEBUG: item\\.reportinfo\\(\\)/' src/_pytest/skipping.py"
+    wrong = "sed -i '/DEBUG: item.reportinfo()/s/print/pass  #/' src/_pytest/skipping.py"
+    rewrite, broken = env.score(env.pivot(EDIT), [turn(same), turn(wrong)])
+    assert rewrite.reward == 1.0 and rewrite.decided_by == "docker_shell", rewrite
+    assert broken.reward == 0.0 and "different content" in broken.verdicts["docker_shell"].reason
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_submission_is_judged_by_the_instance_tests(converted):
+    _, out = converted
+    env = gym.make("pivot/swe-v0", dataset=str(out)).unwrapped
+    mark = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    # the fix alone (the agent's own test edit left out): the instance's tests still pass; an empty patch fails them
+    fix, nothing = env.score(env.pivot(SUBMIT), [turn(f"{mark}; git add -A; git diff --cached src"), turn(mark)])
+    tests = fix.verdicts["swe_tests"]
+    assert fix.reward == 1.0 and fix.decided_by == "swe_tests" and tests.details["FAIL_TO_PASS"] == "1/1", fix
+    assert nothing.reward == 0.0 and nothing.verdicts["swe_tests"].details["FAIL_TO_PASS"] == "0/1"
+    # the diff's output is not what decides: docker_shell stands aside at a submission
+    assert not fix.verdicts["docker_shell"].applicable
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_episode_replaying_the_run_to_its_submission_is_resolved_as_recorded(converted):
+    from pivot_envs import load_pivots
+
+    _, out = converted
+    pivots = {p.id: p for p in load_pivots(out)}
+    start, last = pivots[f"{RUN}#66"], pivots[SUBMIT]
+    env = gym.make("pivot/terminal-episode-v0", dataset=str(out), backend_config={"action_timeout": 120.0})
+    try:
+        env.reset(options={"pivot_id": start.id})
+        # the agent's own last turns, as it wrote them: clean up, look at the diff, submit
+        recorded = [m for m in [*last.history, last.expert][len(start.history) :] if m.role == "assistant"]
+        for message in recorded:
+            _, reward, terminated, truncated, info = env.step(message.content)
+            if terminated or truncated:
+                break
+        outcome = info["outcome"]
+        assert terminated and outcome["ended_by"] == "submitted" and outcome["error"] is None, outcome
+        assert reward == outcome["reward"] == 1.0 and outcome["rule"] == "swe_tests"  # the run resolved it
+        assert outcome["details"]["FAIL_TO_PASS"] == {"success": [TEST_F2P], "failure": []}
+        assert outcome["details"]["PASS_TO_PASS"]["failure"] == []
+    finally:
+        env.close()
