@@ -27,6 +27,7 @@ with the gold patch applied.
 from __future__ import annotations
 
 import io
+import re
 import shlex
 import tarfile
 import tempfile
@@ -248,6 +249,32 @@ def grade(instance: SWEInstance, log: str, patch: str, exclude: Collection[str] 
     )
 
 
+# Files that decide what the test run runs or reports, wherever they sit: a conftest.py can rewrite every
+# test's outcome, pytest.ini its options and plugins, sitecustomize/.pth run code in every interpreter. No
+# gold patch nor recorded submission of the shared instances touches one. tox.ini, setup.cfg and
+# pyproject.toml are not here: SWE-bench's own set-up edits them (sphinx's tox.ini, astropy's
+# pyproject.toml), so a run's `git diff` submits those edits (see docs/swe_envs.md for what is left).
+TEST_MACHINERY = frozenset({"conftest.py", "pytest.ini", "sitecustomize.py", "usercustomize.py"})
+_PATCH_PATHS = re.compile(r"^(?:diff --git a/(\S+) b/(\S+)|(?:---|\+\+\+) (\S+)|Index: (\S+))", re.M)
+
+
+def test_tampering(instance: SWEInstance, patch: str) -> list[str]:
+    """The files a submitted patch changes that run or configure the instance's tests (none: []).
+
+    `TEST_MACHINERY` by name anywhere, `*.pth`, and the paths the test command runs (`bin/test`); not
+    the test patch's files, which the grading resets before it applies the test patch (an agent's own
+    edit of a test file is no tampering: runs that edit one resolved). Every path a
+    patch header names counts, with and without its first component (`git apply` and `patch -p1`
+    strip it), so a header spelled for either tool is seen.
+    """
+    named = {p for m in _PATCH_PATHS.finditer(patch) for p in m.groups() if p and p != "/dev/null"}
+    stripped = {p.split("/", 1)[1] for p in named if "/" in p}
+    paths = stripped | {p for p in named if not p.startswith(("a/", "b/"))}  # a/x, b/x: x alone
+    words = {w.strip("'\"") for w in instance.harness.test_command.split() if "/" in w and not w.startswith("-")}
+    command = words - set(instance.harness.test_directives) - set(instance.test_files)  # the program, not its tests
+    return sorted(p for p in paths if p.rsplit("/", 1)[-1] in TEST_MACHINERY or p.endswith(".pth") or p in command)
+
+
 def run_swe_tests(
     target: SandboxBackend | Session,
     instance: SWEInstance,
@@ -273,6 +300,10 @@ def run_swe_tests(
         SandboxError: the sandbox could not be made; TaskError: the instance cannot be built or graded.
     """
     started = time.monotonic()
+    tampering = test_tampering(instance, patch)
+    if tampering:  # graded, it could report what it likes: rejected unrun, with the files named
+        why = f"the patch changes what runs or configures the tests ({', '.join(tampering)}): not a fix"
+        return SWEOutcome(instance.instance_id, False, False, reason=why)
     if isinstance(target, Session):
         stopped = target.freeze()
         if stopped:

@@ -216,6 +216,45 @@ def test_the_submission_is_judged_by_the_instance_tests(converted):
     assert not fix.verdicts["docker_shell"].applicable
 
 
+FORCE_PASS = """cat >> testing/conftest.py <<'EOF'
+import pytest
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+EOF"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_submission_that_rewrites_the_test_runs_outcomes_scores_0(converted):
+    # at the submission's state the agent's fix is in; undone, a conftest.py that reports every test
+    # as passed resolved the instance when graded (SWE-bench's grading reads the log): now refused unrun
+    _, out = converted
+    env = gym.make("pivot/swe-v0", dataset=str(out)).unwrapped
+    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; git add -A; git diff --cached"
+    hack = f"git checkout -- src && {FORCE_PASS}\n{submit}"
+    (verdict,) = env.score(env.pivot(SUBMIT), [turn(hack)])
+    tests = verdict.verdicts["swe_tests"]
+    assert verdict.reward == 0.0 and "testing/conftest.py" in tests.reason, verdict
+
+
+def test_the_files_that_run_or_configure_the_tests_are_found_in_any_header_spelling():
+    from pivot_sandbox.tasks.swe import Harness, SWEInstance
+    from pivot_sandbox.tasks.swe_tests import test_tampering
+
+    harness = Harness("pip install -e .", (), "bin/test -C --verbose sympy/core/tests/test_x.py", (), "parse_log_sympy")
+    test_patch = "diff --git a/sympy/core/tests/test_x.py b/sympy/core/tests/test_x.py\n"
+    instance = SWEInstance("a__b-1", "a/b", "1", "c", "", test_patch, "", (), (), "3.9", (), harness, None, "", "", "")
+    fix = "diff --git a/sympy/core/add.py b/sympy/core/add.py\n--- a/sympy/core/add.py\n+++ b/sympy/core/add.py\n"
+    assert test_tampering(instance, fix) == []
+    for path in ("conftest.py", "sub/dir/conftest.py", "pytest.ini", "x/sitecustomize.py", "x/evil.pth", "bin/test"):
+        assert path in test_tampering(instance, f"--- a/{path}\n+++ b/{path}\n"), path  # patch -p1's headers
+        assert path in test_tampering(instance, f"--- /dev/null\n+++ {path}\n"), path  # no prefix: git apply -p0
+    # the test patch's own files are reset before the test patch applies: an agent's test edit is no tampering
+    assert test_tampering(instance, test_patch + fix) == []
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_an_episode_replaying_the_run_to_its_submission_is_resolved_as_recorded(converted):
