@@ -88,17 +88,6 @@ def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None) -> di
     }
 
 
-# clock readings and 12-hex-digit names differ between the run and any replay, whatever the state
-_CLOCK = re.compile(
-    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+(?:\d\d:\d\d|\d{4})\b"
-    r"|\b\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?\b|\b\d\d:\d\d:\d\d\b|\b[0-9a-f]{12}\b"
-)
-
-
-def _comparable(text: str) -> str:
-    return _CLOCK.sub("<t>", text.replace("\r\n", "\n")).strip()
-
-
 def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> dict:
     """Each run whose first pivot is sandboxed, stepped whole in `pivot/terminal-episode-v0` (see the docstring).
 
@@ -108,8 +97,9 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
     import gymnasium as gym
 
     from pivot_core import action_commands, write_pivots
-    from pivot_envs import render_completion
+    from pivot_envs.episodes import play_recorded
     from pivot_sandbox import needs_network
+    from pivot_tasks import comparable_output
 
     def used_network(messages: list) -> bool:
         """An action of the run reached the network (the sandbox has none): a command, or an IPython cell's code."""
@@ -130,22 +120,11 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
     started = time.perf_counter()
     answers: Counter[str] = Counter()
     for run_id, first in sorted(firsts.items()):
-        recorded = env.recorded_messages(first)[len(first.history) :]
-        turns = [i for i, m in enumerate(recorded) if m.role == "assistant"]
-        env.reset(options={"pivot_id": first.id})
-        env.budget = len(turns)  # the run's own turns: where it stopped without ending, its tests decide there
-        info: dict = {}
-        for k, i in enumerate(turns):
-            *_, info = env.step(render_completion(recorded[i], "terminal"))
-            if "outcome" in info:
-                break
-            # what the harness answered in the run, against what the episode answered
-            end = turns[k + 1] if k + 1 < len(turns) else len(recorded)
-            want = [_comparable(m.content or "") for m in recorded[i + 1 : end]]
-            got = [_comparable(m["content"] or "") for m in info["new_messages"]]
-            answers["turns"] += 1
-            answers["equal"] += got == want
-        outcome = info.get("outcome") or {}
+        recorded = env.recorded_messages(first)
+        played = play_recorded(env, first, recorded, comparable_output)
+        answers["turns"] += played.compared
+        answers["equal"] += played.equal
+        outcome = played.outcome
         details = outcome.get("details") or {}
         rows.append(
             {
@@ -154,8 +133,8 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
                 "is_resolved": bool(first.context.get("is_resolved")),
                 "reward": outcome.get("reward"),
                 "ended_by": outcome.get("ended_by"),
-                "turns": len(turns),
-                "used_network": used_network(recorded),
+                "turns": played.turns,
+                "used_network": used_network(recorded[len(first.history) :]),
                 "reason": outcome.get("error") or details.get("reason") or details.get("killed"),
             }
         )

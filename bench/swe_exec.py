@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,6 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DEFAULT = ("pytest-dev__pytest-7432", "pytest-dev__pytest-7521", "psf__requests-2931")
+# seconds a whole-run replay gives one command: mini-swe-agent's own timeout in these runs is 60 s (their
+# `info.config.environment.timeout`); the margin is for a loaded 2-core machine running the same tests
+WHOLE_RUN_ACTION_TIMEOUT = 90.0
 # the audit kit's cases that keep the expert's command and add what must change its verdict. Left out: its
 # shell-state cases (`export PATH=/nowhere`, an alias, BASH_ENV for the tests): mini-swe-agent runs each
 # command in a fresh `bash -lc`, so what a command exports dies with it and these are the expert's effect
@@ -143,7 +147,58 @@ def submission(pivots: list, resolved: bool | None) -> dict:
     }
 
 
-def one(instance, instances: Path, limit: int) -> dict:  # noqa: ANN001 - an SWEInstance
+def whole_run(instance, pivots: list) -> dict:  # noqa: ANN001 - an SWEInstance
+    """The recorded run played whole from its first pivot in `pivot/terminal-episode-v0`: outcome vs recorded.
+
+    Every later turn is the agent's own, its submission included (an unresolved run's too, which is no
+    pivot); the instance's tests grade what it submits, as SWE-bench grades the run.
+    """
+    import gymnasium as gym
+
+    from pivot_core import detect_format, write_pivots
+    from pivot_envs.episodes import play_recorded
+    from pivot_tasks import comparable_output
+
+    firsts = [p for p in pivots if p.context.get("sandbox") and not any(m.role == "assistant" for m in p.history)]
+    if not firsts:
+        return {"played": False, "why": "the run's first pivot has no sandbox"}
+    (run,) = detect_format(instance.trajectory).read_trajectories(instance.trajectory, {"domain": "swe"})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pivots.jsonl"
+        write_pivots(pivots, path)
+        config = {"action_timeout": WHOLE_RUN_ACTION_TIMEOUT}
+        env = gym.make("pivot/terminal-episode-v0", dataset=str(path), backend_config=config).unwrapped
+    started = time.monotonic()
+    try:
+        played = play_recorded(env, firsts[0], run.messages, comparable_output)
+    finally:
+        env.close()
+    outcome = played.outcome
+    details = outcome.get("details") or {}
+    return {
+        "played": True,
+        "reward": played.reward,
+        "recorded_resolved": instance.resolved,
+        "reproduced": played.reward == (1.0 if instance.resolved else 0.0) and not outcome.get("error"),
+        "ended_by": outcome.get("ended_by"),
+        "turns": played.turns,
+        "answers_equal": f"{played.equal}/{played.compared}",
+        "first_difference": dict(played.first_difference),
+        "fail_to_pass": _counts(details.get("FAIL_TO_PASS")),
+        "pass_to_pass": _counts(details.get("PASS_TO_PASS")),
+        "error": outcome.get("error"),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def _counts(results) -> str:  # noqa: ANN001 - {"success": [...], "failure": [...]} or None
+    if not isinstance(results, dict):
+        return "-"
+    ok, bad = len(results.get("success") or []), len(results.get("failure") or [])
+    return f"{ok}/{ok + bad}"
+
+
+def one(instance, instances: Path, limit: int, whole: bool = True) -> dict:  # noqa: ANN001 - an SWEInstance
     """Build, convert, score: one row."""
     from pivot_sandbox import docker_backend, swe_image
 
@@ -159,6 +214,8 @@ def one(instance, instances: Path, limit: int) -> dict:  # noqa: ANN001 - an SWE
     row.update({("convert_s" if k == "seconds" else k): report[k] for k in keys})
     row["scores"] = score(judged(pivots, limit))
     row["submission"] = submission(pivots, instance.resolved)
+    if whole:
+        row["whole_run"] = whole_run(instance, pivots)
     return row
 
 
@@ -176,6 +233,13 @@ def totals(rows: list[dict]) -> dict:
                 out[key] += value
         out["submissions_graded"] += bool((row.get("submission") or {}).get("graded"))
         out["submissions_agreeing"] += bool((row.get("submission") or {}).get("agrees"))
+        whole = row.get("whole_run") or {}
+        if whole.get("played"):
+            kind = "resolved" if row["recorded_resolved"] else "unresolved"
+            out[f"{kind}_runs_played"] += 1
+            out[f"{kind}_runs_reproduced"] += bool(whole["reproduced"])
+            out["unresolved_flipped_to_1"] += kind == "unresolved" and whole["reward"] == 1.0
+            out["whole_run_errors"] += bool(whole.get("error"))
     return dict(out)
 
 
@@ -184,8 +248,12 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--instances", type=Path, default=None, help="instances.jsonl (default: the shared data's)")
-    parser.add_argument("--only", nargs="*", default=None, help=f"instance ids (default: {' '.join(DEFAULT)})")
+    parser.add_argument(
+        "--only", nargs="*", default=None, help=f"instance ids, or 'all' (default: {' '.join(DEFAULT)})"
+    )
     parser.add_argument("--max-pivots", type=int, default=8, help="pivots judged per instance (spread over the run)")
+    parser.add_argument("--no-whole-runs", action="store_true", help="skip playing each run whole to its tests")
+    parser.add_argument("--out", type=Path, default=None, help="append one JSON line per instance as it finishes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     path = args.instances or default_instances()
@@ -193,11 +261,24 @@ def main() -> int:
         print("no instances: give --instances or set PIVOT_SHARED_DATA", file=sys.stderr)
         return 2
     started = time.monotonic()
-    rows = [one(i, path, args.max_pivots) for i in load_instances(path, only=args.only or DEFAULT)]
+    only = [] if args.only == ["all"] else (args.only or list(DEFAULT))
+    rows = []
+    for instance in load_instances(path, only=only):
+        row = one(instance, path, args.max_pivots, whole=not args.no_whole_runs)
+        row["split"] = "dev" if instance.offline_check else "held_back"
+        rows.append(row)
+        if args.out:
+            with args.out.open("a") as f:
+                f.write(json.dumps(row, default=str) + "\n")
+    every = totals(rows)
     result = {
         "instances": str(path),
+        "built": every.get("built", 0),
+        "valid": every.get("valid", 0),
+        "totals": every,
+        # the dev split: instances the staging rebuilt by hand (`offline_check`); the rest were held back
+        "by_split": {split: totals([r for r in rows if r["split"] == split]) for split in ("dev", "held_back")},
         "rows": rows,
-        "totals": totals(rows),
         "seconds": round(time.monotonic() - started),
     }
     if args.json:

@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pivot_cli._demo",
     "pivot_cli._eval",
     "pivot_cli._sandbox",
+    "pivot_cli._sandbox_swe",
     "pivot_cli._profile",
 )
 

@@ -7,7 +7,7 @@ verifiers do not import it.
 from pivot_tasks._agent_runs import replay_blocker, sandbox_pivots
 from pivot_tasks._harbor import harbor_record, solution_commands, synthesize_harbor
 from pivot_tasks._oracle import oracle_candidates, oracle_readable
-from pivot_tasks._replay_check import check_replay
+from pivot_tasks._replay_check import check_replay, comparable_output
 from pivot_tasks._swe_runs import swe_sandbox_pivots
 from pivot_tasks._synthesize import (
     REPLAY_LIMITS,
@@ -22,6 +22,7 @@ from pivot_tasks._synthesize import (
 
 __all__ = [
     "check_replay",
+    "comparable_output",
     "harbor_record",
     "solution_commands",
     "synthesize_harbor",

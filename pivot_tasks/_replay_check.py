@@ -182,11 +182,11 @@ def _same_output(replayed: str, recorded: str) -> bool:
     Also how the two replays are compared with each other: two listings a minute apart (the
     sandbox's own folder times) still agree, and disagree with a recording that lacks a file.
     """
-    return _same_output_text(replayed) == _same_output_text(recorded)
+    return comparable_output(replayed) == comparable_output(recorded)
 
 
-def _same_output_text(text: str) -> str:
-    """An output without what no state explains (see `_same_output`)."""
+def comparable_output(text: str) -> str:
+    """An output without what no state explains (see `_same_output`): what two replays of one state share."""
     text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n"))
     text = _PYTHON_PATCH.sub(r"\1.<n>", mask_durations(text))
     text = _LS_TOTAL.sub("total <n>", _GIT_INDEX.sub(r"\1..\2", text))
@@ -202,7 +202,7 @@ def _same_lines(replayed: str, recorded: str) -> bool:
     """
     if _same_output(replayed, recorded):
         return True
-    return sorted(_same_output_text(replayed).split("\n")) == sorted(_same_output_text(recorded).split("\n"))
+    return sorted(comparable_output(replayed).split("\n")) == sorted(comparable_output(recorded).split("\n"))
 
 
 def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tuple[int, str] | None:

@@ -52,6 +52,7 @@ from pivot_sandbox.images.access import build_access
 from pivot_sandbox.images.build import build
 from pivot_sandbox.images.stock import DEBIAN_TAG, build_debian_image, image_exists
 from pivot_sandbox.tasks.swe import SWEInstance, checkout, split_pins
+from pivot_sandbox.tasks.swe_services import install_lines
 
 if TYPE_CHECKING:
     import docker
@@ -73,6 +74,10 @@ BASE_PACKAGES = (
 )
 BUILD_ACCESS_SUITE = "bookworm"
 PIP = "python -m pip install -q --no-cache-dir --disable-pip-version-check"
+# Directories of the instances' trees that the repository's default branch no longer has: SWE-bench clones
+# the branch's tip, runs `chmod -R 777`, then `git reset --hard <base commit>`, which recreates them with
+# the umask's 755 (requests moved its package to src/requests in 2.32), as a recorded `ls -la` prints them
+RECREATED_DIRS = {"psf/requests": ("requests",)}
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,10 @@ def instance_text(env: str, instance: SWEInstance) -> str:
         # SWE-bench clones with `chmod -R 777` before resetting to the base commit, which rewrites the files
         # (644, 755) and leaves the directories 777: what an agent's first `ls -la` prints
         f"RUN find {TESTBED} -type d -exec chmod 777 {{}} +",
+        *(
+            f"RUN [ ! -d {path} ] || find {path} -type d -exec chmod 755 {{}} +"
+            for path in (shlex.quote(f"{TESTBED}/{d}") for d in RECREATED_DIRS.get(instance.repo, ()))
+        ),
         "RUN git config --global user.email setup@swebench.config && git config --global user.name SWE-bench"
         f" && git config --global --add safe.directory {TESTBED}",
         # SWE-bench's image activates the environment in root's .bashrc, which a login shell reads (`~/.profile`):
@@ -261,6 +270,7 @@ def instance_text(env: str, instance: SWEInstance) -> str:
         f"RUN echo 'export PATH={ENV_PREFIX}/bin:$PATH' > /root/.bashrc",
         *(f"RUN {command}" for command in instance.harness.pre_install),
         f"RUN {export}{instance.harness.install}",
+        *install_lines(instance),  # servers the tests reach (httpbin for old requests suites), apart from the env
         "RUN git commit --allow-empty -qam SWE-bench",
     ]
     return "\n".join(lines) + "\n"

@@ -26,7 +26,10 @@ with the gold patch applied.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import os
 import re
 import shlex
 import tarfile
@@ -34,8 +37,10 @@ import tempfile
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from pivot_core import cache_dir
 from pivot_sandbox.contract.backend import SandboxBackend
 from pivot_sandbox.contract.spec import SandboxSpec
 from pivot_sandbox.errors import TaskError
@@ -44,6 +49,7 @@ from pivot_sandbox.replay.session import Session, open_session
 from pivot_sandbox.tasks.harness import new_nonce
 from pivot_sandbox.tasks.swe import SWEInstance
 from pivot_sandbox.tasks.swe_image import TESTBED
+from pivot_sandbox.tasks.swe_services import start_lines, stop_lines
 
 # What a test run needs: SWE-bench's own harness gives an instance 30 minutes; its suites spawn processes
 # (tox, multiprocessing), write caches and need memory well past a candidate's 256 MB.
@@ -139,9 +145,11 @@ def eval_script(instance: SWEInstance) -> str:
         f"git -c core.fileMode=false diff {base}",
         reset,
         f"git apply -v - <<'{HEREDOC}'\n{instance.test_patch}\n{HEREDOC}",
+        *start_lines(instance),  # local stand-ins for the hosts the tests reach (swe_services.py)
         f": '{START_TEST_OUTPUT}'",
         instance.harness.test_command,
         f": '{END_TEST_OUTPUT}'",
+        *stop_lines(instance),
         reset,
     ]
     return "\n".join(["#!/bin/bash", "set -uxo pipefail", *record_test_exit_code(lines)]) + "\n"
@@ -252,10 +260,21 @@ def grade(instance: SWEInstance, log: str, patch: str, exclude: Collection[str] 
 # Files that decide what the test run runs or reports, wherever they sit: a conftest.py can rewrite every
 # test's outcome, pytest.ini its options and plugins, sitecustomize/.pth run code in every interpreter. No
 # gold patch nor recorded submission of the shared instances touches one. tox.ini, setup.cfg and
-# pyproject.toml are not here: SWE-bench's own set-up edits them (sphinx's tox.ini, astropy's
-# pyproject.toml), so a run's `git diff` submits those edits (see docs/swe_envs.md for what is left).
+# pyproject.toml are not here by name: SWE-bench's own set-up edits them (sphinx's tox.ini, astropy's
+# pyproject.toml), so a run's `git diff` submits those edits; their pytest options are (below).
 TEST_MACHINERY = frozenset({"conftest.py", "pytest.ini", "sitecustomize.py", "usercustomize.py"})
 _PATCH_PATHS = re.compile(r"^(?:diff --git a/(\S+) b/(\S+)|(?:---|\+\+\+) (\S+)|Index: (\S+))", re.M)
+# The shared configuration files hold pytest's options too (`[tool:pytest]`, `[pytest]`,
+# `[tool.pytest.ini_options]`): an `addopts = -p mymodule` there loads a plugin from any new module, which
+# can mark every test passed. A changed line that names a section or an option of pytest's, or a
+# continuation that loads a plugin (`-p NAME`), is tampering; the other edits of those files are not.
+PYTEST_CONFIG_FILES = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
+_PYTEST_CONFIG_LINE = re.compile(
+    r"^\s*(?:\[(?:tool:pytest|pytest|tool\.pytest[\w.]*)\]"
+    r"|(?:addopts|python_files|python_classes|python_functions|testpaths|norecursedirs|required_plugins"
+    r"|pytest_plugins|confcutdir|usefixtures|rootdir|filterwarnings|xfail_strict|markers|doctest_\w+)\s*="
+    r"|[\"']?-p\s*\S)"
+)
 
 
 def test_tampering(instance: SWEInstance, patch: str) -> list[str]:
@@ -272,7 +291,36 @@ def test_tampering(instance: SWEInstance, patch: str) -> list[str]:
     paths = stripped | {p for p in named if not p.startswith(("a/", "b/"))}  # a/x, b/x: x alone
     words = {w.strip("'\"") for w in instance.harness.test_command.split() if "/" in w and not w.startswith("-")}
     command = words - set(instance.harness.test_directives) - set(instance.test_files)  # the program, not its tests
-    return sorted(p for p in paths if p.rsplit("/", 1)[-1] in TEST_MACHINERY or p.endswith(".pth") or p in command)
+    found = {p for p in paths if p.rsplit("/", 1)[-1] in TEST_MACHINERY or p.endswith(".pth") or p in command}
+    found |= _pytest_options_changed(patch)
+    return sorted(found)
+
+
+def _pytest_options_changed(patch: str) -> set[str]:
+    """The configuration files (`PYTEST_CONFIG_FILES`) whose changed lines touch pytest's section or options.
+
+    A file's hunks start at its `diff --git` line or at a `---` line followed by a `+++` line (a removed
+    line that reads `-- x` is no header, whatever follows it).
+    """
+    found, path = set(), ""
+    lines = patch.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("diff --git ") or (
+            line.startswith("--- ") and lines[i + 1 : i + 2] and lines[i + 1].startswith("+++ ")
+        ):
+            path = ""  # named by the `+++` line (or `diff --git`'s b/ path where no `+++` follows: a mode change)
+            header = _PATCH_PATHS.match(line)
+            named = [p for p in (header.groups() if header else ()) if p and p != "/dev/null"]
+            path = named[-1] if named else ""
+        elif line.startswith("+++ ") and i and lines[i - 1].startswith("--- "):
+            path = line[4:].split("\t")[0].strip() if line[4:].strip() != "/dev/null" else path
+        elif line[:1] in ("+", "-") and _base_name(path) in PYTEST_CONFIG_FILES and _PYTEST_CONFIG_LINE.match(line[1:]):
+            found.add(path.split("/", 1)[1] if path.startswith(("a/", "b/")) else path)
+    return found
+
+
+def _base_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
 
 
 def run_swe_tests(
@@ -355,11 +403,66 @@ class Validity:
     reason: str = ""
 
 
-def validate_instance(backend: SandboxBackend, instance: SWEInstance, image: str = "") -> Validity:
-    """Run the tests on the base commit and with the gold patch, and judge them as SWE-bench's validation does."""
+# bump when what a validity run means changes in a way its inputs (below) do not show
+VALIDITY_VERSION = "1"
+
+
+def _outcome_from_json(raw: Mapping[str, Any]) -> SWEOutcome:
+    return SWEOutcome(
+        str(raw["instance_id"]),
+        raw["resolved"],
+        bool(raw["applied"]),
+        dict(raw["FAIL_TO_PASS"]),
+        dict(raw["PASS_TO_PASS"]),
+        tuple(raw["excluded"]),
+        str(raw["reason"]),
+        float(raw["seconds"]),
+    )
+
+
+def _validity_file(backend: SandboxBackend, instance: SWEInstance, image: str) -> Path | None:
+    """Where the validity of `image` is kept: named by what the two runs depend on (None: no image id)."""
+    import swebench
+
+    image_id = backend.image_id(image)
+    if not image_id:  # an image the backend cannot name is validated, not cached
+        return None
+    parts = (VALIDITY_VERSION, image_id, eval_script(instance), apply_script(True), instance.patch)
+    parts += (json.dumps([instance.fail_to_pass, instance.pass_to_pass]), swebench.__version__)
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+    return cache_dir("swe-validity") / f"{instance.instance_id}-{key}.json"
+
+
+def validate_instance(
+    backend: SandboxBackend, instance: SWEInstance, image: str = "", *, cache: bool = True
+) -> Validity:
+    """Run the tests on the base commit and with the gold patch, and judge them as SWE-bench's validation does.
+
+    The two runs are kept on disk by what they depend on (the image's id, the eval and apply scripts,
+    the gold patch and test lists, the `swebench` release) and reused; a run that was not graded (a
+    timeout on a loaded machine, a patch that did not apply) is never kept.
+    """
     image = image or _image(backend, instance)
+    path = _validity_file(backend, instance, image) if cache else None
+    if path is not None and path.exists():
+        try:
+            raw = json.loads(path.read_text())
+            before, gold = _outcome_from_json(raw["before"]), _outcome_from_json(raw["gold"])
+        except (OSError, ValueError, KeyError, TypeError):  # a damaged entry: run again
+            path.unlink(missing_ok=True)
+        else:
+            return _judge_validity(instance, before, gold)
     before = run_swe_tests(backend, instance, "", image=image)
     gold = run_swe_tests(backend, instance, instance.patch, image=image)
+    if path is not None and before.resolved is not None and gold.resolved is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"before": before.to_json(), "gold": gold.to_json()}))
+        tmp.replace(path)
+    return _judge_validity(instance, before, gold)
+
+
+def _judge_validity(instance: SWEInstance, before: SWEOutcome, gold: SWEOutcome) -> Validity:
     failed_before = set(before.pass_to_pass.get("failure", []))
     gold_p2p = gold.pass_to_pass.get("failure", [])
     offline = tuple(t for t in gold_p2p if t in failed_before)

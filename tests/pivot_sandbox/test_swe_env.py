@@ -317,3 +317,44 @@ def test_an_edit_made_in_a_live_session_is_graded_where_it_was_made(requests_293
         assert "Network is unreachable" in session.run(connect).output  # no network: the tarpit fails at once
     finally:
         session.close()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_old_requests_suite_is_graded_against_a_local_httpbin_with_no_network(requests_2931, docker_client):
+    """psf__requests-1766's tests send their requests to httpbin.org: 0/6 FAIL_TO_PASS either way offline before."""
+    from pivot_sandbox.tasks.swe import default_instances
+    from pivot_sandbox.tasks.swe_image import swe_image
+    from pivot_sandbox.tasks.swe_tests import validate_instance
+
+    _, backend, _ = requests_2931
+    instance = load_instance("psf__requests-1766", default_instances())
+    report = swe_image(backend.client, instance)  # the environment is 2931's: only the instance layer is built
+    assert report.status in ("built", "cached"), report.reason
+    v = validate_instance(backend, instance, report.image)
+    assert v.valid, v.reason
+    assert v.before.fail_to_pass["failure"] and v.gold.passed("fail_to_pass") == "6/6"
+    assert "HTTPBIN_URL=http://127.0.0.1:8080/" in eval_script(instance)
+    # httpbin lives apart: the tested environment does not get its Flask
+    probe = "python -c 'import flask' 2>&1 | tail -1; /opt/pivot-services/httpbin/bin/python -c 'import httpbin'"
+    out = docker_client.containers.run(report.image, ["bash", "-c", probe], remove=True, network_mode="none")
+    assert "No module named 'flask'" in out.decode()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_validity_is_kept_by_what_it_depends_on_and_a_damaged_entry_runs_again(requests_2931, validity):
+    import time
+
+    from pivot_sandbox.tasks.swe_tests import _validity_file, validate_instance
+
+    instance, backend, report = requests_2931
+    started = time.monotonic()
+    again = validate_instance(backend, instance, report.image)
+    assert time.monotonic() - started < 3  # no test run: two runs take 10 s and more
+    assert (again.valid, again.offline_failures) == (validity.valid, validity.offline_failures)
+    assert again.gold.passed("pass_to_pass") == validity.gold.passed("pass_to_pass")
+    path = _validity_file(backend, instance, report.image)
+    path.write_text('{"before": ')  # cut short: read as no entry, run again, kept anew
+    rerun = validate_instance(backend, instance, report.image)
+    assert rerun.valid and rerun.before.seconds > 0.5 and "FAIL_TO_PASS" in path.read_text()

@@ -255,6 +255,32 @@ def test_the_files_that_run_or_configure_the_tests_are_found_in_any_header_spell
     assert test_tampering(instance, test_patch + fix) == []
 
 
+def test_pytest_options_in_the_shared_configuration_files_are_tampering_and_their_other_edits_are_not():
+    from pivot_sandbox.tasks.swe import Harness, SWEInstance
+    from pivot_sandbox.tasks.swe_tests import test_tampering
+
+    harness = Harness("pip install -e .", (), "pytest -rA testing/test_x.py", (), "parse_log_pytest")
+    instance = SWEInstance("a__b-1", "a/b", "1", "c", "", "", "", (), (), "3.9", (), harness, None, "", "", "")
+
+    def edit(path: str, *lines: str) -> str:
+        return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,2 +1,3 @@\n " + "\n".join(lines) + "\n"
+
+    # a plugin module loaded through addopts can mark every test passed: each spelling of it is seen
+    assert test_tampering(instance, edit("setup.cfg", "[tool:pytest]", "+addopts = -p evilplug")) == ["setup.cfg"]
+    assert test_tampering(instance, edit("tox.ini", "addopts =", "+    -p evilplug")) == ["tox.ini"]
+    toml = edit("pyproject.toml", "+[tool.pytest.ini_options]", '+addopts = "-p evilplug"')
+    assert test_tampering(instance, toml) == ["pyproject.toml"]
+    assert test_tampering(instance, edit("setup.cfg", "[pytest]", "-python_files = test_*.py")) == ["setup.cfg"]
+    # SWE-bench's own set-up edits these files (sphinx's tox.ini, astropy's build requirements): not tampering
+    tox = edit("tox.ini", "-commands = pytest --durations 25 {posargs}", "+commands = pytest -rA --durations 25")
+    assert test_tampering(instance, tox) == []
+    build = edit("pyproject.toml", '-requires = ["setuptools",', '+requires = ["setuptools==68.0.0",')
+    assert test_tampering(instance, build) == []
+    # a removed line that reads `-- x` is no file header: the option after it is still seen as setup.cfg's
+    hidden = edit("setup.cfg", "[tool:pytest]", "--- x", "+addopts = -p evilplug")
+    assert test_tampering(instance, hidden) == ["setup.cfg"]
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_an_episode_replaying_the_run_to_its_submission_is_resolved_as_recorded(converted):
