@@ -158,6 +158,13 @@ _CLOCK = re.compile(
 # what the environment prints of itself, not the state: the interpreter's patch release (`Python 3.9.20` in
 # SWE-bench's image, the machine's 3.9.18 in its rebuild: pivot_sandbox.swe_image); durations: `mask_durations`
 _PYTHON_PATCH = re.compile(r"\b(Python \d+\.\d+)\.\d+\b")
+# ... and how it was built and where it runs, as `sys.version` and `platform.platform()` print them (astropy's
+# test header: `3.9.20 (main, Oct  3 2024, 07:27:41) [GCC 11.2.0]`, `Linux-6.8.0-1040-aws-x86_64-with-glibc2.35`)
+_PYTHON_BUILD = re.compile(r"^\d+\.\d+\.\d+ \((?:main|default|tags/)[^)]*\) *$|^\[(?:GCC|Clang) [^\]]*\]$", re.M)
+_PLATFORM = re.compile(r"\bLinux-[\w.+-]+?-(?:x86_64|aarch64)-with-glibc[\d.]+")
+# setuptools_scm's local version: the commit abbreviated to as many digits as the repository's size asks (as
+# for blob ids, seven are compared) and the date its tree was dirty on (`+gd16bfe05a7.d20241024`)
+_SCM_LOCAL = re.compile(r"\+g([0-9a-f]{7})[0-9a-f]*(?:\.d\d{8})?")
 # a diff's blob ids, abbreviated to as many digits as the repository's size asks (SWE-bench's clone holds the
 # whole history, the rebuild one commit): the same blobs, so the first seven digits are compared
 _GIT_INDEX = re.compile(r"^(index [0-9a-f]{7})[0-9a-f]*\.\.([0-9a-f]{7})[0-9a-f]*", re.M)
@@ -189,6 +196,7 @@ def comparable_output(text: str) -> str:
     """An output without what no state explains (see `_same_output`): what two replays of one state share."""
     text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n"))
     text = _PYTHON_PATCH.sub(r"\1.<n>", mask_durations(text))
+    text = _PYTHON_BUILD.sub("<python build>", _PLATFORM.sub("<platform>", _SCM_LOCAL.sub(r"+g\1", text)))
     text = _LS_TOTAL.sub("total <n>", _GIT_INDEX.sub(r"\1..\2", text))
     text = _LS_LINE.sub(lambda m: " ".join(m.group(0).split()), text)
     return _DIR_LINKS.sub(r"\1<n>", _CLOCK.sub("<t>", text)).strip()

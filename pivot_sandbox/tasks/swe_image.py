@@ -14,11 +14,13 @@
    freeze it is, `--no-deps` (which one is written to `/opt/pivot-swe/pins-mode`). Shared by every
    instance with the same interpreter and pins.
 3. **instance** (`pivot-gym/swe:<instance id>-<hash>`): the repository at its base commit in `/testbed`
-   (`swe.checkout`: one commit, nothing of another instance's tree), the spec's `pre_install` and
-   `install` (with `SETUPTOOLS_SCM_PRETEND_VERSION` where the row gives one), then SWE-bench's own
-   clean-diff commit ("SWE-bench"), so that `git diff` shows only what an agent changed; root's `.bashrc`
-   puts the environment first on PATH, as SWE-bench's `conda activate testbed` there does for a login shell,
-   and the repository's directories are 777 as in SWE-bench's clone.
+   (`swe.checkout`: one commit, nothing of another instance's tree), SWE-bench's clean-diff commit
+   ("SWE-bench") of that tree, then the spec's `pre_install` and `install` (with
+   `SETUPTOOLS_SCM_PRETEND_VERSION` where the row gives one): `git diff` shows what an agent changed and
+   the set-up's own edits, as in the recorded runs; root's `.bashrc` puts the environment first on PATH,
+   as SWE-bench's `conda activate testbed` there does for a login shell, the repository's directories are
+   777 as in SWE-bench's clone (those its reset recreated 755), and the servers the tests reach run from
+   their own virtualenvs (`swe_services.py`).
 
 Network (the machine's registries, `images/access.py`) reaches build steps only; tests run with none.
 Each tag holds the hash of what the layer depends on (recipe, parent image id, interpreter, pins, bundle
@@ -78,6 +80,7 @@ PIP = "python -m pip install -q --no-cache-dir --disable-pip-version-check"
 # the branch's tip, runs `chmod -R 777`, then `git reset --hard <base commit>`, which recreates them with
 # the umask's 755 (requests moved its package to src/requests in 2.32), as a recorded `ls -la` prints them
 RECREATED_DIRS = {"psf/requests": ("requests",)}
+CLEAN_DIFF_COMMIT = "RUN git commit --allow-empty -qam SWE-bench"
 
 
 @dataclass(frozen=True)
@@ -268,10 +271,14 @@ def instance_text(env: str, instance: SWEInstance) -> str:
         # SWE-bench's image activates the environment in root's .bashrc, which a login shell reads (`~/.profile`):
         # mini-swe-agent runs each command as `bash -lc`, whose /etc/profile resets PATH before
         f"RUN echo 'export PATH={ENV_PREFIX}/bin:$PATH' > /root/.bashrc",
+        # SWE-bench's clean-diff commit holds the base commit's tree: the spec's own edits of tracked files
+        # (`pre_install`: sphinx's tox.ini and setup.py pins, astropy's setuptools pin) stay uncommitted, as
+        # the recorded runs' `git status` and `git diff` show them (and their submissions hold them)
+        *([CLEAN_DIFF_COMMIT] if instance.harness.pre_install else []),
         *(f"RUN {command}" for command in instance.harness.pre_install),
         f"RUN {export}{instance.harness.install}",
         *install_lines(instance),  # servers the tests reach (httpbin for old requests suites), apart from the env
-        "RUN git commit --allow-empty -qam SWE-bench",
+        *([] if instance.harness.pre_install else [CLEAN_DIFF_COMMIT]),  # `install` edits no tracked file
     ]
     return "\n".join(lines) + "\n"
 

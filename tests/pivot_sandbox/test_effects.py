@@ -37,6 +37,26 @@ def test_unstable_lines_and_files_are_masked():
     assert "missing: /app/log" in cmp.differed["files"] and "different content: /app/x" in cmp.differed["files"]
 
 
+def test_a_bytecode_cache_is_compared_by_presence_and_its_source_by_content():
+    pyc = "/testbed/pkg/__pycache__/card.cpython-39.pyc"
+    expert = Effect(0, "", "", {pyc: "sha256:a", "/testbed/pkg/card.py": "sha256:s"}, "/testbed")
+    unstable = unstable_parts(expert, expert)
+    # the same source compiled after other imports: other marshal bytes, the same module
+    same = Effect(0, "", "", {pyc: "sha256:b", "/testbed/pkg/card.py": "sha256:s"}, "/testbed")
+    assert compare_effects(expert, same, unstable, "/testbed").equal
+    edited = Effect(0, "", "", {pyc: "sha256:b", "/testbed/pkg/card.py": "sha256:t"}, "/testbed")
+    assert (
+        "different content: /testbed/pkg/card.py"
+        in compare_effects(expert, edited, unstable, "/testbed").differed["files"]
+    )
+    no_cache = Effect(0, "", "", {"/testbed/pkg/card.py": "sha256:s"}, "/testbed")
+    assert "missing" in compare_effects(expert, no_cache, unstable, "/testbed").differed["files"]
+    # only a cache folder's .pyc: a .pyc elsewhere is an ordinary file
+    other = "/testbed/pkg/card.pyc"
+    loose = Effect(0, "", "", {other: "sha256:a"}, "/testbed")
+    assert not compare_effects(loose, Effect(0, "", "", {other: "sha256:b"}, "/testbed"), unstable, "/testbed").equal
+
+
 def test_names_with_varying_digits_are_compared_by_shape():
     # the expert writes a report named after the time: each run makes a differently named one
     a = Effect(0, "", "", {"/app": "dir", "/app/report_104210.json": "sha256:a"}, "/app")

@@ -131,6 +131,16 @@ def test_a_submission_is_what_follows_the_marker_line():
         ("1 passed in 0.02s", "1 failed in 0.02s", False),
         ("index 7bd975e5a..4b657af14 100644", "index 7bd975f..4b657af 100644", False),
         ("testing/b.py\ntesting/a.py", "testing/a.py", False),
+        # astropy's test header: its setuptools_scm version (commit digits, dirty date), interpreter build, platform
+        (
+            "Astropy version 5.1.dev623+gd16bfe05a7.d20241024.\nPlatform: Linux-6.8.0-1040-aws-x86_64-with-glibc2.35"
+            "\n3.9.20 (main, Oct  3 2024, 07:27:41) \n[GCC 11.2.0]",
+            "Astropy version 5.1.dev623+gd16bfe05a.\nPlatform: Linux-6.18.44-fc-v1272-x86_64-with-glibc2.36"
+            "\n3.9.18 (main, May  9 2026, 07:33:49) \n[GCC 12.2.0]",
+            True,
+        ),
+        ("Astropy version 5.1.dev623+gd16bfe05a7", "Astropy version 5.1.dev624+gd16bfe05a", False),
+        ("Astropy version 5.1.dev623+gd16bfe05a7", "Astropy version 5.1.dev623+gd16bfe15a", False),
     ],
 )
 def test_what_no_state_explains_is_left_out_of_the_replay_check(recorded, replayed, same):
