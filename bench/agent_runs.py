@@ -88,11 +88,13 @@ def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None) -> di
     }
 
 
-def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> dict:
+def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT, network: str = "registries") -> dict:
     """Each run whose first pivot is sandboxed, stepped whole in `pivot/terminal-episode-v0` (see the docstring).
 
     `pivots` are sandboxed but not replay-checked: a run's first pivot is the task image itself, whatever
-    the replay of its later actions found.
+    the replay of its later actions found. `network="registries"`: the agent's own installs (`pip install
+    jupyter`) reach the package registries as they reached the network in the run (never another host;
+    the task's tests then run with none), as `pivot/terminal-episode-v0`'s option of that name gives.
     """
     import gymnasium as gym
 
@@ -111,7 +113,7 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "pivots.jsonl"
         write_pivots(pivots, path)
-        env = gym.make("pivot/terminal-episode-v0", dataset=str(path), backend_config=config).unwrapped
+        env = gym.make("pivot/terminal-episode-v0", dataset=str(path), backend_config=config, network=network).unwrapped
     firsts = {}
     for p in env.pivots:  # the task's initial state: no agent turn before it
         if not any(m.role == "assistant" for m in p.history):
@@ -144,6 +146,7 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT) -> 
     return {
         "runs": len(rows),
         "action_timeout": action_timeout,
+        "network": network,
         "resolved": {"runs": len(resolved), "reproduced": sum(r["reward"] == 1.0 for r in resolved)},
         "unresolved": {"runs": len(unresolved), "stayed_0": sum(r["reward"] == 0.0 for r in unresolved)},
         "flipped_to_1": [r["run"] for r in unresolved if r["reward"] == 1.0],

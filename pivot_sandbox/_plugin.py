@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pivot_sandbox.errors import SandboxUnavailable
@@ -72,11 +73,14 @@ def namespace_backend(**config: Any) -> NamespaceBackend:
 BACKEND_NAMES = ("docker", "namespace")
 
 
-def verification_backend(timeout: float) -> DockerBackend:
-    """The backend a task's tests run on: Docker's (live sessions) under `TEST_LIMITS`, actions stopped at `timeout`."""
+def verification_backend(timeout: float, limits: Mapping[str, Any] | None = None) -> DockerBackend:
+    """The backend a task's tests run on: Docker's (live sessions) under `TEST_LIMITS`, actions stopped at `timeout`.
+
+    `limits`: the task's own container limits over `TEST_LIMITS` (`task_limits`: a Harbor task's cpus, memory).
+    """
     from pivot_sandbox.tasks.verification import TEST_LIMITS
 
-    return docker_backend(action_timeout=float(timeout), **TEST_LIMITS)
+    return docker_backend(action_timeout=float(timeout), **{**TEST_LIMITS, **dict(limits or {})})
 
 
 def default_backend() -> str:

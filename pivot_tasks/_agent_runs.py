@@ -42,7 +42,7 @@ Sandbox = tuple[SandboxSpec | None, dict[str, Any], str]
 
 def task_sandbox(folder: Path, backend: Any) -> tuple[SandboxSpec | None, dict[str, Any], str]:
     """(the sandbox, context.task, "") for a task folder, or (None, {}, reason) when it gives none."""
-    from pivot_sandbox import load_task, task_image
+    from pivot_sandbox import load_task, task_context, task_image
 
     if not (folder / "task.yaml").is_file() and not (folder / "task.toml").is_file():  # Terminal-Bench's or Harbor's
         return None, {}, f"no task folder {folder.name!r} under the tasks folder"
@@ -57,7 +57,7 @@ def task_sandbox(folder: Path, backend: Any) -> tuple[SandboxSpec | None, dict[s
         user="root" if built.user in ("", "root", "0") else built.user,
         replay_access=True,
     )
-    meta = {"task_id": task.task_id, "dir": str(folder.resolve()), "test_timeout": task.tests.timeout}
+    meta = task_context(task)  # the folder, the test timeout, a Harbor task's container limits
     return spec, meta, ""
 
 

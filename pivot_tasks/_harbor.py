@@ -6,7 +6,10 @@ multi-line quote or an `if`/`for`/`{ }` block stays one command; the shebang, co
 script's own options such as `set -euo pipefail` are dropped) and each command becomes one Terminus
 turn typed in a terminal session of the task's own image (`pivot_tasks.synthesize`, as Terminal-Bench
 oracles are), its real output the next user turn.
-The shell's state carries from one command to the next as in a terminal (`cd`, variables).
+The shell's state carries from one command to the next as in a terminal (`cd`, variables). What
+Harbor's run of solve.sh has and a typed session lacks is made part of the session (`oracle_session`):
+`[solution].env` exported as its first command, and `UV_NATIVE_TLS=1` before each `uv`/`uvx` (the
+replay reaches the registries through the machine's CA bundle, which uv trusts only with native TLS).
 
 The solution never enters the agent's image: the image is built from `environment/` alone, the
 expert's commands are typed, and a script that reads files of its own folder (`/solution/...`,
@@ -20,7 +23,8 @@ TB2 data carries a canary: use the output for tests and demos, never training.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,8 @@ SOLUTION_PATH = re.compile(r"(?<![\w./-])/solution(?=/|\s|$|['\"])")
 CANARY = re.compile(r"canary GUID ([0-9a-fA-F-]{36})")
 # a script's own options (`set -e`, `set -euo pipefail`): how a script stops on an error, no action of a terminal
 # session (typed at a prompt, `set -e` closes the shell at the next failing command)
+# a `uv`/`uvx` command starting a line or after a shell operator (`cd /app && uv run x.py`, `(uvx ruff)`)
+UV_COMMAND = re.compile(r"(^|[;&|(]|\b(?:then|do|else)\b)([ \t]*)(uvx?)(?=[ \t])", re.M)
 SCRIPT_OPTIONS = re.compile(r"set(?:\s+[-+][a-zA-Z]+(?:\s+(?:pipefail|errexit|nounset|xtrace|verbose))?)+\s*(?:#.*)?")
 
 
@@ -72,11 +78,45 @@ def harbor_record(folder: Path) -> tuple[dict[str, Any], str]:
         commands, why = _debian_commands(commands)
     if why:
         return record, why
-    record["solution_commands"] = commands
+    record["solution_commands"] = oracle_session(commands, _solution_env(folder))
     canary = CANARY.search(script) or CANARY.search(record["instruction"])
     if canary:
         record["canary_guid"] = canary.group(1)  # contamination marker: tests and demos only
     return record, ""
+
+
+def _uv_with_registry_access(command: str) -> str:
+    """`command` with `UV_NATIVE_TLS=1` before each `uv`/`uvx` it starts (outside a heredoc's body)."""
+    head, sep, body = command.partition("<<") if "<<" in command else (command, "", "")
+    if sep:  # a heredoc: its body is a file's text, not commands; only the first line runs
+        first, nl, rest = body.partition("\n")
+        head, body = head + sep + first, nl + rest
+    return UV_COMMAND.sub(lambda m: f"{m.group(1)}{m.group(2)}UV_NATIVE_TLS=1 {m.group(3)}", head) + body
+
+
+def oracle_session(commands: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """The oracle's commands with what Harbor's oracle run of solve.sh has and a typed session lacks.
+
+    - `[solution].env` (task.toml): solve.sh's environment, exported first as the session's own command;
+    - uv's registry access: the replay reaches the registries through the machine's CA bundle, which uv
+      trusts only with native TLS (`harbor_layer.uv_registry_env`), so each `uv`/`uvx` the oracle runs is
+      typed as `UV_NATIVE_TLS=1 uv ...`. The trajectory shows it; a candidate's commands are never changed.
+    """
+    out = [_uv_with_registry_access(c) for c in commands]
+    if env:
+        out.insert(0, "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
+    return out
+
+
+def _solution_env(folder: Path) -> dict[str, str]:
+    """`[solution].env` of the task's task.toml ({} when unset or unreadable: loading the task says why)."""
+    from pivot_sandbox.errors import TaskError
+    from pivot_sandbox.tasks.harbor import read_task_toml
+
+    try:
+        return dict(read_task_toml(folder / "task.toml").solution_env)
+    except (OSError, TaskError):
+        return {}
 
 
 def _on_swapped_ubuntu(folder: Path) -> bool:

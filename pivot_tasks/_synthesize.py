@@ -284,7 +284,7 @@ def synthesize(
 
 def _in_task_image(record: Mapping[str, Any], folder: Path, backend: Any) -> tuple[Trajectory | None, str, str]:
     """Synthesize one task in the image built from its folder: (trajectory, reason, image)."""
-    from pivot_sandbox import load_task, registry_hosts, task_image
+    from pivot_sandbox import load_task, registry_hosts, task_context, task_image
 
     backend = backend or docker_backend(**REPLAY_LIMITS)
     task = load_task(folder)
@@ -299,7 +299,7 @@ def _in_task_image(record: Mapping[str, Any], folder: Path, backend: Any) -> tup
         shell="/bin/bash",
         replay_access=True,
     )
-    meta = {"task_id": task.task_id, "dir": str(folder.resolve()), "test_timeout": task.tests.timeout}
+    meta = task_context(task)  # the folder, the test timeout, a Harbor task's container limits
     # one command of the oracle session may take what the task gives the whole agent (Terminal-Bench's bound)
     timeout = min(backend.limits.replay_timeout, task.agent_timeout)
     traj, reason = synthesize_task(record, spec, backend, meta, registry_hosts(), timeout)

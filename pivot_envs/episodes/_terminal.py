@@ -2,15 +2,17 @@
 
 Each episode holds one live container of the sandbox backend (`pivot_sandbox`
 `Session`), started from the backend's snapshot of the pivot's state and made like a
-verifier's candidate container (no network, no capabilities, the backend's limits). A turn is a
-Terminus JSON message: its keystrokes run one by one in the live shell, and the observation is
+verifier's candidate container (no network unless `network="registries"`, no capabilities, the
+backend's limits). A turn is a Terminus JSON message: its keystrokes run one by one in the live
+shell, and the observation is
 the terminal output in Terminus's framing (`New Terminal Output:`). `task_complete: true` ends the
 episode; a command the sandbox had to stop (timeout, memory, output flood) ends it too, with
 outcome 0, as in the verifier. The episode is truncated at its turn budget and at the task's
-wall-clock limit (task.yaml's `max_agent_timeout_sec`): once the limit has passed no further
-command runs, and a command still running when it passes is stopped there (outcome 0, as any
-command the sandbox stops). The container is removed at the end, on reset, on close, and by
-the backend's exit and signal clean-up if the process dies.
+wall-clock limit (task.yaml's `max_agent_timeout_sec`, a Harbor task.toml's `[agent].timeout_sec`):
+once the limit has passed no further command runs, and a command still running when it passes is
+stopped there (outcome 0, as any command the sandbox stops). A Harbor task's container runs under
+its task.toml's cpus and memory (`pivot_sandbox.task_limits`). The container is removed at the
+end, on reset, on close, and by the backend's exit and signal clean-up if the process dies.
 
 A pivot converted from a real agent's run (`pivot convert`: `context.harness` openhands or
 mini-swe-agent) plays its harness's own format instead: OpenHands tool calls (its file editor
@@ -61,12 +63,22 @@ class TerminalEpisodeEnv(EpisodeEnv):
         dataset: synthesized terminal pivots or trajectories (their pivots carry `context["sandbox"]`).
         max_turns: agent turns per episode; None gives `context["max_turns"]`, else 50, less the history's turns.
         time_limit: wall-clock seconds per episode; None gives the task's `max_agent_timeout_sec`
-            (a pivot synthesized from a Terminal-Bench folder; others have none), `math.inf` none.
+            (a pivot synthesized from a Terminal-Bench folder; a Harbor folder's `[agent].timeout_sec`;
+            others have none), `math.inf` none.
             It counts from the pivot whichever pivot starts the episode: the record does not say
             how long the history took.
         backend: a sandbox backend name registered through `register_sandboxes`.
         backend_config: keyword arguments of the backend factory (e.g. `action_timeout`), over
-            `pivot_sandbox.TEST_LIMITS` (a task's tests run in the episode's container).
+            `pivot_sandbox.TEST_LIMITS` (a task's tests run in the episode's container) and over the
+            task's own container limits (a Harbor task's cpus and memory: `pivot_sandbox.task_limits`,
+            shown in the reset `info["restore"]["limits"]`).
+        network: "none" (default): the episode's container has no network, as a candidate's.
+            "registries": the agent's commands may reach the package registries this machine is
+            configured for (`pip install`, `apt-get install`, as the replay of a task's set-up does)
+            and no other host, through the Docker backend's registry proxy; the network is taken away
+            before the task's tests, which run as without it. `info` after reset and
+            `info["outcome"]` then carry `network: "registries"`. Single-step verifiers never get it.
+            A backend without live sessions (namespace) is refused here.
         parser: parser name; hermes when None (Terminus JSON stays plain content).
         max_completion_chars: the action space's maximum completion length.
     """
@@ -82,6 +94,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
         time_limit: float | None = None,
         backend: str = "docker",
         backend_config: Mapping[str, Any] | None = None,
+        network: str = "none",
         parser: str | None = None,
         max_completion_chars: int = 65536,
         render_mode: str | None = None,
@@ -90,6 +103,10 @@ class TerminalEpisodeEnv(EpisodeEnv):
             raise ValueError(
                 "TerminalEpisodeEnv: expected a dataset of sandboxed pivots (`pivot synthesize`), got None"
             )
+        from pivot_sandbox import SESSION_NETWORKS
+
+        if network not in SESSION_NETWORKS:
+            raise ValueError(f"TerminalEpisodeEnv: expected network in {SESSION_NETWORKS}, got {network!r}")
         super().__init__(
             dataset,
             max_turns=max_turns,
@@ -101,8 +118,14 @@ class TerminalEpisodeEnv(EpisodeEnv):
         from pivot_sandbox import TEST_LIMITS
 
         # the limits of a task's test run (memory, processes): the tests run in the episode's container
-        config = {**TEST_LIMITS, **dict(backend_config or {})}
-        self.backend = sandbox_backend(backend, **config)
+        self._backend_name, self._backend_config = backend, dict(backend_config or {})
+        self.backend = sandbox_backend(backend, **{**TEST_LIMITS, **self._backend_config})
+        if network != "none" and not getattr(self.backend, "live_sessions", False):
+            raise ValueError(
+                f"TerminalEpisodeEnv: the {backend} sandbox backend cannot give an episode registry access "
+                f"(network={network!r}): it has no live sessions; use backend='docker'"
+            )
+        self.network = network
         self.session: Any = None
         self._killed: str | None = None
         # typed at the prompt and not run (no Enter): the next turn's line starts with it
@@ -131,7 +154,11 @@ class TerminalEpisodeEnv(EpisodeEnv):
         return total - sum(1 for m in pivot.history if m.role == "assistant")
 
     def default_time_limit(self, pivot: Pivot) -> float | None:
-        """The task's `max_agent_timeout_sec` (task.yaml) for a pivot synthesized from a Terminal-Bench folder."""
+        """The task's agent timeout for a pivot synthesized from a task folder.
+
+        Terminal-Bench's `max_agent_timeout_sec` (task.yaml), Harbor's `[agent].timeout_sec` (task.toml;
+        `harbor.AGENT_TIMEOUT` where the file sets none: Harbor's agent has no limit, an episode has one).
+        """
         task = pivot.context.get("task")
         if not isinstance(task, Mapping) or not task.get("dir"):
             return None
@@ -145,7 +172,7 @@ class TerminalEpisodeEnv(EpisodeEnv):
 
     def restore(self, pivot: Pivot) -> dict[str, Any]:
         """Start the episode's container at the pivot's state (snapshot of set-up + history)."""
-        from pivot_sandbox import SandboxSpec, open_session
+        from pivot_sandbox import TEST_LIMITS, SandboxSpec, open_session, task_limits
 
         spec = SandboxSpec.from_context(pivot.context)
         before = history_typed(pivot)
@@ -153,8 +180,24 @@ class TerminalEpisodeEnv(EpisodeEnv):
         self._killed = None
         self._submission: str | None = None
         self._typed = before.pending
-        self.session = open_session(self.backend, spec, history)
-        return {"restore": {"commands": len(history), "image": spec.image}}
+        # the task's own container limits (a Harbor task's task.toml: cpus, memory); `backend_config` over them
+        limits = task_limits(pivot.context)
+        config = {**TEST_LIMITS, **limits, **self._backend_config}
+        self.backend = sandbox_backend(self._backend_name, **config)
+        self.session = open_session(self.backend, spec, history, self.network)
+        applied = {k: config[k] for k in limits}
+        reached = {"network": self.network} if self.network != "none" else {}  # said only when used
+        return {
+            "restore": {"commands": len(history), "image": spec.image, **({"limits": applied} if applied else {})},
+            **reached,
+        }
+
+    def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
+        """`EpisodeEnv.step`; the outcome says when the episode reached the registries (`network`)."""
+        observation, reward, terminated, truncated, info = super().step(action)
+        if "outcome" in info and self.network != "none":
+            info["outcome"]["network"] = self.network
+        return observation, reward, terminated, truncated, info
 
     def act(self, message: Message) -> StepResult:
         """Run the turn's keystrokes in the live shell; `task_complete` ends the episode."""
@@ -216,6 +259,8 @@ class TerminalEpisodeEnv(EpisodeEnv):
         assert self.current is not None
         if self._killed is not None:
             return EpisodeOutcome(0.0, ended_by, self.rule, {"killed": self._killed})
+        # the tests never reach the registries the episode did (`freeze` does it too; shell checks don't freeze)
+        self.session.go_offline()
         if isinstance(self.current.context.get("swe"), Mapping):
             return swe_outcome(self.current, self._submission, ended_by)
         task = self.current.context.get("task")

@@ -28,12 +28,17 @@ STDERR_MODES = ("exact", "presence", "ignore")
 # A test runner's report of how long it ran (pytest's "1 passed in 0.01s", "in 0.12 seconds" before
 # pytest 5.4, unittest's "Ran 3 tests in 0.002s"): a clock reading that differs from run to run by a
 # hundredth of a second, which two runs of the expert need not show, never part of an effect.
-_DURATION = re.compile(r"\bin \d+\.\d+ ?(?:s|sec|seconds)\b")
+_DURATION = re.compile(r"\bin \d+\.\d+ ?(?:s|sec|seconds)\b(?: \(\d+:\d\d:\d\d\))?")
+# pytest centres its summary line in `=`: a duration of another width ("9.87s", "10.02s") moves the padding
+_BANNER = re.compile(r"^=+ (.* in <duration>) =+$", re.M)
 
 
 def mask_durations(text: str) -> str:
-    """`text` with every test runner's duration report ("in 0.01s") as "in <duration>"."""
-    return _DURATION.sub("in <duration>", text)
+    """`text` with every test runner's duration report ("in 0.01s", "in 83.21s (0:01:23)") as "in <duration>".
+
+    pytest's summary line loses its `=` padding with it (`== 77 passed in <duration> ==`).
+    """
+    return _BANNER.sub(r"== \1 ==", _DURATION.sub("in <duration>", text))
 
 
 def normalize_output(text: str, cap: int) -> str:

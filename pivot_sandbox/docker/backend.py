@@ -27,6 +27,7 @@ import docker.errors
 from pivot_sandbox.contract.backend import ImageResolver, StopRule
 from pivot_sandbox.contract.spec import LABEL, Effect, Limits, SandboxSpec, labels
 from pivot_sandbox.docker import cleanup as _cleanup
+from pivot_sandbox.docker import registries
 from pivot_sandbox.docker.connection import Connection
 from pivot_sandbox.docker.fleet import Fleet
 from pivot_sandbox.docker.pool import BASELINE_PROCESSES, WarmPool
@@ -168,7 +169,7 @@ class DockerBackend:
             self.stats.add("snapshots_built")
             evicted = self._cache.keep(key, image, running)
             if evicted:
-                self._forget(*evicted)
+                _forget(self, *evicted)
             return key, image
 
     def snapshot_id(self, spec: SandboxSpec, history: Sequence[str]) -> str:
@@ -179,12 +180,13 @@ class DockerBackend:
         """What the state of snapshot `key` runs (empty when nothing, or when it is not built)."""
         return self._cache.running_of(key)
 
-    def at_state(self, key: str, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
+    def at_state(self, key: str, image: str, spec: SandboxSpec, kind: str, network: str = "none") -> ct.Box:
         """A container on the snapshot `key` (`image`: from `snapshot`), the processes its state runs started again.
 
-        `kind` labels it ("episode": a `Session`'s); `discard` removes it.
+        `kind` labels it ("episode": a `Session`'s); `discard` removes it. `network="registries"`
+        (an episode's only): it reaches the package registries until `registries.disconnect`.
         """
-        return self._fleet.at_state(key, image, spec, kind)
+        return self._fleet.at_state(key, image, spec, kind, network)
 
     def discard(self, box: ct.Box) -> None:
         """Remove a container of this backend (`at_state`'s) in the background."""
@@ -195,16 +197,9 @@ class DockerBackend:
         config = self.client.images.get(image).attrs.get("Config") or {}
         return list(config.get("Env") or [])
 
-    def _forget(self, key: str, image: str | None = None) -> None:
-        """Drop a snapshot from the cache; remove its image too when given (evicted), not when it is gone already."""
-        with self._lock:  # the cache and the pool at once, as a snapshot is kept
-            self._cache.forget(key, evicted=image is not None)
-            pooled = self._pool.drop(key)
-        for box in pooled:
-            self._pool.discard(box)
-        if image is not None:
-            self._janitor.submit(self._fleet.remove_image, image)
-            self.stats.add("snapshots_evicted")
+    def disconnect(self, box: ct.Box) -> None:
+        """Take every network away from a container of this backend (an episode's, before its tests)."""
+        registries.disconnect(self.client, box.id)
 
     # -- running actions -------------------------------------------------------------------
 
@@ -225,7 +220,7 @@ class DockerBackend:
         except docker.errors.ImageNotFound:
             # Someone removed the snapshot under us (`pivot sandbox gc --all`, a user's `docker rmi`):
             # forget it and rebuild the state once rather than failing the verification.
-            self._forget(key)
+            _forget(self, key)
             self.stats.add("snapshots_lost")
             key, image = self.snapshot(spec, history)
             box = self._pool.acquire(key, image, spec)
@@ -318,6 +313,18 @@ class DockerBackend:
     def gc(self, everything: bool = False) -> dict[str, int]:
         """Remove leftovers of dead owners (or every pivot-gym container and snapshot with `everything`)."""
         return _cleanup.gc(self.client, everything=everything).to_json()
+
+
+def _forget(backend: DockerBackend, key: str, image: str | None = None) -> None:
+    """Drop a snapshot from the backend's cache; remove its image too when given (evicted), not when gone already."""
+    with backend._lock:  # the cache and the pool at once, as a snapshot is kept
+        backend._cache.forget(key, evicted=image is not None)
+        pooled = backend._pool.drop(key)
+    for box in pooled:
+        backend._pool.discard(box)
+    if image is not None:
+        backend._janitor.submit(backend._fleet.remove_image, image)
+        backend.stats.add("snapshots_evicted")
 
 
 __all__ = ["BASELINE_PROCESSES", "LABEL", "DockerBackend"]

@@ -22,6 +22,8 @@ from docker.types import HostConfig, Mount, Ulimit
 from pivot_sandbox.contract.hardening import MASKED_PATHS, READONLY_PATHS, shared_etc_files
 from pivot_sandbox.contract.spec import LABEL, Limits, SandboxSpec, labels
 from pivot_sandbox.docker.host_network import give_back, hold, release, take_turn
+from pivot_sandbox.docker.registries import registry_network
+from pivot_sandbox.errors import SandboxError
 from pivot_sandbox.replay import runner as rn
 from pivot_sandbox.replay.box import HOSTNAME, IDLE, RESIDUE_PROBE, RUN_STATE, Box, RawRun, marked_run
 from pivot_sandbox.replay.diff import Layers, root_state
@@ -94,6 +96,7 @@ def create(
     backend: str = "",
     runner: Path | None = None,
     holder: Box | None = None,
+    network: str = "none",
 ) -> Box:
     """Create and start an idle, isolated container; commands are sent to its runner or exec'd into it.
 
@@ -104,20 +107,17 @@ def create(
     (a switch to a non-root uid drops them for the action itself); where the task's user is root,
     a root agent's (`ROOT_CANDIDATE_CAPABILITIES`). With `holder`, it joins that container's network
     namespace (`--network none` there) instead of creating one. One in the host's network waits for
-    the host-network turn (`_host_network`) and holds it until it is removed.
+    the host-network turn (`_host_network`) and holds it until it is removed. `network="registries"`
+    (an episode's session only, `kind="episode"`): it joins the registry network, where it reaches the
+    package registries through this process's proxy and nothing else (`docker/registries.py`).
     """
+    if network not in ("none", "registries") or (network == "registries" and (kind != "episode" or holder)):
+        raise SandboxError(
+            f"network={network!r} is not for a {kind!r} container: only an episode's may reach registries"
+        )
     options = _isolation(spec, kind, runner)
-    network = f"container:{holder.id}" if holder else "none"
-    file_size = limits.file_size
-    if kind == "replay" and spec.replay_access:
-        # the replay of set-up and expert history only (never a candidate): the registries, as a build step
-        from pivot_sandbox.images.access import build_access
-
-        suite = (client.images.get(image).labels or {}).get(f"{LABEL}.suite", "bookworm")
-        options["mounts"] = options.get("mounts", []) + build_access(suite).docker_mounts()
-        network = "host"
-        file_size = -1  # packages it installs may hold files past a candidate's cap (stockfish: 70 MB)
-    host_config = _host_config(client.api, network, options, limits, file_size, init=runner is None)
+    mode, file_size = _network(client, image, spec, kind, network, options, holder, limits.file_size)
+    host_config = _host_config(client.api, mode, options, limits, file_size, init=runner is None)
     container_id, channel = _start(
         client.api,
         image,
@@ -126,11 +126,42 @@ def create(
         host_config,
         runner=runner,
         holder=holder,
-        host_network=network == "host",
+        host_network=mode == "host",
     )
     container = client.containers.prepare_model({"Id": container_id})
     layers = layers_of(container)
-    return Box(Container(container), channel, holder, layers, root_state(layers) if layers else None, network != "host")
+    offline = mode == "none" or mode.startswith("container:")  # never a namespace holder otherwise
+    return Box(Container(container), channel, holder, layers, root_state(layers) if layers else None, offline)
+
+
+def _network(
+    client: docker.DockerClient,
+    image: str,
+    spec: SandboxSpec,
+    kind: str,
+    network: str,
+    options: _Isolation,
+    holder: Box | None,
+    file_size: int,
+) -> tuple[str, int]:
+    """(the container's network mode, its file-size cap); the registry access mounted into `options` where given."""
+    suite = ""
+    if (kind == "replay" and spec.replay_access) or network == "registries":
+        suite = (client.images.get(image).labels or {}).get(f"{LABEL}.suite", "bookworm")
+    if kind == "replay" and spec.replay_access:
+        # the replay of set-up and expert history only (never a candidate): the registries, as a build step
+        from pivot_sandbox.images.access import build_access
+
+        options["mounts"] = options.get("mounts", []) + build_access(suite).docker_mounts()
+        return "host", -1  # packages it installs may hold files past a candidate's cap (stockfish: 70 MB)
+    if network == "registries":
+        # an episode's live session (never a candidate): the registries through the proxy, until its tests
+        from pivot_sandbox.images.access import proxied_access
+
+        registries = registry_network(client)
+        options["mounts"] = options.get("mounts", []) + proxied_access(suite, registries.proxy.url).docker_mounts()
+        return registries.network_id, file_size
+    return (f"container:{holder.id}" if holder else "none"), file_size
 
 
 def _isolation(spec: SandboxSpec, kind: str, runner: Path | None) -> _Isolation:

@@ -59,15 +59,19 @@ class Fleet:
         # network namespaces of retired containers, lent to their replacements (`docker/netns.py`)
         self.holders = NetnsHolders(dc.remove, keep=holders)
 
-    def create(self, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
-        """A started container of `image`, in a borrowed network namespace when a holder is free."""
+    def create(self, image: str, spec: SandboxSpec, kind: str, network: str = "none") -> ct.Box:
+        """A started container of `image`, in a borrowed network namespace when a holder is free.
+
+        `network="registries"`: an episode's, on the registry network (`dc.create`).
+        """
         client = self.connection.client  # connecting decides whether the runner is used
         for attempt in range(3):
             runner = self.connection.runner
-            # a replay with registry access uses the host network: no borrowed namespace
-            holder = self.holders.lend() if runner and not (kind == "replay" and spec.replay_access) else None
+            # a replay with registry access uses the host network, an episode's the registry network: no borrowed one
+            own = (kind == "replay" and spec.replay_access) or network != "none"
+            holder = self.holders.lend() if runner and not own else None
             try:
-                box = dc.create(client, image, spec, self.limits, kind, self.token, runner, holder)
+                box = dc.create(client, image, spec, self.limits, kind, self.token, runner, holder, network)
             except docker.errors.APIError as e:
                 if isinstance(e, docker.errors.ImageNotFound):
                     if holder is not None:
@@ -104,9 +108,9 @@ class Fleet:
             self.discard(box)
             raise
 
-    def at_state(self, key: str, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
+    def at_state(self, key: str, image: str, spec: SandboxSpec, kind: str, network: str = "none") -> ct.Box:
         """A container on the snapshot `key` (`image`), the processes its state runs started again (`restart`)."""
-        box = self.create(image, spec, kind)
+        box = self.create(image, spec, kind, network)
         running = self.cache.running_of(key)
         if not running:
             return box

@@ -10,7 +10,9 @@ them is written into the repository, a layer or the image metadata (`docker comm
   `PIP_EXTRA_INDEX_URL`), network ones only (a `file://` index is a folder of this machine);
 - `/etc/ssl/certs/ca-certificates.crt`: the machine's CA bundle (pip's `cert`, `PIP_CERT`, or the system one).
 
-Containers that run candidates never get any of it: they keep `--network none`.
+Containers that run candidates never get any of it: they keep `--network none`. An episode opened with
+`network="registries"` gets the same files through a proxy that reaches these registries only
+(`proxied_access`, `registry_endpoints`; `docker/registries.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pivot_sandbox.errors import SandboxError
 SOURCES_TARGET = "/etc/apt/sources.list"
 PIP_TARGET = "/etc/pip.conf"
 CA_TARGET = "/etc/ssl/certs/ca-certificates.crt"
+APT_PROXY_TARGET = "/etc/apt/apt.conf.d/99pivot-registries"  # apt's proxy, for an episode with registry access
 # Files every image built here carries (empty) so that the mounts above cover a file and leave no mount point.
 PLACEHOLDERS = (SOURCES_TARGET, PIP_TARGET)
 _SYSTEM_CA = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
@@ -182,21 +185,57 @@ def registry_hosts() -> frozenset[str]:
     return frozenset(h for h in hosts if h)
 
 
-@functools.cache
-def build_access(suite: str) -> BuildAccess:
-    """Write this build's three files into a private temporary folder and describe their mounts."""
+def registry_endpoints() -> frozenset[tuple[str, int]]:
+    """(host, port) pairs a registry proxy lets through: each of `registry_hosts` on 80, 443 and its URLs' own ports."""
+    ports = {80, 443}
+    index, extras = pip_indexes()
+    for url in [s.uri for s in apt_sources()] + ([index] if index else []) + extras:
+        try:
+            port = urlparse(url).port
+        except ValueError:
+            continue
+        if port:
+            ports.add(port)
+    return frozenset((host.lower(), port) for host in registry_hosts() for port in ports)
+
+
+def _pip_lines(proxy: str | None = None) -> list[str]:
+    """The `/etc/pip.conf` a container with registry access gets: the machine's indexes, its CA bundle, a proxy."""
     index, extras = pip_indexes()
     pip_lines = ["[global]", f"cert = {CA_TARGET}"]
     if index:
         pip_lines.append(f"index-url = {index}")
     if extras:
         pip_lines.append("extra-index-url = " + " ".join(extras))
+    if proxy:
+        pip_lines.append(f"proxy = {proxy}")
+    return pip_lines
+
+
+@functools.cache
+def build_access(suite: str) -> BuildAccess:
+    """Write this build's three files into a private temporary folder and describe their mounts."""
     folder = Path(tempfile.mkdtemp(prefix="pivot-build-access-"))
     (folder / "sources.list").write_text(sources_for(suite))
-    (folder / "pip.conf").write_text("\n".join(pip_lines) + "\n")
+    (folder / "pip.conf").write_text("\n".join(_pip_lines()) + "\n")
     mounts = (
         (str(folder / "sources.list"), SOURCES_TARGET),
         (str(folder / "pip.conf"), PIP_TARGET),
         (ca_bundle(), CA_TARGET),
     )
     return BuildAccess(mounts, registry_hosts())
+
+
+@functools.cache
+def proxied_access(suite: str, proxy: str) -> BuildAccess:
+    """`build_access`'s files for a container whose only way out is the registry proxy at `proxy` (http://ip:port).
+
+    pip and apt are told to use the proxy (pip's `proxy`, apt's `Acquire::http(s)::Proxy` in
+    `APT_PROXY_TARGET`); the container itself has no other route (`docker/registries.py`).
+    """
+    access = build_access(suite)
+    folder = Path(tempfile.mkdtemp(prefix="pivot-registry-access-"))
+    (folder / "pip.conf").write_text("\n".join(_pip_lines(proxy)) + "\n")
+    (folder / "apt-proxy.conf").write_text(f'Acquire::http::Proxy "{proxy}/";\nAcquire::https::Proxy "{proxy}/";\n')
+    mounts = tuple((str(folder / "pip.conf"), t) if t == PIP_TARGET else (h, t) for h, t in access.mounts)
+    return BuildAccess((*mounts, (str(folder / "apt-proxy.conf"), APT_PROXY_TARGET)), access.hosts)

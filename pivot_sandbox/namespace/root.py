@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -124,6 +125,36 @@ def gc(everything: bool = False) -> dict[str, int]:
     return removed
 
 
+ROOTFS_IDLE_SECONDS = 3600.0
+
+
+def sweep_rootfs(client: docker.DockerClient, idle: float = ROOTFS_IDLE_SECONDS) -> int:
+    """Remove the exports of images the engine no longer has, unused for `idle` seconds; how many went.
+
+    An export is named by its image's id, so once the image is gone (a snapshot evicted, a task image
+    rebuilt) nothing can ask for it again; without this the cache grew by one file system per snapshot
+    and task image ever run (43 GB here, until the disk was full). One used within `idle` seconds may
+    still be a live sandbox's lower layer and stays.
+    """
+    folder = cache_dir("rootfs")
+    if not folder.is_dir():
+        return 0
+    try:
+        known = {i["Id"].split(":")[-1][:32] for i in client.api.images(all=True)}
+    except Exception:  # noqa: BLE001 - an engine that does not answer: keep everything
+        return 0
+    removed = 0
+    for entry in folder.iterdir():
+        try:
+            stale = time.time() - entry.stat().st_mtime > idle
+        except OSError:
+            continue
+        if entry.is_dir() and entry.name not in known and stale:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def rootfs(client: docker.DockerClient, image: str) -> tuple[Path, dict[str, str]]:
     """The image's root file system (exported once, cached by image id) and its environment (`Config.Env`)."""
     info = client.api.inspect_image(image)
@@ -132,7 +163,9 @@ def rootfs(client: docker.DockerClient, image: str) -> tuple[Path, dict[str, str
     with _lock:
         done = target / "root"
         if done.exists():
+            os.utime(target)  # in use: kept by the sweep
             return done, env
+        sweep_rootfs(client)
         partial = target / f"partial-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)

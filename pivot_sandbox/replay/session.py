@@ -6,7 +6,10 @@ exported variables) carried from one command to the next, as in a terminal. A se
 from the backend's snapshot of the state, in a container made like a candidate's (every
 capability dropped, no network, the backend's limits), so a policy's commands meet the same
 walls as in the verifier; it belongs to the backend, so the backend's exit and signal clean-up
-removes it if the process dies, and `close` removes it otherwise.
+removes it if the process dies, and `close` removes it otherwise. A session opened with
+`network="registries"` (an episode that may `pip install`) reaches the package registries this machine
+is configured for, and nothing else, until `go_offline` (the Docker backend's `docker/registries.py`);
+`freeze`, which comes before any test run, takes the network away first.
 
 A task's tests run in the session's container too (`pivot_sandbox.tasks.verification.run_task_tests`),
 after `freeze` stopped what the agent left and started again what ran.
@@ -22,12 +25,13 @@ from typing import Protocol, runtime_checkable
 
 from pivot_sandbox.contract.backend import SandboxBackend
 from pivot_sandbox.contract.spec import Limits, SandboxSpec
-from pivot_sandbox.errors import ProcessesNotRestored, SandboxUnavailable
+from pivot_sandbox.errors import ProcessesNotRestored, SandboxError, SandboxUnavailable
 from pivot_sandbox.replay import box as ct
 from pivot_sandbox.replay.restore import POLL, RESTART_TIMEOUT, Running, restart
 from pivot_sandbox.replay.shell_state import listed_processes, normalize_processes
 
 OUTPUT_HEAD = 64 * 1024  # bytes of a command's output read back
+SESSION_NETWORKS = ("none", "registries")  # what a session's sandbox may reach: nothing, or the package registries
 SESSION_PRE = f"{ct.STATE}/session-pre"  # the shell state before each command of a session
 
 
@@ -59,8 +63,15 @@ class LiveBackend(SandboxBackend, Protocol):
         """(key, image) of the snapshot at the state after `history`, built on a miss."""
         ...
 
-    def at_state(self, key: str, image: str, spec: SandboxSpec, kind: str) -> ct.Box:
-        """A sandbox on the snapshot `key`, the processes its state runs started again (`restore.restart`)."""
+    def at_state(self, key: str, image: str, spec: SandboxSpec, kind: str, network: str = "none") -> ct.Box:
+        """A sandbox on the snapshot `key`, the processes its state runs started again (`restore.restart`).
+
+        `network="registries"`: an episode's, reaching the package registries only (until `disconnect`).
+        """
+        ...
+
+    def disconnect(self, box: ct.Box) -> None:
+        """Take every network away from a sandbox `at_state` made (raises `SandboxError` when it cannot)."""
         ...
 
     def running_of(self, key: str) -> Running:
@@ -83,14 +94,20 @@ class Session:
         backend: a `DockerBackend` (from the `register_sandboxes` hook): a `LiveBackend`.
         spec: the pivot's sandbox.
         history: the shell commands before the pivot (replayed once, into the backend's snapshot cache).
+        network: "none" (a candidate's: no network), or "registries": the package registries this
+            machine is configured for and nothing else, until `go_offline` (`freeze` calls it).
     """
 
-    def __init__(self, backend: LiveBackend, spec: SandboxSpec, history: Sequence[str]) -> None:
-        self.backend, self.spec = backend, spec
+    def __init__(self, backend: LiveBackend, spec: SandboxSpec, history: Sequence[str], network: str = "none") -> None:
+        if network not in SESSION_NETWORKS:
+            raise SandboxError(f"a session's network: expected one of {SESSION_NETWORKS}, got {network!r}")
+        self.backend, self.spec, self.network = backend, spec, network
         key, image = backend.snapshot(spec, list(history))
         self._key = key
+        self._online = network != "none"
         # what the history left running (a server) runs again in it (`_restore.restart`)
-        self._box: ct.Box | None = backend.at_state(key, image, spec, "episode")
+        reach = {"network": network} if self._online else {}
+        self._box: ct.Box | None = backend.at_state(key, image, spec, "episode", **reach)
         self._state = ct.STATE  # the snapshot's shell state, then the session's own (RUN_STATE)
         # what each command started that may still run at the tests: (pre-state folder, command, identities)
         self._launched: list[tuple[str, str, frozenset[tuple[int, int]]]] = []
@@ -130,6 +147,7 @@ class Session:
         (the history's servers, each session command that started a process still running) is
         started again (`_start_again`).
         """
+        self.go_offline()  # a task's tests never run with the registries the episode reached
         box = self._live()
         left = ct.running_processes(box)
         stopped = self._stop_agent_processes(box)
@@ -140,6 +158,16 @@ class Session:
         except ProcessesNotRestored as e:
             return f"what the agent left running could not be started again: {e}"
         return ""
+
+    def go_offline(self) -> None:
+        """Take the registries away from a session opened with them (idempotent; raises `SandboxError` when it cannot).
+
+        Whatever runs on, the sandbox keeps its loopback only: what follows (a task's tests) runs with
+        no network, as in a session that never had one.
+        """
+        if self._online:
+            self.backend.disconnect(self._live())
+            self._online = False
 
     def live(self) -> ct.Box:
         """The live box (raises once the session is closed)."""
@@ -280,14 +308,16 @@ def _head(box: ct.Box, path: str) -> str:
     return raw.stdout.decode(errors="replace") if raw.exit_code == 0 else ""
 
 
-def open_session(backend: SandboxBackend, spec: SandboxSpec, history: Sequence[str]) -> Session:
-    """A `Session` at the state after `history` (what episode envs call).
+def open_session(backend: SandboxBackend, spec: SandboxSpec, history: Sequence[str], network: str = "none") -> Session:
+    """A `Session` at the state after `history` (what episode envs call); `network` as `Session`'s.
 
     Raises `SandboxUnavailable` for a backend without live sessions (the namespace backend): an
-    episode is never run on another backend than the one asked for.
+    episode is never run on another backend than the one asked for, nor without the network it asked for.
     """
     if not backend.live_sessions or not isinstance(backend, LiveBackend):
+        asked = " with registry access (network='registries')" if network != "none" else ""
         raise SandboxUnavailable(
-            f"the {backend.name} sandbox backend has no live sessions (episodes, task tests): use the docker backend"
+            f"the {backend.name} sandbox backend has no live sessions (episodes{asked}, task tests): "
+            "use the docker backend"
         )
-    return Session(backend, spec, history)
+    return Session(backend, spec, history, network)

@@ -18,6 +18,7 @@ expected a number of seconds, got 'soon'").
 Public API:
     load_harbor_task(folder) -> Task        is_harbor_task(folder) -> bool
     read_task_toml(path) -> HarborConfig    harbor_limits(config) -> dict (the sandbox's limits)
+    container_limits(config) -> dict        (cpus, memory, storage: a pivot's `context.task.limits`)
 """
 
 from __future__ import annotations
@@ -235,6 +236,25 @@ def load_harbor_task(folder: Path | str) -> Any:
     )
 
 
+def container_limits(config: HarborConfig) -> dict[str, Any]:
+    """What `task.toml` says of the task's container, as a pivot's `context.task.limits` carries it.
+
+    `memory` (Docker's syntax, from `memory_mb` or 1.0's `memory = "4G"`) and `cpus`, where the file
+    sets them: `Limits` fields, applied to the container by either backend (Docker's `mem_limit` and
+    `nano_cpus`, the namespace backend's cgroup). `storage_mb` where set, carried but not enforced:
+    Docker limits a container's disk only on overlay2 over xfs with project quotas (`--storage-opt
+    size`), which the engines here lack, and the namespace backend has no disk quota.
+    """
+    out: dict[str, Any] = {}
+    if config.memory_mb:
+        out["memory"] = f"{config.memory_mb}m"
+    if config.cpus:
+        out["cpus"] = float(config.cpus)
+    if config.storage_mb:
+        out["storage_mb"] = config.storage_mb
+    return out
+
+
 def harbor_limits(config: HarborConfig) -> dict[str, Any]:
     """The sandbox limits `task.toml` gives (`Limits` fields, for `docker_backend(**...)`).
 
@@ -251,4 +271,4 @@ def harbor_limits(config: HarborConfig) -> dict[str, Any]:
     }
 
 
-__all__ = ["HarborConfig", "harbor_limits", "is_harbor_task", "load_harbor_task", "read_task_toml"]
+__all__ = ["HarborConfig", "container_limits", "harbor_limits", "is_harbor_task", "load_harbor_task", "read_task_toml"]

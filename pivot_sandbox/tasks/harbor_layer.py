@@ -108,6 +108,16 @@ def uv_index_env() -> dict[str, str]:
     return {**({"UV_DEFAULT_INDEX": index} if index else {}), **({"UV_INDEX": " ".join(extras)} if extras else {})}
 
 
+def uv_registry_env() -> dict[str, str]:
+    """What uv needs to reach the registries through the machine's build-time access (`images/access.py`).
+
+    The access mounts the machine's CA bundle as the system one, which uv trusts only with native TLS
+    (it ships its own roots otherwise), and uv reads no pip.conf: the index comes from `uv_index_env`.
+    For what runs with registry access only (the layer's build, the oracle's replay), never a candidate.
+    """
+    return {"UV_NATIVE_TLS": "1", **uv_index_env()}
+
+
 def offline_env() -> dict[str, str]:
     """What the test run's environment gets: uv and pip use what the layer holds and never the network."""
     return {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_NO_INDEX": "1", **uv_index_env()}
@@ -115,7 +125,7 @@ def offline_env() -> dict[str, str]:
 
 def _steps(plan: VerifierPlan, home: str, user: str) -> list[tuple[str, str, dict[str, str]]]:
     """(what, shell script, extra environment) of each build step of the layer, in order."""
-    env = {"HOME": home, "DEBIAN_FRONTEND": "noninteractive", "UV_NATIVE_TLS": "1", **uv_index_env()}
+    env = {"HOME": home, "DEBIAN_FRONTEND": "noninteractive", **uv_registry_env()}
     steps = []
     if plan.apt:
         packages = " ".join(shlex.quote(p) for p in plan.apt)
@@ -261,4 +271,4 @@ def verifier_layer(client: Any, task: Any, image: str, *, force: bool = False) -
     return layer
 
 
-__all__ = ["UV_ENV_SCRIPT", "VerifierLayer", "offline_env", "uv_index_env", "verifier_layer"]
+__all__ = ["UV_ENV_SCRIPT", "VerifierLayer", "offline_env", "uv_index_env", "uv_registry_env", "verifier_layer"]

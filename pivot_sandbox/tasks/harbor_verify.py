@@ -12,7 +12,8 @@ session's sandbox, after the agent (or a candidate) is done:
 3. `test.sh` runs as the verifier's user in a fresh shell with the image's own environment (`env -i`,
    so nothing the agent exported reaches it) plus `[verifier].env` and `offline_env()`, from the
    working directory, as `(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1`: its exit status
-   is ignored, as Harbor ignores it;
+   is ignored, as Harbor ignores it; it may run `[verifier].timeout_sec` (task.toml) in all, as in
+   Harbor: past it, it is stopped and gives no reward, the limit named in the reason;
 4. the reward is `reward.json`'s, else `reward.txt`'s (`harbor_plan.read_rewards`), and the per-test
    results of `ctrf.json` go into the details.
 
@@ -21,7 +22,8 @@ and never scored (`HarborOutcome.verifiable` False, `reward` None).
 
 `check_harbor_task` runs the tests on the untouched image (reward 0 expected) and after the oracle
 (`solution/solve.sh` copied to /solution, as Harbor's oracle agent does, and run as the history's
-one command with registry access: reward 1 expected).
+one command with registry access, in `oracle_env`: `[solution].env` and uv's registry access: reward
+1 expected).
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ from pivot_sandbox.images.build import checkout_mode
 from pivot_sandbox.images.stock import image_exists
 from pivot_sandbox.replay import box as ct
 from pivot_sandbox.replay.session import Session, open_session
-from pivot_sandbox.tasks.harbor_layer import VerifierLayer, offline_env, verifier_layer
+from pivot_sandbox.tasks.harbor_layer import VerifierLayer, offline_env, uv_registry_env, verifier_layer
 from pivot_sandbox.tasks.harbor_plan import read_ctrf, read_rewards
-from pivot_sandbox.tasks.harness import TESTS_DIR, TESTS_GRACE, TestOutcome, new_nonce, tests_tar
+from pivot_sandbox.tasks.harness import TESTS_DIR, TestOutcome, new_nonce, tests_tar
 from pivot_sandbox.tasks.verification import _tampered_tools
 
 LOGS = "/logs/verifier"
@@ -182,15 +184,20 @@ def run_harbor_tests(session: Session, task: Any, layer: VerifierLayer, timeout:
     if problem:
         return HarborOutcome(None, True, problem)
     nonce = new_nonce()
+    limit = timeout or task.tests.timeout  # Harbor's: test.sh as a whole, `[verifier].timeout_sec`, no grace
     raw = ct.run(
         box,
         harbor_argv(session.image_env(), task, layer, session.spec.workdir, nonce),
         user=layer.user,
-        timeout=timeout or task.tests.timeout + TESTS_GRACE,
+        timeout=limit,
         output_cap=limits.output_cap,
         keep=True,  # the state's servers keep running for what the tests ask them
     )
-    return _outcome(box, raw, nonce)
+    outcome = _outcome(box, raw, nonce)
+    if raw.killed == "timeout":  # Harbor's VerifierTimeoutError: no reward, the limit named
+        where = "" if timeout else f" ([verifier].timeout_sec of {task.harbor.path})"
+        return replace(outcome, reason=f"test.sh ran past its {limit:g} s{where}: stopped, no reward")
+    return outcome
 
 
 def run_harbor_in_session(session: Session, task: Any, timeout: float | None = None) -> HarborOutcome:
@@ -203,11 +210,46 @@ def run_harbor_in_session(session: Session, task: Any, timeout: float | None = N
     return run_harbor_tests(session, task, layer, timeout)
 
 
+def _solution_tar(client: Any, task: Any, image: str) -> bytes:
+    """The task's `solution/` as a tar for /solution, solve.sh made to run on the image.
+
+    On an Ubuntu image built on Debian, solve.sh's apt installs are rewritten as the image's build had
+    its own (`images/ubuntu_apt.on_debian`: Ubuntu's version pins dropped, names mapped), as `pivot
+    synthesize` rewrites the oracle's commands; elsewhere the folder goes as it is.
+    """
+    import shutil
+    import tempfile
+
+    from pivot_sandbox.errors import DockerfileError
+    from pivot_sandbox.images.bases import map_base
+    from pivot_sandbox.images.ubuntu_apt import on_debian
+
+    folder = task.dir / "solution"
+    base = map_base((client.images.get(image).labels or {}).get(f"{LABEL}.from") or "")
+    solve = folder / "solve.sh"
+    if base is None or not base.ubuntu or not solve.is_file():
+        return _folder_tar(folder, SOLUTION_DIR.lstrip("/"))
+    try:
+        text, notes = on_debian(solve.read_text(errors="replace"), "solution/solve.sh")
+    except DockerfileError:  # a package Debian lacks: the script as written, its apt step says so in the log
+        notes = []
+    if not notes:
+        return _folder_tar(folder, SOLUTION_DIR.lstrip("/"))
+    with tempfile.TemporaryDirectory(prefix="pivot-solution-") as tmp:
+        copy = Path(tmp) / "solution"
+        shutil.copytree(folder, copy, symlinks=True)
+        (copy / "solve.sh").write_text(text)
+        return _folder_tar(copy, SOLUTION_DIR.lstrip("/"))
+
+
 def oracle_image(client: Any, task: Any, image: str) -> str:
-    """`image` with the task's `solution/` at /solution (what Harbor's oracle agent uploads), committed once."""
+    """`image` with the task's `solution/` at /solution (what Harbor's oracle agent uploads), committed once.
+
+    On an Ubuntu task built on Debian, solve.sh's apt installs are rewritten for Debian (`_solution_tar`).
+    """
     import hashlib
 
-    solution = _folder_tar(task.dir / "solution", SOLUTION_DIR.lstrip("/"))
+    solution = _solution_tar(client, task, image)
     repo, _, name = image.partition(":")
     tag = f"{repo}:{name}-oracle-{hashlib.sha256(solution).hexdigest()[:12]}"
     if image_exists(client, tag):
@@ -223,9 +265,20 @@ def oracle_image(client: Any, task: Any, image: str) -> str:
     return tag
 
 
+def oracle_env(task: Any) -> dict[str, str]:
+    """The environment of the oracle's `solve.sh`: Harbor's (`[solution].env`) and uv's registry access.
+
+    The oracle runs as history with the machine's registry access (`SandboxSpec.replay_access`: the system
+    CA bundle mounted, pip's index configured); uv trusts its own CA roots and reads no pip.conf, so a
+    `uv run`/`uv pip` of `solve.sh` gets `UV_NATIVE_TLS=1` and the machine's index (`uv_index_env`), as
+    the test-run layer's build does. Candidates never run with any of it.
+    """
+    return {"DEBIAN_FRONTEND": "noninteractive", **uv_registry_env(), **dict(task.harbor.solution_env)}
+
+
 def oracle_command(task: Any) -> str:
     """Harbor's oracle run of `solve.sh`, from the working directory, its output to /logs/agent/oracle.txt."""
-    env = {"DEBIAN_FRONTEND": "noninteractive", **dict(task.harbor.solution_env)}
+    env = oracle_env(task)
     assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return (
         f"mkdir -p /logs/agent && chmod +x {SOLUTION_DIR}/solve.sh && "
@@ -270,6 +323,7 @@ __all__ = [
     "deliver",
     "harbor_argv",
     "oracle_command",
+    "oracle_env",
     "oracle_image",
     "run_harbor_in_session",
     "run_harbor_tests",

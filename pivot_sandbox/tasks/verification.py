@@ -31,6 +31,7 @@ from pivot_sandbox.replay import box as ct
 from pivot_sandbox.replay.action import changed_paths
 from pivot_sandbox.replay.session import Session, open_session
 from pivot_sandbox.tasks.folders import resolve_task_dir
+from pivot_sandbox.tasks.harbor import container_limits
 from pivot_sandbox.tasks.harness import (
     SUSPECT_FILES,
     TESTS_DIR,
@@ -51,6 +52,41 @@ TEST_LIMITS = {"memory": "2g", "pids": 1024, "replay_timeout": 900.0, "compare_c
 MAX_TASK_FILES = 4096  # a task folder is a Dockerfile, tests and a solution: more is not a task folder
 _DIGESTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
 _DIGESTS_LOCK = threading.Lock()
+
+
+def task_context(task: Task) -> dict[str, Json]:
+    """A pivot's `context.task` for a task folder: its id, folder, test timeout, and its container limits if any."""
+    out: dict[str, Json] = {"task_id": task.task_id, "dir": str(task.dir.resolve()), "test_timeout": task.tests.timeout}
+    limits = container_limits(task.harbor) if task.harbor is not None else {}
+    return {**out, "limits": limits} if limits else out
+
+
+def task_limits(context: Mapping[str, Json]) -> dict[str, Json]:
+    """The container limits of a pivot's task (`Limits` fields: `memory`, `cpus`); {} when it names none.
+
+    A Harbor task's `task.toml` gives them (`[environment]` cpus, memory): the pivot carries them in
+    `context.task.limits` (`harbor.container_limits`, written by `pivot synthesize` and `pivot convert
+    --tasks-dir`); a pivot written before that key reads them from its task folder. The episode env and
+    the `task_tests` verifier run the task's containers under them (`storage_mb` is carried, not enforced).
+
+    Raises:
+        SandboxError: a malformed `context.task.limits` (the key named), or a task folder that cannot be read.
+    """
+    task = context.get("task")
+    if not isinstance(task, Mapping) or not task.get("dir"):
+        return {}
+    limits = task.get("limits")
+    if limits is None:
+        config = load_task(resolve_task_dir(str(task["dir"]))).harbor
+        limits = container_limits(config) if config is not None else {}
+    if not isinstance(limits, Mapping):
+        raise SandboxError(f"context.task.limits: expected a table, got {type(limits).__name__} {limits!r}")
+    memory, cpus = limits.get("memory"), limits.get("cpus")
+    if memory is not None and not isinstance(memory, str):
+        raise SandboxError(f"context.task.limits.memory: expected a size like '2048m', got {memory!r}")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
+        raise SandboxError(f"context.task.limits.cpus: expected a number > 0, got {cpus!r}")
+    return {k: v for k, v in (("memory", memory), ("cpus", None if cpus is None else float(cpus))) if v is not None}
 
 
 def run_task_tests(session: Session, task: Task, timeout: float | None = None) -> TestOutcome:
@@ -199,12 +235,11 @@ def run_tests(
         session.close()
 
 
-def oracle_check(
-    context: Mapping[str, Json], backend: Callable[[float], SandboxBackend]
-) -> dict[str, bool | str | None]:
+def oracle_check(context: Mapping[str, Json], backend: Callable[..., SandboxBackend]) -> dict[str, bool | str | None]:
     """Tests on the initial state and after the whole oracle solution: `{before, after, reason}`.
 
-    `backend(timeout)` gives a backend with live sessions whose actions run up to `timeout` seconds.
+    `backend(timeout, limits)` gives a backend with live sessions whose actions run up to `timeout`
+    seconds, under the task's container limits (`task_limits`; `verification_backend`).
 
     `before`/`after` are True (pass), False (fail) or None (the tests could not run; `reason` says why).
     """
@@ -222,9 +257,10 @@ def oracle_check(
     task_dir = resolve_task_dir(str(task["dir"]))
     out: dict[str, bool | str | None] = {}
     try:
+        limits = task_limits(context)
         # the solution is replayed as history (set-up, with registry access), not run as a candidate
         for name, history in (("before", []), ("after", solution)):
-            outcome = run_tests(backend(60.0), task_dir, spec, history, [], 60.0)
+            outcome = run_tests(backend(60.0, limits), task_dir, spec, history, [], 60.0)
             out[name] = outcome.passed if outcome.ran or outcome.passed else None
             out[f"{name}_reason"] = outcome.reason
     except SandboxError as e:

@@ -117,3 +117,15 @@ def test_loading_the_terminal_chain_imports_no_docker():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]
+
+
+def test_a_test_runners_duration_and_the_padding_it_moves_are_no_part_of_an_effect():
+    from pivot_sandbox.contract.effects import mask_durations
+
+    # pytest centres its summary in `=`: 9.87s and 10.02s pad it differently (the expert rejected against itself)
+    fast, slow = "=" * 30 + " 77 passed in 9.87s " + "=" * 31, "=" * 30 + " 77 passed in 10.02s " + "=" * 30
+    assert mask_durations(fast) == mask_durations(slow) == "== 77 passed in <duration> =="
+    assert mask_durations("2 passed in 83.21s (0:01:23)") == mask_durations("2 passed in 82.90s (0:01:22)")
+    # what ran still counts
+    assert mask_durations(fast) != mask_durations("=" * 30 + " 76 passed, 1 failed in 9.87s " + "=" * 24)
+    assert mask_durations("Ran 3 tests in 0.002s\nOK") == "Ran 3 tests in <duration>\nOK"

@@ -75,3 +75,29 @@ def test_cli_gc_prints_what_this_process_removed_the_connection_sweep_included(c
     total = removed_in_this_process()
     assert printed == total.to_json()
     assert printed["containers"] >= swept.containers >= 2 and printed["images"] >= swept.images >= 1
+
+
+def test_the_rootfs_exports_of_gone_images_are_swept_and_live_or_recent_ones_stay(tmp_path, monkeypatch):
+    """The namespace backend's exports are named by image id: once the image is gone, nothing asks for it again."""
+    import os
+    import time
+
+    from pivot_sandbox.namespace.root import sweep_rootfs
+
+    monkeypatch.setenv("PIVOT_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "rootfs"
+    for name in ("a" * 32, "b" * 32, "c" * 32):
+        (folder / name / "root" / "etc").mkdir(parents=True)
+    old = time.time() - 7200
+    os.utime(folder / ("a" * 32), (old, old))  # gone from the engine, unused for two hours: removed
+    os.utime(folder / ("b" * 32), (old, old))  # still an image of the engine: stays
+    # "c": gone from the engine but used a moment ago (a live sandbox's lower layer): stays
+
+    class Engine:
+        class api:  # noqa: N801 - docker's low-level client shape
+            @staticmethod
+            def images(all: bool = False):  # noqa: A002 - docker's keyword
+                return [{"Id": "sha256:" + "b" * 64}]
+
+    assert sweep_rootfs(Engine()) == 1
+    assert sorted(p.name for p in folder.iterdir()) == ["b" * 32, "c" * 32]

@@ -15,7 +15,8 @@ environment (nothing the candidate exported: `BASH_ENV`, `PYTHONPATH`, `PYTEST_P
 in only now, the venv the image build made for them (`TESTS_VENV`) and the interpreter checked unchanged
 first, `--network none` like every candidate container; their status line carries a nonce the candidate
 cannot know. A test run the sandbox stops, or whose tools the candidate changed, is a rejection; a sandbox
-that fails is an error verdict.
+that fails is an error verdict. A Harbor task's test run stops at its `[verifier].timeout_sec`, and its
+containers get the cpus and memory its `task.toml` gives (`pivot_sandbox.task_limits`).
 
 The library half (running a task's tests in a session, their limits, the task folder's digest, the
 oracle check) is the sandbox's task home: `pivot_sandbox.tasks.verification`.
@@ -38,6 +39,7 @@ from pivot_sandbox import (
     run_tests,
     state_bound,
     task_dir_digest,
+    task_limits,
     tests_bound,
     verification_backend,
 )
@@ -64,8 +66,9 @@ class TaskTests:
     # 4: keystrokes without Enter are typed, not run. 5: tests in a fresh shell with the image's environment,
     # their tools checked unchanged. 6: the agent's processes stopped before the tamper check; every copy of
     # the harness's programs on the PATH guarded; the status must agree with the run's exit status (issue 38)
-    # 7: a Harbor task's float reward in the details (`test_reward`)
-    version = "7"
+    # 7: a Harbor task's float reward in the details (`test_reward`). 8: a Harbor task's test run stops at its
+    # `[verifier].timeout_sec` (no grace), its containers under task.toml's cpus and memory
+    version = "8"
 
     def __init__(self, mode: str = "continuation", command_timeout: float = 60.0) -> None:
         if mode not in MODES:
@@ -166,9 +169,8 @@ class TaskTests:
         timeout = self._budget(commands, remaining)
         try:
             task_dir = resolve_task_dir(str(task["dir"]))
-            outcome = run_tests(
-                verification_backend(timeout), task_dir, spec, history, [*commands, *remaining], timeout
-            )
+            backend = verification_backend(timeout, task_limits(pivot.context))  # a Harbor task's cpus, memory
+            outcome = run_tests(backend, task_dir, spec, history, [*commands, *remaining], timeout)
         except SandboxError as e:
             return Verdict.failed(f"task_tests: {e}")
         except Exception as e:  # noqa: BLE001 - an exception is an error verdict, never a crash
