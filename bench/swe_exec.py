@@ -198,7 +198,7 @@ def _counts(results) -> str:  # noqa: ANN001 - {"success": [...], "failure": [..
     return f"{ok}/{ok + bad}"
 
 
-def one(instance, instances: Path, limit: int, whole: bool = True) -> dict:  # noqa: ANN001 - an SWEInstance
+def one(instance, instances: Path, limit: int, whole: bool = True, variants: int = 0) -> dict:  # noqa: ANN001
     """Build, convert, score: one row."""
     from pivot_sandbox import docker_backend, swe_image
 
@@ -214,6 +214,10 @@ def one(instance, instances: Path, limit: int, whole: bool = True) -> dict:  # n
     row.update({("convert_s" if k == "seconds" else k): report[k] for k in keys})
     row["scores"] = score(judged(pivots, limit))
     row["submission"] = submission(pivots, instance.resolved)
+    if variants:  # labelled rewrites, wrong targets and disguised writes under each verifier alone
+        from swe_variants import compare
+
+        row["verifier_accuracy"] = compare(judged(pivots, variants))
     if whole:
         row["whole_run"] = whole_run(instance, pivots)
     return row
@@ -231,6 +235,12 @@ def totals(rows: list[dict]) -> dict:
         for key, value in (row.get("scores") or {}).items():
             if isinstance(value, int) and key != "seconds_per_candidate":
                 out[key] += value
+        for verifier, kinds in (row.get("verifier_accuracy") or {}).items():
+            if verifier in ("by_variant", "pivots"):
+                continue
+            for kind, c in kinds.items():
+                for key in ("n", "false_accepts", "false_rejects", "errors"):
+                    out[f"accuracy/{verifier}/{kind}/{key}"] += c[key]
         out["submissions_graded"] += bool((row.get("submission") or {}).get("graded"))
         out["submissions_agreeing"] += bool((row.get("submission") or {}).get("agrees"))
         whole = row.get("whole_run") or {}
@@ -253,6 +263,9 @@ def main() -> int:
     )
     parser.add_argument("--max-pivots", type=int, default=8, help="pivots judged per instance (spread over the run)")
     parser.add_argument("--no-whole-runs", action="store_true", help="skip playing each run whole to its tests")
+    parser.add_argument(
+        "--variants", type=int, default=0, help="pivots per instance whose labelled variants are scored (0: none)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="append one JSON line per instance as it finishes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -264,7 +277,7 @@ def main() -> int:
     only = [] if args.only == ["all"] else (args.only or list(DEFAULT))
     rows = []
     for instance in load_instances(path, only=only):
-        row = one(instance, path, args.max_pivots, whole=not args.no_whole_runs)
+        row = one(instance, path, args.max_pivots, whole=not args.no_whole_runs, variants=args.variants)
         row["split"] = "dev" if instance.offline_check else "held_back"
         rows.append(row)
         if args.out:

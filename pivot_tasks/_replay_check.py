@@ -164,6 +164,9 @@ _PYTHON_BUILD = re.compile(r"^\d+\.\d+\.\d+ \((?:main|default|tags/)[^)]*\) *$|^
 _PLATFORM = re.compile(r"\bLinux-[\w.+-]+?-(?:x86_64|aarch64)-with-glibc[\d.]+")
 # setuptools_scm's local version: the commit abbreviated to as many digits as the repository's size asks (as
 # for blob ids, seven are compared) and the date its tree was dirty on (`+gd16bfe05a7.d20241024`)
+# pytest's header lists its plugins in the order the environment's metadata is found on disk (installation
+# and file system order, not the state): compared as a set
+_PYTEST_PLUGINS = re.compile(r"^plugins: (.+)$", re.M)
 _SCM_LOCAL = re.compile(r"\+g([0-9a-f]{7})[0-9a-f]*(?:\.d\d{8})?")
 # a diff's blob ids, abbreviated to as many digits as the repository's size asks (SWE-bench's clone holds the
 # whole history, the rebuild one commit): the same blobs, so the first seven digits are compared
@@ -197,6 +200,7 @@ def comparable_output(text: str) -> str:
     text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n"))
     text = _PYTHON_PATCH.sub(r"\1.<n>", mask_durations(text))
     text = _PYTHON_BUILD.sub("<python build>", _PLATFORM.sub("<platform>", _SCM_LOCAL.sub(r"+g\1", text)))
+    text = _PYTEST_PLUGINS.sub(lambda m: "plugins: " + ", ".join(sorted(m.group(1).split(", "))), text)
     text = _LS_TOTAL.sub("total <n>", _GIT_INDEX.sub(r"\1..\2", text))
     text = _LS_LINE.sub(lambda m: " ".join(m.group(0).split()), text)
     return _DIR_LINKS.sub(r"\1<n>", _CLOCK.sub("<t>", text)).strip()

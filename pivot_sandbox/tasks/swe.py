@@ -293,6 +293,32 @@ def checkout(instance: SWEInstance, dest: Path) -> Path:
     return dest
 
 
+def removed_later(instance: SWEInstance) -> tuple[str, ...]:
+    """The directories of the instance's tree that the newest tree of its bundle no longer has (top-most ones).
+
+    SWE-bench clones the repository's tip, runs `chmod -R 777`, then resets to the base commit: what the
+    tip no longer has is made anew by the reset, with the umask's 755, and an agent's `ls -la` shows it
+    so (sphinx's `.circleci`, pylint's `elisp`). The tip is not in the bundle; the newest instance's tree
+    (the highest pull-request number) stands for it: what was gone by then is gone from the tip.
+    """
+    if not instance.bundle.is_file():
+        return ()
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pivot-swe-trees-") as tmp:
+        repo = Path(tmp)
+        _git(["init", "-q", "--bare"], repo)
+        _git(["fetch", "-q", str(instance.bundle), "refs/tags/*:refs/tags/*"], repo)
+        tags = _git(["tag"], repo).split()
+        newest = max(tags, key=lambda t: int(t.rsplit("-", 1)[-1]) if t.rsplit("-", 1)[-1].isdigit() else -1)
+        if newest == instance.bundle_tag:
+            return ()
+        mine = set(_git(["ls-tree", "-r", "-d", "--name-only", instance.bundle_tag], repo).splitlines())
+        later = set(_git(["ls-tree", "-r", "-d", "--name-only", newest], repo).splitlines())
+    gone = sorted(mine - later)
+    return tuple(d for d in gone if not any(d.startswith(f"{g}/") for g in gone))
+
+
 def _name(pin: str) -> str:
     return re.split(r"[=<>!~ ;\[]", pin, maxsplit=1)[0].strip().lower().replace("_", "-")
 
@@ -313,6 +339,7 @@ def split_pins(instance: SWEInstance, python: tuple[int, int]) -> Pins:
 
 
 __all__ = [
+    "removed_later",
     "Harness",
     "Pins",
     "SWEInstance",

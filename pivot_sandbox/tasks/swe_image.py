@@ -53,7 +53,7 @@ from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
 from pivot_sandbox.images.build import build
 from pivot_sandbox.images.stock import DEBIAN_TAG, build_debian_image, image_exists
-from pivot_sandbox.tasks.swe import SWEInstance, checkout, split_pins
+from pivot_sandbox.tasks.swe import SWEInstance, checkout, removed_later, split_pins
 from pivot_sandbox.tasks.swe_services import install_lines
 
 if TYPE_CHECKING:
@@ -78,7 +78,8 @@ BUILD_ACCESS_SUITE = "bookworm"
 PIP = "python -m pip install -q --no-cache-dir --disable-pip-version-check"
 # Directories of the instances' trees that the repository's default branch no longer has: SWE-bench clones
 # the branch's tip, runs `chmod -R 777`, then `git reset --hard <base commit>`, which recreates them with
-# the umask's 755 (requests moved its package to src/requests in 2.32), as a recorded `ls -la` prints them
+# the umask's 755, as a recorded `ls -la` prints them. Those gone by the bundle's newest instance are found
+# (`swe.removed_later`); this table names those gone since (requests moved its package to src/ in 2.32)
 RECREATED_DIRS = {"psf/requests": ("requests",)}
 CLEAN_DIFF_COMMIT = "RUN git commit --allow-empty -qam SWE-bench"
 
@@ -247,14 +248,18 @@ def env_image(
     return tag, "built", seconds, prefix.name
 
 
-def instance_text(env: str, instance: SWEInstance) -> str:
-    """The instance layer's Dockerfile (the build context holds `repo/`): SWE-bench's repository set-up."""
+def instance_text(env: str, instance: SWEInstance, recreated: tuple[str, ...] = ()) -> str:
+    """The instance layer's Dockerfile (the build context holds `repo/`): SWE-bench's repository set-up.
+
+    `recreated`: directories SWE-bench's reset made anew (`swe.removed_later`), 755 where the rest are 777.
+    """
     pretend = instance.scm_pretend_version
     if pretend and "+" not in pretend:
         # setuptools_scm in SWE-bench's clone adds the commit (`5.4.1.dev593+ge6e300e72`, nine hex digits, as
         # the recorded runs print it); pytest prints its version in every session header
         pretend = f"{pretend}+g{instance.base_commit[:9]}"
     export = f"export SETUPTOOLS_SCM_PRETEND_VERSION={shlex.quote(pretend)}; " if pretend else ""
+    remade = dict.fromkeys((*RECREATED_DIRS.get(instance.repo, ()), *recreated))
     lines = [
         f"FROM {env}",
         f"COPY repo/ {TESTBED}/",
@@ -263,8 +268,12 @@ def instance_text(env: str, instance: SWEInstance) -> str:
         # (644, 755) and leaves the directories 777: what an agent's first `ls -la` prints
         f"RUN find {TESTBED} -type d -exec chmod 777 {{}} +",
         *(
-            f"RUN [ ! -d {path} ] || find {path} -type d -exec chmod 755 {{}} +"
-            for path in (shlex.quote(f"{TESTBED}/{d}") for d in RECREATED_DIRS.get(instance.repo, ()))
+            [
+                f"RUN for d in {' '.join(shlex.quote(f'{TESTBED}/{d}') for d in remade)}; do"
+                ' [ ! -d "$d" ] || find "$d" -type d -exec chmod 755 {} +; done'
+            ]
+            if remade
+            else []
         ),
         "RUN git config --global user.email setup@swebench.config && git config --global user.name SWE-bench"
         f" && git config --global --add safe.directory {TESTBED}",
@@ -285,7 +294,7 @@ def instance_text(env: str, instance: SWEInstance) -> str:
 
 def _instance_layer(client: docker.DockerClient, instance: SWEInstance, env: str, force: bool) -> tuple[str, str]:
     """The instance image (layer 3) on `env`: (tag, "built" | "cached")."""
-    text = instance_text(env, instance)
+    text = instance_text(env, instance, removed_later(instance))
     key = _digest(RECIPE_VERSION, text, client.images.get(env).id, instance.bundle_commit, instance.base_tree)
     tag = f"{INSTANCE_REPO}:{instance.instance_id}-{key}"
     if not force and image_exists(client, tag):

@@ -152,6 +152,41 @@ def test_a_checkout_holds_its_own_tree_and_nothing_of_another_instance(tmp_path)
         checkout(wrong, tmp_path / "repo2")
 
 
+def test_the_folders_a_later_tree_no_longer_has_are_found_top_most_first(tmp_path):
+    """SWE-bench's reset recreates what its clone's tip lacks, 755: the newest instance's tree stands for the tip."""
+    from pivot_sandbox.tasks.swe import removed_later
+    from pivot_sandbox.tasks.swe_image import instance_text
+
+    src = tmp_path / "src"
+    src.mkdir()
+    _git(src, "init", "-q")
+    trees = {5: ("elisp/a/x.el", "pkg/m.py", "docs/old/y.txt"), 12: ("pkg/m.py", "docs/z.txt")}
+    commits = {}
+    for n, files in trees.items():
+        _git(src, "checkout", "-q", "--orphan", f"b{n}")
+        _git(src, "rm", "-rfq", "--ignore-unmatch", ".")
+        for name in files:
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_text(name)
+        _git(src, "add", ".")
+        _git(src, "commit", "-qm", f"example__widget-{n}")
+        _git(src, "tag", f"example__widget-{n}")
+        commits[n] = (_git(src, "rev-parse", "HEAD"), _git(src, "rev-parse", "HEAD^{tree}"))
+    (tmp_path / "repos").mkdir()
+    _git(src, "bundle", "create", str(tmp_path / "repos" / "example__widget.bundle"), "--tags")
+    rows = [
+        _row(instance_id=f"example__widget-{n}", bundle_tag=f"example__widget-{n}", bundle_commit=c, base_tree=t)
+        for n, (c, t) in commits.items()
+    ]
+    path = _write(tmp_path / "instances.jsonl", rows)
+    old, newest = load_instance("example__widget-5", path), load_instance("example__widget-12", path)
+    # by pull-request number, not by name: 12 is newer than 5 though "12" < "5" as text
+    assert removed_later(old) == ("docs/old", "elisp") and removed_later(newest) == ()
+    text = instance_text("env", old, removed_later(old))
+    assert "for d in /testbed/docs/old /testbed/elisp; do" in text and "chmod 755" in text
+    assert "chmod 755" not in instance_text("env", newest, removed_later(newest))
+
+
 def test_the_highest_patch_release_of_the_minor_is_chosen(tmp_path):
     for version in ("3.9.1", "3.9.18", "3.10.13", "3.9.20"):
         (tmp_path / version / "bin").mkdir(parents=True)
