@@ -167,6 +167,9 @@ _PLATFORM = re.compile(r"\bLinux-[\w.+-]+?-(?:x86_64|aarch64)-with-glibc[\d.]+")
 # pytest's header lists its plugins in the order the environment's metadata is found on disk (installation
 # and file system order, not the state): compared as a set
 _PYTEST_PLUGINS = re.compile(r"^plugins: (.+)$", re.M)
+# a broken `.pth` of the environment reported by every interpreter start (SWE-bench's pylint 3.0 environment:
+# `distutils-precedence.pth` without its `_distutils_hack`): the environment's, on every Python command alike
+_BROKEN_PTH = re.compile(r"^Error processing line \d+ of \S+\.pth:\n.*?^Remainder of file ignored\n?", re.M | re.S)
 _SCM_LOCAL = re.compile(r"\+g([0-9a-f]{7})[0-9a-f]*(?:\.d\d{8})?")
 # a diff's blob ids, abbreviated to as many digits as the repository's size asks (SWE-bench's clone holds the
 # whole history, the rebuild one commit): the same blobs, so the first seven digits are compared
@@ -197,7 +200,7 @@ def _same_output(replayed: str, recorded: str) -> bool:
 
 def comparable_output(text: str) -> str:
     """An output without what no state explains (see `_same_output`): what two replays of one state share."""
-    text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n"))
+    text = _BROKEN_PTH.sub("", _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n")))
     text = _PYTHON_PATCH.sub(r"\1.<n>", mask_durations(text))
     text = _PYTHON_BUILD.sub("<python build>", _PLATFORM.sub("<platform>", _SCM_LOCAL.sub(r"+g\1", text)))
     text = _PYTEST_PLUGINS.sub(lambda m: "plugins: " + ", ".join(sorted(m.group(1).split(", "))), text)

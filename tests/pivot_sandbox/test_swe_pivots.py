@@ -140,6 +140,13 @@ def test_a_submission_is_what_follows_the_marker_line():
             True,
         ),
         ("Astropy version 5.1.dev623+gd16bfe05a7", "Astropy version 5.1.dev624+gd16bfe05a", False),
+        # a broken .pth of SWE-bench's environment, reported at every interpreter start
+        (
+            "Error processing line 1 of /opt/x/distutils-precedence.pth:\n\n  Traceback (most recent call last):\n"
+            "  ModuleNotFoundError: No module named '_distutils_hack'\n\nRemainder of file ignored\npylint 3.0.0b1",
+            "pylint 3.0.0b1",
+            True,
+        ),
         # pytest lists its plugins in the order their metadata lies on disk
         ("plugins: forked-1.6.0, xdist-2.5.0, cov-2.12.1", "plugins: cov-2.12.1, forked-1.6.0, xdist-2.5.0", True),
         ("plugins: forked-1.6.0, benchmark-3.4.1", "plugins: forked-1.6.0, benchmark-3.4.2", False),
