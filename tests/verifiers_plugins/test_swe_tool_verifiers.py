@@ -202,6 +202,9 @@ def test_the_same_passage_replaced_by_other_text_is_another_edit():
         sed, _bash('sed -i -e "s/args = func.args + args/args = func.args + tuple(args)/" ./pkg/a.py')
     ).accepted
     assert not target.verify(sed, _bash("sed -i 's/args = func.args + args//' pkg/a.py")).accepted
+    # GNU sed's long option is the same edit (a labelled rewrite swe_target rejected on pytest-7432)
+    long = "sed --in-place 's/args = func.args + args/args = func.args + tuple(args)/' pkg/a.py"
+    assert target.verify(sed, _bash(long)).accepted, target.verify(sed, _bash(long)).reason
     heredoc = _swe(_bash("cat <<'EOF' > t.py\nimport pkg\nprint(pkg.total([1, 2]))\nEOF"))
     assert target.verify(heredoc, _bash("cat > t.py <<'EOF'\nimport pkg\nprint(pkg.total([1, 2]))\nEOF")).accepted
     assert not target.verify(heredoc, _bash("cat <<'EOF' > t.py\nEOF")).accepted

@@ -110,7 +110,8 @@ def command_target(command: str) -> Target:
             m = _SED_LINES.match(positional[0].strip("'\""))
             if m:
                 lines = (int(m.group(1)), int(m.group(2) or m.group(1)))
-            swap = sed_substitution(positional[0]) if any(w.startswith("-i") for w in words[1:]) else None
+            in_place = any(w.startswith("-i") or w.startswith("--in-place") for w in words[1:])
+            swap = sed_substitution(positional[0]) if in_place else None
             if swap:
                 anchor, written = swap
             positional = positional[1:]

@@ -32,7 +32,7 @@ class SweTarget:
     # substitutions, find actions, sed w), the submission itself, and test runs that run nothing; 5: a command
     # backgrounded with `&` is a command of its own; 6: a written Python file must compile where the expert's does;
     # 7: substitutions in an unquoted heredoc's body are the command's; 8: a test run cut under a minute
-    version = "8"
+    version = "9"
     continuous = False
 
     def __init__(self) -> None:
