@@ -8,6 +8,8 @@ trial's name) and `is_resolved`. A trial folder without a log is a skipped run, 
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -98,6 +100,23 @@ def swe_run(log: Path) -> Run:
     return Run(name, log, TRAJ_JSON, {"resolved": resolved} if isinstance(resolved, bool) else {})
 
 
+def _found(src: Path, pattern: str) -> list[Path]:
+    """Files under `src` whose name matches `pattern`, sorted; linked folders followed (each real folder once).
+
+    `Path.rglob` does not enter a symlinked folder, and job folders are often links to where runs were
+    written (`runs/latest -> runs/2025-11-19__10-22`): those runs would be silently missing.
+    """
+    out, seen = [], set()
+    for root, dirs, files in os.walk(src, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:  # a link back up the tree, or two links to one folder
+            dirs[:] = []
+            continue
+        seen.add(real)
+        out += [Path(root) / f for f in files if fnmatch.fnmatch(f, pattern)]
+    return sorted(out)
+
+
 def find_runs(src: Path, fmt: str | None = None) -> list[Run]:
     """The runs of a file or a folder (trial folders hold `results.json`; other `trajectory.json` are ATIF runs).
 
@@ -105,15 +124,15 @@ def find_runs(src: Path, fmt: str | None = None) -> list[Run]:
     """
     src = Path(src)
     if fmt == TRAJ_JSON:
-        return [swe_run(p) for p in (sorted(src.rglob("*.traj.json")) if src.is_dir() else [src])]
+        return [swe_run(p) for p in (_found(src, "*.traj.json") if src.is_dir() else [src])]
     if src.is_file():
         folder = src.parent.parent if src.parent.name in ("agent-logs", "sessions", "agent") else src.parent
         ctx = trial_context(folder)
         return [Run(ctx.get("run") or src.stem, src, fmt or sniff(src), ctx)]
     runs: list[Run] = []
-    trials = sorted(p.parent for p in src.rglob("results.json"))
+    trials = sorted(p.parent for p in _found(src, "results.json"))
     # Harbor's trial folders (`result.json` beside agent/ and verifier/; the job's own result.json is none)
-    trials += sorted(p.parent for p in src.rglob("result.json") if harbor_trials.is_harbor_trial(p.parent))
+    trials += sorted(p.parent for p in _found(src, "result.json") if harbor_trials.is_harbor_trial(p.parent))
     for folder in trials:
         ctx = trial_context(folder)
         log = _trial_log(folder)
@@ -124,7 +143,7 @@ def find_runs(src: Path, fmt: str | None = None) -> list[Run]:
         else:
             runs.append(Run(name, log, fmt or sniff(log), ctx))
     inside = {r.log for r in runs}
-    for log in sorted(src.rglob("trajectory.json")):
+    for log in _found(src, "trajectory.json"):
         if log not in inside and not any(t in log.parents for t in trials):
             runs.append(Run(log.parent.name, log, fmt or sniff(log), trial_context(log.parent)))
     return runs

@@ -282,3 +282,18 @@ def test_a_real_harbor_atif_file_goes_out_and_back(tmp_path):
     back = load_pivots(out)
     assert [p.expert.content for p in back] == [p.expert.content for p in pivots]
     assert [m.text for m in back[-1].history] == [m.text for m in pivots[-1].history]
+
+
+def test_runs_under_a_linked_folder_are_found_once_and_a_link_loop_ends(tmp_path):
+    """A job folder is often a link to where the runs were written: `Path.rglob` never entered it."""
+    real = tmp_path / "written" / "2025-11-19__10-22"
+    (real / "hello-world.1").mkdir(parents=True)
+    (real / "hello-world.1" / "results.json").write_text("{}")
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "latest").symlink_to(real)
+    (real / "back").symlink_to(jobs)  # a link back up the tree
+    (jobs / "again").symlink_to(real)  # two links to one folder
+    runs = agent_runs.find_runs(jobs)
+    assert [r.name for r in runs] == ["hello-world.1"], runs
+    assert "no agent log" in runs[0].missing
