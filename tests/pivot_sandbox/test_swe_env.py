@@ -125,21 +125,29 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def test_a_checkout_holds_its_own_tree_and_nothing_of_another_instance(tmp_path):
+def _bundle(tmp_path: Path, trees: dict[int, dict[str, str]]) -> dict[int, tuple[str, str]]:
+    """`repos/example__widget.bundle` with one orphan commit per instance number, tagged: {n: (commit, tree)}."""
     src = tmp_path / "src"
     src.mkdir()
     _git(src, "init", "-q")
     commits = {}
-    for n, secret in ((1, "old"), (2, "the later fix")):
+    for n, files in trees.items():
         _git(src, "checkout", "-q", "--orphan", f"b{n}")
         _git(src, "rm", "-rfq", "--ignore-unmatch", ".")
-        (src / "widget.py").write_text(f"# {secret}\n")
-        _git(src, "add", "widget.py")
+        for name, text in files.items():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_text(text)
+        _git(src, "add", ".")
         _git(src, "commit", "-qm", f"example__widget-{n}")
         _git(src, "tag", f"example__widget-{n}")
         commits[n] = (_git(src, "rev-parse", "HEAD"), _git(src, "rev-parse", "HEAD^{tree}"))
     (tmp_path / "repos").mkdir()
     _git(src, "bundle", "create", str(tmp_path / "repos" / "example__widget.bundle"), "--tags")
+    return commits
+
+
+def test_a_checkout_holds_its_own_tree_and_nothing_of_another_instance(tmp_path):
+    commits = _bundle(tmp_path, {1: {"widget.py": "# old\n"}, 2: {"widget.py": "# the later fix\n"}})
     rows = [_row(bundle_commit=commits[1][0], base_tree=commits[1][1])]
     inst = load_instance("example__widget-1", _write(tmp_path / "instances.jsonl", rows))
     repo = checkout(inst, tmp_path / "repo")
@@ -157,23 +165,8 @@ def test_the_folders_a_later_tree_no_longer_has_are_found_top_most_first(tmp_pat
     from pivot_sandbox.tasks.swe import removed_later
     from pivot_sandbox.tasks.swe_image import instance_text
 
-    src = tmp_path / "src"
-    src.mkdir()
-    _git(src, "init", "-q")
     trees = {5: ("elisp/a/x.el", "pkg/m.py", "docs/old/y.txt"), 12: ("pkg/m.py", "docs/z.txt")}
-    commits = {}
-    for n, files in trees.items():
-        _git(src, "checkout", "-q", "--orphan", f"b{n}")
-        _git(src, "rm", "-rfq", "--ignore-unmatch", ".")
-        for name in files:
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            (src / name).write_text(name)
-        _git(src, "add", ".")
-        _git(src, "commit", "-qm", f"example__widget-{n}")
-        _git(src, "tag", f"example__widget-{n}")
-        commits[n] = (_git(src, "rev-parse", "HEAD"), _git(src, "rev-parse", "HEAD^{tree}"))
-    (tmp_path / "repos").mkdir()
-    _git(src, "bundle", "create", str(tmp_path / "repos" / "example__widget.bundle"), "--tags")
+    commits = _bundle(tmp_path, {n: {name: name for name in files} for n, files in trees.items()})
     rows = [
         _row(instance_id=f"example__widget-{n}", bundle_tag=f"example__widget-{n}", bundle_commit=c, base_tree=t)
         for n, (c, t) in commits.items()
