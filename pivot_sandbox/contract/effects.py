@@ -90,9 +90,17 @@ class Unstable:
         return out
 
 
+# Python's `tempfile` names: "tmp" and eight random letters, digits or "_" (`/tmp/tmp7ks67sf6astropy_config`,
+# astropy's test configuration folder), a new name every run
+_TEMPFILE_NAME = re.compile(r"(?<=/)tmp[a-z0-9_]{8}")
+
+
 def path_shape(path: str) -> str:
-    """The path with every run of digits replaced by `#` (timestamps, PIDs and counters in names)."""
-    return re.sub(r"\d+", "#", path)
+    """The path with every run of digits replaced by `#` (timestamps, PIDs and counters in names).
+
+    A `tempfile` name's eight random characters become `*` first (letters vary there as well).
+    """
+    return re.sub(r"\d+", "#", _TEMPFILE_NAME.sub("tmp*", path))
 
 
 def _line_mask(a: str, b: str) -> frozenset[int] | None:

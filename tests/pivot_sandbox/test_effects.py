@@ -57,6 +57,20 @@ def test_a_bytecode_cache_is_compared_by_presence_and_its_source_by_content():
     assert not compare_effects(loose, Effect(0, "", "", {other: "sha256:b"}, "/testbed"), unstable, "/testbed").equal
 
 
+def test_tempfile_names_are_compared_by_shape():
+    """astropy's tests make `/tmp/tmpXXXXXXXXastropy_config` anew each run: the expert rejected against itself."""
+
+    def made(*names: str) -> Effect:
+        files = {f"/tmp/{n}astropy_config": "dir" for n in names} | {"/testbed/a.py": "sha256:a"}
+        return Effect(0, "", "", files, "/testbed")
+
+    first, second = made("tmp7ks67sf6"), made("tmpg7pv1n59")
+    unstable = unstable_parts(first, second)
+    assert compare_effects(first, made("tmpq_0zx3ab"), unstable, "/testbed").equal
+    assert not compare_effects(first, made("tmpq_0zx3ab", "tmpa1b2c3d4"), unstable, "/testbed").equal  # one more
+    assert not compare_effects(first, made(), unstable, "/testbed").equal  # none made
+
+
 def test_names_with_varying_digits_are_compared_by_shape():
     # the expert writes a report named after the time: each run makes a differently named one
     a = Effect(0, "", "", {"/app": "dir", "/app/report_104210.json": "sha256:a"}, "/app")
