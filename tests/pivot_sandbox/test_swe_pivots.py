@@ -164,6 +164,29 @@ def test_what_no_state_explains_is_left_out_of_the_replay_check(recorded, replay
     assert (found is None) == same, found
 
 
+def test_a_step_that_reached_the_registries_is_replayed_once_more_before_it_diverges():
+    from types import SimpleNamespace
+
+    from pivot_tasks._replay_check import Step, _check_run
+
+    class Registry:  # the first replay's `pip install` fails (a registry's hiccup), every later one succeeds
+        calls = 0
+
+        def transcript(self, spec, commands, timeout=None, stop=None):
+            Registry.calls += 1
+            code = 1 if Registry.calls == 1 else 0
+            return [(SimpleNamespace(killed=None, exit_code=code, stdout=b"Successfully installed numpy"), "/testbed")]
+
+    steps = [Step(4, ("pip install numpy",), 0, "Successfully installed numpy")]
+    assert _check_run(Registry(), None, steps, 60.0) is None and Registry.calls == 3  # 1 failed, then 2 agreeing
+    # a step that needs no network diverges at once: its state decides
+    local = [Step(4, ("python -c 'import numpy'",), 0, "")]
+    Registry.calls = 0
+    found = _check_run(Registry(), None, local, 60.0)
+    assert found is not None and found[0] == 4 and found[1].startswith("exit code 1, recorded 0")
+    assert Registry.calls == 1
+
+
 # --- on the real Docker engine, from the shared data -------------------------------------------------------------
 
 
