@@ -386,3 +386,26 @@ def test_a_validity_is_kept_by_what_it_depends_on_and_a_damaged_entry_runs_again
     path.write_text('{"before": ')  # cut short: read as no entry, run again, kept anew
     rerun = validate_instance(backend, instance, report.image)
     assert rerun.valid and rerun.before.seconds > 0.5 and "FAIL_TO_PASS" in path.read_text()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_pivot_sandbox_build_swe_builds_validates_and_names_what_is_wrong(requests_2931, validity, tmp_path):
+    from typer.testing import CliRunner
+
+    from pivot_cli import app
+    from pivot_sandbox.tasks.swe import default_instances
+
+    instance, _, report = requests_2931
+    runner = CliRunner()
+    args = ["sandbox", "build-swe", str(default_instances()), "--only", INSTANCE, "--validate", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    (row,) = out["instances"]
+    assert (out["built"], out["valid"]) == (1, 1) and row["image"] == report.image and row["status"] == "cached"
+    assert sorted(row["offline_failures"]) == sorted(validity.offline_failures)
+    bad = runner.invoke(app, ["sandbox", "build-swe", str(_write(tmp_path / "bad.jsonl", ['{"repo": 1}']))])
+    assert bad.exit_code == 1 and "bad.jsonl:1" in bad.output
+    unknown = runner.invoke(app, ["sandbox", "build-swe", str(default_instances()), "--only", "nope__nope-1"])
+    assert unknown.exit_code == 1 and "nope__nope-1" in unknown.output
