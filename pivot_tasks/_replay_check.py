@@ -167,6 +167,9 @@ _PLATFORM = re.compile(r"\bLinux-[\w.+-]+?-(?:x86_64|aarch64)-with-glibc[\d.]+")
 # pytest's header lists its plugins in the order the environment's metadata is found on disk (installation
 # and file system order, not the state): compared as a set
 _PYTEST_PLUGINS = re.compile(r"^plugins: (.+)$", re.M)
+# a development build's version names the commit checked out (`Sphinx v7.1.0+/71db08c05`): upstream's base commit
+# there, the bundle's commit here (the same tree, another id)
+_DEV_COMMIT = re.compile(r"(\bv\d+(?:\.\d+)+\+)/[0-9a-f]{7,40}\b")
 # a broken `.pth` of the environment reported by every interpreter start (SWE-bench's pylint 3.0 environment:
 # `distutils-precedence.pth` without its `_distutils_hack`): the environment's, on every Python command alike
 _BROKEN_PTH = re.compile(r"^Error processing line \d+ of \S+\.pth:\n.*?^Remainder of file ignored\n?", re.M | re.S)
@@ -200,7 +203,10 @@ def _same_output(replayed: str, recorded: str) -> bool:
 
 def comparable_output(text: str) -> str:
     """An output without what no state explains (see `_same_output`): what two replays of one state share."""
-    text = _BROKEN_PTH.sub("", _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n")))
+    # a lone carriage return (a progress line redrawn) is a new line to mini-swe-agent, whose subprocess reads
+    # text with universal newlines: sphinx's `reading sources... [ 50%]` lines come apart in the run's record
+    text = _BASH_LINE.sub("bash: ", text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = _DEV_COMMIT.sub(r"\1/<commit>", _BROKEN_PTH.sub("", text))
     text = _PYTHON_PATCH.sub(r"\1.<n>", mask_durations(text))
     text = _PYTHON_BUILD.sub("<python build>", _PLATFORM.sub("<platform>", _SCM_LOCAL.sub(r"+g\1", text)))
     text = _PYTEST_PLUGINS.sub(lambda m: "plugins: " + ", ".join(sorted(m.group(1).split(", "))), text)

@@ -147,6 +147,18 @@ def test_a_submission_is_what_follows_the_marker_line():
             "pylint 3.0.0b1",
             True,
         ),
+        # sphinx's dev version names the commit; a progress line redrawn with a carriage return
+        (
+            "Running Sphinx v7.1.0+/71db08c05\nreading [ 50%] a\nreading [100%] b",
+            "Running Sphinx v7.1.0+/e154d28\rreading [ 50%] a\rreading [100%] b",
+            True,
+        ),
+        (
+            "Running Sphinx v7.1.0+/71db08c05\nreading [ 50%] a\nreading [100%] b",
+            "Running Sphinx v7.1.0+/e154d28\nreading [ 50%] a\rreading [100%] b",
+            True,
+        ),
+        ("Running Sphinx v7.1.0+/71db08c05", "Running Sphinx v7.2.0+/71db08c05", False),
         # pytest lists its plugins in the order their metadata lies on disk
         ("plugins: forked-1.6.0, xdist-2.5.0, cov-2.12.1", "plugins: cov-2.12.1, forked-1.6.0, xdist-2.5.0", True),
         ("plugins: forked-1.6.0, benchmark-3.4.1", "plugins: forked-1.6.0, benchmark-3.4.2", False),
