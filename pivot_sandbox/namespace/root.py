@@ -126,15 +126,19 @@ def gc(everything: bool = False) -> dict[str, int]:
 
 
 ROOTFS_IDLE_SECONDS = 3600.0
+# exports kept past those of gone images: each is a whole file system (0.2-1.5 GB for the SWE and task images),
+# and a bench judging candidates on dozens of images filled a 100 GB disk in an hour
+ROOTFS_KEEP = 24
+ROOTFS_IN_USE_SECONDS = 600.0
 
 
-def sweep_rootfs(client: docker.DockerClient, idle: float = ROOTFS_IDLE_SECONDS) -> int:
-    """Remove the exports of images the engine no longer has, unused for `idle` seconds; how many went.
+def sweep_rootfs(client: docker.DockerClient, idle: float = ROOTFS_IDLE_SECONDS, keep: int = ROOTFS_KEEP) -> int:
+    """Remove exports nothing will ask for, then the least recently used past `keep`; how many went.
 
     An export is named by its image's id, so once the image is gone (a snapshot evicted, a task image
-    rebuilt) nothing can ask for it again; without this the cache grew by one file system per snapshot
-    and task image ever run (43 GB here, until the disk was full). One used within `idle` seconds may
-    still be a live sandbox's lower layer and stays.
+    rebuilt) nothing can ask for it again: removed once unused for `idle` seconds. Past `keep` exports
+    the least recently used go too (one is exported again when asked for). One used within
+    `ROOTFS_IN_USE_SECONDS` may still be a live sandbox's lower layer and always stays.
     """
     folder = cache_dir("rootfs")
     if not folder.is_dir():
@@ -143,16 +147,18 @@ def sweep_rootfs(client: docker.DockerClient, idle: float = ROOTFS_IDLE_SECONDS)
         known = {i["Id"].split(":")[-1][:32] for i in client.api.images(all=True)}
     except Exception:  # noqa: BLE001 - an engine that does not answer: keep everything
         return 0
-    removed = 0
+    entries = []
     for entry in folder.iterdir():
         try:
-            stale = time.time() - entry.stat().st_mtime > idle
+            entries.append((time.time() - entry.stat().st_mtime, entry))
         except OSError:
             continue
-        if entry.is_dir() and entry.name not in known and stale:
-            shutil.rmtree(entry, ignore_errors=True)
-            removed += 1
-    return removed
+    gone = [e for age, e in entries if e.is_dir() and e.name not in known and age > idle]
+    rest = sorted(((age, e) for age, e in entries if e.is_dir() and e not in gone), key=lambda x: x[0])
+    over = [e for age, e in rest[keep:] if age > ROOTFS_IN_USE_SECONDS]  # the oldest-used past `keep`
+    for entry in (*gone, *over):
+        shutil.rmtree(entry, ignore_errors=True)
+    return len(gone) + len(over)
 
 
 def rootfs(client: docker.DockerClient, image: str) -> tuple[Path, dict[str, str]]:

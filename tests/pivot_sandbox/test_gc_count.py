@@ -90,14 +90,20 @@ def test_the_rootfs_exports_of_gone_images_are_swept_and_live_or_recent_ones_sta
         (folder / name / "root" / "etc").mkdir(parents=True)
     old = time.time() - 7200
     os.utime(folder / ("a" * 32), (old, old))  # gone from the engine, unused for two hours: removed
-    os.utime(folder / ("b" * 32), (old, old))  # still an image of the engine: stays
+    os.utime(folder / ("b" * 32), (old - 100, old - 100))  # still an image of the engine: stays
     # "c": gone from the engine but used a moment ago (a live sandbox's lower layer): stays
 
     class Engine:
         class api:  # noqa: N801 - docker's low-level client shape
             @staticmethod
             def images(all: bool = False):  # noqa: A002 - docker's keyword
-                return [{"Id": "sha256:" + "b" * 64}]
+                return [{"Id": "sha256:" + c * 64} for c in "bde"]
 
     assert sweep_rootfs(Engine()) == 1
     assert sorted(p.name for p in folder.iterdir()) == ["b" * 32, "c" * 32]
+    # past `keep`, the least recently used goes, unless used in the last minutes (a live sandbox's layer)
+    for n, name in enumerate(("d" * 32, "e" * 32)):
+        (folder / name / "root").mkdir(parents=True)
+        os.utime(folder / name, (old + n, old + n))
+    assert sweep_rootfs(Engine(), keep=2) == 2  # "b" (oldest use) and "d" went; "c" is in use
+    assert sorted(p.name for p in folder.iterdir()) == ["c" * 32, "e" * 32]
