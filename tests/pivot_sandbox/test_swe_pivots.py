@@ -159,6 +159,7 @@ def test_a_submission_is_what_follows_the_marker_line():
             True,
         ),
         ("Running Sphinx v7.1.0+/71db08c05", "Running Sphinx v7.2.0+/71db08c05", False),
+        ("__main__.py 4.3.0+/f050a7775", "__main__.py 4.3.0+/0d1c2e3", True),
         # pytest lists its plugins in the order their metadata lies on disk
         ("plugins: forked-1.6.0, xdist-2.5.0, cov-2.12.1", "plugins: cov-2.12.1, forked-1.6.0, xdist-2.5.0", True),
         ("plugins: forked-1.6.0, benchmark-3.4.1", "plugins: forked-1.6.0, benchmark-3.4.2", False),
