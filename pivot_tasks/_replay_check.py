@@ -167,8 +167,8 @@ _PLATFORM = re.compile(r"\bLinux-[\w.+-]+?-(?:x86_64|aarch64)-with-glibc[\d.]+")
 # pytest's header lists its plugins in the order the environment's metadata is found on disk (installation
 # and file system order, not the state): compared as a set
 _PYTEST_PLUGINS = re.compile(r"^plugins: (.+)$", re.M)
-# a development build's version names the commit checked out (`Sphinx v7.1.0+/71db08c05`, `4.3.0+/f050a7775`): upstream's base commit
-# there, the bundle's commit here (the same tree, another id)
+# a development build's version names the commit checked out (`Sphinx v7.1.0+/71db08c05`, `4.3.0+/f050a7775`):
+# upstream's base commit there, the bundle's commit here (the same tree, another id)
 _DEV_COMMIT = re.compile(r"(\bv?\d+(?:\.\d+)+\+)/[0-9a-f]{7,40}\b")
 # a broken `.pth` of the environment reported by every interpreter start (SWE-bench's pylint 3.0 environment:
 # `distutils-precedence.pth` without its `_distutils_hack`): the environment's, on every Python command alike
