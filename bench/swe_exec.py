@@ -9,9 +9,15 @@ submission left out) `docker_shell` alone scores the expert and the audit kit's 
 it (`; rm -rf /testbed/*`, `&& rm -rf ~`, writes hidden in the command, a background job, shell state,
 test-environment tampering, ...), seconds per candidate measured; `swe_target` alone scores the same
 candidates, for comparison. At the submission, `swe_tests` grades the expert's own submission (the
-instance's tests with no network) against the resolution the run recorded.
+instance's tests with no network) against the resolution the run recorded. Then the run is played whole
+from its first pivot (`pivot_envs.episodes.play_recorded`: every recorded turn, the submission included)
+and its outcome compared with the recorded resolution (`--no-whole-runs` skips it). `--variants N` scores
+the labelled variants of N pivots per instance (`swe_variants.py`: rewrites, wrong targets, disguised
+writes) under each verifier alone. Totals are also given per split: `dev` (the instances the staging
+rebuilt by hand, `offline_check`) and `held_back`.
 
-    nice python bench/swe_exec.py [--instances F] [--only ID ...] [--max-pivots N] [--json]
+    nice python bench/swe_exec.py [--instances F] [--only ID ... | all] [--max-pivots N] [--variants N]
+                                  [--no-whole-runs] [--out ROWS.jsonl] [--json]
 
 Reads the instances by path at run time (SWE-bench Verified: tests, demos and benchmarks only).
 """
