@@ -308,7 +308,7 @@ def _pytest_options_changed(patch: str) -> set[str]:
         if line.startswith("diff --git ") or (
             line.startswith("--- ") and lines[i + 1 : i + 2] and lines[i + 1].startswith("+++ ")
         ):
-            path = ""  # named by the `+++` line (or `diff --git`'s b/ path where no `+++` follows: a mode change)
+            # the header's path, renamed by a `+++` line after it (`diff --git`'s b/ path alone: a mode change)
             header = _PATCH_PATHS.match(line)
             named = [p for p in (header.groups() if header else ()) if p and p != "/dev/null"]
             path = named[-1] if named else ""
