@@ -19,6 +19,7 @@ Public API:
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 import subprocess
@@ -303,17 +304,23 @@ def removed_later(instance: SWEInstance) -> tuple[str, ...]:
     """
     if not instance.bundle.is_file():
         return ()
+    # every lookup of an instance image asks (its Dockerfile text is part of the cache key): read once per bundle
+    return _removed_later(str(instance.bundle), instance.bundle.stat().st_mtime_ns, instance.bundle_tag)
+
+
+@functools.lru_cache(maxsize=256)
+def _removed_later(bundle: str, mtime_ns: int, tag: str) -> tuple[str, ...]:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="pivot-swe-trees-") as tmp:
         repo = Path(tmp)
         _git(["init", "-q", "--bare"], repo)
-        _git(["fetch", "-q", str(instance.bundle), "refs/tags/*:refs/tags/*"], repo)
+        _git(["fetch", "-q", bundle, "refs/tags/*:refs/tags/*"], repo)
         tags = _git(["tag"], repo).split()
         newest = max(tags, key=lambda t: int(t.rsplit("-", 1)[-1]) if t.rsplit("-", 1)[-1].isdigit() else -1)
-        if newest == instance.bundle_tag:
+        if newest == tag:
             return ()
-        mine = set(_git(["ls-tree", "-r", "-d", "--name-only", instance.bundle_tag], repo).splitlines())
+        mine = set(_git(["ls-tree", "-r", "-d", "--name-only", tag], repo).splitlines())
         later = set(_git(["ls-tree", "-r", "-d", "--name-only", newest], repo).splitlines())
     gone = sorted(mine - later)
     return tuple(d for d in gone if not any(d.startswith(f"{g}/") for g in gone))
