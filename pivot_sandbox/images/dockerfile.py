@@ -287,11 +287,20 @@ def implicit_hosts(text: str) -> list[str]:
 
 
 def foreign_hosts(instructions: Sequence[Instruction], allowed: frozenset[str]) -> list[tuple[str, Instruction]]:
-    """Hosts that RUN/ADD steps name beyond the registries in `allowed` (the build cannot reach them)."""
+    """Hosts that RUN/ADD steps name beyond the registries in `allowed` (the build cannot reach them).
+
+    A step's text is read as written and with the ARG/ENV values declared before it: a URL held in a
+    build argument (`ARG DATA_URL=https://...` then `RUN curl "$DATA_URL"`) is refused before the build,
+    naming its host, instead of failing inside it.
+    """
     out = []
+    values: dict[str, str] = {}
     for ins in instructions:
+        if ins.keyword in ("ENV", "ARG"):
+            values.update(ins.pairs())
         if ins.keyword in ("RUN", "ADD"):
             text = ins.args + "".join(ins.heredocs)
+            text += "\n" + substitute(text, values) if values and "$" in text else ""
             out += [(host, ins) for host in hosts_in(text, allowed) + implicit_hosts(text) if host not in allowed]
     return out
 

@@ -68,6 +68,17 @@ def test_foreign_hosts_are_named_and_registries_pass():
     assert [(h, i.line) for h, i in found] == [("github.com", 3)]
 
 
+def test_a_host_held_in_a_build_argument_is_named_before_the_build():
+    # TB2's bn-fit-modify: `ARG BN_URL=https://raw.githubusercontent.com/...` then `RUN curl "${BN_URL}"`
+    ins = df.parse(
+        "FROM a\nARG DATA_URL=https://raw.githubusercontent.com/o/r/main/d.csv\nENV MIRROR=https://example.org\n"
+        'RUN curl -fsSL "${DATA_URL}" -o d.csv\nRUN curl $MIRROR/x\nRUN echo ${UNSET}\n',
+        "Dockerfile",
+    )
+    found = df.foreign_hosts(ins, REGISTRIES)
+    assert [(h, i.line) for h, i in found] == [("raw.githubusercontent.com", 4), ("example.org", 5)]
+
+
 def test_copy_outside_the_context_is_refused(tmp_path: Path):
     (tmp_path / "ctx").mkdir()
     (tmp_path / "secret").write_text("x")
