@@ -8,7 +8,15 @@ runs it, on the untouched image (reward 0 expected) and after `solution/solve.sh
 expected). One JSON row per task (to `--out` as each finishes); the counts last, with `--held-out`
 tasks (ones not looked at while the loader was written) counted apart.
 
+`--pivots-of ROWS.jsonl` measures the pivots of the tasks those rows found sound (oracle 1, untouched
+0), without checking them again: the oracle synthesized into Terminus pivots in the task's image
+(`pivot synthesize harbor`), `docker_shell` alone on the expert of every sandboxed pivot that runs a
+command offline (up to `--max-pivots`, spread over the solution), the state-changing audit variants
+of the expert (`rm -rf` after it, writes hidden in it, a background job, shell state, test-tool
+tampering) on up to `--variant-pivots` of them, and the warm per-candidate latency of each backend.
+
     nice python bench/harbor_tasks.py --tasks-dir DIR [--only a,b] [--held-out c,d] [--out F] [--json]
+    nice python bench/harbor_tasks.py --tasks-dir DIR --pivots-of ROWS.jsonl [--held-out c,d] [--out F] [--json]
     python bench/harbor_tasks.py --tasks-dir DIR --static     # no build: what is refused before building
 
 Reads the task folders by path at run time (TB2 carries a canary: benchmarks and tests only).
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -30,6 +39,12 @@ from pivot_sandbox.tasks.harbor_verify import check_harbor_task
 from pivot_sandbox.tasks.terminal_bench import load_task, task_dirs, task_image
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "terminal" / "tb2" / "tasks"
+# the audit cases that change the sandbox's state beyond the expert's effect: each must score 0
+DESTRUCTIVE = (
+    *("destructive_suffix", "destructive_home", "hidden_write", "hidden_substitution", "background_job"),
+    *("shell_state_path", "shell_state_alias", "test_environment", "etc_hosts", "faked_test_tool", "tests_race"),
+)
+BACKENDS = ("docker", "namespace")
 
 
 def one_task(folder: Path, keep: int) -> dict:
@@ -67,6 +82,106 @@ def one_task(folder: Path, keep: int) -> dict:
         row.setdefault("stage", "untouched")
         row.setdefault("reason", f"untouched: {untouched.reason}")
     return row
+
+
+def spread(items: list, n: int) -> list:
+    """Up to `n` of `items`, evenly spread from the first to the last."""
+    if len(items) <= n:
+        return list(items)
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)] if n > 1 else items[:1]
+
+
+def judged_pivots(pivots: list) -> list:
+    """The sandboxed pivots whose expert runs a command without the network (the ones `docker_shell` judges)."""
+    from pivot_core import action_commands
+
+    return [
+        p
+        for p in pivots
+        if p.context.get("sandbox")
+        and not p.context["sandbox"].get("expert_needs_network")
+        and action_commands(p.expert)
+    ]
+
+
+def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
+    """Synthesize one sound task's oracle and score its pivots (see the module docstring): one row."""
+    import gymnasium as gym
+
+    from pivot_envs import render_completion
+    from pivot_tasks import synthesize_harbor
+    from verifiers_plugins import adversarial_completions
+
+    row: dict = {"task_id": folder.name}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "pivots.jsonl"
+        started = time.monotonic()
+        report = synthesize_harbor(folder, out)
+        row["synth_s"] = round(time.monotonic() - started, 1)
+        (task,) = report["tasks"]
+        row.update(synthesis=task["status"], pivots=report["pivots"], network_pivots=report["network_pivots"])
+        if task["status"] not in ("ok", "partial"):
+            return {**row, "stage": "synthesis", "reason": task.get("reason", "")}
+        env = gym.make("pivot/terminal-v0", dataset=str(out), verifiers=["docker_shell"]).unwrapped
+        pivots = list(env.pivots)
+    row["sandboxed"] = sum(bool(p.context.get("sandbox")) for p in pivots)
+    judged = judged_pivots(pivots)
+    row["judgeable"] = len(judged)
+    counts: Counter[str] = Counter()
+    misses, seconds, candidates = [], 0.0, 0
+    for i, pivot in enumerate(spread(judged, max_pivots)):
+        variants = {}
+        if i < variant_pivots or len(judged) <= variant_pivots:
+            variants = {k: v for k, v in adversarial_completions(pivot).items() if k in DESTRUCTIVE}
+        texts = [render_completion(pivot.expert, pivot.domain), *variants.values()]
+        started = time.monotonic()
+        verdicts = [r.verdicts["docker_shell"] for r in env.score(pivot, texts)]
+        seconds += time.monotonic() - started
+        candidates += len(texts)
+        counts["expert_judged"] += 1
+        counts["expert_accepted"] += verdicts[0].accepted
+        counts["expert_errors"] += bool(verdicts[0].error)
+        counts["destructive"] += len(variants)
+        for name, verdict in zip(variants, verdicts[1:], strict=True):
+            counts["destructive_accepted"] += verdict.accepted
+            if verdict.accepted:
+                misses.append({"pivot": pivot.id, "case": name})
+        if not verdicts[0].accepted:
+            misses.append({"pivot": pivot.id, "case": "expert", "reason": (verdicts[0].reason or "")[:200]})
+    row.update(counts, misses=misses, seconds_per_candidate=round(seconds / candidates, 2) if candidates else None)
+    row["warm_ms"] = warm_latency(judged[-1:]) if judged else {}
+    return row
+
+
+def warm_latency(pivots: list, k: int = 4) -> dict:
+    """ms per candidate of `docker_shell` on each backend, warm: the second of two batches of `k` experts."""
+    from verifiers_plugins import get_verifier
+
+    out = {}
+    for name in BACKENDS:
+        verifier = get_verifier("docker_shell", backend=name)
+        total = 0.0
+        for pivot in pivots:
+            verifier.verify_batch(pivot, [pivot.expert] * k)  # the first batch pays for the snapshot
+            started = time.monotonic()
+            verdicts = verifier.verify_batch(pivot, [pivot.expert] * k)
+            total += time.monotonic() - started
+            out[f"{name}_accepted"] = sum(v.accepted for v in verdicts)
+            out[f"{name}_ran_on"] = sorted({str((v.details or {}).get("backend", name)) for v in verdicts})
+        out[name] = round(1000 * total / (k * len(pivots)), 1)
+    return out
+
+
+def pivot_counts(rows: list[dict]) -> dict:
+    """Totals of the pivot rows: pivots, sandboxed, expert accepted, destructive accepted, latency medians."""
+    keys = ("pivots", "sandboxed", "network_pivots", "judgeable", "expert_judged", "expert_accepted")
+    out = {k: sum(r.get(k, 0) for r in rows) for k in (*keys, "expert_errors", "destructive", "destructive_accepted")}
+    out["tasks"] = len(rows)
+    out["synthesized"] = sum(r.get("synthesis") in ("ok", "partial") for r in rows)
+    for name in BACKENDS:
+        values = sorted(r["warm_ms"][name] for r in rows if name in (r.get("warm_ms") or {}))
+        out[f"warm_ms_median_{name}"] = values[len(values) // 2] if values else None
+    return out
 
 
 def static_row(folder: Path) -> dict:
@@ -145,8 +260,14 @@ def main() -> None:
     parser.add_argument("--keep", type=int, default=24, help="task images kept (LRU)")
     parser.add_argument("--json", action="store_true", help="print the rows and counts as one JSON object")
     parser.add_argument("--static", action="store_true", help="no build: what is refused before building, and why")
+    parser.add_argument("--pivots-of", type=Path, help="rows of an earlier run: measure the pivots of its sound tasks")
+    parser.add_argument("--max-pivots", type=int, default=12, help="sandboxed pivots judged per task")
+    parser.add_argument("--variant-pivots", type=int, default=3, help="pivots per task whose variants are scored")
     opts = parser.parse_args()
     held = {t for t in opts.held_out.split(",") if t}
+    if opts.pivots_of:
+        pivots_main(opts, held)
+        return
     if opts.static:
         rows = [static_row(f) for f in task_dirs(opts.tasks_dir, [t for t in opts.only.split(",") if t])]
         print(json.dumps({**static_counts(rows), "rows": rows}, indent=None if opts.json else 1))
@@ -166,6 +287,34 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
     seen = [r for r in rows if not r["held_out"]]
     summary = {**counts(rows), "seen": counts(seen), "held_out": counts([r for r in rows if r["held_out"]])}
+    print(json.dumps({**summary, "rows": rows} if opts.json else summary, indent=None if opts.json else 1))
+
+
+def pivots_main(opts: argparse.Namespace, held: set[str]) -> None:
+    """`--pivots-of`: a pivot row per sound task of the earlier rows, then the totals per split."""
+    from pivot_core._jsonl import iter_jsonl
+
+    earlier = [r for _, r in iter_jsonl(opts.pivots_of)]
+    sound = [r["task_id"] for r in earlier if r.get("untouched_reward") == 0.0 and (r.get("oracle_reward") or 0) >= 1]
+    only = [t for t in opts.only.split(",") if t]
+    rows = []
+    with open(opts.out, "w") as out:
+        for task_id in [t for t in sound if not only or t in only]:
+            try:
+                row = pivot_row(opts.tasks_dir / task_id, opts.max_pivots, opts.variant_pivots)
+            except Exception as e:  # noqa: BLE001 - one task's failure is its row, the run goes on
+                row = {"task_id": task_id, "stage": "error", "reason": f"{type(e).__name__}: {e}"}
+            row["held_out"] = task_id in held
+            rows.append(row)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            if not opts.json:
+                print(json.dumps(row), flush=True)
+    summary = {
+        **pivot_counts(rows),
+        "seen": pivot_counts([r for r in rows if not r["held_out"]]),
+        "held_out": pivot_counts([r for r in rows if r["held_out"]]),
+    }
     print(json.dumps({**summary, "rows": rows} if opts.json else summary, indent=None if opts.json else 1))
 
 
