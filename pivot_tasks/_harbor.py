@@ -74,8 +74,8 @@ def harbor_record(folder: Path) -> tuple[dict[str, Any], str]:
         return record, "no solution/solve.sh: no oracle to turn into pivots"
     script = solve.read_text(errors="replace")
     commands, why = solution_commands(script)
-    if not why and _on_swapped_ubuntu(folder):
-        commands, why = _debian_commands(commands)
+    if not why and (origin := _swapped_release(folder)):
+        commands, why = _debian_commands(commands, origin)
     if why:
         return record, why
     record["solution_commands"] = oracle_session(commands, _solution_env(folder))
@@ -119,23 +119,22 @@ def _solution_env(folder: Path) -> dict[str, str]:
         return {}
 
 
-def _on_swapped_ubuntu(folder: Path) -> bool:
-    """Whether the task's image is an Ubuntu one built on Debian (its last FROM): its oracle's apt pins differ."""
+def _swapped_release(folder: Path) -> str:
+    """The release the task's image names when it is built on another (its last FROM): its oracle's apt pins differ."""
     from pivot_sandbox.errors import DockerfileError
     from pivot_sandbox.images import dockerfile as df
-    from pivot_sandbox.images.bases import map_base
+    from pivot_sandbox.images.bases import swapped_release
 
     path = folder / "environment" / "Dockerfile"
     try:
         froms = [i for i in df.parse(path.read_text(errors="replace"), str(path)) if i.keyword == "FROM"]
     except (OSError, DockerfileError):  # the build says what is wrong with it
-        return False
-    base = map_base(froms[-1].args.split()[0]) if froms and froms[-1].args.split() else None
-    return base is not None and base.ubuntu
+        return ""
+    return swapped_release(froms[-1].args.split()[0]) if froms and froms[-1].args.split() else ""
 
 
-def _debian_commands(commands: Sequence[str]) -> tuple[list[str], str]:
-    """The oracle's commands as the image's build had its own: Ubuntu's apt pins dropped, names mapped.
+def _debian_commands(commands: Sequence[str], origin: str) -> tuple[list[str], str]:
+    """The oracle's commands as the image's build had its own: `origin`'s apt pins dropped, names mapped.
 
     Returns (commands, "") or ([], why they cannot run on Debian) (`images/ubuntu_apt.py`).
     """
@@ -143,7 +142,7 @@ def _debian_commands(commands: Sequence[str]) -> tuple[list[str], str]:
     from pivot_sandbox.images.ubuntu_apt import on_debian
 
     try:
-        return [on_debian(c, "solution/solve.sh")[0] for c in commands], ""
+        return [on_debian(c, "solution/solve.sh", origin)[0] for c in commands], ""
     except DockerfileError as e:
         return [], str(e)
 

@@ -170,6 +170,19 @@ def map_base(name: str) -> Base | None:
     return None
 
 
+def swapped_release(name: str) -> str:
+    """The release a FROM names when its stand-in is built on another one ("Ubuntu", "Debian bookworm"), else "".
+
+    Its apt steps (and its oracle's) name that release's packages and pins: `images/ubuntu_apt.py` rewrites them.
+    """
+    base = map_base(name)
+    if base is None:
+        return ""
+    if base.ubuntu:
+        return "Ubuntu"
+    return "Debian bookworm" if "bookworm" in name and base.root.endswith(":trixie") else ""
+
+
 def ensure_base(client: docker.DockerClient, name: str) -> tuple[str, str]:
     """(local tag, note) of the base a FROM names, building its root and itself when missing."""
     base = map_base(name)

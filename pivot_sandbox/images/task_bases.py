@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pivot_sandbox.contract.spec import LABEL
 from pivot_sandbox.images.access import BuildAccess, build_access
-from pivot_sandbox.images.bases import ensure_base, map_base
+from pivot_sandbox.images.bases import ensure_base, swapped_release
 from pivot_sandbox.images.dockerfile import Instruction
 from pivot_sandbox.images.stages import needed, plan_stages
 from pivot_sandbox.images.ubuntu_apt import debian_apt_steps
@@ -72,7 +72,7 @@ def prepare(client: docker.DockerClient, instructions: Sequence[Instruction]) ->
     last = stages[-1].image
     base, note = ensure_base(client, last)
     others = {s.image: ensure_base(client, s.image)[0] for s in stages[:-1]}
-    swapped = {s.name for s in stages if (b := map_base(s.image)) is not None and b.ubuntu}
+    swapped = {s.name: origin for s in stages if (origin := swapped_release(s.image))}
     kept, notes = debian_apt_steps(kept, swapped)
     ids = ",".join(client.images.get(t).id for t in [base, *others.values()])
 

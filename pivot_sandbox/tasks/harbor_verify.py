@@ -213,24 +213,24 @@ def run_harbor_in_session(session: Session, task: Any, timeout: float | None = N
 def _solution_tar(client: Any, task: Any, image: str) -> bytes:
     """The task's `solution/` as a tar for /solution, solve.sh made to run on the image.
 
-    On an Ubuntu image built on Debian, solve.sh's apt installs are rewritten as the image's build had
-    its own (`images/ubuntu_apt.on_debian`: Ubuntu's version pins dropped, names mapped), as `pivot
+    On an Ubuntu (or bookworm) image built on trixie, solve.sh's apt installs are rewritten as the image's
+    build had its own (`images/ubuntu_apt.on_debian`: the release's version pins dropped, names mapped), as `pivot
     synthesize` rewrites the oracle's commands; elsewhere the folder goes as it is.
     """
     import shutil
     import tempfile
 
     from pivot_sandbox.errors import DockerfileError
-    from pivot_sandbox.images.bases import map_base
+    from pivot_sandbox.images.bases import swapped_release
     from pivot_sandbox.images.ubuntu_apt import on_debian
 
     folder = task.dir / "solution"
-    base = map_base((client.images.get(image).labels or {}).get(f"{LABEL}.from") or "")
+    origin = swapped_release((client.images.get(image).labels or {}).get(f"{LABEL}.from") or "")
     solve = folder / "solve.sh"
-    if base is None or not base.ubuntu or not solve.is_file():
+    if not origin or not solve.is_file():
         return _folder_tar(folder, SOLUTION_DIR.lstrip("/"))
     try:
-        text, notes = on_debian(solve.read_text(errors="replace"), "solution/solve.sh")
+        text, notes = on_debian(solve.read_text(errors="replace"), "solution/solve.sh", origin)
     except DockerfileError:  # a package Debian lacks: the script as written, its apt step says so in the log
         notes = []
     if not notes:

@@ -15,6 +15,7 @@ import pytest
 
 from pivot_sandbox.errors import DockerfileError
 from pivot_sandbox.images import dockerfile as df
+from pivot_sandbox.images.bases import swapped_release
 from pivot_sandbox.images.stages import needed, plan_stages, retarget, uv_version
 from pivot_sandbox.images.ubuntu_apt import debian_apt_steps, on_debian
 from pivot_sandbox.tasks.terminal_bench import load_task, task_image
@@ -131,6 +132,24 @@ def test_only_the_stages_on_a_swapped_ubuntu_base_are_rewritten():
         "RUN apt-get install -y jq=1.7.1-3\n",
         "Dockerfile",
     )
-    out, notes = debian_apt_steps(ins, {"a"})
+    out, notes = debian_apt_steps(ins, {"a": "Ubuntu"})
     assert [i.args for i in out if i.keyword == "RUN"] == ["apt-get install -y jq", "apt-get install -y jq=1.7.1-3"]
     assert notes == ["Dockerfile:2: jq=1.7.1-3build1 -> jq (Ubuntu's version pin dropped)"]
+
+
+def test_a_bookworm_tag_built_on_trixie_gets_trixie_names_and_loses_bookworm_pins():
+    # TB2's build-cython-ext: FROM python:3.13-slim-bookworm, `apt-get install ... libgl1-mesa-glx` (gone in trixie)
+    assert swapped_release("python:3.13-slim-bookworm") == "Debian bookworm"
+    assert swapped_release("ubuntu:24.04") == "Ubuntu"
+    assert swapped_release("python:3.13-slim") == swapped_release("python:3.11-slim-bookworm") == ""
+    assert swapped_release("debian:bookworm-slim") == swapped_release("no/such:image") == ""
+    text = "apt-get install -y git libgl1-mesa-glx curl=7.88.1-10+deb12u12 software-properties-common"
+    new, notes = on_debian(text, "Dockerfile:7", "Debian bookworm")
+    assert new == "apt-get install -y git libgl1 curl software-properties-common"
+    assert notes == [
+        "Dockerfile:7: libgl1-mesa-glx -> libgl1 (trixie's name for libgl1-mesa-glx)",
+        "Dockerfile:7: curl=7.88.1-10+deb12u12 -> curl (Debian bookworm's version pin dropped)",
+    ]
+    ins = df.parse("FROM python:3.13-slim-bookworm\nRUN apt-get install -y libgl1-mesa-glx\n", "Dockerfile")
+    out, _ = debian_apt_steps(ins, {ins[0].stage or "0": "Debian bookworm"})
+    assert [i.args for i in out if i.keyword == "RUN"] == ["apt-get install -y libgl1"]

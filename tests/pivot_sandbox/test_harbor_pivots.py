@@ -59,10 +59,16 @@ def test_on_an_ubuntu_task_built_on_debian_the_oracles_apt_pins_are_rewritten_as
     (task / "solution" / "solve.sh").write_text("apt-get install -y software-properties-common\n")
     record, why = harbor_record(task)  # no Debian equivalent: no oracle pivots, and why
     assert "solution_commands" not in record and "software-properties-common" in why
-    # a Debian task's oracle is left as it is
+    # a bookworm-tagged base built on trixie: bookworm's pins dropped, as its build's own apt steps were
+    shutil.copytree(TASKS / "py-greeting", tmp_path / "bookworm")
+    (tmp_path / "bookworm" / "solution" / "solve.sh").write_text("apt-get install -y jq=1.6-2.1 libgl1-mesa-glx\n")
+    assert harbor_record(tmp_path / "bookworm")[0]["solution_commands"] == ["apt-get install -y jq libgl1"]
+    # a Debian task built on its own release: its oracle is left as it is
     shutil.copytree(TASKS / "py-greeting", tmp_path / "debian")
-    (tmp_path / "debian" / "solution" / "solve.sh").write_text("apt-get install -y jq=1.7.1-6\n")
-    assert harbor_record(tmp_path / "debian")[0]["solution_commands"] == ["apt-get install -y jq=1.7.1-6"]
+    dockerfile = tmp_path / "debian" / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("python:3.13-slim-bookworm", "debian:bookworm-slim"))
+    (tmp_path / "debian" / "solution" / "solve.sh").write_text("apt-get install -y jq=1.6-2.1\n")
+    assert harbor_record(tmp_path / "debian")[0]["solution_commands"] == ["apt-get install -y jq=1.6-2.1"]
 
 
 def test_a_harbor_trial_folder_gives_its_task_and_reward():
