@@ -143,9 +143,13 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
         counts["expert_errors"] += bool(verdicts[0].error)
         counts["destructive"] += len(variants)
         for name, verdict in zip(variants, verdicts[1:], strict=True):
+            code = ((verdict.details or {}).get("candidate") or {}).get("exit_code")
+            # `<expert> && rm -rf ~` after an expert that fails never runs its tail: the expert's own effect
+            inert = name == "destructive_home" and code not in (0, None)
             counts["destructive_accepted"] += verdict.accepted
+            counts["destructive_accepted_inert"] += verdict.accepted and inert
             if verdict.accepted:
-                misses.append({"pivot": pivot.id, "case": name})
+                misses.append({"pivot": pivot.id, "case": name, "exit_code": code, "inert": inert})
         if not verdicts[0].accepted:
             misses.append({"pivot": pivot.id, "case": "expert", "reason": (verdicts[0].reason or "")[:200]})
     row.update(counts, misses=misses, seconds_per_candidate=round(seconds / candidates, 2) if candidates else None)
@@ -174,8 +178,9 @@ def warm_latency(pivots: list, k: int = 4) -> dict:
 
 def pivot_counts(rows: list[dict]) -> dict:
     """Totals of the pivot rows: pivots, sandboxed, expert accepted, destructive accepted, latency medians."""
-    keys = ("pivots", "sandboxed", "network_pivots", "judgeable", "expert_judged", "expert_accepted")
-    out = {k: sum(r.get(k, 0) for r in rows) for k in (*keys, "expert_errors", "destructive", "destructive_accepted")}
+    keys = ("pivots", "sandboxed", "network_pivots", "judgeable", "expert_judged", "expert_accepted", "expert_errors")
+    keys += ("destructive", "destructive_accepted", "destructive_accepted_inert")
+    out = {k: sum(r.get(k, 0) for r in rows) for k in keys}
     out["tasks"] = len(rows)
     out["synthesized"] = sum(r.get("synthesis") in ("ok", "partial") for r in rows)
     for name in BACKENDS:
