@@ -21,8 +21,10 @@ Each command replays the way its harness ran it (`pivot_core.harness_action`, as
 replay of the pivots does). Each may run `CHECK_TIMEOUT` seconds, or the longest timeout the agent
 gave its own commands in the run: a command that waits longer here (a download from a host outside
 the registries) is stopped, and the replay diverges there. A mini-swe-agent command the harness
-killed at its timeout runs for that timeout and is killed the same way; it must be killed here too
-(one that ends by itself before is a divergence), and what it left is checked by the next
+killed at its timeout runs for that timeout and is killed the same way; one that ends by itself
+here with exit 0 diverges (it finished what the run's did not: a training run that ends within the
+timeout on this machine), one that fails before the timeout does not by itself (a `pip install`
+that waited on a download in the run fails at once here); what either left is checked by the next
 observations like any state.
 
 The first action whose result differs (typically a command that reached the network during the
@@ -245,8 +247,13 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
         if raw.killed:
             return step.turn, f"the replay of {step.named} was stopped ({raw.killed})"
         if step.timed_out and step.exit_code_differs(raw.exit_code):
-            why = f"ended by itself (exit {raw.exit_code}) before the harness's timeout, which killed it in the run"
-            return step.turn, f"{why}: {step.named}"
+            if raw.exit_code == 0:
+                why = "ended by itself (exit 0) before the harness's timeout, which killed it in the run"
+                return step.turn, f"{why}: {step.named}"
+            # it failed here before the timeout (a `pip install` that waited on a download in the run
+            # fails at once here): what a failed command left is checked by the next observations
+            k = end
+            continue
         if step.exit_code_differs(raw.exit_code):
             return step.turn, f"exit code {raw.exit_code}, recorded {step.exit_code}: {step.named}"
         if end > len(second):  # the first replay alone decides the two above (`check_replay` replays no further)

@@ -242,7 +242,7 @@ def test_a_command_still_running_in_the_run_recorded_part_of_its_output():
     assert [(s.exit_code, s.output, s.finished) for s in steps] == [(-1, None, False), (0, "a.txt", True)]
 
 
-def test_a_command_the_harness_killed_at_its_timeout_must_be_killed_in_the_replay_too():
+def test_a_command_the_harness_killed_at_its_timeout_must_not_finish_in_the_replay():
     # cartpole-rl-training: mini-swe-agent killed `python train_agent.py` at its timeout; the replay
     # runs it for that timeout and kills it the same way (137); one that ends by itself diverges
     from pivot_core import KILLED_STATUS, mini_swe_agent_command
@@ -260,6 +260,13 @@ def test_a_command_the_harness_killed_at_its_timeout_must_be_killed_in_the_repla
     assert turn == 0 and reason.startswith("ended by itself (exit 0)") and "'python train_agent.py'" in reason
     stopped = SimpleNamespace(killed="timeout", exit_code=None, stdout=b"")  # the sandbox's own limit: no record
     assert "was stopped" in first_divergence([step], [[(stopped, "/app")], [(stopped, "/app")]])[1]
+    # one that fails here before the timeout (a `pip install` that waited on a download in the run fails at
+    # once here) is no divergence by itself: the next observations check what it left
+    failed = SimpleNamespace(killed=None, exit_code=1, stdout=b"ERROR: no matching distribution\n")
+    look = Step(1, ("pip list | grep -c torch",), 1, "0")
+    same, other = (SimpleNamespace(killed=None, exit_code=1, stdout=out) for out in (b"0\n", b"3\n"))
+    assert first_divergence([step, look], [[(failed, "/app"), (same, "/app")]] * 2) is None
+    assert first_divergence([step, look], [[(failed, "/app"), (other, "/app")]] * 2)[0] == 1
 
 
 def test_a_directorys_link_count_is_the_filesystems_not_the_states():
