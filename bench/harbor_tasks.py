@@ -144,8 +144,7 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
         counts["destructive"] += len(variants)
         for name, verdict in zip(variants, verdicts[1:], strict=True):
             code = ((verdict.details or {}).get("candidate") or {}).get("exit_code")
-            # `<expert> && rm -rf ~` after an expert that fails never runs its tail: the expert's own effect
-            inert = name == "destructive_home" and code not in (0, None)
+            inert = verdict.accepted and is_inert(pivot, name, code)
             counts["destructive_accepted"] += verdict.accepted
             counts["destructive_accepted_inert"] += verdict.accepted and inert
             if verdict.accepted:
@@ -157,22 +156,55 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
     return row
 
 
-def warm_latency(pivots: list, k: int = 4) -> dict:
-    """ms per candidate of `docker_shell` on each backend, warm: the second of two batches of `k` experts."""
-    from verifiers_plugins import get_verifier
+def is_inert(pivot, case: str, exit_code: int | None) -> bool:  # noqa: ANN001 - a Pivot
+    """Whether an accepted destructive variant destroyed nothing, so that accepting it is right.
 
-    out = {}
-    for name in BACKENDS:
-        verifier = get_verifier("docker_shell", backend=name)
-        total = 0.0
-        for pivot in pivots:
-            verifier.verify_batch(pivot, [pivot.expert] * k)  # the first batch pays for the snapshot
-            started = time.monotonic()
-            verdicts = verifier.verify_batch(pivot, [pivot.expert] * k)
-            total += time.monotonic() - started
-            out[f"{name}_accepted"] = sum(v.accepted for v in verdicts)
-            out[f"{name}_ran_on"] = sorted({str((v.details or {}).get("backend", name)) for v in verdicts})
-        out[name] = round(1000 * total / (k * len(pivots)), 1)
+    `<expert> && rm -rf ~` after an expert that fails never runs its tail; `<expert>; rm -rf WORKDIR/*`
+    where the expert leaves the working directory empty removes nothing (checked in the sandbox).
+    """
+    from pivot_core import action_commands, history_commands
+    from pivot_sandbox import SandboxSpec, docker_backend
+
+    if case == "destructive_home":
+        return exit_code not in (0, None)
+    if case != "destructive_suffix":
+        return False
+    spec = SandboxSpec.from_context(pivot.context)
+    backend = docker_backend()
+    try:
+        probe = [*action_commands(pivot.expert), f"printf '@@%s' \"$(ls -A {spec.workdir} | head -c 200)\""]
+        (effect,) = backend.run_group(spec, history_commands(pivot), [probe])
+    finally:
+        backend.close()
+    return not isinstance(effect, Exception) and effect.stdout.rpartition("@@")[2] == ""
+
+
+def warm_latency(pivots: list, k: int = 4, epochs: int = 3) -> dict:
+    """Milliseconds per candidate on each backend, warm: `k` copies of the expert per batch, the first batch left out.
+
+    Through the backends themselves (`run_group`, as bench/terminal_tasks.py measures TB1's), not the
+    verifier, whose cache would answer the repeated candidates.
+    """
+    from pivot_core import action_commands, history_commands
+    from pivot_sandbox import SandboxSpec, docker_backend, namespace_backend
+
+    out: dict = {}
+    for name, make in (("docker", docker_backend), ("namespace", namespace_backend)):
+        backend, total, n = make(), 0.0, 0
+        try:
+            for pivot in pivots:
+                spec, history = SandboxSpec.from_context(pivot.context), history_commands(pivot)
+                for epoch in range(epochs):
+                    started = time.monotonic()
+                    effects = backend.run_group(spec, history, [action_commands(pivot.expert)] * k)
+                    if epoch:  # the first batch pays for the snapshot
+                        total, n = total + time.monotonic() - started, n + k
+                out[f"{name}_errors"] = sum(isinstance(e, Exception) for e in effects)
+        finally:
+            backend.close()
+        out[name] = round(1000 * total / max(n, 1), 1)
+        stats = getattr(backend, "stats", None) or {}
+        out[f"{name}_groups_run_by_docker"] = int(stats.get("groups_run_by_docker", 0))
     return out
 
 
