@@ -56,6 +56,7 @@ def task_sandbox(folder: Path, backend: Any) -> tuple[SandboxSpec | None, dict[s
         shell="/bin/bash",
         user="root" if built.user in ("", "root", "0") else built.user,
         replay_access=True,
+        services=built.services,  # a compose task's other services, started beside each container
     )
     meta = task_context(task)  # the folder, the test timeout, a Harbor task's container limits
     return spec, meta, ""

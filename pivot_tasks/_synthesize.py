@@ -298,6 +298,7 @@ def _in_task_image(record: Mapping[str, Any], folder: Path, backend: Any) -> tup
         user="root" if built.user in ("", "root", "0") else built.user,
         shell="/bin/bash",
         replay_access=True,
+        services=built.services,  # a compose task's other services, started beside each container
     )
     meta = task_context(task)  # the folder, the test timeout, a Harbor task's container limits
     # one command of the oracle session may take what the task gives the whole agent (Terminal-Bench's bound)
@@ -319,7 +320,8 @@ def mark_network_pivots(pivots: Sequence[Pivot]) -> list[Pivot]:
         cut = (pivot.context.get("truncated") or {}).get("at_command")
         # the pivot at a cut runs what no container here can: a host outside the registries
         at_cut = cut is not None and len(history_commands(pivot)) == cut - 1
-        if sandbox is not None and (at_cut or needs_network(action_commands(pivot.expert))):
+        services = [s.name for s in sandbox.spec.services] if sandbox is not None else []
+        if sandbox is not None and (at_cut or needs_network(action_commands(pivot.expert), services)):
             context = dataclasses.replace(sandbox, expert_needs_network=True).into(pivot.context)
             pivot = dataclasses.replace(pivot, context=context)
         out.append(pivot)

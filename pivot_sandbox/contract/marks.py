@@ -34,13 +34,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pivot_sandbox.contract.services import services_of
 from pivot_sandbox.contract.spec import Json, SandboxSpec
 from pivot_sandbox.errors import SandboxError
 
 SANDBOX = "sandbox"
 REPLAY = "replay"
 # the keys of `context.sandbox` a `SandboxContext` reads, in the order every writer has written them
-_SPEC_KEYS = ("image", "setup", "workdir", "shell", "user", "env", "replay_access", "start_dir")
+_SPEC_KEYS = ("image", "setup", "workdir", "shell", "user", "env", "replay_access", "start_dir", "services")
 _FLAG_KEYS = ("expert_needs_network", "expert_unfinished")
 
 
@@ -130,6 +131,8 @@ class SandboxContext:
             out["replay_access"] = True
         if spec.start_dir:
             out["start_dir"] = spec.start_dir
+        if spec.services:
+            out["services"] = [s.to_json() for s in spec.services]
         if self.expert_needs_network:
             out["expert_needs_network"] = True
         if self.expert_unfinished:
@@ -143,7 +146,7 @@ class SandboxContext:
 
 def _spec_of(raw: Mapping[str, Json]) -> SandboxSpec:
     """The `SandboxSpec` of a `context.sandbox` object, each value's type checked by name."""
-    found: dict[str, str | bool | tuple[str, ...] | Mapping[str, str]] = {}  # `SandboxSpec`'s keywords
+    found: dict[str, Any] = {}  # `SandboxSpec`'s keywords
     for key in ("image", "workdir", "user", "shell", "start_dir"):
         if raw.get(key) is not None:
             _expect(isinstance(raw[key], str), f"context.sandbox.{key}", "a string", raw[key])
@@ -165,6 +168,8 @@ def _spec_of(raw: Mapping[str, Json]) -> SandboxSpec:
     if access is not None:
         _expect(isinstance(access, bool), "context.sandbox.replay_access", "true or false", access)
         found["replay_access"] = access
+    if raw.get("services") is not None:  # each entry's key named ("context.sandbox.services[0].image")
+        found["services"] = services_of(raw["services"], "context.sandbox.services")
     return SandboxSpec(**found)  # its own checks name the key too ("sandbox.workdir: expected an absolute path")
 
 

@@ -4,20 +4,24 @@ A `curl` or `wget` of the sandbox's own loopback (`curl http://localhost:3000/fi
 server the history started, which every sandbox on the snapshot runs again: `replay/restore.py`) needs no
 network. Only that case is let through, and only when every URL the command names is a loopback
 one: a doubtful command (a remote or bare host, a proxy, a config file, a tool not understood)
-needs the network, so no offline run of it stands in for the expert.
+needs the network, so no offline run of it stands in for the expert. A compose task's own services
+(`SandboxSpec.services`, started beside every container of the task: `http://server:8000`) are
+local in the same way, given as `local_hosts`.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 NETWORK = re.compile(
     r"\b(pip3?\s+install|uv\s+(add|init|run|pip)|apt(-get)?\s+(install|update)|curl|wget|git\s+(clone|fetch|pull|push)"
     r"|npm|cargo\s+(install|build)|conda|huggingface|from_pretrained|urlretrieve|load_dataset|ssh|scp|docker)\b"
 )
 FETCHERS = frozenset({"curl", "wget"})
+# a URL of a bare host name (no dots): the only form a compose service is reached by
+SERVICE_URL = re.compile(r"^(?:https?://)?([A-Za-z0-9][A-Za-z0-9_-]{0,62})(?::\d{1,5})?(?:[/?#].*)?$")
 LOOPBACK_URL = re.compile(r"^(?:https?://)?(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d{1,5})?(?:[/?#].*)?$")
 # options of curl and wget whose value is the next word and names no host
 VALUE_OPTIONS = frozenset(
@@ -29,12 +33,15 @@ VALUE_OPTIONS = frozenset(
 OPERATORS = frozenset({"|", "||", "&&", ";", "&", "(", ")", ";;", "|&"})
 
 
-def needs_network(commands: Sequence[str]) -> bool:
-    """True when an action's effect depends on the network (a package install, a download)."""
-    return any(_needs_network(c) for c in commands)
+def needs_network(commands: Sequence[str], local_hosts: Collection[str] = ()) -> bool:
+    """True when an action's effect depends on the network (a package install, a download).
+
+    `local_hosts`: names served inside the sandbox (a compose task's services), fetched like the loopback.
+    """
+    return any(_needs_network(c, frozenset(h.lower() for h in local_hosts)) for c in commands)
 
 
-def _needs_network(command: str) -> bool:
+def _needs_network(command: str, local_hosts: frozenset[str]) -> bool:
     found = {m.group(0) for m in NETWORK.finditer(command)}
     if not found:
         return False
@@ -50,11 +57,11 @@ def _needs_network(command: str) -> bool:
     # every mention is a fetch this reads (not `echo curl`, not `curl` inside another word or a string)
     if len(fetches) != sum(len(re.findall(rf"\b{f}\b", command)) for f in FETCHERS):
         return True
-    return not all(_loopback_only(words[i + 1 :]) for i in fetches)
+    return not all(_loopback_only(words[i + 1 :], local_hosts) for i in fetches)
 
 
-def _loopback_only(args: Sequence[str]) -> bool:
-    """True when the fetch's URLs (its words up to the next shell operator) are all loopback ones, and there is one."""
+def _loopback_only(args: Sequence[str], local_hosts: frozenset[str] = frozenset()) -> bool:
+    """True when the fetch's URLs (its words up to the next shell operator) are all local ones, and there is one."""
     urls, skip = [], False
     for word in args:
         if word in OPERATORS:
@@ -65,4 +72,10 @@ def _loopback_only(args: Sequence[str]) -> bool:
             skip = True
         elif not word.startswith("-"):
             urls.append(word)
-    return bool(urls) and all(LOOPBACK_URL.match(u) for u in urls)
+    return bool(urls) and all(LOOPBACK_URL.match(u) or _host(u) in local_hosts for u in urls)
+
+
+def _host(url: str) -> str:
+    """The host a fetch's URL names (`server` of `http://server:8000/x` or `server:8000`), lower-case."""
+    m = SERVICE_URL.match(url)
+    return m.group(1).lower() if m else ""

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TypeAlias
 
+from pivot_sandbox.contract.services import ServiceSpec, services_of
 from pivot_sandbox.errors import SandboxError
 
 LABEL = "pivot-gym"  # every container and snapshot image the project starts carries this label
@@ -41,6 +42,11 @@ class SandboxSpec:
         start_dir: where the agent's shell starts when its harness starts elsewhere than `workdir`
             (OpenHands' Terminal-Bench runtime starts in /app whatever the image's WORKDIR); "" is
             `workdir`. Set-up and the task's tests still run in `workdir`.
+        services: a docker-compose task's other services (`contract/services.py`), started fresh beside
+            every container of the spec on a private internal network of their own (the replay's, each
+            candidate's, an episode's: `docker/services.py`); the main container is on that network only
+            (no registry access for its replay). () for every other spec. Their state is never part of a
+            snapshot: a candidate meets each service as the task starts it.
     """
 
     image: str
@@ -51,6 +57,7 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     replay_access: bool = False
     start_dir: str = ""
+    services: tuple[ServiceSpec, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.image, str) or not self.image:
@@ -61,6 +68,7 @@ class SandboxSpec:
             raise SandboxError(f"sandbox.start_dir: expected an absolute path, got {self.start_dir!r}")
         object.__setattr__(self, "setup", tuple(str(s) for s in self.setup))
         object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
+        object.__setattr__(self, "services", services_of(self.services))
 
     @classmethod
     def from_context(cls, context: Mapping[str, Json]) -> SandboxSpec | None:
@@ -92,6 +100,10 @@ class SandboxSpec:
         payload = {**asdict(self), "setup": list(self.setup), "env": dict(self.env), "history": list(history)}
         if not self.start_dir:
             del payload["start_dir"]  # the snapshots of specs without one keep their keys
+        if self.services:
+            payload["services"] = [s.to_json() for s in self.services]
+        else:
+            del payload["services"]  # likewise
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

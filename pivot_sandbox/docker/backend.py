@@ -1,6 +1,8 @@
 """The Docker sandbox backend: snapshots of replayed pivot states, a warm pool, parallel groups.
 
 State at a pivot = base image + set-up (as root) + the history's shell commands replayed in order.
+A spec with services (a compose task's) gets fresh ones beside every container (`docker/services.py`);
+they are not part of the snapshot: a candidate meets each service as the task starts it.
 That replay runs once per state: the container is committed to a snapshot image keyed by
 `SandboxSpec.key(history)`; snapshots live in a bounded LRU cache whose evicted images are removed
 (`docker/snapshots.py`). Each action then runs in a fresh container of the snapshot, taken from a
@@ -227,6 +229,9 @@ class DockerBackend:
         clean = False
         try:
             effect, clean = act.effect_of(box, spec, self.limits, commands)
+            # with services, never reused: the action may have changed a service (a request that writes),
+            # which no change set of the main container shows; the next candidate gets fresh ones
+            clean = clean and not spec.services
             return effect
         finally:
             self._pool.release(key, box, clean)

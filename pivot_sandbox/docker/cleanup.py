@@ -1,7 +1,8 @@
 """Leftover removal by label and owner.
 
-Every container and snapshot image carries `pivot-gym` and an owner label (`host:pid`); anything
-whose owner process is gone is garbage.
+Every container and snapshot image carries `pivot-gym` and an owner label (`host:pid`), as does the
+private network of a sandbox's services (`docker/services.py`); anything whose owner process is gone
+is garbage.
 
 Removal runs when a backend starts, at interpreter exit, on SIGINT/SIGTERM, and from
 `pivot sandbox gc`. A process killed with SIGKILL cannot clean up after itself: the next start or
@@ -98,10 +99,30 @@ def gc(client: docker.DockerClient, *, everything: bool = False, owner: str | No
                 continue
             # The daemon lists what it untagged and what it deleted; only a deletion frees the image.
             n_images += any("Deleted" in row for row in answer or ())
+    _gc_networks(client, everything, owner)
     with _TALLY:
         _REMOVED[0] += n_containers
         _REMOVED[1] += n_images
     return GcReport(n_containers, n_images)
+
+
+def _gc_networks(client: docker.DockerClient, everything: bool, owner: str | None) -> None:
+    """Remove the private networks of services (`docker/services.py`) whose owner is gone, as `gc` chooses.
+
+    After the containers: a network is removed only once nothing is attached to it. Not counted in
+    `GcReport`, whose two counts are what `pivot sandbox gc --json` has always printed.
+    """
+    try:
+        rows = client.api.networks(filters={"label": f"{LABEL}=services"})
+    except docker.errors.APIError:
+        return
+    for row in rows:
+        who = (row.get("Labels") or {}).get(f"{LABEL}.owner", "")
+        if everything or (owner is not None and who == owner) or (owner is None and not owner_alive(who)):
+            try:
+                client.api.remove_network(row["Id"])
+            except docker.errors.APIError:
+                pass  # still in use (a container being removed): the next sweep takes it
 
 
 _CLOSERS: list[Callable[[], None]] = []

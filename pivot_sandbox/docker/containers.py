@@ -21,6 +21,7 @@ from docker.types import HostConfig, Mount, Ulimit
 
 from pivot_sandbox.contract.hardening import MASKED_PATHS, READONLY_PATHS, shared_etc_files
 from pivot_sandbox.contract.spec import LABEL, Limits, SandboxSpec, labels
+from pivot_sandbox.docker import services as sv
 from pivot_sandbox.docker.host_network import give_back, hold, release, take_turn
 from pivot_sandbox.docker.registries import registry_network
 from pivot_sandbox.errors import SandboxError
@@ -110,28 +111,53 @@ def create(
     the host-network turn (`_host_network`) and holds it until it is removed. `network="registries"`
     (an episode's session only, `kind="episode"`): it joins the registry network, where it reaches the
     package registries through this process's proxy and nothing else (`docker/registries.py`).
+    A spec with `services`: its own fresh services on a private network, the container on it and on no
+    other (`docker/services.py`), whatever its kind; they are removed with it (`remove`).
     """
-    if network not in ("none", "registries") or (network == "registries" and (kind != "episode" or holder)):
-        raise SandboxError(
-            f"network={network!r} is not for a {kind!r} container: only an episode's may reach registries"
-        )
+    _check_network(spec, kind, network, holder)
     options = _isolation(spec, kind, runner)
-    mode, file_size = _network(client, image, spec, kind, network, options, holder, limits.file_size)
-    host_config = _host_config(client.api, mode, options, limits, file_size, init=runner is None)
-    container_id, channel = _start(
-        client.api,
-        image,
-        spec,
-        labels(kind, backend),
-        host_config,
-        runner=runner,
-        holder=holder,
-        host_network=mode == "host",
-    )
+    group = sv.start_group(client.api, spec, limits, backend) if spec.services else None
+    try:
+        if group is None:
+            mode, file_size = _network(client, image, spec, kind, network, options, holder, limits.file_size)
+        else:  # no registry access, no host network: the replay too sees the services' network only
+            mode, file_size = group.network, limits.file_size
+        host_config = _host_config(client.api, mode, options, limits, file_size, init=runner is None)
+        if group is not None:
+            host_config["Dns"] = [sv.UNROUTABLE_DNS]  # a name no service has is never forwarded off the host
+        container_id, channel = _start(
+            client.api,
+            image,
+            spec,
+            labels(kind, backend),
+            host_config,
+            runner=runner,
+            holder=holder,
+            host_network=mode == "host",
+        )
+    except BaseException:
+        if group is not None:
+            sv.remove_group(client.api, group)
+        raise
+    if group is not None:
+        sv.attach(container_id, group)
     container = client.containers.prepare_model({"Id": container_id})
     layers = layers_of(container)
     offline = mode == "none" or mode.startswith("container:")  # never a namespace holder otherwise
     return Box(Container(container), channel, holder, layers, root_state(layers) if layers else None, offline)
+
+
+def _check_network(spec: SandboxSpec, kind: str, network: str, holder: Box | None) -> None:
+    """Refuse a network the container may not have (registries: an episode's only; never beside services)."""
+    if network not in ("none", "registries") or (network == "registries" and (kind != "episode" or holder)):
+        raise SandboxError(
+            f"network={network!r} is not for a {kind!r} container: only an episode's may reach registries"
+        )
+    if spec.services and (network != "none" or holder is not None):
+        raise SandboxError(
+            f"a sandbox with services ({', '.join(s.name for s in spec.services)}) is on their private network "
+            f"only: network={network!r} and a lent network namespace are not for it"
+        )
 
 
 def _network(
@@ -176,7 +202,13 @@ def _isolation(spec: SandboxSpec, kind: str, runner: Path | None) -> _Isolation:
             options["cap_add"] = rn.CAPABILITIES
     if runner:
         options["mounts"] = [Mount(rn.MOUNT_POINT, str(runner), type="bind", read_only=True)]
-    if kind != "replay":  # read-only /etc files: Docker's own are shared with a lent network namespace (D7)
+    # read-only /etc files: Docker's own are shared with a lent network namespace (D7). A container with
+    # services lends none, but gets them too, its resolver the embedded DNS that names the services: the
+    # same bytes in every container of the spec (Docker's hosts file holds each one's own address, which
+    # the effect's state would show as a difference between the expert's container and a candidate's)
+    if kind != "replay":
+        if spec.services:
+            etc = {**dict(etc), "/etc/resolv.conf": sv.resolv_conf()}.items()
         bound = (Mount(i, str(h), type="bind", read_only=True) for i, h in etc)
         options["mounts"] = [*options.get("mounts", []), *bound]
     return options
@@ -267,6 +299,7 @@ def remove(box: Box) -> None:
             raise
     finally:
         release(box.id)
+        sv.teardown(box.sandbox.container.client.api, box.id)  # its services and their network, if any
 
 
 def exec_run(

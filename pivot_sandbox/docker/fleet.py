@@ -68,7 +68,8 @@ class Fleet:
         for attempt in range(3):
             runner = self.connection.runner
             # a replay with registry access uses the host network, an episode's the registry network: no borrowed one
-            own = (kind == "replay" and spec.replay_access) or network != "none"
+            # one with services is on their private network (`docker/services.py`): no borrowed one either
+            own = (kind == "replay" and spec.replay_access) or network != "none" or bool(spec.services)
             holder = self.holders.lend() if runner and not own else None
             try:
                 box = dc.create(client, image, spec, self.limits, kind, self.token, runner, holder, network)

@@ -175,7 +175,13 @@ class NamespaceBackend:
         return root, running
 
     def snapshot(self, spec: SandboxSpec, history: Sequence[str]) -> tuple[Path, Root]:
-        """The snapshot's upper folder at this state (replayed on a cache miss) and the root it lies on."""
+        """The snapshot's upper folder at this state (replayed on a cache miss) and the root it lies on.
+
+        Raises:
+            SandboxError: a spec with services, which no namespace sandbox starts (`backend_for` hands it to Docker).
+        """
+        if spec.services:
+            raise SandboxError(f"the namespace backend does not run this state: {self.cannot_run(spec)}")
         key = spec.key(history)
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
@@ -323,6 +329,8 @@ class NamespaceBackend:
         no namespace sandbox has: Docker replays it and its layer is taken over where the daemon's can
         be read here. With `history`, the state is built now: one not copied exactly is Docker's to run.
         """
+        if spec.services:  # sidecar containers on a private network: only Docker starts them
+            return f"its services ({', '.join(s.name for s in spec.services)}) run as containers beside it"
         if not spec.replay_access:
             return None
         with self._lock:

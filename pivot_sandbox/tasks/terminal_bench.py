@@ -13,7 +13,8 @@ task-design leak: blind-maze copies its tests to /app/tests) is left out of the 
 report says so (`BuildReport.dropped`); where a later step uses what it copied (`RUN chmod +x
 /app/solution.sh`), it is copied for the build and removed before the image is committed (said
 in `dropped` too; the builder commits once, so no layer of the image holds it). The tests' run
-itself is `tasks/harness.py`; bases `images/bases.py`.
+itself is `tasks/harness.py`; bases `images/bases.py`. A docker-compose task's other services, built
+from its folder, are read by `tasks/compose.py` and built by `tasks/compose_images.py` (`BuildReport.services`).
 
 Public API (used by `pivot sandbox build-task(s)`, synthesis, `task_tests` and episode envs):
     load_task(dir) -> Task                                         (TaskError names file and line)
@@ -44,6 +45,7 @@ import yaml
 
 from pivot_core import AliasBudgetExceeded, load_yaml
 from pivot_sandbox.contract.equivalents import registry_equivalent
+from pivot_sandbox.contract.services import ServiceSpec
 from pivot_sandbox.contract.spec import LABEL, Json
 from pivot_sandbox.errors import TaskError
 from pivot_sandbox.images import dockerfile as df
@@ -51,6 +53,8 @@ from pivot_sandbox.images.access import build_access
 from pivot_sandbox.images.build import build, checkout_mode
 from pivot_sandbox.images.stock import ensure_stock_image, image_exists
 from pivot_sandbox.images.task_bases import prepare
+from pivot_sandbox.tasks.compose import ComposeService, read_compose
+from pivot_sandbox.tasks.compose_images import service_images
 from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
 from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
 from pivot_sandbox.tasks.oracle_files import without_oracle
@@ -74,13 +78,15 @@ class Task:
         instruction: the base description of task.yaml.
         dockerfile: Dockerfile text ("" when absent).
         compose: why the task's docker-compose file cannot be built here, "" when there is none or when
-            it is one `client` service built from a folder of the task (then `context` is that folder).
+            its `client` service is built from a folder of the task (then `context` is that folder) and
+            each other service is built from a folder of the task too (`services`: `tasks/compose.py`).
         context: the build context (the task folder, or the compose service's `build.context`).
         agent_timeout: task.yaml `max_agent_timeout_sec`.
         tests: the test plan.
         meta: the rest of task.yaml (a Harbor task: its task.toml as read).
         harbor: a Harbor task's `task.toml` (`tasks/harbor.py`), None for a Terminal-Bench folder: its tests
             run as Harbor runs them (`tasks/harbor_verify.py`), with no test-tools venv in its image.
+        services: a compose task's services beside the client, to build (`BuildReport.services`) and run.
     """
 
     task_id: str
@@ -93,6 +99,7 @@ class Task:
     tests: TestPlan
     meta: Mapping[str, Json] = field(default_factory=dict)
     harbor: HarborConfig | None = None
+    services: tuple[ComposeService, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,10 +117,15 @@ class BuildReport:
     user: str = "root"
     dropped: str = ""  # the COPY/ADD steps of the tests or the solution: left out, or removed before the commit
     substitutions: str = ""  # Ubuntu apt pins dropped and names mapped; stages built, images served (uv)
+    # a compose task's other services: `SandboxSpec(services=...)` of the task (`tasks/compose_images.py`)
+    services: tuple[ServiceSpec, ...] = ()
 
-    def to_json(self) -> dict[str, str | float]:
+    def to_json(self) -> dict[str, Json]:
         """JSON-ready dict (the `--json` report rows)."""
-        return {k: v for k, v in self.__dict__.items() if v not in ("", None)}
+        out: dict[str, Json] = {k: v for k, v in self.__dict__.items() if v not in ("", None, ())}
+        if self.services:
+            out["services"] = [s.to_json() for s in self.services]
+        return out
 
 
 def _instruction(meta: Mapping[str, Json]) -> str:
@@ -143,52 +155,27 @@ def load_task(task_dir: Path | str) -> Task:
         raise TaskError(f"{where}: task.yaml is not valid YAML: {e}") from e
     except AliasBudgetExceeded as e:
         raise TaskError(f"{meta_path}: {e}") from e
-    context, dockerfile, compose = compose_build(task_dir)
+    compose = read_compose(task_dir)
+    context, dockerfile = compose.context, compose.dockerfile
     timeout = float(meta.get("max_test_timeout_sec") or 60.0)
     return Task(
         task_id=task_dir.name,
         dir=task_dir,
         instruction=_instruction(meta),
         dockerfile=dockerfile.read_text(errors="replace") if dockerfile.is_file() else "",
-        compose=compose,
+        compose=compose.problem,
         context=context,
         agent_timeout=float(meta.get("max_agent_timeout_sec") or 600.0),
         tests=test_plan(task_dir, timeout),
         meta=meta,
+        services=compose.services,
     )
 
 
 def compose_build(task_dir: Path) -> tuple[Path, Path, str]:
-    """(build context, Dockerfile, problem) of a task; a docker-compose file with one built service is read.
-
-    Terminal-Bench's compose files run the agent in a `client` service built from a folder of the task;
-    its volumes, logs path and DNS settings are the harness's and are not needed here. Other services
-    (images pulled from a registry) cannot be started offline: that is the problem.
-    """
-    path = next((task_dir / n for n in ("docker-compose.yaml", "docker-compose.yml") if (task_dir / n).is_file()), None)
-    if path is None:
-        return task_dir, task_dir / "Dockerfile", ""
-    try:
-        services = (load_yaml(path.read_text()) or {}).get("services") or {}
-    except (yaml.YAMLError, AliasBudgetExceeded) as e:
-        return task_dir, task_dir / "Dockerfile", f"{path}: not valid YAML: {e}"
-    others = {k: v for k, v in services.items() if k != "client"}
-    if others:
-        name, service = next(iter(others.items()))
-        image = (service or {}).get("image", "?")
-        return (
-            task_dir,
-            task_dir / "Dockerfile",
-            (f"{path}: {len(services)} services; {name!r} runs image {image!r}, which no registry here serves"),
-        )
-    build = (services.get("client") or {}).get("build") or {}
-    if isinstance(build, str):
-        build = {"context": build}
-    raw = str(build.get("context") or ".").replace("${T_BENCH_TASK_BUILD_CONTEXT_DIR}", ".")
-    context = (task_dir / raw).resolve()
-    if task_dir.resolve() not in (context, *context.parents):
-        return task_dir, task_dir / "Dockerfile", f"{path}: build context {raw!r} lies outside the task folder"
-    return context, context / str(build.get("dockerfile") or "Dockerfile"), ""
+    """(build context, Dockerfile, problem) of a task's main image (`tasks/compose.py` reads the compose file)."""
+    compose = read_compose(task_dir)
+    return compose.context, compose.dockerfile, compose.problem
 
 
 def _tools_steps(plan: TestPlan) -> tuple[str, str]:
@@ -285,7 +272,25 @@ def _unbuildable(task: Task) -> str:
 def task_image(
     client: docker.DockerClient, task: Task, *, force: bool = False, keep: int = MAX_TASK_IMAGES
 ) -> BuildReport:
-    """Build the task's image (or reuse it by content hash); a task that cannot build says why in `reason`."""
+    """Build the task's image (or reuse it by content hash); a task that cannot build says why in `reason`.
+
+    A compose task's other services are built too (`tasks/compose_images.py`), each reused by its own
+    hash: `services` in the report, for the task's `SandboxSpec`; one that cannot build skips the task.
+    """
+    started = time.monotonic()
+    report = _main_image(client, task, force=force, keep=keep)
+    if report.status == "skipped" or not task.services:
+        return report
+    touch = lambda tag: _touch(client, tag)  # noqa: E731 - the LRU stamp of each service's image
+    services, problem = service_images(client, task.task_id, task.dir, task.services, force=force, touch=touch)
+    if problem:
+        return _skip(task, problem, started, report.base)
+    evict(client, max(keep, 1 + len(services)))  # never the images of the task just built
+    return dataclasses.replace(report, services=services, seconds=time.monotonic() - started)
+
+
+def _main_image(client: docker.DockerClient, task: Task, *, force: bool, keep: int) -> BuildReport:
+    """The task's own image (the client's, for a compose task): built, reused by content hash, or skipped."""
     started = time.monotonic()
     unbuildable = _unbuildable(task)
     if unbuildable:

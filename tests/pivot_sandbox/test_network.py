@@ -41,3 +41,13 @@ def test_a_fetch_that_may_leave_the_sandbox_needs_the_network(command):
 def test_other_network_commands_are_unchanged():
     assert needs_network(["pip install requests"]) and needs_network(["ls", "git clone https://x/y"])
     assert not needs_network(["ls -la", "cat curl_notes.txt"])
+
+
+def test_a_compose_tasks_own_service_is_local_and_other_bare_hosts_are_not():
+    services = ["server", "Db"]
+    assert not needs_network(["curl -s http://server:8000/greeting"], services)
+    assert not needs_network(["wget -qO- server:8000 && curl http://db/health"], services)
+    assert needs_network(["curl -s http://server:8000/greeting"])  # no service of that name
+    assert needs_network(["curl http://server.example.com/"], services)  # a dotted host is no service name
+    assert needs_network(["curl http://server:8000/ http://other:9000/"], services)
+    assert needs_network(["curl -x http://server:3128 https://example.com/"], services)  # a proxy to the world

@@ -139,7 +139,7 @@ class TaskTests:
         if self.mode == "final" and at < len(solution) - 1:
             return Verdict.skip("final mode applies at the last pivot of the solution")
         remaining = solution[at + 1 :] if self.mode == "continuation" else []
-        if needs_network(remaining):
+        if needs_network(remaining, [s.name for s in spec.services]):
             # the rest of the solution would run in the candidate's container, which has no network
             return Verdict.skip("the rest of the expert's solution needs the network")
         return spec, task, history, remaining
