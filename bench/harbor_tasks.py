@@ -14,6 +14,8 @@ tasks (ones not looked at while the loader was written) counted apart.
 command offline (up to `--max-pivots`, spread over the solution), the state-changing audit variants
 of the expert (`rm -rf` after it, writes hidden in it, a background job, shell state, test-tool
 tampering) on up to `--variant-pivots` of them, and the warm per-candidate latency of each backend.
+`docker_shell` runs under the task's limits (`harbor_limits`: memory, cpus, history commands as long
+as the agent's timeout), an action for at most `ACTION_SECONDS`.
 
     nice python bench/harbor_tasks.py --tasks-dir DIR [--only a,b] [--held-out c,d] [--out F] [--json]
     nice python bench/harbor_tasks.py --tasks-dir DIR --pivots-of ROWS.jsonl [--held-out c,d] [--out F] [--json]
@@ -45,6 +47,7 @@ DESTRUCTIVE = (
     *("shell_state_path", "shell_state_alias", "test_environment", "etc_hosts", "faked_test_tool", "tests_race"),
 )
 BACKENDS = ("docker", "namespace")
+ACTION_SECONDS = 120.0  # one candidate's action at a pivot (an oracle step that compiles or renders)
 
 
 def one_task(folder: Path, keep: int) -> dict:
@@ -122,7 +125,13 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
         row.update(synthesis=task["status"], pivots=report["pivots"], network_pivots=report["network_pivots"])
         if task["status"] not in ("ok", "partial"):
             return {**row, "stage": "synthesis", "reason": task.get("reason", "")}
-        env = gym.make("pivot/terminal-v0", dataset=str(out), verifiers=["docker_shell"]).unwrapped
+        # the sandbox's limits are the task's (`harbor_limits`: history commands may run as long as the agent
+        # could, as the oracle's session did), an action's at most ACTION_SECONDS
+        limits = harbor_limits(load_task(folder).harbor)
+        limits["action_timeout"] = min(limits["action_timeout"], ACTION_SECONDS)
+        config = {"docker_shell": limits}
+        env = gym.make("pivot/terminal-v0", dataset=str(out), verifiers=["docker_shell"], verifier_config=config)
+        env = env.unwrapped
         pivots = list(env.pivots)
     row["sandboxed"] = sum(bool(p.context.get("sandbox")) for p in pivots)
     judged = judged_pivots(pivots)
@@ -150,7 +159,7 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
             if verdict.accepted:
                 misses.append({"pivot": pivot.id, "case": name, "exit_code": code, "inert": inert})
         if not verdicts[0].accepted:
-            misses.append({"pivot": pivot.id, "case": "expert", "reason": (verdicts[0].reason or "")[:200]})
+            misses.append({"pivot": pivot.id, "case": "expert", "reason": (verdicts[0].reason or "")[:600]})
     row.update(counts, misses=misses, seconds_per_candidate=round(seconds / candidates, 2) if candidates else None)
     row["warm_ms"] = warm_latency(judged[-1:]) if judged else {}
     return row
