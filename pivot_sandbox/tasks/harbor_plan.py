@@ -37,6 +37,8 @@ _PIP_INSTALL = re.compile(r"^(?:python3?(?:\.\d+)?\s+-m\s+)?pip3?\s+install\b")
 _UV = re.compile(r"^(?:uvx|uv)\s")
 _ACTIVATE = re.compile(r"^(?:source|\.)\s+\S*bin/activate$")
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
+# a package name as apt reads it (not an option, a variable, a quote's end or a Python expression)
+_PACKAGE_WORD = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 # fetch-like calls in the test files (not every URL a test names is fetched: a docstring's is not)
 _FETCH = re.compile(
     r"urlopen|urlretrieve|requests\.(get|post)|httpx\.|\bcurl\b|\bwget\b|git\s+clone|\bclone\b|download"
@@ -131,6 +133,20 @@ def _test_file_hosts(path: Path, allowed: frozenset[str]) -> list[tuple[str, str
     return _foreign(text, allowed) if _FETCH.search(text) or implicit_hosts(text) else []
 
 
+def _test_file_apt(path: Path) -> list[str]:
+    """Debian packages a test file installs when it runs: the layer has them, as it has those of `test.sh`.
+
+    git-multibranch's test writes a script that runs `apt-get install -y curl expect ...` in the test run.
+    """
+    if path.stat().st_size > 1_000_000:
+        return []
+    found = []
+    for command in commands(path.read_text(errors="replace")):
+        if m := _APT_INSTALL.match(command.lstrip("\"'(")):
+            found += [w for w in m.group(1).split() if _PACKAGE_WORD.match(w)]
+    return found
+
+
 def verifier_plan(tests: Path, allowed: frozenset[str]) -> VerifierPlan:
     """Read a task's `tests/test.sh` (and the fetches its test files make) into a `VerifierPlan`."""
     script = (tests / "test.sh").read_text(errors="replace")
@@ -150,6 +166,8 @@ def verifier_plan(tests: Path, allowed: frozenset[str]) -> VerifierPlan:
     foreign = _foreign(script, allowed)
     for path in sorted(tests.rglob("*.py")):
         foreign += _test_file_hosts(path, allowed)
+    for path in sorted(p for p in tests.rglob("*") if p.suffix in (".py", ".sh") and p.name != "test.sh"):
+        apt += _test_file_apt(path)
     problem = ""
     if foreign:
         host, line = foreign[0]

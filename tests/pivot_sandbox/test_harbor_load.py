@@ -91,6 +91,18 @@ def test_the_verifier_plan_of_both_test_scripts():
     assert pip.pip == ("pip install --break-system-packages pytest==8.4.1 pytest-json-ctrf==0.3.5",)
 
 
+def test_packages_a_test_file_installs_at_test_time_are_in_the_plan(tmp_path):
+    # TB2's git-multibranch: its test writes a verify.sh that runs apt-get install in the offline test run
+    tests = tmp_path / "tests"
+    shutil.copytree(TASKS / "py-greeting" / "tests", tests)
+    (tests / "test_deploy.py").write_text(
+        'def test_x():\n    open("v.sh", "w").write("""\napt-get update\n'
+        'DEBIAN_FRONTEND=noninteractive apt-get install -y curl expect $EXTRA openssh-client\n""")\n'
+    )
+    (tests / "helper.sh").write_text("sudo apt install --no-install-recommends -y jq\n")
+    assert verifier_plan(tests, REGISTRIES).apt == ("curl", "jq", "expect", "openssh-client")  # files in order
+
+
 def test_a_test_that_needs_an_unreachable_host_is_not_verifiable_offline(tmp_path):
     tests = tmp_path / "tests"
     shutil.copytree(TASKS / "py-greeting" / "tests", tests)
