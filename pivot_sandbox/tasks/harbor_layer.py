@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shlex
 import tarfile
 import tempfile
@@ -123,6 +124,10 @@ def offline_env() -> dict[str, str]:
     return {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_NO_INDEX": "1", **uv_index_env()}
 
 
+# the interpreter a uv command asks for (`uvx -p 3.13`, `uv venv --python 3.12`, `-p=3.11`)
+_PYTHON_ASKED = re.compile(r"(?:^|\s)(?:-p|--python)[=\s]+(?:python|cpython-?)?(3\.\d+)\b")
+
+
 def _steps(plan: VerifierPlan, home: str, user: str) -> list[tuple[str, str, dict[str, str]]]:
     """(what, shell script, extra environment) of each build step of the layer, in order."""
     env = {"HOME": home, "DEBIAN_FRONTEND": "noninteractive", **uv_registry_env()}
@@ -143,6 +148,13 @@ def _steps(plan: VerifierPlan, home: str, user: str) -> list[tuple[str, str, dic
             f" && printf '%s' {shlex.quote(UV_ENV_SCRIPT)} > {bin_dir}/env"
         )
         steps.append((f"uv {plan.uv or '(newest)'} from PyPI", script, env))
+    for version in sorted({m.group(1) for step in plan.uv_steps for m in _PYTHON_ASKED.finditer(step)}):
+        # uv would download an interpreter the image lacks from GitHub (python-build-standalone), which no
+        # registry serves: said plainly here, instead of as uv's DNS error in the step below
+        why = f"the image has no python{version}, which uv would download from GitHub (no registry serves it)"
+        steps.append(
+            (f"Python {version} (uv -p {version})", f"command -v python{version} || {{ echo '{why}'; exit 1; }}", env)
+        )
     if plan.uv_steps:
         warm = "\n".join(["set -e", f". {home}/.local/bin/env 2>/dev/null || true", *plan.uv_steps])
         steps.append(("test.sh's uv commands", f"mkdir -p {WARM}/1 && cd {WARM}/1 && {warm}", env))

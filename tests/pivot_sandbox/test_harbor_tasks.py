@@ -149,6 +149,17 @@ def test_a_test_that_needs_an_unreachable_host_is_reported_not_scored(built, tmp
     assert not outcome.verifiable and outcome.reward is None and "not verifiable offline" in outcome.reason
 
 
+def test_a_python_the_image_lacks_is_named_as_the_reason_the_tests_cannot_run(built, tmp_path):
+    # TB2's mailman: `uv venv -p 3.12` on an image with 3.13 only; uv would download 3.12 from GitHub
+    _, report, _, backend = built["py-greeting"]
+    folder = tmp_path / "py-greeting"
+    shutil.copytree(TASKS / "py-greeting", folder)
+    script = (folder / "tests" / "test.sh").read_text().replace("-p 3.13", "-p 3.12")
+    (folder / "tests" / "test.sh").write_text(script)
+    layer = verifier_layer(backend.client, load_task(folder), report.image)
+    assert layer.tar is None and "the image has no python3.12" in layer.problem, layer.problem
+
+
 def test_cli_build_tasks_takes_a_harbor_folder(built):
     from pivot_cli import app
 
