@@ -120,8 +120,14 @@ def uv_registry_env() -> dict[str, str]:
 
 
 def offline_env() -> dict[str, str]:
-    """What the test run's environment gets: uv and pip use what the layer holds and never the network."""
-    return {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_NO_INDEX": "1", **uv_index_env()}
+    """What the test run's environment gets: uv and pip use what the layer holds and never the network.
+
+    pip is not told `--no-index`: a test may install from a package index the task itself serves on the
+    loopback (pypi-server's `pip install --index-url http://localhost:8080/simple ...`), which no-index
+    would ignore. A requirement the layer already satisfies needs no index, and a fetch from any other
+    index fails at its first try (no retries) in the run's empty network.
+    """
+    return {"UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_RETRIES": "0", "PIP_TIMEOUT": "5", **uv_index_env()}
 
 
 # the interpreter a uv command asks for (`uvx -p 3.13`, `uv venv --python 3.12`, `-p=3.11`)

@@ -90,6 +90,8 @@ def test_the_oracle_runs_with_solution_env_and_uvs_registry_access(tmp_path):
     plan = verifier_plan(TASKS / "py-greeting" / "tests", frozenset({"pypi.org", "files.pythonhosted.org"}))
     assert all(env.get("UV_NATIVE_TLS") == "1" for _, _, env in _steps(plan, "/root", "root"))
     assert "UV_NATIVE_TLS" not in offline_env()
+    # a test may pip-install from an index the task serves on the loopback (TB2's pypi-server): no --no-index
+    assert "PIP_NO_INDEX" not in offline_env() and offline_env()["PIP_RETRIES"] == "0"
 
 
 def test_synthesized_oracle_session_exports_solution_env_and_gives_uv_native_tls(tmp_path):
