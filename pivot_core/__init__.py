@@ -65,7 +65,14 @@ from pivot_core._jsonl import iter_jsonl, write_jsonl
 from pivot_core._model import DOMAINS, ROLES, Message, Pivot, Profile, ToolCall, Trajectory
 from pivot_core._openhands_bash import NotRun
 from pivot_core._openhands_runtime import runtime_files, runtime_note, runtime_setup
-from pivot_core._paths import SHARED_DATA_ENV, cache_dir, shared_data_file, shared_data_roots
+from pivot_core._paths import (
+    SHARED_DATA_ENV,
+    cache_dir,
+    least_recently_used,
+    remove_entries,
+    shared_data_file,
+    shared_data_roots,
+)
 from pivot_core._pivots import Selection, extract_pivots, select_pivots
 from pivot_core._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
 from pivot_core._render import DOMAIN_PARSERS, chat_message, observation, render_completion
@@ -170,6 +177,8 @@ __all__ = [
     "action_text",
     "bash_blocks",
     "cache_dir",
+    "least_recently_used",
+    "remove_entries",
     "shared_data_file",
     "shared_data_roots",
     "candidate_ids",

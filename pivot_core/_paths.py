@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -11,6 +14,33 @@ def cache_dir(*parts: str) -> Path:
     env = os.environ.get("PIVOT_CACHE_DIR")
     base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pivot-gym"
     return base.joinpath(*parts)
+
+
+def least_recently_used(entries: Iterable[Path], keep: int, in_use_seconds: float) -> list[Path]:
+    """The cache entries past the `keep` most recently used (by mtime: a reader touches what it uses).
+
+    One used within `in_use_seconds` is never among them (a live reader may still hold it).
+    """
+    aged = []
+    for entry in entries:
+        try:
+            aged.append((time.time() - entry.stat().st_mtime, entry))
+        except OSError:
+            continue  # removed meanwhile
+    aged.sort(key=lambda x: x[0])
+    return [entry for age, entry in aged[keep:] if age > in_use_seconds]
+
+
+def remove_entries(entries: Iterable[Path]) -> int:
+    """Remove cache entries (folders or files), each as a whole; how many were given."""
+    n = 0
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        n += 1
+    return n
 
 
 SHARED_DATA_ENV = "PIVOT_SHARED_DATA"

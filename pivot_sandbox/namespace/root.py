@@ -24,12 +24,11 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pivot_core import cache_dir
+from pivot_core import cache_dir, least_recently_used, remove_entries
 
 if TYPE_CHECKING:  # the client is handed in: exporting an image needs no import of the SDK here
     import docker
@@ -147,18 +146,10 @@ def sweep_rootfs(client: docker.DockerClient, idle: float = ROOTFS_IDLE_SECONDS,
         known = {i["Id"].split(":")[-1][:32] for i in client.api.images(all=True)}
     except Exception:  # noqa: BLE001 - an engine that does not answer: keep everything
         return 0
-    entries = []
-    for entry in folder.iterdir():
-        try:
-            entries.append((time.time() - entry.stat().st_mtime, entry))
-        except OSError:
-            continue
-    gone = [e for age, e in entries if e.is_dir() and e.name not in known and age > idle]
-    rest = sorted(((age, e) for age, e in entries if e.is_dir() and e not in gone), key=lambda x: x[0])
-    over = [e for age, e in rest[keep:] if age > ROOTFS_IN_USE_SECONDS]  # the oldest-used past `keep`
-    for entry in (*gone, *over):
-        shutil.rmtree(entry, ignore_errors=True)
-    return len(gone) + len(over)
+    folders = [e for e in folder.iterdir() if e.is_dir()]
+    gone = [e for e in folders if e.name not in known and e in least_recently_used([e], 0, idle)]
+    over = least_recently_used([e for e in folders if e not in gone], keep, ROOTFS_IN_USE_SECONDS)
+    return remove_entries([*gone, *over])
 
 
 def rootfs(client: docker.DockerClient, image: str) -> tuple[Path, dict[str, str]]:

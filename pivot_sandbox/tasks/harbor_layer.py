@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pivot_core import cache_dir
+from pivot_core import cache_dir, least_recently_used, remove_entries
 from pivot_sandbox.contract.spec import LABEL, OWNER
 from pivot_sandbox.images.access import build_access, pip_indexes, registry_hosts
 from pivot_sandbox.images.build import IDLE, api_timeout
@@ -261,6 +261,21 @@ def _build(client: Any, image: str, plan: VerifierPlan, user: str, out: Path) ->
     return VerifierLayer(out, "", user, home, owned, deleted, files, size, seconds, apt=plan.apt)
 
 
+# layers kept (LRU): each is what a task's tests install, 10 MB to 5 GB (torch for the torch tasks' tests);
+# the TB2 bench over every folder left 18 GB of them
+LAYERS_KEEP = 16
+LAYER_IN_USE_SECONDS = 600.0
+
+
+def sweep_layers(keep: int = LAYERS_KEEP) -> int:
+    """Remove the least recently used test-run layers past `keep` (record and tar together); how many went."""
+    folder = cache_dir("harbor-layers")
+    if not folder.is_dir():
+        return 0
+    old = least_recently_used(folder.glob("*.json"), keep, LAYER_IN_USE_SECONDS)
+    return remove_entries([p for record in old for p in (record.with_suffix(".tar"), record)]) // 2
+
+
 def verifier_layer(client: Any, task: Any, image: str, *, force: bool = False) -> VerifierLayer:
     """The layer of `task`'s test run on `image` (its task image), built once and then read from the cache.
 
@@ -281,8 +296,11 @@ def verifier_layer(client: Any, task: Any, image: str, *, force: bool = False) -
         data = json.loads(record.read_text())
         tar = Path(data["tar"]) if data.get("tar") else None
         if tar is None or tar.is_file():
+            for used in (record, tar) if tar else (record,):
+                used.touch()  # recently used: the sweep keeps it
             fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "tar"}
             return VerifierLayer(tar, **{**fields, "cached": True})
+    sweep_layers()
     layer = _build(client, image, plan, user, record.with_suffix(".tar"))
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(layer.to_json()))

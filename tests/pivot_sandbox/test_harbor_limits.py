@@ -217,9 +217,28 @@ def test_an_ubuntu_tasks_oracle_has_its_apt_pins_rewritten_for_debian(images, tm
     image = oracle_image(docker_client, load_task(folder), images["ubuntu-done-count"].image)
     out = docker_client.containers.run(image, ["cat", "/solution/solve.sh"], remove=True, network_mode="none")
     assert out.decode() == "#!/bin/bash\napt-get install -y jq bc\n"
-    # a python base is left as written
+    # python:3.13-slim-bookworm is built on trixie too: bookworm's pins are dropped and its names mapped
     folder = copy_task(tmp_path / "py", "py-greeting")
-    (folder / "solution" / "solve.sh").write_text("#!/bin/bash\napt-get install -y jq=1.7.1-3build1\n")
+    (folder / "solution" / "solve.sh").write_text("#!/bin/bash\napt-get install -y jq=1.6-2.1 libgl1-mesa-glx\n")
     image = oracle_image(docker_client, load_task(folder), images["py-greeting"].image)
     out = docker_client.containers.run(image, ["cat", "/solution/solve.sh"], remove=True, network_mode="none")
-    assert out.decode() == "#!/bin/bash\napt-get install -y jq=1.7.1-3build1\n"
+    assert out.decode() == "#!/bin/bash\napt-get install -y jq libgl1\n"
+
+
+def test_the_test_run_layers_are_kept_least_recently_used_first_out(tmp_path, monkeypatch):
+    # the TB2 bench over every folder left 18 GB of layers (torch's tests: 5 GB each) and filled the disk
+    import os
+    import time
+
+    from pivot_sandbox.tasks.harbor_layer import sweep_layers
+
+    monkeypatch.setenv("PIVOT_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "harbor-layers"
+    folder.mkdir()
+    now = time.time()
+    for i, age in enumerate((3600, 3000, 2400, 500, 300, 100)):  # seconds since each layer was last used
+        for suffix in (".json", ".tar"):
+            (folder / f"t{i}{suffix}").write_text("x")
+            os.utime(folder / f"t{i}{suffix}", (now - age, now - age))
+    assert sweep_layers(keep=2) == 3  # t0..t2 go; t3 is past keep but used within the last 10 minutes
+    assert sorted(p.name for p in folder.iterdir()) == [f"t{i}{s}" for i in (3, 4, 5) for s in (".json", ".tar")]
