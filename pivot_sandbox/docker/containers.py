@@ -22,6 +22,7 @@ from docker.types import HostConfig, Mount, Ulimit
 from pivot_sandbox.contract.hardening import MASKED_PATHS, READONLY_PATHS, shared_etc_files
 from pivot_sandbox.contract.spec import LABEL, Limits, SandboxSpec, labels
 from pivot_sandbox.docker import services as sv
+from pivot_sandbox.docker.cpus import nano_cpus
 from pivot_sandbox.docker.host_network import give_back, hold, release, take_turn
 from pivot_sandbox.docker.registries import registry_network
 from pivot_sandbox.errors import SandboxError
@@ -227,7 +228,7 @@ def _host_config(
         pids_limit=limits.pids,
         mem_limit=mem,
         memswap_limit=mem,
-        nano_cpus=int(limits.cpus * 1e9),
+        nano_cpus=nano_cpus(api, limits.cpus),
         ulimits=[Ulimit(name="fsize", soft=file_size, hard=file_size)],
         # with a runner, the runner is pid 1 and reaps (docker-init, a dumpable root process holding the
         # attach stream the runner answers on, could be traced by a root candidate: issue 38, D3)

@@ -39,6 +39,7 @@ import docker.errors
 
 from pivot_core import cache_dir
 from pivot_sandbox.contract.spec import LABEL, Limits, SandboxSpec, labels
+from pivot_sandbox.docker.cpus import nano_cpus
 
 SERVICES = "services"  # the `pivot-gym` label of a group's network
 SERVICE = "service"  # ... and of its service containers
@@ -91,7 +92,7 @@ def start_group(api: docker.APIClient, spec: SandboxSpec, limits: Limits, backen
                 pids_limit=limits.pids,
                 mem_limit=limits.memory,
                 memswap_limit=limits.memory,
-                nano_cpus=int(limits.cpus * 1e9),
+                nano_cpus=nano_cpus(api, limits.cpus),
                 dns=[UNROUTABLE_DNS],
                 init=True,
             )

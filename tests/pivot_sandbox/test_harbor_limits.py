@@ -225,6 +225,21 @@ def test_an_ubuntu_tasks_oracle_has_its_apt_pins_rewritten_for_debian(images, tm
     assert out.decode() == "#!/bin/bash\napt-get install -y jq libgl1\n"
 
 
+@pytest.mark.docker
+def test_a_task_asking_more_cpus_than_the_machine_has_gets_them_all(images, docker_client):
+    # TB2's rstan-to-pystan and mcmc-sampling-stan ask `cpus = 4`: Docker refused the container on 2 cores
+    from pivot_sandbox import docker_backend
+
+    most = docker_client.info()["NCPU"]
+    backend = docker_backend(cpus=float(most + 2))
+    try:
+        spec = SandboxSpec(image=images["py-greeting"].image, user="root", shell="/bin/bash")
+        effect = backend.run(spec, [], ["nproc"])
+        assert effect.exit_code == 0 and effect.stdout.strip() == str(most), effect
+    finally:
+        backend.close()
+
+
 def test_the_test_run_layers_are_kept_least_recently_used_first_out(tmp_path, monkeypatch):
     # the TB2 bench over every folder left 18 GB of layers (torch's tests: 5 GB each) and filled the disk
     import os
