@@ -144,15 +144,22 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
             variants = {k: v for k, v in adversarial_completions(pivot).items() if k in DESTRUCTIVE}
         texts = [render_completion(pivot.expert, pivot.domain), *variants.values()]
         started = time.monotonic()
-        verdicts = [r.verdicts["docker_shell"] for r in env.score(pivot, texts)]
+        results = env.score(pivot, texts)
         seconds += time.monotonic() - started
         candidates += len(texts)
+        if "docker_shell" not in results[0].verdicts:  # decided before the sandbox (regex-chess's 73 KB expert)
+            counts["expert_not_judged"] += 1
+            why = "; ".join(v.reason for v in results[0].verdicts.values())[:300]
+            misses.append({"pivot": pivot.id, "case": "expert not judged", "reason": why})
+            continue
+        # a variant the chain decided before the sandbox (over the action space) is its chain result
+        verdicts = [r.verdicts.get("docker_shell") or r for r in results]
         counts["expert_judged"] += 1
         counts["expert_accepted"] += verdicts[0].accepted
         counts["expert_errors"] += bool(verdicts[0].error)
         counts["destructive"] += len(variants)
         for name, verdict in zip(variants, verdicts[1:], strict=True):
-            code = ((verdict.details or {}).get("candidate") or {}).get("exit_code")
+            code = ((getattr(verdict, "details", None) or {}).get("candidate") or {}).get("exit_code")
             inert = verdict.accepted and is_inert(pivot, name, code)
             counts["destructive_accepted"] += verdict.accepted
             counts["destructive_accepted_inert"] += verdict.accepted and inert
@@ -220,7 +227,7 @@ def warm_latency(pivots: list, k: int = 4, epochs: int = 3) -> dict:
 def pivot_counts(rows: list[dict]) -> dict:
     """Totals of the pivot rows: pivots, sandboxed, expert accepted, destructive accepted, latency medians."""
     keys = ("pivots", "sandboxed", "network_pivots", "judgeable", "expert_judged", "expert_accepted", "expert_errors")
-    keys += ("destructive", "destructive_accepted", "destructive_accepted_inert")
+    keys += ("destructive", "destructive_accepted", "destructive_accepted_inert", "expert_not_judged")
     out = {k: sum(r.get(k, 0) for r in rows) for k in keys}
     out["tasks"] = len(rows)
     out["synthesized"] = sum(r.get("synthesis") in ("ok", "partial") for r in rows)
