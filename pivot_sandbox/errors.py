@@ -31,6 +31,10 @@ class TaskError(SandboxError):
     """A task that cannot be built or tested here; the message is the one precise reason."""
 
 
+class ComposeError(TaskError):
+    """A task's docker-compose file that cannot run here; the message names the key."""
+
+
 class ProcessesNotRestored(SandboxError):
     """A state whose processes (a server, a tmux session) no sandbox on its snapshot can run again.
 

@@ -22,15 +22,12 @@ import yaml
 
 from pivot_core import AliasBudgetExceeded, load_yaml
 from pivot_sandbox.contract.services import NAME
+from pivot_sandbox.errors import ComposeError
 from pivot_sandbox.images.bases import map_base
 
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")
 MAIN = "client"  # the service the agent works in
 _CONTEXT_VAR = "${T_BENCH_TASK_BUILD_CONTEXT_DIR}"  # the harness's name for the task folder
-
-
-class ComposeError(ValueError):
-    """A compose file that cannot run here; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
