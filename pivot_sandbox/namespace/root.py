@@ -147,7 +147,7 @@ def sweep_rootfs(client: docker.DockerClient, idle: float = ROOTFS_IDLE_SECONDS,
     except Exception:  # noqa: BLE001 - an engine that does not answer: keep everything
         return 0
     folders = [e for e in folder.iterdir() if e.is_dir()]
-    gone = [e for e in folders if e.name not in known and e in least_recently_used([e], 0, idle)]
+    gone = least_recently_used([e for e in folders if e.name not in known], 0, idle)  # unused for `idle`
     over = least_recently_used([e for e in folders if e not in gone], keep, ROOTFS_IN_USE_SECONDS)
     return remove_entries([*gone, *over])
 
