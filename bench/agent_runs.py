@@ -51,32 +51,72 @@ CHEAP = ["harness_format", "turn_kind", "json_schema", "tool_args", "string_simi
 EPISODE_ACTION_TIMEOUT = 60.0
 
 
-def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None) -> dict:
+# the audit kit's cases that keep the expert's command and add a change of state: each must score 0. The
+# shell-state ones (`export PATH=/nowhere`, an alias, BASH_ENV for the tests) only where the harness keeps
+# one shell (OpenHands): mini-swe-agent runs each command in a fresh subshell, where they are the expert's effect
+DESTRUCTIVE = (
+    *("destructive_suffix", "destructive_home", "hidden_write", "hidden_substitution", "background_job"),
+    *("etc_hosts", "faked_test_tool", "tests_race"),
+)
+PERSISTENT_SHELL_DESTRUCTIVE = (*DESTRUCTIVE, "shell_state_path", "shell_state_alias", "test_environment")
+
+
+def destructive_variants(pivot) -> dict[str, str]:  # noqa: ANN001 - a Pivot
+    """Case -> completion: the audit kit's state-changing variants of the expert that apply at `pivot`."""
+    from verifiers_plugins import adversarial_completions
+
+    cases = PERSISTENT_SHELL_DESTRUCTIVE if pivot.context.get("harness") == "openhands" else DESTRUCTIVE
+    return {k: v for k, v in adversarial_completions(pivot).items() if k in cases}
+
+
+def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None, variant_pivots: int = 2) -> dict:
     """`docker_shell` alone on each sandboxed pivot whose expert runs a command: does the expert match itself?
 
-    `kinds`, when given, gets each scored pivot's outcome by id (accepted, rejected, error, not applicable).
+    On the first `variant_pivots` judged pivots of each run the destructive variants are scored too
+    (each must score 0; `destructive_home` accepted after an expert that fails is inert: its `&&` tail
+    never ran). `kinds`, when given, gets each scored pivot's outcome by id (accepted, rejected, error,
+    not applicable) and its variants' counts (`<id>/destructive`, `<id>/destructive_accepted`).
     """
     import gymnasium as gym
 
     from pivot_envs import render_completion
 
     env = gym.make("pivot/terminal-v0", dataset=str(path), verifiers=["docker_shell"]).unwrapped
+    kinds = {} if kinds is None else kinds
     counts: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
+    per_run: Counter[str] = Counter()
     started = time.perf_counter()
     for pivot in env.pivots:
         if not pivot.context.get("sandbox"):
             continue
-        (result,) = env.score(pivot, [render_completion(pivot.expert, pivot.domain)])
-        verdict = result.verdicts["docker_shell"]
+        run = pivot.context.get("trajectory_id", "")
+        variants = destructive_variants(pivot) if per_run[run] < variant_pivots else {}
+        texts = [render_completion(pivot.expert, pivot.domain), *variants.values()]
+        results = env.score(pivot, texts)
+        verdict = results[0].verdicts["docker_shell"]
         # an error verdict is no rejection: the verifier could not decide (counted apart, with its reason)
         kind = "accepted" if verdict.accepted else "error" if verdict.error else "rejected"
         kind = kind if verdict.applicable else "not applicable"
         counts[kind] += 1
-        if kinds is not None:
-            kinds[pivot.id] = kind
+        kinds[pivot.id] = kind
         if kind == "not applicable":
             continue
+        per_run[run] += 1
+        for case, result in zip(variants, results[1:], strict=True):
+            shell = result.verdicts.get("docker_shell")
+            accepted = result.reward == 1.0
+            code = (((shell.details if shell else None) or {}).get("candidate") or {}).get("exit_code")
+            inert = accepted and case == "destructive_home" and code not in (0, None)
+            kinds[f"{pivot.id}/destructive"] = kinds.get(f"{pivot.id}/destructive", 0) + 1
+            kinds[f"{pivot.id}/destructive_accepted"] = kinds.get(f"{pivot.id}/destructive_accepted", 0) + (
+                accepted and not inert
+            )
+            counts["destructive"] += 1
+            counts["destructive_accepted"] += accepted and not inert
+            counts["destructive_accepted_inert"] += inert
+            if accepted and not inert:
+                reasons[f"destructive accepted: {case} at {pivot.id}"] += 1
         if kind != "accepted":
             reasons[f"{kind}: {verdict.reason[:90]}"] += 1
     judged = counts["accepted"] + counts["rejected"] + counts["error"]
@@ -131,8 +171,9 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT, net
         rows.append(
             {
                 "run": run_id,
+                "task_id": first.context.get("task_id"),
                 "harness": first.context["harness"],
-                "is_resolved": bool(first.context.get("is_resolved")),
+                "is_resolved": first.context.get("is_resolved"),
                 "reward": outcome.get("reward"),
                 "ended_by": outcome.get("ended_by"),
                 "turns": played.turns,
@@ -141,22 +182,39 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT, net
             }
         )
     env.close()
-    resolved = [r for r in rows if r["is_resolved"]]
-    unresolved = [r for r in rows if not r["is_resolved"]]
     return {
         "runs": len(rows),
         "action_timeout": action_timeout,
         "network": network,
-        "resolved": {"runs": len(resolved), "reproduced": sum(r["reward"] == 1.0 for r in resolved)},
-        "unresolved": {"runs": len(unresolved), "stayed_0": sum(r["reward"] == 0.0 for r in unresolved)},
-        "flipped_to_1": [r["run"] for r in unresolved if r["reward"] == 1.0],
-        "not_reproduced": [r for r in resolved if r["reward"] != 1.0],
+        **outcomes(rows),
         "ended_by": dict(Counter(r["ended_by"] for r in rows).most_common()),
         # turns (all but each run's last) whose answer equals the recorded one, clock readings aside
         "answers_equal": {**answers, "share": round(answers["equal"] / max(1, answers["turns"]), 4)},
         "seconds_per_run": round((time.perf_counter() - started) / len(rows), 1) if rows else None,
         "per_run": rows,
     }
+
+
+def outcomes(rows: list[dict]) -> dict:
+    """Resolved runs that reproduce 1, unresolved ones that stay 0 (a run whose `is_resolved` is null apart)."""
+    resolved = [r for r in rows if r["is_resolved"] is True]
+    unresolved = [r for r in rows if r["is_resolved"] is False]
+    return {
+        "resolved": {"runs": len(resolved), "reproduced": sum(r["reward"] == 1.0 for r in resolved)},
+        "unresolved": {"runs": len(unresolved), "stayed_0": sum(r["reward"] == 0.0 for r in unresolved)},
+        "unknown_outcome": [{"run": r["run"], "reward": r["reward"]} for r in rows if r["is_resolved"] is None],
+        "flipped_to_1": [r["run"] for r in unresolved if r["reward"] == 1.0],
+        "not_reproduced": [r for r in resolved if r["reward"] != 1.0],
+    }
+
+
+def split_outcomes(rows: list[dict], held: set[str]) -> dict:
+    """`outcomes` per split (held back, rest) and harness."""
+    out: dict = {}
+    for split, keep in (("held_out", lambda r: r["task_id"] in held), ("rest", lambda r: r["task_id"] not in held)):
+        mine = [r for r in rows if keep(r)]
+        out[split] = {h: outcomes([r for r in mine if r["harness"] == h]) for h in sorted({r["harness"] for r in mine})}
+    return out
 
 
 def _reason(why: str) -> str:
@@ -186,6 +244,8 @@ def by_harness(pivots: list, kinds: dict) -> dict:
             "faithful": sum(1 for m in marks if m is not None and m.faithful),
             "expert_accepted": outcomes["accepted"],
             "expert_judged": outcomes["accepted"] + outcomes["rejected"] + outcomes["error"],
+            "destructive": sum(kinds.get(f"{p.id}/destructive", 0) for p in mine),
+            "destructive_accepted": sum(kinds.get(f"{p.id}/destructive_accepted", 0) for p in mine),
             "unsandboxed": dict(reasons.most_common(8)),
         }
     return rows
@@ -250,6 +310,8 @@ def measure(
         if tasks_dir is not None:
             if episodes:
                 sandbox["episodes"] = whole_runs(sandboxed_pivots)
+                if held_out:
+                    sandbox["episodes_split"] = split_outcomes(sandbox["episodes"]["per_run"], set(held_out))
     # without building any image: which pivots' histories a replay can rebuild at all
     from pivot_tasks import replay_blocker
 
