@@ -94,6 +94,15 @@ class Step:
         """The replay's exit code is not the recorded one (-1, a command still running, is no record)."""
         return self.exit_code is not None and self.exit_code != -1 and replayed != self.exit_code
 
+    def failed_early(self, replayed: int | None) -> bool:
+        """A command the harness killed at its timeout failed here before it (nonzero, not killed).
+
+        No divergence by itself (a `pip install` that waited on a download in the run fails at once
+        here): what it left is checked by the next observations. Ending with 0 is one (it finished what
+        the run's did not).
+        """
+        return self.timed_out and self.exit_code_differs(replayed) and replayed not in (0, None)
+
 
 def _recorded_mini(turn: int, message: Message, answer: Message | None, context: Mapping[str, Any]) -> Step | None:
     commands = harness_action(message, context, answer=answer).commands
@@ -246,14 +255,12 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
             return None
         if raw.killed:
             return step.turn, f"the replay of {step.named} was stopped ({raw.killed})"
-        if step.timed_out and step.exit_code_differs(raw.exit_code):
-            if raw.exit_code == 0:
-                why = "ended by itself (exit 0) before the harness's timeout, which killed it in the run"
-                return step.turn, f"{why}: {step.named}"
-            # it failed here before the timeout (a `pip install` that waited on a download in the run
-            # fails at once here): what a failed command left is checked by the next observations
+        if step.failed_early(raw.exit_code):
             k = end
             continue
+        if step.timed_out and raw.exit_code == 0:
+            why = "ended by itself (exit 0) before the harness's timeout, which killed it in the run"
+            return step.turn, f"{why}: {step.named}"
         if step.exit_code_differs(raw.exit_code):
             return step.turn, f"exit code {raw.exit_code}, recorded {step.exit_code}: {step.named}"
         if end > len(second):  # the first replay alone decides the two above (`check_replay` replays no further)
@@ -274,12 +281,17 @@ CHECK_TIMEOUT = 300.0
 
 
 def _exit_code_differs(steps: Sequence[Step]) -> Callable[[int, Any], bool]:
-    """`stop` for a transcript of the steps' commands: true after a step whose exit code is not the recorded one."""
+    """`stop` for a transcript of the steps' commands: true after a step whose exit code is a divergence.
+
+    The rule `first_divergence` applies: a killed command that failed early here goes on (`Step.failed_early`).
+    """
     last, k = {}, 0  # the index of each step's last command -> the step
     for step in steps:
         k += len(step.commands)
         last[k - 1] = step
-    return lambda i, raw: i in last and last[i].exit_code_differs(raw.exit_code)
+    return lambda i, raw: (
+        i in last and last[i].exit_code_differs(raw.exit_code) and not last[i].failed_early(raw.exit_code)
+    )
 
 
 def _asked_timeouts(chat: Sequence[Message]) -> list[float]:

@@ -267,6 +267,14 @@ def test_a_command_the_harness_killed_at_its_timeout_must_not_finish_in_the_repl
     same, other = (SimpleNamespace(killed=None, exit_code=1, stdout=out) for out in (b"0\n", b"3\n"))
     assert first_divergence([step, look], [[(failed, "/app"), (same, "/app")]] * 2) is None
     assert first_divergence([step, look], [[(failed, "/app"), (other, "/app")]] * 2)[0] == 1
+    # and the transcript goes on past it: the replay stops only where the same rule finds a divergence
+    # (get-bitcoin-nodes: it stopped after a killed `pip install` that failed here, and the next step was
+    # reported "the replay stopped before 'pip install Flask'")
+    from pivot_tasks._replay_check import _exit_code_differs
+
+    stop = _exit_code_differs([step, look])
+    assert not stop(0, failed) and not stop(0, killed) and stop(0, ended)
+    assert stop(1, other) is False and stop(1, SimpleNamespace(killed=None, exit_code=0, stdout=b""))
 
 
 def test_a_directorys_link_count_is_the_filesystems_not_the_states():
