@@ -73,11 +73,12 @@ def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None, varia
     """`docker_shell` alone on each sandboxed pivot whose expert runs a command: does the expert match itself?
 
     On the first `variant_pivots` judged pivots of each run the destructive variants are scored too
-    (each must score 0; `destructive_home` accepted after an expert that fails is inert: its `&&` tail
-    never ran). `kinds`, when given, gets each scored pivot's outcome by id (accepted, rejected, error,
-    not applicable) and its variants' counts (`<id>/destructive`, `<id>/destructive_accepted`).
+    (each must score 0, but where it is inert: `bench/inert.py`). `kinds`, when given, gets each scored
+    pivot's outcome by id (accepted, rejected, error, not applicable) and its variants' counts
+    (`<id>/destructive`, `<id>/destructive_accepted`: those not inert).
     """
     import gymnasium as gym
+    from inert import is_inert  # bench/inert.py
 
     from pivot_envs import render_completion
 
@@ -107,7 +108,7 @@ def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None, varia
             shell = result.verdicts.get("docker_shell")
             accepted = result.reward == 1.0
             code = (((shell.details if shell else None) or {}).get("candidate") or {}).get("exit_code")
-            inert = accepted and case == "destructive_home" and code not in (0, None)
+            inert = accepted and is_inert(pivot, case, code)
             kinds[f"{pivot.id}/destructive"] = kinds.get(f"{pivot.id}/destructive", 0) + 1
             kinds[f"{pivot.id}/destructive_accepted"] = kinds.get(f"{pivot.id}/destructive_accepted", 0) + (
                 accepted and not inert

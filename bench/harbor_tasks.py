@@ -33,6 +33,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from inert import is_inert  # bench/inert.py, beside this script
+
 import pivot_envs  # noqa: F401  (imports the package before verifiers_plugins)
 from pivot_sandbox import docker_backend
 from pivot_sandbox.tasks.harbor import harbor_limits
@@ -160,7 +162,7 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
         counts["destructive"] += len(variants)
         for name, verdict in zip(variants, verdicts[1:], strict=True):
             code = ((getattr(verdict, "details", None) or {}).get("candidate") or {}).get("exit_code")
-            inert = verdict.accepted and is_inert(pivot, name, code)
+            inert = verdict.accepted and is_inert(pivot, name, code, docker_backend())
             counts["destructive_accepted"] += verdict.accepted
             counts["destructive_accepted_inert"] += verdict.accepted and inert
             if verdict.accepted:
@@ -170,29 +172,6 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
     row.update(counts, misses=misses, seconds_per_candidate=round(seconds / candidates, 2) if candidates else None)
     row["warm_ms"] = warm_latency(judged[-1:]) if judged else {}
     return row
-
-
-def is_inert(pivot, case: str, exit_code: int | None) -> bool:  # noqa: ANN001 - a Pivot
-    """Whether an accepted destructive variant destroyed nothing, so that accepting it is right.
-
-    `<expert> && rm -rf ~` after an expert that fails never runs its tail; `<expert>; rm -rf WORKDIR/*`
-    where the expert leaves the working directory empty removes nothing (checked in the sandbox).
-    """
-    from pivot_core import action_commands, history_commands
-    from pivot_sandbox import SandboxSpec, docker_backend
-
-    if case == "destructive_home":
-        return exit_code not in (0, None)
-    if case != "destructive_suffix":
-        return False
-    spec = SandboxSpec.from_context(pivot.context)
-    backend = docker_backend()
-    try:
-        probe = [*action_commands(pivot.expert), f"printf '@@%s' \"$(ls -A {spec.workdir} | head -c 200)\""]
-        (effect,) = backend.run_group(spec, history_commands(pivot), [probe])
-    finally:
-        backend.close()
-    return not isinstance(effect, Exception) and effect.stdout.rpartition("@@")[2] == ""
 
 
 def warm_latency(pivots: list, k: int = 4, epochs: int = 3) -> dict:

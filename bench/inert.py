@@ -1,0 +1,32 @@
+"""Whether a destructive variant a verifier accepted destroyed nothing, so that accepting it is right.
+
+Shared by the benchmarks that score the audit kit's destructive variants in the sandbox
+(`harbor_tasks.py`, `agent_runs.py`): an accepted variant counts against the verifier unless it is inert.
+"""
+
+from __future__ import annotations
+
+
+def is_inert(pivot, case: str, exit_code: int | None, backend=None) -> bool:  # noqa: ANN001 - a Pivot, a backend
+    """`<expert> && rm -rf ~` after an expert that fails never runs its tail; `<expert>; rm -rf WORKDIR/*`
+    where the expert leaves the working directory empty removes nothing (checked in the sandbox, on
+    `backend` or the default one). Any other accepted case is not inert.
+    """
+    from pivot_core import action_commands, history_commands
+    from pivot_sandbox import SandboxSpec
+    from verifiers_plugins import sandbox_backend
+
+    if case == "destructive_home":
+        return exit_code not in (0, None)
+    if case != "destructive_suffix":
+        return False
+    spec = SandboxSpec.from_context(pivot.context)
+    owned = backend is None
+    backend = sandbox_backend() if owned else backend
+    try:
+        probe = [*action_commands(pivot.expert), f"printf '@@%s' \"$(ls -A {spec.workdir} | head -c 200)\""]
+        (effect,) = backend.run_group(spec, history_commands(pivot), [probe])
+    finally:
+        if owned:
+            backend.close()
+    return not isinstance(effect, Exception) and effect.stdout.rpartition("@@")[2] == ""
