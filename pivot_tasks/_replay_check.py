@@ -84,6 +84,12 @@ class Step:
     timed_out: bool = False
     written: str = ""  # the command as the agent wrote it, where its harness ran it wrapped ("": `commands`)
     cell: bool = False  # an OpenHands IPython cell, replayed in a kernel-equivalent process (`pivot_core._ipython`)
+    # the recording printed tabs as spaces to the next multiple of 8 (mini-swe-agent's agent.log, through rich)
+    tabs_expanded: bool = False
+
+    def as_recorded(self, replayed: str) -> str:
+        """The replayed output as the recording shows outputs (tabs expanded where it expanded them)."""
+        return replayed.expandtabs(8) if self.tabs_expanded else replayed
 
     @property
     def named(self) -> str:
@@ -115,7 +121,8 @@ def _recorded_mini(turn: int, message: Message, answer: Message | None, context:
     code = _RETURNCODE.search(text)
     output = _OUTPUT.search(text)
     recorded = output.group(1) if output is not None and not any(mark in text for mark in _PARTIAL) else None
-    return Step(turn, commands, int(code.group(1)) if code else None, recorded, written=written)
+    rendered = context.get("format") == "mini-swe-agent-log"  # printed through rich: tabs became spaces
+    return Step(turn, commands, int(code.group(1)) if code else None, recorded, written=written, tabs_expanded=rendered)
 
 
 def _recorded_cell(turn: int, commands: tuple[str, ...], recorded: Mapping[str, Any], args: Any) -> Step:
@@ -267,7 +274,11 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
             return step.turn, f"the replay stopped before {step.named}"
         out1 = b"".join(r.stdout for r, _ in first[k:end]).decode(errors="replace")
         out2 = b"".join(r.stdout for r, _ in second[k:end]).decode(errors="replace")
-        if step.output is not None and _same_output(out1, out2) and not _same_lines(out1, step.output):
+        if (
+            step.output is not None
+            and _same_output(out1, out2)
+            and not _same_lines(step.as_recorded(out1), step.output)
+        ):
             return step.turn, f"output differs from the recorded one: {step.named}"
         k = end
     return None

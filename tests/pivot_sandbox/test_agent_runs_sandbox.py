@@ -305,3 +305,21 @@ def test_cli_check_replay_reports_faithful_pivots(shared_data: Path, docker_clie
     assert report["skipped"] == [] and report["diverged"] == {}
     alone = CliRunner().invoke(app, ["convert", str(src), str(out), "--check-replay"])
     assert alone.exit_code == 1 and "--tasks-dir" in alone.stderr
+
+
+def test_a_tab_printed_as_spaces_in_mini_swe_agents_log_is_the_same_output():
+    # raman-fitting: `head -20 graphene.dat` prints tab-separated columns; agent.log (through rich) shows
+    # them at 8-column stops, and the replay diverged there before. A trajectory file keeps tabs as tabs
+    from pivot_tasks._replay_check import recorded_steps
+
+    answer = "<returncode>0</returncode>\n<output>\n47183,554644    19261,547207\n1,5     2\n</output>"
+    chat = [Message("assistant", "THOUGHT: look.\n\n```bash\nhead -2 graphene.dat\n```"), Message("user", answer)]
+    replayed = SimpleNamespace(killed=None, exit_code=0, stdout=b"47183,554644\t19261,547207\r\n1,5\t2\r\n")
+    runs = [[(replayed, "/app")]] * 2
+    (logged,) = recorded_steps(chat, {"harness": "mini-swe-agent", "format": "mini-swe-agent-log"})
+    assert first_divergence([logged], runs) is None
+    (kept,) = recorded_steps(chat, {"harness": "mini-swe-agent", "format": "mini-swe-agent-trajectory"})
+    assert "output differs" in first_divergence([kept], runs)[1]
+    # spaces are not tabs the other way round: a replay that printed other spaces still diverges
+    other = SimpleNamespace(killed=None, exit_code=0, stdout=b"47183,554644 19261,547207\n1,5 2\n")
+    assert first_divergence([logged], [[(other, "/app")]] * 2) is not None
