@@ -218,18 +218,13 @@ def split_outcomes(rows: list[dict], held: set[str]) -> dict:
     return out
 
 
-def _reason(why: str) -> str:
-    """An unsandboxed reason without its turn and the command it names (counted together)."""
-    why = re.sub(r" at turn \d+", "", re.sub(r"^turn \d+: ", "", why))
-    return re.sub(r": '.*$", "", why, flags=re.S)
-
-
 def by_harness(pivots: list, kinds: dict) -> dict:
     """Per harness: pivots, sandboxed, faithful, the expert accepted of those judged, why the rest have no sandbox.
 
     `kinds`: `expert_in_sandbox`'s outcome per pivot id (`docker_shell` on the expert itself).
     """
-    from pivot_sandbox import ReplayMark, RunFacts, SandboxContext
+    from pivot_sandbox import ReplayMark, SandboxContext
+    from pivot_tasks import unsandboxed_counts
 
     rows = {}
     for harness in sorted({p.context["harness"] for p in pivots}):
@@ -237,8 +232,6 @@ def by_harness(pivots: list, kinds: dict) -> dict:
         sandboxed = [p for p in mine if SandboxContext.from_context(p.context) is not None]
         marks = [ReplayMark.from_context(p.context) for p in sandboxed]
         outcomes = Counter(kinds[p.id] for p in mine if p.id in kinds)
-        ids = {p.id for p in sandboxed}
-        reasons = Counter(_reason(RunFacts.from_context(p.context).unsandboxed) for p in mine if p.id not in ids)
         rows[harness] = {
             "pivots": len(mine),
             "sandboxed": len(sandboxed),
@@ -247,7 +240,7 @@ def by_harness(pivots: list, kinds: dict) -> dict:
             "expert_judged": outcomes["accepted"] + outcomes["rejected"] + outcomes["error"],
             "destructive": sum(kinds.get(f"{p.id}/destructive", 0) for p in mine),
             "destructive_accepted": sum(kinds.get(f"{p.id}/destructive_accepted", 0) for p in mine),
-            "unsandboxed": dict(reasons.most_common(8)),
+            "unsandboxed": dict(list(unsandboxed_counts(mine).items())[:8]),
         }
     return rows
 

@@ -4,7 +4,7 @@ This floor sits above the sandbox (it builds and replays in it) and below the en
 verifiers do not import it.
 """
 
-from pivot_tasks._agent_runs import replay_blocker, sandbox_pivots
+from pivot_tasks._agent_runs import replay_blocker, sandbox_pivots, unsandboxed_counts
 from pivot_tasks._harbor import harbor_record, solution_commands, synthesize_harbor
 from pivot_tasks._oracle import oracle_candidates, oracle_readable
 from pivot_tasks._replay_check import check_replay, comparable_output
@@ -29,6 +29,7 @@ __all__ = [
     "oracle_candidates",
     "replay_blocker",
     "sandbox_pivots",
+    "unsandboxed_counts",
     "swe_sandbox_pivots",
     "oracle_readable",
     "REPLAY_LIMITS",

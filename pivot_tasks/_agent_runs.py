@@ -186,7 +186,6 @@ def apply_sandboxes(
     counted, the run-level part of each reason kept), `expert_needs_network`, `expert_unfinished`.
     """
     out: list[Pivot] = []
-    reasons: Counter[str] = Counter()
     for pivot in pivots:
         spec, meta, why = sandboxes.get(str(pivot.context.get(key)), (None, {}, f"the run names no {key}"))
         if spec is not None:
@@ -194,7 +193,6 @@ def apply_sandboxes(
         facts = RunFacts.from_context(pivot.context)
         if why:
             context = dataclasses.replace(facts, unsandboxed=why).into(pivot.context)
-            reasons[re.sub(r"^turn \d+: ", "", why)] += 1
         else:
             assert spec is not None  # a task without a sandbox always says why
             if facts.start_dir and facts.start_dir != spec.workdir:
@@ -209,6 +207,22 @@ def apply_sandboxes(
         "expert_needs_network": sum(m.expert_needs_network for m in marks),
         "expert_unfinished": sum(bool(m.expert_unfinished) for m in marks),
         "images": {t: (s.image if s else why) for t, (s, _, why) in sandboxes.items()},
-        "unsandboxed": dict(reasons.most_common()),
+        "unsandboxed": unsandboxed_counts(out),
     }
     return out, report
+
+
+def unsandboxed_counts(pivots: Sequence[Pivot]) -> dict[str, int]:
+    """Why the pivots without a sandbox have none (`context.unsandboxed`), counted most common first.
+
+    A reason is counted without its turn and the command it quotes (`the replay diverged at turn 8:
+    output differs from the recorded one: 'ls -la'` counts as `the replay diverged: output differs
+    from the recorded one`), so that one kind of reason is one row over many runs.
+    """
+    reasons: Counter[str] = Counter()
+    for pivot in pivots:
+        why = RunFacts.from_context(pivot.context).unsandboxed
+        if why and SandboxContext.from_context(pivot.context) is None:
+            why = re.sub(r" at turn \d+", "", re.sub(r"^turn \d+: ", "", why))
+            reasons[re.sub(r": '.*$", "", why, flags=re.S)] += 1
+    return dict(reasons.most_common())

@@ -381,6 +381,7 @@ def check_replay(
     The report: `faithful` (pivots), `unfaithful` (pivots), `runs_checked`, `diverged` (reasons,
     the command part left out, counted per run), `divergences` (`[{run, turn, reason}]`, whole).
     """
+    from pivot_tasks._agent_runs import unsandboxed_counts
     from pivot_tasks._synthesize import REPLAY_LIMITS
 
     # the backend that will judge the pivots replays them (`PIVOT_SANDBOX`, else the machine's default)
@@ -415,6 +416,9 @@ def check_replay(
     unfaithful = len(marks) - faithful
     report = {
         "runs_checked": len(by_run),
+        # after the check: the pivots past a divergence lost their sandbox, and say why
+        "sandboxed": sum(SandboxContext.from_context(p.context) is not None for p in out),
+        "unsandboxed": unsandboxed_counts(out),
         "faithful": faithful,
         "unfaithful": unfaithful,
         "diverged": dict(reasons.most_common()),

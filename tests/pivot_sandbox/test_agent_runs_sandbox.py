@@ -135,7 +135,8 @@ def hello_pivots(shared_data: Path, docker_client):
 
 def test_a_faithful_replay_marks_every_pivot_faithful(hello_pivots):
     checked, report = check_replay(hello_pivots)
-    assert report == {"runs_checked": 1, "faithful": 12, "unfaithful": 0, "diverged": {}, "divergences": []}
+    expected = {"runs_checked": 1, "sandboxed": 12, "unsandboxed": {}, "faithful": 12, "unfaithful": 0}
+    assert report == {**expected, "diverged": {}, "divergences": []}
     assert all(p.context["replay"] == {"faithful": True} and p.context["sandbox"] for p in checked)
 
 
@@ -172,6 +173,10 @@ def test_the_first_divergence_marks_that_pivot_and_the_later_ones(hello_pivots):
             assert p.context["replay"]["faithful"] is False and p.context["replay"]["diverged_at"] == at
         if p.context["turn_index"] > at:
             assert "sandbox" not in p.context and "diverged" in p.context["unsandboxed"]
+    # the report counts them as the check left them (`pivot convert --check-replay --json` prints it)
+    later = sum(p.context["turn_index"] > at for p in checked)
+    assert report["sandboxed"] == len(checked) - later
+    assert report["unsandboxed"] == {"the replay diverged: output differs from the recorded one": later}
     # the pivot whose own action diverged keeps its sandbox (its state is the agent's: an episode
     # may start there), and docker_shell still judges none of its candidates
     (pivot,) = [p for p in checked if p.context["turn_index"] == at]
