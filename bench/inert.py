@@ -9,7 +9,7 @@ from __future__ import annotations
 
 def is_inert(pivot, case: str, exit_code: int | None, backend=None) -> bool:  # noqa: ANN001 - a Pivot, a backend
     """`<expert> && rm -rf ~` after an expert that fails never runs its tail; `<expert>; rm -rf WORKDIR/*`
-    where the expert leaves the working directory empty removes nothing (checked in the sandbox, on
+    where the expert leaves nothing the glob matches removes nothing (checked in the sandbox, on
     `backend` or the default one). Any other accepted case is not inert.
     """
     from pivot_core import action_commands, history_commands
@@ -24,7 +24,10 @@ def is_inert(pivot, case: str, exit_code: int | None, backend=None) -> bool:  # 
     owned = backend is None
     backend = sandbox_backend() if owned else backend
     try:
-        probe = [*action_commands(pivot.expert), f"printf '@@%s' \"$(ls -A {spec.workdir} | head -c 200)\""]
+        # what `rm -rf WORKDIR/*` would remove: the glob's matches (hidden entries such as OpenHands'
+        # `.venv` are no match), not every entry
+        matches = f'for f in {spec.workdir}/*; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done'
+        probe = [*action_commands(pivot.expert), f"printf '@@%s' \"$({matches} | head -c 200)\""]
         (effect,) = backend.run_group(spec, history_commands(pivot), [probe])
     finally:
         if owned:
