@@ -141,12 +141,20 @@ class NamespaceBackend:
     ) -> list[tuple[Step, str]]:
         """Run commands one by one in one sandbox at the set-up state (`replay/session.transcript`).
 
-        A state whose replay needs registry access is Docker's to run (`backend_for`), as a verdict's is.
+        The commands are a replay: with registry access (`replay_access`: the host network, for the
+        history's `pip install`) or services they are Docker's to run, which gives both, as it replays
+        such a state's history for a verdict. (Until 2026-12-06 only the set-up was handed over, and the
+        commands ran here with no network: every recorded `pip install` failed in `check_replay`.)
         """
         spec = self._numeric(spec)
-        ran, _ = self.backend_for(spec, ())
-        if ran is not self:
-            return ran.transcript(spec, commands, timeout, stop)
+        if spec.replay_access or spec.services:
+            if self.docker is None:
+                raise SandboxError("this transcript needs registry access or services, which only Docker gives")
+            docker = self.docker(limits=self.limits, base_url=self.base_url)
+            try:
+                return docker.transcript(spec, commands, timeout, stop)
+            finally:
+                docker.close()
         root = self._images.root(spec.image)
         box = self._launcher.launch(spec, root, (root.path,), self._launcher.path("transcript"), "replay")
         try:

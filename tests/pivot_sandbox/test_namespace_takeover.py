@@ -263,3 +263,22 @@ def test_a_device_node_the_replay_made_keeps_the_state_with_docker(ci_pivots):
         pivot, [terminus("head -c 4 disk | wc -c")]
     )
     assert verdict.details["backend"] == "docker" and "device node" in verdict.details["backend_why"], verdict
+
+
+@needs_both
+def test_a_transcript_with_registry_access_runs_in_the_hosts_network(ci_pivots):
+    # `check_replay` replays a run's commands with `transcript`: on the namespace backend only the set-up was
+    # handed to Docker, and the commands ran with no network (get-bitcoin-nodes' `pip install Flask`: exit 1)
+    from pivot_sandbox import namespace_backend
+
+    backend = namespace_backend(action_timeout=6.0)
+    try:
+        networks = {}
+        for access in (True, False):
+            spec = SandboxSpec(image=f"pivot-gym/task:{HELLO}", shell="/bin/bash", user="root", replay_access=access)
+            ((raw, _),) = backend.transcript(spec, ["ls /sys/class/net"])
+            networks[access] = raw.stdout.decode().split()
+    finally:
+        backend.close()
+    assert set(networks[False]) <= {"lo"}  # a sandbox of its own: no interface but its loopback
+    assert set(networks[True]) == set(os.listdir("/sys/class/net")) and len(networks[True]) > 1, networks
