@@ -44,10 +44,15 @@ MINI_SWE_AGENT_TIMEOUT = 30.0  # seconds: `LocalEnvironmentConfig.timeout`
 # its output goes through a pipe that nobody reads once the shell is killed (what it left running
 # meets a broken pipe at its next write, as in the run), and its input is a terminal nobody types
 # into (a read waits, as mini's own terminal made it wait; /dev/null would end it). `timeout
-# --foreground` kills the shell alone and exits 137 then.
+# --foreground` kills the shell alone and exits 137 then. A shell that ends before the timeout while
+# something it started still holds the output pipe (`python3 server.py &`) did not end for the
+# harness either: `subprocess.run` reads the pipe to its end, so it waited out its timeout, which is
+# why the run shows a timeout. The pipe's reader is bounded by the same timeout: where it is still
+# reading then, the status is 137 as well.
 _KILLED_AT_TIMEOUT = (
-    'd=$(mktemp -d) && mkfifo "$d/i" "$d/o" && { cat "$d/o" & c=$!; '
+    'd=$(mktemp -d) && mkfifo "$d/i" "$d/o" && { timeout -s KILL "$1" cat "$d/o" & c=$!; '
     'timeout --foreground -s KILL "$1" {shell} "$2" <>"$d/i" >"$d/o" 2>&1; r=$?; '
+    'if [ $r -ne 137 ]; then wait $c; [ $? -ne 137 ] || r=137; fi; '
     'kill $c 2>/dev/null; rm -rf "$d"; exit $r; }'
 )
 # How mini-swe-agent's environment hands a command to a shell: `LocalEnvironment` (the Terminal-Bench

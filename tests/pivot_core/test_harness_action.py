@@ -68,3 +68,16 @@ def test_a_killed_command_is_killed_as_the_harness_killed_it():
     started = time.monotonic()
     ran = _shell(mini_swe_agent_command("(sleep 2; echo late) & echo early; sleep 9", 1))
     assert ran.returncode == KILLED_STATUS and ran.stdout == "early\n" and time.monotonic() - started < 2
+
+
+def test_a_server_left_holding_the_output_times_out_as_it_did_for_the_harness():
+    # solana-data: `python3 solana_server.py &` came back as a timeout in the run (subprocess.run reads the
+    # pipe to its end, which the server holds); the replay's shell ended at once with 0 and diverged there
+    started = time.monotonic()
+    ran = _shell(mini_swe_agent_command("sleep 4 & echo started", 1))  # ends by itself later
+    assert ran.returncode == KILLED_STATUS and ran.stdout == "started\n"
+    assert 1 <= time.monotonic() - started < 10
+    # one that lets go of the output ends when its shell ends, with its shell's status
+    started = time.monotonic()
+    ran = _shell(mini_swe_agent_command("sleep 4 >/dev/null 2>&1 & echo detached; exit 4", 1))
+    assert ran.returncode == 4 and ran.stdout == "detached\n" and time.monotonic() - started < 1
