@@ -52,7 +52,7 @@ MINI_SWE_AGENT_TIMEOUT = 30.0  # seconds: `LocalEnvironmentConfig.timeout`
 _KILLED_AT_TIMEOUT = (
     'd=$(mktemp -d) && mkfifo "$d/i" "$d/o" && { timeout -s KILL "$1" cat "$d/o" & c=$!; '
     'timeout --foreground -s KILL "$1" {shell} "$2" <>"$d/i" >"$d/o" 2>&1; r=$?; '
-    'if [ $r -ne 137 ]; then wait $c; [ $? -ne 137 ] || r=137; fi; '
+    "if [ $r -ne 137 ]; then wait $c; [ $? -ne 137 ] || r=137; fi; "
     'kill $c 2>/dev/null; rm -rf "$d"; exit $r; }'
 )
 # How mini-swe-agent's environment hands a command to a shell: `LocalEnvironment` (the Terminal-Bench
