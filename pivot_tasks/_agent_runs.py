@@ -224,5 +224,5 @@ def unsandboxed_counts(pivots: Sequence[Pivot]) -> dict[str, int]:
         why = RunFacts.from_context(pivot.context).unsandboxed
         if why and SandboxContext.from_context(pivot.context) is None:
             why = re.sub(r" at turn \d+", "", re.sub(r"^turn \d+: ", "", why))
-            reasons[re.sub(r": '.*$", "", why, flags=re.S)] += 1
+            reasons[re.sub(r": ['\"].*$", "", why, flags=re.S)] += 1  # the command, quoted either way
     return dict(reasons.most_common())

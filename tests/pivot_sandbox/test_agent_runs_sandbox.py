@@ -328,3 +328,24 @@ def test_a_tab_printed_as_spaces_in_mini_swe_agents_log_is_the_same_output():
     # spaces are not tabs the other way round: a replay that printed other spaces still diverges
     other = SimpleNamespace(killed=None, exit_code=0, stdout=b"47183,554644 19261,547207\n1,5 2\n")
     assert first_divergence([logged], [[(other, "/app")]] * 2) is not None
+
+
+def test_unsandboxed_reasons_are_counted_without_their_turn_and_quoted_command():
+    from pivot_tasks import unsandboxed_counts
+
+    def pivot(n: int, why: str | None, sandbox: dict | None = None) -> Pivot:
+        context = {"unsandboxed": why} if why else {}
+        context |= {"sandbox": sandbox} if sandbox else {}
+        return Pivot(f"r#{n}", "terminal", (Message("user", "go"),), Message("assistant", "ok"), context=context)
+
+    diverged = "the replay diverged at turn {}: output differs from the recorded one: {}"
+    pivots = [
+        pivot(1, diverged.format(4, "'ls -la'")),
+        pivot(2, diverged.format(50, repr("strings x || grep -a '[[:print:]'"))),  # quoted with "..."
+        pivot(3, "turn 7: an IPython cell (the kernel's state is not replayed)"),
+        pivot(4, None, {"image": "pivot-gym/task:t"}),
+    ]
+    assert unsandboxed_counts(pivots) == {
+        "the replay diverged: output differs from the recorded one": 2,
+        "an IPython cell (the kernel's state is not replayed)": 1,
+    }
