@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pivot_sandbox.contract.backend import ImageResolver, SandboxBackend, Step, StopRule
+from pivot_sandbox.contract.network import needs_network
 from pivot_sandbox.contract.spec import Effect, Limits, SandboxSpec
 from pivot_sandbox.errors import ProcessesNotRestored, SandboxError, SandboxUnavailable, StateRefused
 from pivot_sandbox.images.stock import ensure_stock_image, image_id
@@ -141,20 +142,24 @@ class NamespaceBackend:
     ) -> list[tuple[Step, str]]:
         """Run commands one by one in one sandbox at the set-up state (`replay/session.transcript`).
 
-        The commands are a replay: with registry access (`replay_access`: the host network, for the
-        history's `pip install`) or services they are Docker's to run, which gives both, as it replays
-        such a state's history for a verdict. (Until 2026-12-06 only the set-up was handed over, and the
-        commands ran here with no network: every recorded `pip install` failed in `check_replay`.)
+        Commands that reach the network (`needs_network`: `pip install`, `apt-get`, `curl`) with
+        registry access (`replay_access`) are Docker's to run, whole: it gives them the host network, as it
+        does to such a state's history for a verdict; the others run here (a state with services is
+        Docker's through `backend_for`). Until 2026-12-06 only the set-up was handed over, and every
+        recorded `pip install` failed in `check_replay` for want of a network.
         """
         spec = self._numeric(spec)
-        if spec.replay_access or spec.services:
+        if spec.replay_access and needs_network(list(commands)):
             if self.docker is None:
-                raise SandboxError("this transcript needs registry access or services, which only Docker gives")
+                raise SandboxError("this transcript reaches the registries, which only the Docker backend gives")
             docker = self.docker(limits=self.limits, base_url=self.base_url)
             try:
                 return docker.transcript(spec, commands, timeout, stop)
             finally:
                 docker.close()
+        ran, _ = self.backend_for(spec, ())
+        if ran is not self:
+            return ran.transcript(spec, commands, timeout, stop)
         root = self._images.root(spec.image)
         box = self._launcher.launch(spec, root, (root.path,), self._launcher.path("transcript"), "replay")
         try:

@@ -272,13 +272,15 @@ def test_a_transcript_with_registry_access_runs_in_the_hosts_network(ci_pivots):
     from pivot_sandbox import namespace_backend
 
     backend = namespace_backend(action_timeout=6.0)
+    install = "true || apt-get update"  # a command that reaches the registries (`needs_network`), never run here
     try:
         networks = {}
-        for access in (True, False):
+        for access, commands in ((True, [install]), (False, [install]), (True, [])):
             spec = SandboxSpec(image=f"pivot-gym/task:{HELLO}", shell="/bin/bash", user="root", replay_access=access)
-            ((raw, _),) = backend.transcript(spec, ["ls /sys/class/net"])
-            networks[access] = raw.stdout.decode().split()
+            ((raw, _), *_) = backend.transcript(spec, ["ls /sys/class/net", *commands])
+            networks[access, bool(commands)] = raw.stdout.decode().split()
     finally:
         backend.close()
-    assert set(networks[False]) <= {"lo"}  # a sandbox of its own: no interface but its loopback
-    assert set(networks[True]) == set(os.listdir("/sys/class/net")) and len(networks[True]) > 1, networks
+    assert set(networks[True, True]) == set(os.listdir("/sys/class/net")) and len(networks[True, True]) > 1
+    # no registry access, or no command that reaches the network: a sandbox of its own, run here
+    assert set(networks[False, True]) <= {"lo"} and set(networks[True, False]) <= {"lo"}, networks
