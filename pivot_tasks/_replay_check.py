@@ -378,7 +378,8 @@ def check_replay(
 ) -> tuple[list[Pivot], dict[str, Any]]:
     """Mark every sandboxed pivot `context.replay` (see the module docstring); the report.
 
-    The report: `faithful` (pivots), `unfaithful` (pivots), `runs_checked`, `diverged` (reasons,
+    The report: `faithful` (pivots), `unfaithful` (pivots), `runs_checked`, `sandboxed` and
+    `unsandboxed` (reason -> count, `unsandboxed_counts`) as the check left them, `diverged` (reasons,
     the command part left out, counted per run), `divergences` (`[{run, turn, reason}]`, whole).
     """
     from pivot_tasks._agent_runs import unsandboxed_counts
