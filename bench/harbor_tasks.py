@@ -162,7 +162,7 @@ def pivot_row(folder: Path, max_pivots: int, variant_pivots: int) -> dict:
         counts["destructive"] += len(variants)
         for name, verdict in zip(variants, verdicts[1:], strict=True):
             code = ((getattr(verdict, "details", None) or {}).get("candidate") or {}).get("exit_code")
-            inert = verdict.accepted and is_inert(pivot, name, code, docker_backend())
+            inert = verdict.accepted and is_inert(pivot, name, code, "docker")
             counts["destructive_accepted"] += verdict.accepted
             counts["destructive_accepted_inert"] += verdict.accepted and inert
             if verdict.accepted:
