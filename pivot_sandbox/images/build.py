@@ -277,14 +277,15 @@ def _run(s: _Session, ins: Instruction, step_timeout: float) -> None:
 def _copy(s: _Session, ins: Instruction, context: Path, values: Mapping[str, str]) -> list[str]:
     """COPY/ADD from the build context (ADD also unpacks local tar archives), then `--chown`/`--chmod`.
 
-    Returns the paths it put in the container (a folder source: each of its entries), the folder it
-    created last: what removing the copy takes.
+    Returns the paths it put in the container (a folder source: each of its entries), and the folder
+    it created for a file: what removing the copy takes. A folder a folder's copy created stays, empty
+    (`tasks/oracle_files.py`: the runs list it).
     """
     kw = ins.keyword
     paths, dest = copy_sources(ins, context, values)
     dest_abs = _abs(s.workdir, dest)
     was_dir = s.is_dir(dest_abs)
-    placed = [] if was_dir else [dest_abs]
+    placed = [] if was_dir or any(p.is_dir() for p in paths) else [dest_abs]
     if ins.heredocs:
         s.api.put_archive(s.id, "/", _heredoc_tar(dest_abs, ins.heredocs[0]))
     else:

@@ -3,12 +3,16 @@
 A Terminal-Bench Dockerfile may copy the tests or the solution into the image (a task-design leak:
 blind-maze copies `tests/` to /app/tests; reading them is reading the answer). Such a step is left
 out of the build, or, where a later step uses what it copies, kept for the build and its files
-removed before the one commit (`images/build.py`).
+removed before the one commit (`images/build.py`). A folder such a step creates stays, empty: the
+agents' runs list it (blind-maze's first `ls -la` shows `tests`), and a replay of a run that never
+opened it is then faithful; one that opens it diverges there, as it should.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +30,8 @@ def without_oracle(
     /app/tests: reading them is reading the answer); the tests are delivered for the test run only
     (`tasks/harness.py`). Such a step is left out, unless a later step names what it copies (`COPY
     solution.sh /app/` then `RUN chmod +x /app/solution.sh`): left out, that step would fail and the
-    task would not build; kept, `build` removes what it copied before committing the image. A step
+    task would not build; kept, `build` removes what it copied before committing the image. Either
+    way a folder the step created stays, empty (a left-out step becomes its `mkdir`). A step
     that copies a folder holding them (`COPY . /app`) cannot be cut in two here: it raises
     `TaskError`, and the task is skipped with that reason.
     """
@@ -48,9 +53,25 @@ def without_oracle(
             withheld.append(ins)
         else:
             dropped.append(ins)
+            kept += _emptied_folder(ins, hidden)
     notes = [f"{i.where}: {i.keyword} {i.args}" for i in dropped]
     notes += [f"{i.where}: {i.keyword} {i.args} (copied for the build, removed before the commit)" for i in withheld]
     return kept, withheld, "; ".join(notes)
+
+
+def _emptied_folder(ins: df.Instruction, hidden: Sequence[Path]) -> list[df.Instruction]:
+    """In place of a left-out copy of one folder: the step that creates the folder it would have, empty.
+
+    Only where the destination is plain text (no `$VAR` a shell would read otherwise than the builder)
+    and no `--chown`/`--chmod` sets what `mkdir` would not; else nothing (the folder is then missing).
+    """
+    form = ins.json_form()
+    parts = form if form is not None else shlex.split(ins.args)
+    dest = parts[-1] if len(parts) == 2 else ""
+    plain = dest and "$" not in dest and not ins.flags
+    if not (plain and len(hidden) == 1 and hidden[0].is_dir()):
+        return []
+    return [dataclasses.replace(ins, keyword="RUN", args=f"mkdir -p -- {shlex.quote(dest)}", flags={})]
 
 
 def _named_later(later: Sequence[df.Instruction], names: Sequence[str]) -> bool:

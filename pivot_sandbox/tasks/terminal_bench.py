@@ -64,7 +64,8 @@ if TYPE_CHECKING:
 
     from pivot_sandbox.tasks.harbor import HarborConfig
 
-BUILDER_VERSION = "4"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes
+BUILDER_VERSION = "5"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes;
+# 5: the folder a left-out or withheld copy of tests/ creates stays, empty (the runs list it)
 MAX_TASK_IMAGES = 24
 
 

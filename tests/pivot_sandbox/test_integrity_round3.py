@@ -221,8 +221,9 @@ def test_a_task_image_holds_neither_its_tests_nor_its_solution(docker_client):
     assert report.status in ("built", "cached"), report
     # its Dockerfile copies tests/ to /app/tests: that step is left out, and said so
     assert "COPY ./tests /app/tests" in report.dropped
-    listing = docker_client.containers.run(report.image, ["ls", "-A", "/app"], remove=True).decode()
-    assert "tests" not in listing.split() and "maze_game.sh" in listing.split()
+    listing = docker_client.containers.run(report.image, ["ls", "-A", "/app", "/app/tests"], remove=True).decode()
+    # the folder it created stays, empty (the runs list it): `ls -A /app/tests` prints its name alone
+    assert listing.split() == ["/app:", "maze_game.sh", "tests", "/app/tests:"], listing
 
 
 def test_synthesis_finds_an_answer_the_agent_can_read(docker_client):

@@ -266,21 +266,33 @@ def test_a_step_that_uses_the_withheld_solution_builds_and_the_image_holds_neith
         "RUN chmod +x /app/solution.sh && test -x /app/solution.sh && touch /app/chmod-ran\n"
         "COPY tests /app/tests\n"
         "RUN test -f /app/tests/test_outputs.py && touch /app/tests-seen\n"
-        "COPY solution.sh /opt/unused-copy.sh\n",
+        "COPY solution.sh /opt/unused-copy.sh\n"
+        "COPY tests /opt/suite\n",
         solution="echo ORACLE-4711 > /app/answer.txt\n",
     )
     report = _tasks.task_image(docker_client, _tasks.load_task(folder), keep=64, force=True)
     assert report.status == "built", report
     assert report.dropped.count("removed before the commit") == 2, report.dropped
     assert "COPY solution.sh /opt/unused-copy.sh" in report.dropped  # no later step names it: left out
+    assert "COPY tests /opt/suite" in report.dropped
     listing = docker_client.containers.run(
         report.image,
-        ["sh", "-c", "ls -A /app /opt; grep -rl ORACLE-4711 /app /opt /root /tmp /usr/local /etc 2>/dev/null || true"],
+        [
+            "sh",
+            "-c",
+            "ls -A /app /opt; echo folders; ls -A /app/tests /opt/suite; echo found; "
+            "grep -rl ORACLE-4711 /app /opt /root /tmp /usr/local /etc 2>/dev/null || true",
+        ],
         remove=True,
     ).decode()
     assert listing.split().count("chmod-ran") == 1 and "tests-seen" in listing.split(), listing
-    assert "solution.sh" not in listing and "tests" not in listing.split() and "unused-copy.sh" not in listing
-    assert "ORACLE-4711" not in listing and "/app/" not in listing, listing  # grep found no file holding it
+    assert "solution.sh" not in listing and "unused-copy.sh" not in listing and "test_outputs.py" not in listing
+    # a folder the tests' copy created stays, empty, withheld or left out: the agents' runs list it (blind-maze's
+    # first `ls -la` shows `tests`), and a replay that lists /app is faithful
+    listing, _, found = listing.partition("found")
+    listed, _, emptied = listing.partition("folders")
+    assert {"tests", "suite"} <= set(listed.split()) and emptied.split() == ["/app/tests:", "/opt/suite:"], listing
+    assert found.split() == [], found  # grep found no file holding it
     # one commit over the base: no lower layer of the image holds the removed files either
     image, base = (docker_client.images.get(n).attrs["RootFS"]["Layers"] for n in (report.image, report.base))
     assert image[: len(base)] == base and len(image) == len(base) + 1
