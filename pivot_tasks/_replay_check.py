@@ -22,10 +22,10 @@ replay of the pivots does). Each may run `CHECK_TIMEOUT` seconds, or the longest
 gave its own commands in the run: a command that waits longer here (a download from a host outside
 the registries) is stopped, and the replay diverges there. A mini-swe-agent command the harness
 killed at its timeout runs for that timeout and is killed the same way; one that ends by itself
-here with exit 0 diverges (it finished what the run's did not: a training run that ends within the
-timeout on this machine), one that fails before the timeout does not by itself (a `pip install`
-that waited on a download in the run fails at once here); what either left is checked by the next
-observations like any state.
+here before it, failing or not, is no divergence by itself (a `pip install` that waited on a
+download in the run fails at once here, or completes from the registries' mirror): what it left is
+checked by the next observations like any state (the run's next `pip install` of the same package
+downloads it, the replay's finds it installed).
 
 The first action whose result differs (typically a command that reached the network during the
 run) marks the pivot at that turn and every later pivot of the run `context.replay = {"faithful":
@@ -100,14 +100,13 @@ class Step:
         """The replay's exit code is not the recorded one (-1, a command still running, is no record)."""
         return self.exit_code is not None and self.exit_code != -1 and replayed != self.exit_code
 
-    def failed_early(self, replayed: int | None) -> bool:
-        """A command the harness killed at its timeout failed here before it (nonzero, not killed).
+    def ended_early(self, replayed: int | None) -> bool:
+        """A command the harness killed at its timeout ended here before it (its own exit code, not killed).
 
         No divergence by itself (a `pip install` that waited on a download in the run fails at once
-        here): what it left is checked by the next observations. Ending with 0 is one (it finished what
-        the run's did not).
+        here, or completes from the registries' mirror): what it left is checked by the next observations.
         """
-        return self.timed_out and self.exit_code_differs(replayed) and replayed not in (0, None)
+        return self.timed_out and self.exit_code_differs(replayed) and replayed is not None
 
 
 def _recorded_mini(turn: int, message: Message, answer: Message | None, context: Mapping[str, Any]) -> Step | None:
@@ -262,12 +261,9 @@ def first_divergence(steps: Sequence[Step], runs: Sequence[Sequence[Any]]) -> tu
             return None
         if raw.killed:
             return step.turn, f"the replay of {step.named} was stopped ({raw.killed})"
-        if step.failed_early(raw.exit_code):
+        if step.ended_early(raw.exit_code):
             k = end
             continue
-        if step.timed_out and raw.exit_code == 0:
-            why = "ended by itself (exit 0) before the harness's timeout, which killed it in the run"
-            return step.turn, f"{why}: {step.named}"
         if step.exit_code_differs(raw.exit_code):
             return step.turn, f"exit code {raw.exit_code}, recorded {step.exit_code}: {step.named}"
         if end > len(second):  # the first replay alone decides the two above (`check_replay` replays no further)
@@ -294,14 +290,14 @@ CHECK_TIMEOUT = 300.0
 def _exit_code_differs(steps: Sequence[Step]) -> Callable[[int, Any], bool]:
     """`stop` for a transcript of the steps' commands: true after a step whose exit code is a divergence.
 
-    The rule `first_divergence` applies: a killed command that failed early here goes on (`Step.failed_early`).
+    The rule `first_divergence` applies: a killed command that ended early here goes on (`Step.ended_early`).
     """
     last, k = {}, 0  # the index of each step's last command -> the step
     for step in steps:
         k += len(step.commands)
         last[k - 1] = step
     return lambda i, raw: (
-        i in last and last[i].exit_code_differs(raw.exit_code) and not last[i].failed_early(raw.exit_code)
+        i in last and last[i].exit_code_differs(raw.exit_code) and not last[i].ended_early(raw.exit_code)
     )
 
 
