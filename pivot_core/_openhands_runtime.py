@@ -130,11 +130,12 @@ def runtime_setup(files: Sequence[Mapping[str, str]]) -> tuple[tuple[str, ...], 
     return tuple(commands), env
 
 
-def runtime_note(action: str, cell: bool = False) -> str:
+def runtime_note(action: str, cell: bool = False, output: str | None = None) -> str:
     """Why a divergence at this action is the runtime's, not the replay's; "" when nothing says so.
 
     `action`: the diverging action as the agent wrote it (a command, a cell's code); `cell`: an
-    IPython cell, which OpenHands' kernel ran on the runtime's own interpreter.
+    IPython cell, which OpenHands' kernel ran on the runtime's own interpreter; `output`: what the run
+    recorded for it (fix-pandas-version's `find /app -name setup.py` listed the runtime's venv).
     """
     if cell:
         return (
@@ -145,5 +146,10 @@ def runtime_note(action: str, cell: bool = False) -> str:
         return (
             " (it uses /app/.venv, OpenHands' own install that Terminal-Bench's set-up made there: about 600"
             " packages on uv's CPython, fetched for the run's machine; the replay has it as an empty folder)"
+        )
+    if "/app/.venv/" in (output or ""):
+        return (
+            " (the run's output lists files of /app/.venv, OpenHands' own install that Terminal-Bench's set-up"
+            " made there; the replay has it as an empty folder)"
         )
     return ""

@@ -366,7 +366,7 @@ def _explained(found: tuple[int, str] | None, steps: Sequence[Step]) -> tuple[in
     step = next((s for s in steps if found is not None and s.turn == found[0]), None)
     if found is None or step is None:
         return found
-    return found[0], found[1] + runtime_note(step.written or " ".join(step.commands), cell=step.cell)
+    return found[0], found[1] + runtime_note(step.written or " ".join(step.commands), step.cell, step.output)
 
 
 def check_replay(

@@ -130,6 +130,19 @@ def test_the_first_listing_tells_what_the_runtime_left_and_a_cell_magic_is_refus
     )
 
 
+def test_a_divergence_whose_recorded_output_lists_the_runtime_venv_says_so():
+    # unseen split, fix-pandas-version: `find /app -name setup.py ...` listed files of OpenHands' own
+    # /app/.venv in the run; the reason named only the command, not why it cannot be faithful
+    from pivot_tasks._replay_check import Step, _explained
+
+    listed = "/app/.venv/lib/python3.13/site-packages/openhands/pyproject.toml\n/app/src/setup.py"
+    found = (10, "output differs from the recorded one: 'find /app -name setup.py'")
+    turn, reason = _explained(found, [Step(10, ("find /app -name setup.py",), 0, listed)])
+    assert turn == 10 and reason.startswith(found[1]) and "lists files of /app/.venv" in reason, reason
+    # an output that shows nothing of it keeps the reason as it was
+    assert _explained(found, [Step(10, ("find /app -name setup.py",), 0, "/app/src/setup.py")]) == found
+
+
 @pytest.mark.docker
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_first_listing_of_app_replays_faithful_with_the_runtime_files(tmp_path, backend, monkeypatch):
