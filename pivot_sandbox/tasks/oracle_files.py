@@ -53,23 +53,29 @@ def without_oracle(
             withheld.append(ins)
         else:
             dropped.append(ins)
-            kept += _emptied_folder(ins, hidden)
+            kept += _emptied_folder(ins, hidden, instructions[:n])
     notes = [f"{i.where}: {i.keyword} {i.args}" for i in dropped]
     notes += [f"{i.where}: {i.keyword} {i.args} (copied for the build, removed before the commit)" for i in withheld]
     return kept, withheld, "; ".join(notes)
 
 
-def _emptied_folder(ins: df.Instruction, hidden: Sequence[Path]) -> list[df.Instruction]:
+def _emptied_folder(
+    ins: df.Instruction, hidden: Sequence[Path], before: Sequence[df.Instruction]
+) -> list[df.Instruction]:
     """In place of a left-out copy of one folder: the step that creates the folder it would have, empty.
 
-    Only where the destination is plain text (no `$VAR` a shell would read otherwise than the builder)
-    and no `--chown`/`--chmod` sets what `mkdir` would not; else nothing (the folder is then missing).
+    Only where the destination is plain text (no `$VAR` a shell would read otherwise than the builder),
+    no `--chown`/`--chmod` sets what `mkdir` would not, and the step runs as root (`before`: the steps
+    before it; COPY makes root's folders whatever the USER, a RUN as another user may not); else
+    nothing (the folder is then missing, as before).
     """
     form = ins.json_form()
     parts = form if form is not None else shlex.split(ins.args)
     dest = parts[-1] if len(parts) == 2 else ""
     plain = dest and "$" not in dest and not ins.flags
-    if not (plain and len(hidden) == 1 and hidden[0].is_dir()):
+    users = [i.args.strip() for i in before if i.keyword == "USER" and i.stage == ins.stage]
+    as_root = not users or users[-1].split(":")[0] in ("root", "0")
+    if not (plain and as_root and len(hidden) == 1 and hidden[0].is_dir()):
         return []
     return [dataclasses.replace(ins, keyword="RUN", args=f"mkdir -p -- {shlex.quote(dest)}", flags={})]
 

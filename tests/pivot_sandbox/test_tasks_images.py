@@ -299,6 +299,23 @@ def test_a_step_that_uses_the_withheld_solution_builds_and_the_image_holds_neith
     docker_client.images.remove(report.image, force=True)
 
 
+def test_a_left_out_tests_copy_becomes_its_folder_only_where_root_makes_it(tmp_path):
+    # the emptied folder is made by a RUN step in place of the COPY; after `USER app` that RUN would run as
+    # app, which may not write /app (COPY makes root's folders whatever the USER): no step then, as before
+    from pivot_sandbox.images import dockerfile as df
+    from pivot_sandbox.tasks.oracle_files import without_oracle
+
+    def built(text: str) -> list[str]:
+        folder = _scratch_task(tmp_path / str(len(list(tmp_path.iterdir()))), text)
+        kept, _, note = without_oracle(folder, folder, df.parse(text))
+        assert "COPY tests /app/tests" in note, note
+        return [f"{i.keyword} {i.args}" for i in kept]
+
+    assert built("FROM busybox\nWORKDIR /app\nCOPY tests /app/tests\n")[-1] == "RUN mkdir -p -- /app/tests"
+    assert built("FROM busybox\nUSER app\nCOPY tests /app/tests\n")[-1] == "USER app"
+    assert built("FROM busybox\nUSER app\nUSER 0\nCOPY tests /app/tests\n")[-1] == "RUN mkdir -p -- /app/tests"
+
+
 def test_a_solution_command_that_hangs_is_a_bounded_skip(tmp_path, docker_client, images):
     from pivot_sandbox._plugin import docker_backend
     from pivot_tasks import REPLAY_LIMITS, synthesize
