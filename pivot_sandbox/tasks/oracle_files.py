@@ -41,7 +41,7 @@ def without_oracle(
         if ins.keyword not in ("COPY", "ADD") or "from" in ins.flags or ins.heredocs:
             kept.append(ins)
             continue
-        sources = df.copy_sources(ins, context, {})[0]
+        sources, dest = df.copy_sources(ins, context, {})
         hidden = [p for p in sources if p in oracle]
         holds = any(o != p and p in o.parents for p in sources for o in oracle)  # a folder above them
         if holds or (hidden and len(hidden) < len(sources)):
@@ -53,25 +53,22 @@ def without_oracle(
             withheld.append(ins)
         else:
             dropped.append(ins)
-            kept += _emptied_folder(ins, hidden, instructions[:n])
+            kept += _emptied_folder(ins, hidden, dest, instructions[:n])
     notes = [f"{i.where}: {i.keyword} {i.args}" for i in dropped]
     notes += [f"{i.where}: {i.keyword} {i.args} (copied for the build, removed before the commit)" for i in withheld]
     return kept, withheld, "; ".join(notes)
 
 
 def _emptied_folder(
-    ins: df.Instruction, hidden: Sequence[Path], before: Sequence[df.Instruction]
+    ins: df.Instruction, hidden: Sequence[Path], dest: str, before: Sequence[df.Instruction]
 ) -> list[df.Instruction]:
     """In place of a left-out copy of one folder: the step that creates the folder it would have, empty.
 
     Only where the destination is plain text (no `$VAR` a shell would read otherwise than the builder),
     no `--chown`/`--chmod` sets what `mkdir` would not, and the step runs as root (`before`: the steps
     before it; COPY makes root's folders whatever the USER, a RUN as another user may not); else
-    nothing (the folder is then missing, as before).
+    nothing (the folder is then missing, as before). `dest`: the step's destination (`copy_sources`).
     """
-    form = ins.json_form()
-    parts = form if form is not None else shlex.split(ins.args)
-    dest = parts[-1] if len(parts) == 2 else ""
     plain = dest and "$" not in dest and not ins.flags
     users = [i.args.strip() for i in before if i.keyword == "USER" and i.stage == ins.stage]
     as_root = not users or users[-1].split(":")[0] in ("root", "0")
