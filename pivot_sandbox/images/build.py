@@ -52,6 +52,7 @@ class BuildResult:
     user: str
     env: Mapping[str, str]
     copied_from: tuple[str, ...] = ()  # what the other stages and served images were (multi-stage builds)
+    set_aside: Path | None = None  # the tar of the folder `build(set_aside=...)` took out of the image
 
 
 def rewritten(path: Path, rewrite: Callable[[str], str] | None) -> bytes | None:
@@ -388,6 +389,30 @@ def _remove_withheld(s: _Session, paths: Sequence[str]) -> None:
         raise DockerfileError(f"the withheld files could not be removed before the commit ({left or out})")
 
 
+def _set_aside(s: _Session, folder: str, tar: Path) -> None:
+    """Archive `folder` of the build container to `tar` (written whole or not at all), then remove it there.
+
+    The archive's entries are named from the folder's own name (`pivot-tests/...`): it unpacks into
+    the folder's parent. A failure raises: an image whose set-aside folder is left in, or lost, is no build.
+    """
+    tar.parent.mkdir(parents=True, exist_ok=True)
+    part = tar.with_name(tar.name + ".part")
+    try:
+        with api_timeout(s.api, COMMIT_TIMEOUT):
+            chunks, _ = s.api.get_archive(s.id, folder)
+            with part.open("wb") as out:
+                for chunk in chunks:
+                    out.write(chunk)
+    except Exception as e:  # noqa: BLE001 - the engine's errors vary by version: named in the build's error
+        part.unlink(missing_ok=True)
+        raise DockerfileError(f"{folder} could not be set aside before the commit: {e}") from e
+    code, out = s.run(["rm", "-rf", "--", folder], user="0", timeout=120, cwd="/")
+    if code != 0:
+        part.unlink(missing_ok=True)
+        raise DockerfileError(f"{folder} could not be removed before the commit: {out}")
+    part.replace(tar)
+
+
 def check_supported(instructions: Sequence[Instruction]) -> None:
     """Raise `DockerfileError` (file and line) for what the parser reads but this builder cannot run.
 
@@ -411,6 +436,7 @@ def build(
     rewrite: Callable[[str], str] | None = None,
     withheld: Sequence[Instruction] = (),
     stage_base: Callable[[str], tuple[str, BuildAccess | None]] | None = None,
+    set_aside: tuple[str, Path] | None = None,
 ) -> BuildResult:
     """Run the instructions (FROM excluded: `base` is the image the last FROM maps to) and commit the result as `tag`.
 
@@ -420,6 +446,9 @@ def build(
     The committed image has an empty ENTRYPOINT (sandbox containers choose their own command), the
     Dockerfile's CMD as a label, and ENV/WORKDIR/USER as the Dockerfile left them. `rewrite` is applied
     to the text files COPY/ADD put in (the caller rewrites RUN lines itself).
+
+    `set_aside` (folder, tar file): the folder the steps made is archived to the tar file on this machine
+    and removed before the commit (a task's test tools, which its agent never sees: `terminal_bench`).
 
     A multi-stage Dockerfile: the stages the last one copies from run first, each in its own container
     on `stage_base(image its FROM names)` -> (local base, build access); unused stages are not run.
@@ -442,6 +471,8 @@ def build(
         steps = [*head, *stages[-1].steps]
         remove = _run_steps(session, steps, context, step_timeout, progress, sources, withheld)
         _remove_withheld(session, remove)
+        if set_aside is not None:
+            _set_aside(session, *set_aside)
         if sources.notes:
             session.labels[f"{LABEL}.copied-from"] = json.dumps(sources.notes)
         image_id = _commit(client, session, tag)
@@ -450,7 +481,8 @@ def build(
         if session is not None:
             session.remove()
     seconds, env = time.monotonic() - started, dict(session.env_set)
-    return BuildResult(tag, image_id, seconds, session.workdir, session.user, env, tuple(sources.notes))
+    apart = set_aside[1] if set_aside is not None else None
+    return BuildResult(tag, image_id, seconds, session.workdir, session.user, env, tuple(sources.notes), apart)
 
 
 def _run_steps(

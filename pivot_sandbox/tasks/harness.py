@@ -2,12 +2,14 @@
 
 The tests run after the agent's commands, in the same container, but with nothing of the agent's
 making: a fresh shell with the image's own environment (`env -i` plus the image's `Config.Env`, so
-an exported `BASH_ENV`, `PYTHONPATH` or `PYTEST_PLUGINS` never reaches them), the tests copied in
-only now (through the daemon, owned by root), their venv and interpreter checked against the
-container's change set first: a test run whose tools the agent changed (the venv, the tests' folder,
-the interpreter and its standard library, `sitecustomize`, a pytest configuration or `conftest.py`
-above the tests, an installed pytest plugin) is not run, and fails with the path named. The status
-line carries a nonce the agent cannot know.
+an exported `BASH_ENV`, `PYTHONPATH` or `PYTEST_PLUGINS` never reaches them), the tests and their
+venv copied in only now (through the daemon, owned by root: the image's build set the venv aside,
+`test_tools_tar`, as Terminal-Bench's harness installs the tests' tools only after the agent is
+done, so an agent's `ls /opt` or `find /` sees what it saw in the run), the interpreter and the
+rest checked against the container's change set first: a test run whose tools the agent changed
+(the venv, the tests' folder, the interpreter and its standard library, `sitecustomize`, a pytest
+configuration or `conftest.py` above the tests, an installed pytest plugin) is not run, and fails
+with the path named. The status line carries a nonce the agent cannot know.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pivot_core import cache_dir
 from pivot_sandbox.contract.spec import DEFAULT_PATH
 from pivot_sandbox.images.build import checkout_mode
 
@@ -118,6 +121,15 @@ def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     if info.isfile() or info.isdir():
         info.mode = checkout_mode(info.mode)
     return info
+
+
+def test_tools_tar(image_id: str) -> Path:
+    """Where this machine keeps the tests' venv that the build of the task image `image_id` set aside.
+
+    Its entries are named `pivot-tests/...`: it unpacks into `TESTS_VENV`'s parent. Keyed by the
+    image's id, so every tag of one image (a bundled task's stable name) finds it.
+    """
+    return cache_dir("test-tools", image_id.removeprefix("sha256:")[:32] + ".tar")
 
 
 def tests_tar(tests: Path) -> bytes:

@@ -3,10 +3,14 @@
 A task folder holds `Dockerfile`, `task.yaml`, `solution.sh` or `solution.yaml`, `tests/` and, where
 present, `run-tests.sh` and the files the Dockerfile copies. Its image is the Dockerfile run by
 `_build.build` on a locally built base mapped to the name the Dockerfile asks for (`_bases.BASES`),
-with build-time registry access (`images/access.py`), plus a test-tools layer: a venv at `/opt/pivot-tests`
+with build-time registry access (`images/access.py`), plus the tests' tools: a venv at `/opt/pivot-tests`
 holding pytest and what `run-tests.sh` would have installed (the tests run with `--network none`,
-so their dependencies are fetched at build time). Images are tagged by a content hash of (Dockerfile,
-copied files, base image id, test plan, builder version) and an LRU bound removes the oldest.
+so their dependencies are fetched at build time), which the build sets aside before the commit (a
+tar on this machine, `harness.test_tools_tar`, by image id): the image holds none of it, as the
+agent's machine in Terminal-Bench's runs did not (its harness installs them after the agent is
+done; an agent's `ls -la /opt` diverged on the venv), and the test run gets it with the tests.
+Images are tagged by a content hash of (Dockerfile, copied files, base image id, test plan, builder
+version) and an LRU bound removes the oldest.
 
 The tests and the solution never reach the image: a `COPY`/`ADD` of `tests/` or `solution.*` (a
 task-design leak: blind-maze copies its tests to /app/tests) is left out of the build, and the
@@ -33,7 +37,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
+import secrets
 import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -56,7 +62,7 @@ from pivot_sandbox.images.task_bases import prepare
 from pivot_sandbox.tasks.compose import ComposeService, read_compose
 from pivot_sandbox.tasks.compose_images import service_images
 from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
-from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
+from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan, test_tools_tar
 from pivot_sandbox.tasks.oracle_files import without_oracle
 
 if TYPE_CHECKING:
@@ -64,8 +70,9 @@ if TYPE_CHECKING:
 
     from pivot_sandbox.tasks.harbor import HarborConfig
 
-BUILDER_VERSION = "5"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes;
-# 5: the folder a left-out or withheld copy of tests/ creates stays, empty (the runs list it)
+BUILDER_VERSION = "6"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes;
+# 5: the folder a left-out or withheld copy of tests/ creates stays, empty (the runs list it);
+# 6: the tests' venv is set aside out of the image (`harness.test_tools_tar`), delivered with the tests
 MAX_TASK_IMAGES = 24
 
 
@@ -308,7 +315,7 @@ def _main_image(client: docker.DockerClient, task: Task, *, force: bool, keep: i
         if outside:
             return _skip(task, outside, started, base)
         tag = f"{TASK_REPO}:{task.task_id}-{content_hash(task, instructions, plan.base_ids)[:16]}"
-        if not force and image_exists(client, tag):
+        if not force and image_exists(client, tag) and (not tools or _tools_kept(client, tag)):
             return _cached(client, task, tag, started, base=base, note=note, dropped=dropped)
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base), **plan.labels}
         # the tests' tools first (after the last FROM): a Dockerfile may break the network or pip on purpose
@@ -316,7 +323,12 @@ def _main_image(client: docker.DockerClient, task: Task, *, force: bool, keep: i
         last = max(n for n, i in enumerate(instructions) if i.keyword == "FROM") + 1
         steps = instructions[:last] + tools + instructions[last:] + tools_after
         options = {"labels": labels, "rewrite": registry_equivalent, "withheld": withheld}
+        # the tests' venv is set aside, out of the image: delivered with the tests (`verification.run_task_tests`)
+        building = test_tools_tar("").with_name(f".building-{os.getpid()}-{secrets.token_hex(4)}.tar")
+        options["set_aside"] = (TESTS_VENV, building) if tools else None
         result = build(client, steps, task.context, base, tag, access, **options, stage_base=plan.stage_base)
+        if result.set_aside is not None:
+            result.set_aside.replace(test_tools_tar(result.image_id))
     except (df.DockerfileError, TaskError) as e:
         return _skip(task, str(e), started)
     _touch(client, tag)
@@ -343,6 +355,11 @@ def _tools_instructions(task: Task) -> tuple[list[df.Instruction], list[df.Instr
     tools_in_image = not task.tests.problem and task.harbor is None
     before, after = _tools_steps(task.tests) if tools_in_image else ("", "")
     return df.parse(before, "<test tools>", fragment=True), df.parse(after, "<test tools>", fragment=True)
+
+
+def _tools_kept(client: docker.DockerClient, tag: str) -> bool:
+    """Whether this machine still has the tests' venv the build of `tag` set aside (a cleared cache: built again)."""
+    return test_tools_tar(client.images.get(tag).id).is_file()
 
 
 def _outside_host(task: Task, instructions: Sequence[df.Instruction], hosts: frozenset[str]) -> str:
@@ -411,13 +428,18 @@ def evict(client: docker.DockerClient, keep: int) -> list[str]:
         stamp = _stamp(tag)
         return stamp.stat().st_mtime if stamp.is_file() else float(row.get("Created") or 0)
 
-    removed = []
-    for tag, _img in sorted(tagged, key=last_used, reverse=True)[keep:]:
+    removed, ids = [], set()
+    for tag, img in sorted(tagged, key=last_used, reverse=True)[keep:]:
         try:
             client.images.remove(tag, force=True)
             removed.append(tag)
+            ids.add(str(img.get("Id")))
         except Exception:  # noqa: BLE001 - an image in use stays; the next eviction retries
             pass
+    if ids:  # the set-aside venv of an image gone (not one another tag still names)
+        left = {str(row.get("Id")) for row in client.api.images(filters={"label": f"{LABEL}=task"})}
+        for image_id in ids - left:
+            test_tools_tar(image_id).unlink(missing_ok=True)
     return removed
 
 

@@ -175,8 +175,12 @@ PLUGIN_HACK = (
 )
 TOOL_HACKS = [
     # the tests' own venv, and pytest's configuration above the tests: not run, and named
-    "printf '#!/bin/sh\\necho PASSED tests/test_outputs.py::test_hello_file_exists\\n' > /opt/pivot-tests/bin/pytest",
+    # (the image holds no venv: the agent makes one where the test run's will be delivered)
+    "mkdir -p /opt/pivot-tests/bin && printf '#!/bin/sh\\necho PASSED tests/test_outputs.py::test_hello_file_exists\\n'"
+    " > /opt/pivot-tests/bin/pytest && chmod +x /opt/pivot-tests/bin/pytest",
     "printf 'import pytest\\n' > /conftest.py",
+    # the venv's folder made a link: the venv would be delivered where the agent chose
+    "mkdir -p /tmp/elsewhere && rm -rf /opt && ln -s /tmp/elsewhere /opt",
 ]
 
 
@@ -224,6 +228,23 @@ def test_a_task_image_holds_neither_its_tests_nor_its_solution(docker_client):
     listing = docker_client.containers.run(report.image, ["ls", "-A", "/app", "/app/tests"], remove=True).decode()
     # the folder it created stays, empty (the runs list it): `ls -A /app/tests` prints its name alone
     assert listing.split() == ["/app:", "maze_game.sh", "tests", "/app/tests:"], listing
+
+
+def test_a_task_image_holds_none_of_the_test_runs_tools(docker_client):
+    # Terminal-Bench's harness installs the tests' tools after the agent is done: decommissioning-service's
+    # run listed /opt and saw its own data folder only, where the image's venv at /opt/pivot-tests diverged
+    import tarfile
+
+    from pivot_sandbox.tasks.harness import TESTS_VENV, test_tools_tar
+    from pivot_sandbox.tasks.terminal_bench import load_task, task_image
+
+    report = task_image(docker_client, load_task(BUNDLED / "hello-world"))
+    assert report.status in ("built", "cached"), report
+    found = docker_client.containers.run(report.image, ["sh", "-c", f"ls -d {TESTS_VENV} || true"], remove=True)
+    assert found.decode().strip() == "", found
+    with tarfile.open(test_tools_tar(docker_client.images.get(report.image).id)) as tar:
+        names = tar.getnames()
+    assert "pivot-tests/bin/pytest" in names and "pivot-tests/pyvenv.cfg" in names, names[:20]
 
 
 def test_synthesis_finds_an_answer_the_agent_can_read(docker_client):
