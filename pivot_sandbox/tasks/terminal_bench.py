@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from pivot_core import AliasBudgetExceeded, load_yaml
+from pivot_core import AliasBudgetExceeded, least_recently_used, load_yaml, remove_entries
 from pivot_sandbox.contract.equivalents import registry_equivalent
 from pivot_sandbox.contract.services import ServiceSpec
 from pivot_sandbox.contract.spec import LABEL, Json
@@ -428,19 +428,33 @@ def evict(client: docker.DockerClient, keep: int) -> list[str]:
         stamp = _stamp(tag)
         return stamp.stat().st_mtime if stamp.is_file() else float(row.get("Created") or 0)
 
-    removed, ids = [], set()
-    for tag, img in sorted(tagged, key=last_used, reverse=True)[keep:]:
+    removed = []
+    for tag, _img in sorted(tagged, key=last_used, reverse=True)[keep:]:
         try:
             client.images.remove(tag, force=True)
             removed.append(tag)
-            ids.add(str(img.get("Id")))
         except Exception:  # noqa: BLE001 - an image in use stays; the next eviction retries
             pass
-    if ids:  # the set-aside venv of an image gone (not one another tag still names)
-        left = {str(row.get("Id")) for row in client.api.images(filters={"label": f"{LABEL}=task"})}
-        for image_id in ids - left:
-            test_tools_tar(image_id).unlink(missing_ok=True)
+    sweep_test_tools(client)
     return removed
+
+
+def sweep_test_tools(client: docker.DockerClient, idle: float = 3600.0) -> int:
+    """Remove the set-aside test venvs whose image is gone (evicted, pruned), once unused for `idle` s; how many.
+
+    The wait spares a build that committed its image after the engine was asked (its venv is renamed
+    to the image's id right after the commit) and a test run reading one; a build that died leaves a
+    `.building-*` part, removed after the same wait.
+    """
+    folder = test_tools_tar("").parent
+    if not folder.is_dir():
+        return 0
+    try:
+        known = {str(row["Id"]).removeprefix("sha256:")[:32] for row in client.api.images(all=True)}
+    except Exception:  # noqa: BLE001 - an engine that does not answer: keep everything
+        return 0
+    orphans = [e for e in folder.iterdir() if e.name.split(".")[0] not in known]
+    return remove_entries(least_recently_used(orphans, 0, idle))
 
 
 def build_tasks(
