@@ -316,6 +316,27 @@ def test_a_server_the_agent_left_runs_again_for_the_tests(hello_pivot):
         session.close()
 
 
+def test_a_test_run_without_its_set_aside_venv_is_not_run_and_says_why(hello_pivot, tmp_path, monkeypatch):
+    # the venv lies on this machine beside the image (`test_tools_tar`); a cleared cache is no test run
+    # that passes or fails by chance: the outcome says it did not run, and why
+    from pivot_sandbox import SandboxSpec, docker_backend, open_session, resolve_task_dir, run_task_tests
+    from pivot_sandbox.tasks.terminal_bench import load_task
+
+    spec = SandboxSpec.from_context(hello_pivot.context)
+    task = load_task(resolve_task_dir(hello_pivot.context["task"]["dir"]))
+    session = open_session(docker_backend(), spec, [])
+    try:
+        session.run('echo "Hello, world!" > /app/hello.txt')
+        monkeypatch.setenv("PIVOT_CACHE_DIR", str(tmp_path))
+        outcome = run_task_tests(session, task)
+        assert (outcome.passed, outcome.ran) == (False, False), outcome
+        assert "is not on this machine" in outcome.reason, outcome
+        monkeypatch.undo()
+        assert run_task_tests(session, task).passed
+    finally:
+        session.close()
+
+
 def test_a_faked_program_on_the_test_runs_path_is_no_test_run(hello_pivot):
     # D5: a `bash` in /usr/local/sbin or an `env` in /usr/local/bin came first on the PATH and printed
     # the passing lines with the nonce read from its arguments; only /bin and /usr/bin were guarded
