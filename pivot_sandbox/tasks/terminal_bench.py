@@ -62,7 +62,7 @@ from pivot_sandbox.images.task_bases import prepare
 from pivot_sandbox.tasks.compose import ComposeService, read_compose
 from pivot_sandbox.tasks.compose_images import service_images
 from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
-from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan, test_tools_tar
+from pivot_sandbox.tasks.harness import PLUGINS_FILE, TESTS_VENV, TestPlan, test_plan, test_tools_tar
 from pivot_sandbox.tasks.oracle_files import without_oracle
 
 if TYPE_CHECKING:
@@ -70,9 +70,10 @@ if TYPE_CHECKING:
 
     from pivot_sandbox.tasks.harbor import HarborConfig
 
-BUILDER_VERSION = "6"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes;
+BUILDER_VERSION = "7"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes;
 # 5: the folder a left-out or withheld copy of tests/ creates stays, empty (the runs list it);
-# 6: the tests' venv is set aside out of the image (`harness.test_tools_tar`), delivered with the tests
+# 6: the tests' venv is set aside out of the image (`harness.test_tools_tar`), delivered with the tests;
+# 7: the pytest plugins the build registered are listed in the venv (`harness.PLUGINS_FILE`)
 MAX_TASK_IMAGES = 24
 
 
@@ -186,6 +187,12 @@ def compose_build(task_dir: Path) -> tuple[Path, Path, str]:
     return compose.context, compose.dockerfile, compose.problem
 
 
+_LIST_PLUGINS = (
+    "import importlib.metadata as m; "
+    "print('\\n'.join(sorted({e.value.split(':')[0].strip() for e in m.entry_points(group='pytest11')})))"
+)
+
+
 def _tools_steps(plan: TestPlan) -> tuple[str, str]:
     """Dockerfile text of the test-tools layer (run as root, with build access): (before, after) the task's steps.
 
@@ -208,6 +215,10 @@ def _tools_steps(plan: TestPlan) -> tuple[str, str]:
         f" && {pip} {' '.join(shlex.quote(p) for p in first)}"
     )
     after = f"RUN --user=0 {pip} {' '.join(shlex.quote(p) for p in rest)}\n" if rest else ""
+    # last: the plugins the image's build registered, the Dockerfile's installs included (none where its python
+    # breaks): the only ones the test run loads (`harness.run_argv`)
+    listing = f"{TESTS_VENV}/bin/python -c {shlex.quote(_LIST_PLUGINS)}"
+    after += f"RUN --user=0 {listing} > {PLUGINS_FILE} 2>/dev/null || : > {PLUGINS_FILE}\n"
     return "\n".join(lines) + "\n", after
 
 
@@ -499,9 +510,16 @@ def ensure_image(client: docker.DockerClient, tag: str) -> None:
     """The backends' image resolver (`ImageResolver`): bundled task images built on demand, others as stock ones.
 
     A bundled task's pivots name `pivot-gym/task:<task id>` (the content-hash tag depends on this
-    machine's base images); it is built from the package's copy of the task folder the first time.
+    machine's base images); it is built from the package's copy of the task folder the first time,
+    and checked against its content hash once per process: a stable name an older builder tagged
+    (its image holding the tests' venv, or another test plan) moves to the current build.
     """
-    if bundled_task_dir(tag) is not None and not image_exists(client, tag):
-        ensure_bundled_image(client, tag)
+    if bundled_task_dir(tag) is not None:
+        if tag not in _CURRENT_BUNDLED:
+            ensure_bundled_image(client, tag)
+            _CURRENT_BUNDLED.add(tag)
         return
     ensure_stock_image(client, tag)
+
+
+_CURRENT_BUNDLED: set[str] = set()  # the bundled stable names this process has checked (`ensure_image`)

@@ -34,6 +34,7 @@ from pivot_sandbox.replay.session import Session, open_session
 from pivot_sandbox.tasks.folders import resolve_task_dir
 from pivot_sandbox.tasks.harbor import container_limits
 from pivot_sandbox.tasks.harness import (
+    PLUGINS_FILE,
     SUSPECT_FILES,
     TESTS_DIR,
     TESTS_GRACE,
@@ -102,17 +103,17 @@ def run_task_tests(session: Session, task: Task, timeout: float | None = None) -
     if stopped:
         return TestOutcome(False, False, {}, stopped)
     box, limits = session.live(), session.backend.limits
-    tampered = _tampered_tools(box, limits)
+    tampered = _tampered_tools(box, limits, autoload=False)
     if tampered:
         return TestOutcome(False, False, {}, f"the agent changed the test run's own tools: {tampered}")
-    problem = _deliver(session, box, task)
+    problem, plugins = _deliver(session, box, task)
     if problem:
         return TestOutcome(False, False, {}, problem)
     delivered = _tests_files(box)
     nonce = new_nonce()
     raw = ct.run(
         box,
-        run_argv(session.image_env(), task.tests, session.spec.workdir, nonce),
+        run_argv(session.image_env(), task.tests, session.spec.workdir, nonce, plugins),
         user=session.spec.user,
         timeout=timeout or task.tests.timeout + TESTS_GRACE,
         output_cap=limits.output_cap,
@@ -130,33 +131,39 @@ def run_task_tests(session: Session, task: Task, timeout: float | None = None) -
     venv = {p: v for p, v in now.items() if p == TESTS_VENV or p.startswith(TESTS_VENV + "/")}
     if venv != {p: v for p, v in delivered.items() if p == TESTS_VENV or p.startswith(TESTS_VENV + "/")}:
         return TestOutcome(False, outcome.ran, outcome.counts, f"the tests' venv ({TESTS_VENV}) changed while they ran")
-    tampered = _tampered_tools(box, limits, exclude_tests=True)
+    tampered = _tampered_tools(box, limits, exclude_tests=True, autoload=False)
     if tampered:
         return TestOutcome(False, outcome.ran, outcome.counts, f"the test run's own tools changed: {tampered}")
     return outcome
 
 
-def _deliver(session: Session, box: ct.Box, task: Task) -> str:
-    """Put the tests at `TESTS_DIR` and their venv at `TESTS_VENV` through the engine, as root; "" or why not.
+def _deliver(session: Session, box: ct.Box, task: Task) -> tuple[str, list[str]]:
+    """Put the tests at `TESTS_DIR` and their venv at `TESTS_VENV` through the engine, as root.
 
-    The venv is the one the build of the session's image set aside (`test_tools_tar`); its parent
-    must be a folder of the image's, not a link the agent made (the venv would land where it points).
+    Returns ("" or why not, the pytest plugins the image's build registered: `PLUGINS_FILE`, read
+    from the venv just delivered). The venv is the one the build of the session's image set aside
+    (`test_tools_tar`); its parent must be a folder of the image's, not a link the agent made (the
+    venv would land where it points).
     """
     tools = test_tools_tar(session.backend.image_id(session.spec.image) or "")
     if not tools.is_file():
-        return f"the tests' venv of {session.spec.image} is not on this machine ({tools}): build the task's image again"
+        why = f"the tests' venv of {session.spec.image} is not on this machine ({tools}): build the task's image again"
+        return why, []
     parent = posixpath.dirname(TESTS_VENV)
     script = f"rm -rf -- {TESTS_DIR} {TESTS_VENV} && mkdir -p {parent} && test -d {parent} && ! test -L {parent}"
     raw = ct.run(box, ["/bin/sh", "-c", script], user="0", timeout=60, output_cap=64 * 1024, keep=True)
     if raw.exit_code != 0:
-        return f"the agent changed the test run's own tools: {parent} is not a folder of the image's"
+        return f"the agent changed the test run's own tools: {parent} is not a folder of the image's", []
     box.sandbox.put_archive("/", tests_tar(task.dir / "tests"))
     box.sandbox.put_archive(parent, tools.read_bytes())
-    return ""
+    raw = ct.run(box, ["cat", "--", PLUGINS_FILE], user="0", timeout=30, output_cap=64 * 1024, keep=True)
+    if raw.exit_code != 0:
+        return f"the tests' venv holds no {PLUGINS_FILE}: build the task's image again", []
+    return "", raw.stdout.decode(errors="replace").split()
 
 
-def _tampered_tools(box: ct.Box, limits: Limits, exclude_tests: bool = False) -> str:
-    """The test run's own tools among what the agent changed, named ("" when none)."""
+def _tampered_tools(box: ct.Box, limits: Limits, exclude_tests: bool = False, autoload: bool = True) -> str:
+    """The test run's own tools among what the agent changed, named ("" when none; `autoload`: `tampered_tools`)."""
     changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
     if over:
         return f"they could not be checked: {over}"
@@ -165,7 +172,7 @@ def _tampered_tools(box: ct.Box, limits: Limits, exclude_tests: bool = False) ->
         changes = [(p, k) for p, k in changes if p not in (TESTS_DIR, TESTS_VENV) and not p.startswith(inside)]
     present = [p for p, kind in changes if kind != 2 and SUSPECT_FILES.search(p)]
     suspects = {p: ct.read_text(box, p) for p in present[:100]}
-    tampered = tampered_tools([p for p, _ in changes], suspects)
+    tampered = tampered_tools([p for p, _ in changes], suspects, autoload)
     return ", ".join(tampered[:3]) + (f" (+{len(tampered) - 3})" if len(tampered) > 3 else "")
 
 

@@ -214,6 +214,38 @@ def test_a_changed_test_tool_is_no_test_run(hello_pivot):
         assert "changed the test run's own tools" in verdict.reason, (hack, verdict.reason)
 
 
+def _registered_plugin(name: str, body: str) -> str:
+    """A command that installs a pytest plugin as pip would: a module and a dist-info with its entry point."""
+    site = '$(python3 -c "import site; print(site.getsitepackages()[0])")'
+    return (
+        f'd={site} && mkdir -p "$d/{name}-1.0.dist-info" && printf "{body}" > "$d/{name}_plugin.py" && '
+        f'printf "[pytest11]\\n{name} = {name}_plugin\\n" > "$d/{name}-1.0.dist-info/entry_points.txt" && '
+        f'printf "Metadata-Version: 2.1\\nName: {name}\\nVersion: 1.0\\n" > "$d/{name}-1.0.dist-info/METADATA"'
+    )
+
+
+# what `pip install httpx` does (anyio registers its plugin), and a plugin that reports every test passed
+HARMLESS_PLUGIN = _registered_plugin("harmless", "import pytest\\n")
+FORCE_PASS_PLUGIN = _registered_plugin(
+    "forcepass",
+    "import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n"
+    "    outcome = yield\\n    outcome.get_result().outcome = 'passed'\\n",
+)
+
+
+def test_a_pytest_plugin_the_agent_registered_is_not_loaded_and_no_tampering(hello_pivot):
+    # solana-data's run installed anyio (its `[pytest11]` entry point): the test run refused to run as if
+    # the agent had changed its tools, a 0 whatever the task's state. The test run now loads only the
+    # plugins the image's build registered: the agent's are not loaded, the real tests decide
+    expert = 'echo "Hello, world!" > /app/hello.txt'
+    harmless, forged = get_verifier("task_tests", mode="final").verify_batch(
+        hello_pivot, [terminus(f"{expert} && {HARMLESS_PLUGIN}"), terminus(f"{FORCE_PASS_PLUGIN}")]
+    )
+    assert harmless.accepted, harmless
+    assert (forged.reward, forged.error) == (0.0, None), forged
+    assert forged.details["tests"].get("FAILED"), forged  # the real tests ran, without the plugin, and failed
+
+
 # -- item 9: the tests and the solution never reach the candidate's file system --------------------------
 
 

@@ -210,6 +210,18 @@ def test_the_test_runs_own_tools_changed_by_the_agent_are_named():
         changed[-1]: "[console_scripts]\nok = ok:main\n",
     }
     assert _task_tests.tampered_tools(changed, suspects) == sorted(changed[2:7])
+    # where the test run loads only the plugins the image's build registered, one the agent registered is
+    # not loaded: no tampering (anyio's, with every `pip install httpx`)
+    assert _task_tests.tampered_tools(changed, suspects, autoload=False) == sorted(changed[2:6])
+
+
+def test_the_test_run_loads_only_the_plugins_the_image_build_registered(tmp_path: Path):
+    plan = _tasks.load_task(_task_folder(tmp_path, None)).tests
+    plugins = ["anyio.pytest_plugin", "xdist.plugin", "evil; rm -rf /", "-p"]
+    argv = _task_tests.run_argv(["PATH=/usr/bin:/bin"], plan, "/app", "pivot-tests-1", plugins)
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1" in argv
+    # module names only: anything else in the list is dropped, never a word of the command line
+    assert "PYTEST_ADDOPTS=-p no:cacheprovider -p anyio.pytest_plugin -p xdist.plugin" in argv
 
 
 def test_build_access_reads_the_machine_and_keeps_file_indexes_out(monkeypatch):
@@ -360,7 +372,9 @@ def test_a_torch_index_step_maps_to_pypi_and_the_tests_venv_reuses_the_image_tor
     # pytest first (a Dockerfile may break pip later); torch after the task's steps, where the venv
     # (with the system site-packages) finds the torch the Dockerfile installed
     assert "pytest" in before and "torch" not in before
-    assert "torch==2.7.0" in after and "pytest" not in after
+    install, listing = after.splitlines()  # then the plugins the build registered are listed
+    assert "torch==2.7.0" in install and "pytest" not in install.replace(_task_tests.TESTS_VENV, "")
+    assert listing.endswith(f"> {_task_tests.PLUGINS_FILE}")
 
 
 def test_tests_are_delivered_writable_by_root_from_a_read_only_task_folder(tmp_path: Path):
