@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import secrets
 import shlex
@@ -24,9 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pivot_core import cache_dir
 from pivot_sandbox.contract.spec import DEFAULT_PATH
-from pivot_sandbox.images.build import checkout_mode
+from pivot_sandbox.images.context_tar import checkout_mode
 
 TESTS_VENV = "/opt/pivot-tests"
 # the pytest plugins registered in the image as its build left it (the venv's and the image's own), one
@@ -131,9 +131,13 @@ def test_tools_tar(image_id: str) -> Path:
     """Where this machine keeps the tests' venv that the build of the task image `image_id` set aside.
 
     Its entries are named `pivot-tests/...`: it unpacks into `TESTS_VENV`'s parent. Keyed by the
-    image's id, so every tag of one image (a bundled task's stable name) finds it.
+    image's id, so every tag of one image (a bundled task's stable name) finds it. In the user's own
+    cache whatever `PIVOT_CACHE_DIR` says, as the engine's images are one store for all processes:
+    a process with a cache of its own (the docs examples' runs) found no venv for an image that had
+    one, built the image again, and moved the stable name away from every other process's venv.
     """
-    return cache_dir("test-tools", image_id.removeprefix("sha256:")[:32] + ".tar")
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return home / "pivot-gym" / "test-tools" / (image_id.removeprefix("sha256:")[:32] + ".tar")
 
 
 def tests_tar(tests: Path) -> bytes:

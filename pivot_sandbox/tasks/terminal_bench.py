@@ -40,7 +40,6 @@ import json
 import os
 import re
 import secrets
-import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,21 +48,23 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from pivot_core import AliasBudgetExceeded, least_recently_used, load_yaml, remove_entries
+from pivot_core import AliasBudgetExceeded, load_yaml
 from pivot_sandbox.contract.equivalents import registry_equivalent
 from pivot_sandbox.contract.services import ServiceSpec
 from pivot_sandbox.contract.spec import LABEL, Json
 from pivot_sandbox.errors import TaskError
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
-from pivot_sandbox.images.build import build, checkout_mode
+from pivot_sandbox.images.build import build
+from pivot_sandbox.images.context_tar import checkout_mode
 from pivot_sandbox.images.stock import ensure_stock_image, image_exists
 from pivot_sandbox.images.task_bases import prepare
 from pivot_sandbox.tasks.compose import ComposeService, read_compose
 from pivot_sandbox.tasks.compose_images import service_images
 from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
-from pivot_sandbox.tasks.harness import PLUGINS_FILE, TESTS_VENV, TestPlan, test_plan, test_tools_tar
+from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan, test_tools_tar
 from pivot_sandbox.tasks.oracle_files import without_oracle
+from pivot_sandbox.tasks.tests_venv import sweep_test_tools, tools_kept, tools_steps
 
 if TYPE_CHECKING:
     import docker
@@ -187,41 +188,6 @@ def compose_build(task_dir: Path) -> tuple[Path, Path, str]:
     return compose.context, compose.dockerfile, compose.problem
 
 
-_LIST_PLUGINS = (
-    "import importlib.metadata as m; "
-    "print('\\n'.join(sorted({e.value.split(':')[0].strip() for e in m.entry_points(group='pytest11')})))"
-)
-
-
-def _tools_steps(plan: TestPlan) -> tuple[str, str]:
-    """Dockerfile text of the test-tools layer (run as root, with build access): (before, after) the task's steps.
-
-    The venv with pytest (and run-tests.sh's apt packages) comes before the Dockerfile's own steps, which
-    may break the network or pip on purpose (broken-networking, broken-python). The rest of run-tests.sh's
-    packages comes after them: the venv sees the image's own packages, so a torch the Dockerfile installed
-    is not installed a second time (several GB).
-    """
-    lines = []
-    if plan.apt:
-        lines.append(
-            "RUN --user=0 apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-            + " ".join(shlex.quote(p) for p in plan.apt)
-        )
-    pip = f"{TESTS_VENV}/bin/python -m pip install -q --disable-pip-version-check"
-    first = [p for p in plan.pip if re.match(r"pytest\b", p)] or ["pytest"]
-    rest = [p for p in plan.pip if p not in first]
-    lines.append(
-        f"RUN --user=0 python3 -m venv --system-site-packages {TESTS_VENV}"
-        f" && {pip} {' '.join(shlex.quote(p) for p in first)}"
-    )
-    after = f"RUN --user=0 {pip} {' '.join(shlex.quote(p) for p in rest)}\n" if rest else ""
-    # last: the plugins the image's build registered, the Dockerfile's installs included (none where its python
-    # breaks): the only ones the test run loads (`harness.run_argv`)
-    listing = f"{TESTS_VENV}/bin/python -c {shlex.quote(_LIST_PLUGINS)}"
-    after += f"RUN --user=0 {listing} > {PLUGINS_FILE} 2>/dev/null || : > {PLUGINS_FILE}\n"
-    return "\n".join(lines) + "\n", after
-
-
 def script_hosts(task: Task, instructions: Sequence[df.Instruction], allowed: frozenset[str]) -> list[tuple[str, str]]:
     """(file, host) for copied files that a RUN step names and that fetch from a host beyond the registries."""
     run_text = " ".join(i.args for i in instructions if i.keyword == "RUN")
@@ -326,7 +292,7 @@ def _main_image(client: docker.DockerClient, task: Task, *, force: bool, keep: i
         if outside:
             return _skip(task, outside, started, base)
         tag = f"{TASK_REPO}:{task.task_id}-{content_hash(task, instructions, plan.base_ids)[:16]}"
-        if not force and image_exists(client, tag) and (not tools or _tools_kept(client, tag)):
+        if not force and image_exists(client, tag) and (not tools or tools_kept(client, tag)):
             return _cached(client, task, tag, started, base=base, note=note, dropped=dropped)
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base), **plan.labels}
         # the tests' tools first (after the last FROM): a Dockerfile may break the network or pip on purpose
@@ -364,13 +330,8 @@ def _tools_instructions(task: Task) -> tuple[list[df.Instruction], list[df.Instr
     None for a Harbor task: its test tools are a layer of their own, delivered with its tests (`harbor_layer.py`).
     """
     tools_in_image = not task.tests.problem and task.harbor is None
-    before, after = _tools_steps(task.tests) if tools_in_image else ("", "")
+    before, after = tools_steps(task.tests) if tools_in_image else ("", "")
     return df.parse(before, "<test tools>", fragment=True), df.parse(after, "<test tools>", fragment=True)
-
-
-def _tools_kept(client: docker.DockerClient, tag: str) -> bool:
-    """Whether this machine still has the tests' venv the build of `tag` set aside (a cleared cache: built again)."""
-    return test_tools_tar(client.images.get(tag).id).is_file()
 
 
 def _outside_host(task: Task, instructions: Sequence[df.Instruction], hosts: frozenset[str]) -> str:
@@ -448,24 +409,6 @@ def evict(client: docker.DockerClient, keep: int) -> list[str]:
             pass
     sweep_test_tools(client)
     return removed
-
-
-def sweep_test_tools(client: docker.DockerClient, idle: float = 3600.0) -> int:
-    """Remove the set-aside test venvs whose image is gone (evicted, pruned), once unused for `idle` s; how many.
-
-    The wait spares a build that committed its image after the engine was asked (its venv is renamed
-    to the image's id right after the commit) and a test run reading one; a build that died leaves a
-    `.building-*` part, removed after the same wait.
-    """
-    folder = test_tools_tar("").parent
-    if not folder.is_dir():
-        return 0
-    try:
-        known = {str(row["Id"]).removeprefix("sha256:")[:32] for row in client.api.images(all=True)}
-    except Exception:  # noqa: BLE001 - an engine that does not answer: keep everything
-        return 0
-    orphans = [e for e in folder.iterdir() if e.name.split(".")[0] not in known]
-    return remove_entries(least_recently_used(orphans, 0, idle))
 
 
 def build_tasks(

@@ -115,9 +115,9 @@ def test_the_set_aside_test_venvs_of_gone_images_are_swept_and_live_or_recent_on
     import time
 
     from pivot_sandbox.tasks.harness import test_tools_tar
-    from pivot_sandbox.tasks.terminal_bench import sweep_test_tools
+    from pivot_sandbox.tasks.tests_venv import sweep_test_tools
 
-    monkeypatch.setenv("PIVOT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     live = client.images.list()[0].id  # an image of this engine
     kept, gone, recent = test_tools_tar(live), test_tools_tar("sha256:" + "0" * 64), test_tools_tar("1" * 64)
     dead_build = kept.with_name(".building-1-ab.tar.part")  # a build that died while setting its venv aside

@@ -359,7 +359,7 @@ def test_a_test_run_without_its_set_aside_venv_is_not_run_and_says_why(hello_piv
     session = open_session(docker_backend(), spec, [])
     try:
         session.run('echo "Hello, world!" > /app/hello.txt')
-        monkeypatch.setenv("PIVOT_CACHE_DIR", str(tmp_path))
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
         outcome = run_task_tests(session, task)
         assert (outcome.passed, outcome.ran) == (False, False), outcome
         assert "is not on this machine" in outcome.reason, outcome

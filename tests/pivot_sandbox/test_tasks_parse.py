@@ -12,9 +12,11 @@ from pivot_sandbox.contract.equivalents import registry_equivalent
 from pivot_sandbox.images import access as _access
 from pivot_sandbox.images import bases as _bases
 from pivot_sandbox.images import build as _build
+from pivot_sandbox.images import context_tar as _context_tar
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.tasks import harness as _task_tests
 from pivot_sandbox.tasks import terminal_bench as _tasks
+from pivot_sandbox.tasks.tests_venv import tools_steps
 
 REGISTRIES = frozenset({"deb.example", "pypi.example"})
 
@@ -336,7 +338,7 @@ def test_a_copied_script_that_fetches_uv_builds_and_other_hosts_still_skip(tmp_p
     run_both = df.parse(text + "RUN bash /app/fetch.sh\n", "Dockerfile")
     assert _tasks.script_hosts(task, run_both, REGISTRIES) == [("fetch.sh", "github.com")]
     # the copy the build puts into the image holds the registry's equivalent
-    data = _build._tar_of([folder / "install.sh"], "app", True, False, registry_equivalent)
+    data = _context_tar.context_tar([folder / "install.sh"], "app", True, False, registry_equivalent)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         body = tar.extractfile("app/install.sh").read().decode()
     assert "astral.sh" not in body and "uv" in body
@@ -354,7 +356,7 @@ def test_copied_files_have_the_modes_of_a_git_checkout_whatever_the_folders_copy
         path.chmod(mode)
     (folder / "sub").chmod(0o555)
     try:
-        data = _build._tar_of([folder], "app", True, False)
+        data = _context_tar.context_tar([folder], "app", True, False)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             modes = {m.name: m.mode & 0o7777 for m in tar.getmembers()}
             assert tar.extractfile("app/run.sh").read() == b"echo hi\n"
@@ -368,7 +370,7 @@ def test_a_torch_index_step_maps_to_pypi_and_the_tests_venv_reuses_the_image_tor
     ins = _tasks.equivalent_instruction(ins)
     assert ins.args == "pip install torch==2.7.0" and df.foreign_hosts([ins], REGISTRIES) == []
     folder = _task_folder(tmp_path, "pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n")
-    before, after = _tasks._tools_steps(_tasks.load_task(folder).tests)
+    before, after = tools_steps(_tasks.load_task(folder).tests)
     # pytest first (a Dockerfile may break pip later); torch after the task's steps, where the venv
     # (with the system site-packages) finds the torch the Dockerfile installed
     assert "pytest" in before and "torch" not in before
