@@ -18,11 +18,9 @@ Public API:
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import posixpath
 import shlex
-import stat
 import tarfile
 import threading
 import time
@@ -34,6 +32,7 @@ from typing import Any
 from pivot_sandbox.contract.spec import LABEL, OWNER
 from pivot_sandbox.errors import DockerfileError
 from pivot_sandbox.images.access import BuildAccess
+from pivot_sandbox.images.context_tar import context_tar, heredoc_tar
 from pivot_sandbox.images.dockerfile import _HEREDOC, IGNORED, Instruction, copy_sources, substitute
 from pivot_sandbox.images.stages import Stage, plan_stages, retarget, uv_script, uv_version
 
@@ -52,74 +51,7 @@ class BuildResult:
     user: str
     env: Mapping[str, str]
     copied_from: tuple[str, ...] = ()  # what the other stages and served images were (multi-stage builds)
-
-
-def rewritten(path: Path, rewrite: Callable[[str], str] | None) -> bytes | None:
-    """The bytes `rewrite` makes of a small text file, None when it leaves the file as it is."""
-    if rewrite is None or not path.is_file() or path.stat().st_size > 1_000_000:
-        return None
-    try:
-        text = path.read_text()
-    except (UnicodeDecodeError, OSError):
-        return None
-    new = rewrite(text)
-    return new.encode() if new != text else None
-
-
-def checkout_mode(mode: int) -> int:
-    """The permission bits a git checkout of the task's folder gives a file or folder: 0755 or 0644.
-
-    A task folder is a git tree upstream, and git keeps only whether the owner may execute; a copy
-    of it elsewhere (a read-only share, another umask) must not make the image's files read-only or
-    group-writable where the task's own image has them 0644 (an agent's `ls -la`, a write as a
-    non-root user, the task's tests of modes all see the difference).
-    """
-    kind = stat.S_IFMT(mode)
-    return kind | (0o755 if kind == stat.S_IFDIR or mode & stat.S_IXUSR else 0o644)
-
-
-def _tar_of(
-    paths: Sequence[Path], dest: str, dest_is_dir: bool, add: bool, rewrite: Callable[[str], str] | None = None
-) -> bytes:
-    """A tar to unpack at `/`: files and folders of the context placed at `dest` as docker COPY places them.
-
-    `rewrite` is applied to the text files (`_equivalents.registry_equivalent`: a script's fetch from
-    outside the registries replaced by the registry's package).
-    """
-    buf = io.BytesIO()
-
-    def put(path: Path, arcname: str) -> None:
-        info = tar.gettarinfo(str(path), arcname=arcname)
-        if info.isfile() or info.isdir():
-            info.mode = checkout_mode(info.mode)
-        data = rewritten(path, rewrite) if info.isfile() else None
-        if data is None:
-            with open(path, "rb") if info.isfile() else contextlib.nullcontext() as f:
-                tar.addfile(info, f)
-            return
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in paths:
-            if path.is_dir():
-                for sub in sorted(path.rglob("*")):
-                    put(sub, posixpath.join(dest, sub.relative_to(path).as_posix()))
-                continue
-            if add and tarfile.is_tarfile(path):
-                continue  # extracted by the caller
-            put(path, posixpath.join(dest, path.name) if dest_is_dir else dest)
-    return buf.getvalue()
-
-
-def _heredoc_tar(dest: str, body: str) -> bytes:
-    buf = io.BytesIO()
-    data = body.encode()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo(dest.lstrip("/"))
-        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    set_aside: Path | None = None  # the tar of the folder `build(set_aside=...)` took out of the image
 
 
 class _Session:
@@ -287,7 +219,7 @@ def _copy(s: _Session, ins: Instruction, context: Path, values: Mapping[str, str
     was_dir = s.is_dir(dest_abs)
     placed = [] if was_dir or any(p.is_dir() for p in paths) else [dest_abs]
     if ins.heredocs:
-        s.api.put_archive(s.id, "/", _heredoc_tar(dest_abs, ins.heredocs[0]))
+        s.api.put_archive(s.id, "/", heredoc_tar(dest_abs, ins.heredocs[0]))
     else:
         as_dir = dest.endswith("/") or len(paths) > 1 or was_dir or dest in (".", "./")
         for path in paths:
@@ -297,7 +229,7 @@ def _copy(s: _Session, ins: Instruction, context: Path, values: Mapping[str, str
             s.run(["mkdir", "-p", dest_abs], user="0", timeout=30, cwd="/")
         else:
             s.run(["mkdir", "-p", posixpath.dirname(dest_abs)], user="0", timeout=30, cwd="/")
-        s.api.put_archive(s.id, "/", _tar_of(paths, dest_abs.lstrip("/"), as_dir, kw == "ADD", s.rewrite))
+        s.api.put_archive(s.id, "/", context_tar(paths, dest_abs.lstrip("/"), as_dir, kw == "ADD", s.rewrite))
         for path in paths:
             if kw == "ADD" and path.is_file() and tarfile.is_tarfile(path):
                 with open(path, "rb") as f:
@@ -388,6 +320,23 @@ def _remove_withheld(s: _Session, paths: Sequence[str]) -> None:
         raise DockerfileError(f"the withheld files could not be removed before the commit ({left or out})")
 
 
+def _set_aside(s: _Session, folder: str, tar: Path) -> None:
+    """Archive `folder` of the build container to `tar` (entries `<its name>/...`, written whole), then remove it."""
+    part = tar.with_name(tar.name + ".part")
+    try:
+        with api_timeout(s.api, COMMIT_TIMEOUT), part.open("wb") as out:
+            for chunk in s.api.get_archive(s.id, folder)[0]:
+                out.write(chunk)
+        code, said = s.run(["rm", "-rf", "--", folder], user="0", timeout=120, cwd="/")
+    except Exception as e:  # noqa: BLE001 - the engine's errors vary by version: named in the build's error
+        part.unlink(missing_ok=True)
+        raise DockerfileError(f"{folder} could not be set aside before the commit: {e}") from e
+    if code != 0:
+        part.unlink(missing_ok=True)
+        raise DockerfileError(f"{folder} could not be removed before the commit: {said}")
+    part.replace(tar)
+
+
 def check_supported(instructions: Sequence[Instruction]) -> None:
     """Raise `DockerfileError` (file and line) for what the parser reads but this builder cannot run.
 
@@ -411,11 +360,14 @@ def build(
     rewrite: Callable[[str], str] | None = None,
     withheld: Sequence[Instruction] = (),
     stage_base: Callable[[str], tuple[str, BuildAccess | None]] | None = None,
+    set_aside: tuple[str, Path] | None = None,
 ) -> BuildResult:
     """Run the instructions (FROM excluded: `base` is the image the last FROM maps to) and commit the result as `tag`.
 
     What the COPY/ADD steps in `withheld` put in (a task's solution a later step uses) is removed
     before the commit: the image is one layer over its base, so none of it holds those files.
+    `set_aside` (folder, tar file): that folder is archived to the tar on this machine and removed
+    before the commit (a task's test tools, which its agent never sees: `tasks/tests_venv.py`).
 
     The committed image has an empty ENTRYPOINT (sandbox containers choose their own command), the
     Dockerfile's CMD as a label, and ENV/WORKDIR/USER as the Dockerfile left them. `rewrite` is applied
@@ -442,6 +394,8 @@ def build(
         steps = [*head, *stages[-1].steps]
         remove = _run_steps(session, steps, context, step_timeout, progress, sources, withheld)
         _remove_withheld(session, remove)
+        if set_aside is not None:
+            _set_aside(session, *set_aside)
         if sources.notes:
             session.labels[f"{LABEL}.copied-from"] = json.dumps(sources.notes)
         image_id = _commit(client, session, tag)
@@ -450,7 +404,8 @@ def build(
         if session is not None:
             session.remove()
     seconds, env = time.monotonic() - started, dict(session.env_set)
-    return BuildResult(tag, image_id, seconds, session.workdir, session.user, env, tuple(sources.notes))
+    aside = set_aside[1] if set_aside else None
+    return BuildResult(tag, image_id, seconds, session.workdir, session.user, env, tuple(sources.notes), aside)
 
 
 def _run_steps(

@@ -28,7 +28,8 @@ from pivot_sandbox.contract.spec import LABEL
 from pivot_sandbox.errors import DockerfileError, TaskError
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
-from pivot_sandbox.images.build import build, checkout_mode
+from pivot_sandbox.images.build import build
+from pivot_sandbox.images.context_tar import checkout_mode
 from pivot_sandbox.images.stock import image_exists
 from pivot_sandbox.images.task_bases import prepare
 from pivot_sandbox.tasks.compose import ComposeService

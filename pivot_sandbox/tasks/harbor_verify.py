@@ -39,7 +39,7 @@ from typing import Any
 
 from pivot_sandbox.contract.spec import DEFAULT_PATH, LABEL, SandboxSpec
 from pivot_sandbox.errors import SandboxError
-from pivot_sandbox.images.build import checkout_mode
+from pivot_sandbox.images.context_tar import checkout_mode
 from pivot_sandbox.images.stock import image_exists
 from pivot_sandbox.replay import box as ct
 from pivot_sandbox.replay.session import Session, open_session

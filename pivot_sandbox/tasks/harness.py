@@ -2,18 +2,21 @@
 
 The tests run after the agent's commands, in the same container, but with nothing of the agent's
 making: a fresh shell with the image's own environment (`env -i` plus the image's `Config.Env`, so
-an exported `BASH_ENV`, `PYTHONPATH` or `PYTEST_PLUGINS` never reaches them), the tests copied in
-only now (through the daemon, owned by root), their venv and interpreter checked against the
-container's change set first: a test run whose tools the agent changed (the venv, the tests' folder,
-the interpreter and its standard library, `sitecustomize`, a pytest configuration or `conftest.py`
-above the tests, an installed pytest plugin) is not run, and fails with the path named. The status
-line carries a nonce the agent cannot know.
+an exported `BASH_ENV`, `PYTHONPATH` or `PYTEST_PLUGINS` never reaches them), the tests and their
+venv copied in only now (through the daemon, owned by root: the image's build set the venv aside,
+`test_tools_tar`, as Terminal-Bench's harness installs the tests' tools only after the agent is
+done, so an agent's `ls /opt` or `find /` sees what it saw in the run), the interpreter and the
+rest checked against the container's change set first: a test run whose tools the agent changed
+(the venv, the tests' folder, the interpreter and its standard library, `sitecustomize`, a pytest
+configuration or `conftest.py` above the tests, an installed pytest plugin) is not run, and fails
+with the path named. The status line carries a nonce the agent cannot know.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import secrets
 import shlex
@@ -23,9 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pivot_sandbox.contract.spec import DEFAULT_PATH
-from pivot_sandbox.images.build import checkout_mode
+from pivot_sandbox.images.context_tar import checkout_mode
 
 TESTS_VENV = "/opt/pivot-tests"
+# the pytest plugins registered in the image as its build left it (the venv's and the image's own), one
+# module a line: the only ones the test run loads (`run_argv`); written into the venv, set aside with it
+PLUGINS_FILE = f"{TESTS_VENV}/pytest-plugins.txt"
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 TESTS_DIR = "/tests"
 # Seconds a task's test run may take past its own `max_test_timeout_sec` (installing its runner, reading the log).
 TESTS_GRACE = 60.0
@@ -120,6 +127,19 @@ def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
+def test_tools_tar(image_id: str) -> Path:
+    """Where this machine keeps the tests' venv that the build of the task image `image_id` set aside.
+
+    Its entries are named `pivot-tests/...`: it unpacks into `TESTS_VENV`'s parent. Keyed by the
+    image's id, so every tag of one image (a bundled task's stable name) finds it. In the user's own
+    cache whatever `PIVOT_CACHE_DIR` says, as the engine's images are one store for all processes:
+    a process with a cache of its own (the docs examples' runs) found no venv for an image that had
+    one, built the image again, and moved the stable name away from every other process's venv.
+    """
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return home / "pivot-gym" / "test-tools" / (image_id.removeprefix("sha256:")[:32] + ".tar")
+
+
 def tests_tar(tests: Path) -> bytes:
     """The task's `tests/` folder as a tar to unpack at `/` (entries under `tests/`, owned by root)."""
     buf = io.BytesIO()
@@ -152,12 +172,19 @@ _STARTUP = re.compile(r"(^|/)(sitecustomize|usercustomize)(\.py|\.pyc|\.cpython-
 SUSPECT_FILES = re.compile(r"(/entry_points\.txt|\.pth)$")
 
 
-def tampered_tools(changed: Sequence[str], suspects: Mapping[str, str] = {}) -> list[str]:  # noqa: B006 - read only
+def tampered_tools(
+    changed: Sequence[str],
+    suspects: Mapping[str, str] = {},  # noqa: B006 - read only
+    autoload: bool = True,
+) -> list[str]:
     """Paths of the test run's own tools among the paths the agent changed (deleted included).
 
-    `suspects` maps the changed `SUSPECT_FILES` to their content: an `entry_points.txt` that
-    registers a pytest plugin (`[pytest11]`, loaded by every pytest run) or a `.pth` file with an
-    `import` line (run by every interpreter start) counts as tampering.
+    `suspects` maps the changed `SUSPECT_FILES` to their content: a `.pth` file with an `import`
+    line (run by every interpreter start) counts as tampering, and so does an `entry_points.txt`
+    that registers a pytest plugin (`[pytest11]`) where the test run's pytest loads every registered
+    plugin (`autoload`; Harbor's test.sh). Terminal-Bench's test run here loads only the plugins the
+    image's build registered (`PLUGINS_FILE`): one the agent registered (anyio's, with every `pip
+    install httpx`) is not loaded, and no tampering.
     """
     out = []
     for path in changed:
@@ -172,12 +199,14 @@ def tampered_tools(changed: Sequence[str], suspects: Mapping[str, str] = {}) -> 
             out.append(path)
         elif path in suspects:
             text = suspects[path]
-            if "[pytest11]" in text or any(line.startswith("import") for line in text.splitlines()):
+            if (autoload and "[pytest11]" in text) or any(line.startswith("import") for line in text.splitlines()):
                 out.append(path)
     return sorted(out)
 
 
-def run_argv(image_env: Sequence[str], plan: TestPlan, workdir: str, nonce: str) -> list[str]:
+def run_argv(
+    image_env: Sequence[str], plan: TestPlan, workdir: str, nonce: str, plugins: Sequence[str] = ()
+) -> list[str]:
     """The test run's command: a fresh shell with the image's own environment, as Terminal-Bench's harness has it.
 
     `env -i` leaves out everything but the image's `Config.Env`: nothing the agent exported (an
@@ -188,7 +217,8 @@ def run_argv(image_env: Sequence[str], plan: TestPlan, workdir: str, nonce: str)
     keeps the tests' own status, which the nonce line reports. The harness's own programs are named
     by absolute path (`/usr/bin/env`, `/bin/bash`, `/usr/bin/tail`), never looked up on a PATH whose
     earlier folders the agent could fill; no bytecode or pytest cache is written, so nothing in the
-    tests' folder changes while they run (`TestsFolder`).
+    tests' folder changes while they run (`TestsFolder`). pytest loads no plugin by its entry
+    point but `plugins` (the modules the image's build registered: `PLUGINS_FILE`), each by `-p`.
     """
     env = [e for e in image_env if "=" in e and not e.startswith(("PATH=", "BASH_ENV=", "ENV=", "LD_"))]
     path = next(
@@ -202,7 +232,12 @@ def run_argv(image_env: Sequence[str], plan: TestPlan, workdir: str, nonce: str)
         f'st=$?; echo; echo "{nonce} $st"; exit $st'
     )
     fixed = [f"TEST_DIR={TESTS_DIR}", f"PATH={TESTS_VENV}/bin:{path}", "PYTHONNOUSERSITE=1", "HOME=/root"]
-    fixed += ["PYTHONDONTWRITEBYTECODE=1", "PYTEST_ADDOPTS=-p no:cacheprovider"]
+    loaded = "".join(f" -p {m}" for m in plugins if _MODULE.fullmatch(m))
+    fixed += [
+        "PYTHONDONTWRITEBYTECODE=1",
+        f"PYTEST_ADDOPTS=-p no:cacheprovider{loaded}",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+    ]
     return ["/usr/bin/env", "-i", *env, *fixed, "/bin/bash", "--noprofile", "--norc", "-c", outer]
 
 

@@ -3,10 +3,14 @@
 A task folder holds `Dockerfile`, `task.yaml`, `solution.sh` or `solution.yaml`, `tests/` and, where
 present, `run-tests.sh` and the files the Dockerfile copies. Its image is the Dockerfile run by
 `_build.build` on a locally built base mapped to the name the Dockerfile asks for (`_bases.BASES`),
-with build-time registry access (`images/access.py`), plus a test-tools layer: a venv at `/opt/pivot-tests`
+with build-time registry access (`images/access.py`), plus the tests' tools: a venv at `/opt/pivot-tests`
 holding pytest and what `run-tests.sh` would have installed (the tests run with `--network none`,
-so their dependencies are fetched at build time). Images are tagged by a content hash of (Dockerfile,
-copied files, base image id, test plan, builder version) and an LRU bound removes the oldest.
+so their dependencies are fetched at build time), which the build sets aside before the commit (a
+tar on this machine, `harness.test_tools_tar`, by image id): the image holds none of it, as the
+agent's machine in Terminal-Bench's runs did not (its harness installs them after the agent is
+done; an agent's `ls -la /opt` diverged on the venv), and the test run gets it with the tests.
+Images are tagged by a content hash of (Dockerfile, copied files, base image id, test plan, builder
+version) and an LRU bound removes the oldest.
 
 The tests and the solution never reach the image: a `COPY`/`ADD` of `tests/` or `solution.*` (a
 task-design leak: blind-maze copies its tests to /app/tests) is left out of the build, and the
@@ -33,8 +37,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
-import shlex
+import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,22 +55,26 @@ from pivot_sandbox.contract.spec import LABEL, Json
 from pivot_sandbox.errors import TaskError
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.images.access import build_access
-from pivot_sandbox.images.build import build, checkout_mode
+from pivot_sandbox.images.build import build
+from pivot_sandbox.images.context_tar import checkout_mode
 from pivot_sandbox.images.stock import ensure_stock_image, image_exists
 from pivot_sandbox.images.task_bases import prepare
 from pivot_sandbox.tasks.compose import ComposeService, read_compose
 from pivot_sandbox.tasks.compose_images import service_images
 from pivot_sandbox.tasks.folders import TASK_REPO, bundled_task_dir
-from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan
+from pivot_sandbox.tasks.harness import TESTS_VENV, TestPlan, test_plan, test_tools_tar
 from pivot_sandbox.tasks.oracle_files import without_oracle
+from pivot_sandbox.tasks.tests_venv import sweep_test_tools, tools_kept, tools_steps
 
 if TYPE_CHECKING:
     import docker
 
     from pivot_sandbox.tasks.harbor import HarborConfig
 
-BUILDER_VERSION = "5"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes;
-# 5: the folder a left-out or withheld copy of tests/ creates stays, empty (the runs list it)
+BUILDER_VERSION = "7"  # 3: tests/ and solution.* are never copied into the image; 4: files have git's modes;
+# 5: the folder a left-out or withheld copy of tests/ creates stays, empty (the runs list it);
+# 6: the tests' venv is set aside out of the image (`harness.test_tools_tar`), delivered with the tests;
+# 7: the pytest plugins the build registered are listed in the venv (`harness.PLUGINS_FILE`)
 MAX_TASK_IMAGES = 24
 
 
@@ -179,31 +188,6 @@ def compose_build(task_dir: Path) -> tuple[Path, Path, str]:
     return compose.context, compose.dockerfile, compose.problem
 
 
-def _tools_steps(plan: TestPlan) -> tuple[str, str]:
-    """Dockerfile text of the test-tools layer (run as root, with build access): (before, after) the task's steps.
-
-    The venv with pytest (and run-tests.sh's apt packages) comes before the Dockerfile's own steps, which
-    may break the network or pip on purpose (broken-networking, broken-python). The rest of run-tests.sh's
-    packages comes after them: the venv sees the image's own packages, so a torch the Dockerfile installed
-    is not installed a second time (several GB).
-    """
-    lines = []
-    if plan.apt:
-        lines.append(
-            "RUN --user=0 apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-            + " ".join(shlex.quote(p) for p in plan.apt)
-        )
-    pip = f"{TESTS_VENV}/bin/python -m pip install -q --disable-pip-version-check"
-    first = [p for p in plan.pip if re.match(r"pytest\b", p)] or ["pytest"]
-    rest = [p for p in plan.pip if p not in first]
-    lines.append(
-        f"RUN --user=0 python3 -m venv --system-site-packages {TESTS_VENV}"
-        f" && {pip} {' '.join(shlex.quote(p) for p in first)}"
-    )
-    after = f"RUN --user=0 {pip} {' '.join(shlex.quote(p) for p in rest)}\n" if rest else ""
-    return "\n".join(lines) + "\n", after
-
-
 def script_hosts(task: Task, instructions: Sequence[df.Instruction], allowed: frozenset[str]) -> list[tuple[str, str]]:
     """(file, host) for copied files that a RUN step names and that fetch from a host beyond the registries."""
     run_text = " ".join(i.args for i in instructions if i.keyword == "RUN")
@@ -308,7 +292,7 @@ def _main_image(client: docker.DockerClient, task: Task, *, force: bool, keep: i
         if outside:
             return _skip(task, outside, started, base)
         tag = f"{TASK_REPO}:{task.task_id}-{content_hash(task, instructions, plan.base_ids)[:16]}"
-        if not force and image_exists(client, tag):
+        if not force and image_exists(client, tag) and (not tools or tools_kept(client, tag)):
             return _cached(client, task, tag, started, base=base, note=note, dropped=dropped)
         labels = {f"{LABEL}.task": task.task_id, f"{LABEL}.suite": access_suite(client, base), **plan.labels}
         # the tests' tools first (after the last FROM): a Dockerfile may break the network or pip on purpose
@@ -316,7 +300,12 @@ def _main_image(client: docker.DockerClient, task: Task, *, force: bool, keep: i
         last = max(n for n, i in enumerate(instructions) if i.keyword == "FROM") + 1
         steps = instructions[:last] + tools + instructions[last:] + tools_after
         options = {"labels": labels, "rewrite": registry_equivalent, "withheld": withheld}
+        # the tests' venv is set aside, out of the image: delivered with the tests (`verification.run_task_tests`)
+        building = test_tools_tar("").with_name(f".building-{os.getpid()}-{secrets.token_hex(4)}.tar")
+        options["set_aside"] = (TESTS_VENV, building) if tools else None
         result = build(client, steps, task.context, base, tag, access, **options, stage_base=plan.stage_base)
+        if result.set_aside is not None:
+            result.set_aside.replace(test_tools_tar(result.image_id))
     except (df.DockerfileError, TaskError) as e:
         return _skip(task, str(e), started)
     _touch(client, tag)
@@ -341,7 +330,7 @@ def _tools_instructions(task: Task) -> tuple[list[df.Instruction], list[df.Instr
     None for a Harbor task: its test tools are a layer of their own, delivered with its tests (`harbor_layer.py`).
     """
     tools_in_image = not task.tests.problem and task.harbor is None
-    before, after = _tools_steps(task.tests) if tools_in_image else ("", "")
+    before, after = tools_steps(task.tests) if tools_in_image else ("", "")
     return df.parse(before, "<test tools>", fragment=True), df.parse(after, "<test tools>", fragment=True)
 
 
@@ -418,6 +407,7 @@ def evict(client: docker.DockerClient, keep: int) -> list[str]:
             removed.append(tag)
         except Exception:  # noqa: BLE001 - an image in use stays; the next eviction retries
             pass
+    sweep_test_tools(client)
     return removed
 
 
@@ -463,9 +453,16 @@ def ensure_image(client: docker.DockerClient, tag: str) -> None:
     """The backends' image resolver (`ImageResolver`): bundled task images built on demand, others as stock ones.
 
     A bundled task's pivots name `pivot-gym/task:<task id>` (the content-hash tag depends on this
-    machine's base images); it is built from the package's copy of the task folder the first time.
+    machine's base images); it is built from the package's copy of the task folder the first time,
+    and checked against its content hash once per process: a stable name an older builder tagged
+    (its image holding the tests' venv, or another test plan) moves to the current build.
     """
-    if bundled_task_dir(tag) is not None and not image_exists(client, tag):
-        ensure_bundled_image(client, tag)
+    if bundled_task_dir(tag) is not None:
+        if tag not in _CURRENT_BUNDLED:
+            ensure_bundled_image(client, tag)
+            _CURRENT_BUNDLED.add(tag)
         return
     ensure_stock_image(client, tag)
+
+
+_CURRENT_BUNDLED: set[str] = set()  # the bundled stable names this process has checked (`ensure_image`)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,14 +34,17 @@ from pivot_sandbox.replay.session import Session, open_session
 from pivot_sandbox.tasks.folders import resolve_task_dir
 from pivot_sandbox.tasks.harbor import container_limits
 from pivot_sandbox.tasks.harness import (
+    PLUGINS_FILE,
     SUSPECT_FILES,
     TESTS_DIR,
     TESTS_GRACE,
+    TESTS_VENV,
     TestOutcome,
     new_nonce,
     run_argv,
     tampered_tools,
     test_outcome,
+    test_tools_tar,
     tests_tar,
 )
 from pivot_sandbox.tasks.terminal_bench import Task, load_task
@@ -99,16 +103,17 @@ def run_task_tests(session: Session, task: Task, timeout: float | None = None) -
     if stopped:
         return TestOutcome(False, False, {}, stopped)
     box, limits = session.live(), session.backend.limits
-    tampered = _tampered_tools(box, limits)
+    tampered = _tampered_tools(box, limits, autoload=False)
     if tampered:
         return TestOutcome(False, False, {}, f"the agent changed the test run's own tools: {tampered}")
-    ct.run(box, ["rm", "-rf", TESTS_DIR], user="0", timeout=30, output_cap=64 * 1024, keep=True)
-    box.sandbox.put_archive("/", tests_tar(task.dir / "tests"))
+    problem, plugins = _deliver(session, box, task)
+    if problem:
+        return TestOutcome(False, False, {}, problem)
     delivered = _tests_files(box)
     nonce = new_nonce()
     raw = ct.run(
         box,
-        run_argv(session.image_env(), task.tests, session.spec.workdir, nonce),
+        run_argv(session.image_env(), task.tests, session.spec.workdir, nonce, plugins),
         user=session.spec.user,
         timeout=timeout or task.tests.timeout + TESTS_GRACE,
         output_cap=limits.output_cap,
@@ -123,29 +128,62 @@ def run_task_tests(session: Session, task: Task, timeout: float | None = None) -
     local, found, now = _local_digests(task.dir / "tests"), _tests_digests(box), _tests_files(box)
     if any(found.get(path) != digest or now.get(path) != delivered.get(path) for path, digest in local.items()):
         return TestOutcome(False, outcome.ran, outcome.counts, "the tests' own files changed while they ran")
-    tampered = _tampered_tools(box, limits, exclude_tests=True)
+    venv = {p: v for p, v in now.items() if p == TESTS_VENV or p.startswith(TESTS_VENV + "/")}
+    if venv != {p: v for p, v in delivered.items() if p == TESTS_VENV or p.startswith(TESTS_VENV + "/")}:
+        return TestOutcome(False, outcome.ran, outcome.counts, f"the tests' venv ({TESTS_VENV}) changed while they ran")
+    tampered = _tampered_tools(box, limits, exclude_tests=True, autoload=False)
     if tampered:
         return TestOutcome(False, outcome.ran, outcome.counts, f"the test run's own tools changed: {tampered}")
     return outcome
 
 
-def _tampered_tools(box: ct.Box, limits: Limits, exclude_tests: bool = False) -> str:
-    """The test run's own tools among what the agent changed, named ("" when none)."""
+def _deliver(session: Session, box: ct.Box, task: Task) -> tuple[str, list[str]]:
+    """Put the tests at `TESTS_DIR` and their venv at `TESTS_VENV` through the engine, as root.
+
+    Returns ("" or why not, the pytest plugins the image's build registered: `PLUGINS_FILE`, read
+    from the venv just delivered). The venv is the one the build of the session's image set aside
+    (`test_tools_tar`); its parent must be a folder of the image's, not a link the agent made (the
+    venv would land where it points).
+    """
+    tools = test_tools_tar(session.backend.image_id(session.spec.image) or "")
+    if not tools.is_file():
+        why = f"the tests' venv of {session.spec.image} is not on this machine ({tools}): build the task's image again"
+        return why, []
+    parent = posixpath.dirname(TESTS_VENV)
+    script = f"rm -rf -- {TESTS_DIR} {TESTS_VENV} && mkdir -p {parent} && test -d {parent} && ! test -L {parent}"
+    raw = ct.run(box, ["/bin/sh", "-c", script], user="0", timeout=60, output_cap=64 * 1024, keep=True)
+    if raw.exit_code != 0:
+        return f"the agent changed the test run's own tools: {parent} is not a folder of the image's", []
+    box.sandbox.put_archive("/", tests_tar(task.dir / "tests"))
+    box.sandbox.put_archive(parent, tools.read_bytes())
+    raw = ct.run(box, ["cat", "--", PLUGINS_FILE], user="0", timeout=30, output_cap=64 * 1024, keep=True)
+    if raw.exit_code != 0:
+        return f"the tests' venv holds no {PLUGINS_FILE}: build the task's image again", []
+    return "", raw.stdout.decode(errors="replace").split()
+
+
+def _tampered_tools(box: ct.Box, limits: Limits, exclude_tests: bool = False, autoload: bool = True) -> str:
+    """The test run's own tools among what the agent changed, named ("" when none; `autoload`: `tampered_tools`)."""
     changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
     if over:
         return f"they could not be checked: {over}"
     if exclude_tests:  # delivered by the engine, compared by `_tests_files` and `_tests_digests`
-        changes = [(p, k) for p, k in changes if p != TESTS_DIR and not p.startswith(TESTS_DIR + "/")]
+        inside = (TESTS_DIR + "/", TESTS_VENV + "/")
+        changes = [(p, k) for p, k in changes if p not in (TESTS_DIR, TESTS_VENV) and not p.startswith(inside)]
     present = [p for p, kind in changes if kind != 2 and SUSPECT_FILES.search(p)]
     suspects = {p: ct.read_text(box, p) for p in present[:100]}
-    tampered = tampered_tools([p for p, _ in changes], suspects)
+    tampered = tampered_tools([p for p, _ in changes], suspects, autoload)
     return ", ".join(tampered[:3]) + (f" (+{len(tampered) - 3})" if len(tampered) > 3 else "")
 
 
 def _tests_files(box: ct.Box) -> dict[str, str]:
-    """Each file of the tests' folder: inode, size, change time, mode, owner (a rewrite changes the ctime)."""
-    argv = ["find", TESTS_DIR, "-type", "f", "-printf", "%p\\t%i %s %C@ %m %U\\n"]
-    raw = ct.run(box, argv, user="0", timeout=30, output_cap=4 << 20, keep=True)
+    """Each file of the tests' folder and each entry of their venv: inode, size, change time, mode, owner.
+
+    A rewrite, a rename or a new entry changes the listing (the change time is the kernel's to set).
+    """
+    listing = "%p\\t%i %s %C@ %m %U %l\\n"
+    script = f"find {TESTS_DIR} -type f -printf '{listing}'; find {TESTS_VENV} -printf '{listing}'"
+    raw = ct.run(box, ["/bin/sh", "-c", script], user="0", timeout=60, output_cap=32 << 20, keep=True)
     lines = raw.stdout.decode(errors="replace").splitlines()
     return dict(line.partition("\t")[::2] for line in lines)
 

@@ -320,7 +320,7 @@ def test_terminal_bench_tests_are_not_run_with_tools_the_agent_changed(tasks_env
     first = [p for p in tasks_env.pivots if p.id.endswith("hello-world#1")][0]
     tasks_env.reset(options={"pivot_id": first.id})
     tasks_env.step(render_completion(first.expert, "terminal"))  # the task is done
-    replace_pytest = "printf '#!/bin/sh\\necho PASSED\\n' > /opt/pivot-tests/bin/pytest"
+    replace_pytest = "mkdir -p /opt/pivot-tests/bin; printf '#!/bin/sh\\necho PASSED\\n' > /opt/pivot-tests/bin/pytest"
     _, reward, terminated, _, info = tasks_env.step(terminus(replace_pytest, complete=True))
     assert (reward, terminated) == (0.0, True)
     assert "/opt/pivot-tests/bin/pytest" in info["outcome"]["details"]["reason"], info["outcome"]

@@ -301,6 +301,29 @@ def test_a_directorys_link_count_is_the_filesystems_not_the_states():
         assert (found and found[0]) == want, found  # a file's link count (a hard link) still counts
 
 
+def test_a_compressed_archives_size_may_move_by_what_the_clock_in_its_headers_explains():
+    # decommissioning-service: `tar -czf` of the data the image build made, listed with `ls -la`: 245 bytes in
+    # the OpenHands run, 246 in mini-swe-agent's, 247 here (the members' mtimes are each build's clock)
+    recorded = "-rw-r--r-- 1 root root 245 Jul 11 23:21 sensitive_files.tar.gz\nsensitive_service_data/\n"
+    step = Step(5, ("ls -la sensitive_files.tar.gz && tar -tzf sensitive_files.tar.gz",), 0, recorded)
+
+    def found(stdout: bytes) -> int | None:
+        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout)
+        diverged = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
+        return diverged and diverged[0]
+
+    assert found(b"-rw-r--r-- 1 root root 247 Dec  7 02:34 sensitive_files.tar.gz\nsensitive_service_data/\n") is None
+    # another size than the clock explains, another member, another name, mode or owner: a divergence
+    assert found(b"-rw-r--r-- 1 root root 2450 Dec  7 02:34 sensitive_files.tar.gz\nsensitive_service_data/\n") == 5
+    assert found(b"-rw-r--r-- 1 root root 247 Dec  7 02:34 sensitive_files.tar.gz\nother/\n") == 5
+    assert found(b"-rw-r--r-- 1 root root 247 Dec  7 02:34 sensitive_file.tar.gz\nsensitive_service_data/\n") == 5
+    assert found(b"-rw-rw-rw- 1 root root 247 Dec  7 02:34 sensitive_files.tar.gz\nsensitive_service_data/\n") == 5
+    # a file that is not a compressed archive: its size is the state's
+    plain = Step(5, ("ls -la notes.txt",), 0, "-rw-r--r-- 1 root root 245 Jul 11 23:21 notes.txt")
+    raw = SimpleNamespace(killed=None, exit_code=0, stdout=b"-rw-r--r-- 1 root root 247 Dec  7 02:34 notes.txt\n")
+    assert first_divergence([plain], [[(raw, "/app")], [(raw, "/app")]])[0] == 5
+
+
 def test_cli_check_replay_reports_faithful_pivots(shared_data: Path, docker_client, tmp_path):
     from typer.testing import CliRunner
 

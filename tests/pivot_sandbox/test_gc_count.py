@@ -107,3 +107,26 @@ def test_the_rootfs_exports_of_gone_images_are_swept_and_live_or_recent_ones_sta
         os.utime(folder / name, (old + n, old + n))
     assert sweep_rootfs(Engine(), keep=2) == 2  # "b" (oldest use) and "d" went; "c" is in use
     assert sorted(p.name for p in folder.iterdir()) == ["c" * 32, "e" * 32]
+
+
+def test_the_set_aside_test_venvs_of_gone_images_are_swept_and_live_or_recent_ones_stay(client, tmp_path, monkeypatch):
+    """A task image's tests' venv lies beside it, by image id: evicted or pruned, its venv goes too."""
+    import os
+    import time
+
+    from pivot_sandbox.tasks.harness import test_tools_tar
+    from pivot_sandbox.tasks.tests_venv import sweep_test_tools
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    live = client.images.list()[0].id  # an image of this engine
+    kept, gone, recent = test_tools_tar(live), test_tools_tar("sha256:" + "0" * 64), test_tools_tar("1" * 64)
+    dead_build = kept.with_name(".building-1-ab.tar.part")  # a build that died while setting its venv aside
+    old = time.time() - 7200
+    for path in (kept, gone, recent, dead_build):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"tar")
+    for path in (kept, gone, dead_build):
+        os.utime(path, (old, old))
+    # "recent": no image yet, written a moment ago (a build that committed after the engine was asked)
+    assert sweep_test_tools(client) == 2
+    assert sorted(p.name for p in kept.parent.iterdir()) == sorted([kept.name, recent.name])

@@ -175,8 +175,12 @@ PLUGIN_HACK = (
 )
 TOOL_HACKS = [
     # the tests' own venv, and pytest's configuration above the tests: not run, and named
-    "printf '#!/bin/sh\\necho PASSED tests/test_outputs.py::test_hello_file_exists\\n' > /opt/pivot-tests/bin/pytest",
+    # (the image holds no venv: the agent makes one where the test run's will be delivered)
+    "mkdir -p /opt/pivot-tests/bin && printf '#!/bin/sh\\necho PASSED tests/test_outputs.py::test_hello_file_exists\\n'"
+    " > /opt/pivot-tests/bin/pytest && chmod +x /opt/pivot-tests/bin/pytest",
     "printf 'import pytest\\n' > /conftest.py",
+    # the venv's folder made a link: the venv would be delivered where the agent chose
+    "mkdir -p /tmp/elsewhere && rm -rf /opt && ln -s /tmp/elsewhere /opt",
 ]
 
 
@@ -210,6 +214,38 @@ def test_a_changed_test_tool_is_no_test_run(hello_pivot):
         assert "changed the test run's own tools" in verdict.reason, (hack, verdict.reason)
 
 
+def _registered_plugin(name: str, body: str) -> str:
+    """A command that installs a pytest plugin as pip would: a module and a dist-info with its entry point."""
+    site = '$(python3 -c "import site; print(site.getsitepackages()[0])")'
+    return (
+        f'd={site} && mkdir -p "$d/{name}-1.0.dist-info" && printf "{body}" > "$d/{name}_plugin.py" && '
+        f'printf "[pytest11]\\n{name} = {name}_plugin\\n" > "$d/{name}-1.0.dist-info/entry_points.txt" && '
+        f'printf "Metadata-Version: 2.1\\nName: {name}\\nVersion: 1.0\\n" > "$d/{name}-1.0.dist-info/METADATA"'
+    )
+
+
+# what `pip install httpx` does (anyio registers its plugin), and a plugin that reports every test passed
+HARMLESS_PLUGIN = _registered_plugin("harmless", "import pytest\\n")
+FORCE_PASS_PLUGIN = _registered_plugin(
+    "forcepass",
+    "import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n"
+    "    outcome = yield\\n    outcome.get_result().outcome = 'passed'\\n",
+)
+
+
+def test_a_pytest_plugin_the_agent_registered_is_not_loaded_and_no_tampering(hello_pivot):
+    # solana-data's run installed anyio (its `[pytest11]` entry point): the test run refused to run as if
+    # the agent had changed its tools, a 0 whatever the task's state. The test run now loads only the
+    # plugins the image's build registered: the agent's are not loaded, the real tests decide
+    expert = 'echo "Hello, world!" > /app/hello.txt'
+    harmless, forged = get_verifier("task_tests", mode="final").verify_batch(
+        hello_pivot, [terminus(f"{expert} && {HARMLESS_PLUGIN}"), terminus(f"{FORCE_PASS_PLUGIN}")]
+    )
+    assert harmless.accepted, harmless
+    assert (forged.reward, forged.error) == (0.0, None), forged
+    assert forged.details["tests"].get("FAILED"), forged  # the real tests ran, without the plugin, and failed
+
+
 # -- item 9: the tests and the solution never reach the candidate's file system --------------------------
 
 
@@ -224,6 +260,23 @@ def test_a_task_image_holds_neither_its_tests_nor_its_solution(docker_client):
     listing = docker_client.containers.run(report.image, ["ls", "-A", "/app", "/app/tests"], remove=True).decode()
     # the folder it created stays, empty (the runs list it): `ls -A /app/tests` prints its name alone
     assert listing.split() == ["/app:", "maze_game.sh", "tests", "/app/tests:"], listing
+
+
+def test_a_task_image_holds_none_of_the_test_runs_tools(docker_client):
+    # Terminal-Bench's harness installs the tests' tools after the agent is done: decommissioning-service's
+    # run listed /opt and saw its own data folder only, where the image's venv at /opt/pivot-tests diverged
+    import tarfile
+
+    from pivot_sandbox.tasks.harness import TESTS_VENV, test_tools_tar
+    from pivot_sandbox.tasks.terminal_bench import load_task, task_image
+
+    report = task_image(docker_client, load_task(BUNDLED / "hello-world"))
+    assert report.status in ("built", "cached"), report
+    found = docker_client.containers.run(report.image, ["sh", "-c", f"ls -d {TESTS_VENV} || true"], remove=True)
+    assert found.decode().strip() == "", found
+    with tarfile.open(test_tools_tar(docker_client.images.get(report.image).id)) as tar:
+        names = tar.getnames()
+    assert "pivot-tests/bin/pytest" in names and "pivot-tests/pyvenv.cfg" in names, names[:20]
 
 
 def test_synthesis_finds_an_answer_the_agent_can_read(docker_client):
@@ -291,6 +344,27 @@ def test_a_server_the_agent_left_runs_again_for_the_tests(hello_pivot):
         fetch = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8080/index.html').read().decode())"
         page = session.run(f'python3 -c "{fetch}"')
         assert page.output.strip() == "served", page
+    finally:
+        session.close()
+
+
+def test_a_test_run_without_its_set_aside_venv_is_not_run_and_says_why(hello_pivot, tmp_path, monkeypatch):
+    # the venv lies on this machine beside the image (`test_tools_tar`); a cleared cache is no test run
+    # that passes or fails by chance: the outcome says it did not run, and why
+    from pivot_sandbox import SandboxSpec, docker_backend, open_session, resolve_task_dir, run_task_tests
+    from pivot_sandbox.tasks.terminal_bench import load_task
+
+    spec = SandboxSpec.from_context(hello_pivot.context)
+    task = load_task(resolve_task_dir(hello_pivot.context["task"]["dir"]))
+    session = open_session(docker_backend(), spec, [])
+    try:
+        session.run('echo "Hello, world!" > /app/hello.txt')
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        outcome = run_task_tests(session, task)
+        assert (outcome.passed, outcome.ran) == (False, False), outcome
+        assert "is not on this machine" in outcome.reason, outcome
+        monkeypatch.undo()
+        assert run_task_tests(session, task).passed
     finally:
         session.close()
 

@@ -92,6 +92,19 @@ def test_a_second_build_is_a_cache_hit(images, docker_client):
     assert again.status == "cached" and again.image == images["hello-world"].image
 
 
+def test_a_bundled_tasks_stable_name_an_older_build_tagged_moves_to_the_current_one(images, docker_client, monkeypatch):
+    # a machine that ran an older release keeps `pivot-gym/task:hello-world` on that release's image (its
+    # tests' venv inside, none set aside): every test run there failed until the image was removed by hand
+    stale = images["aimo-airline-departures"].image  # any other image stands for the older build
+    docker_client.images.get(stale).tag("pivot-gym/task", "hello-world")
+    monkeypatch.setattr(_tasks, "_CURRENT_BUNDLED", set())  # a new process
+    _tasks.ensure_image(docker_client, "pivot-gym/task:hello-world")
+    assert (
+        docker_client.images.get("pivot-gym/task:hello-world").id
+        == docker_client.images.get(images["hello-world"].image).id
+    )
+
+
 def test_dockerfile_pip_install_went_through_but_a_candidate_pip_install_has_no_network(images, env):
     # blind-maze-explorer-5x5's Dockerfile ends with `RUN pip install --no-cache-dir pytest`
     pivot = sandboxed(env, "blind-maze-explorer-5x5")[0]

@@ -12,9 +12,11 @@ from pivot_sandbox.contract.equivalents import registry_equivalent
 from pivot_sandbox.images import access as _access
 from pivot_sandbox.images import bases as _bases
 from pivot_sandbox.images import build as _build
+from pivot_sandbox.images import context_tar as _context_tar
 from pivot_sandbox.images import dockerfile as df
 from pivot_sandbox.tasks import harness as _task_tests
 from pivot_sandbox.tasks import terminal_bench as _tasks
+from pivot_sandbox.tasks.tests_venv import tools_steps
 
 REGISTRIES = frozenset({"deb.example", "pypi.example"})
 
@@ -210,6 +212,18 @@ def test_the_test_runs_own_tools_changed_by_the_agent_are_named():
         changed[-1]: "[console_scripts]\nok = ok:main\n",
     }
     assert _task_tests.tampered_tools(changed, suspects) == sorted(changed[2:7])
+    # where the test run loads only the plugins the image's build registered, one the agent registered is
+    # not loaded: no tampering (anyio's, with every `pip install httpx`)
+    assert _task_tests.tampered_tools(changed, suspects, autoload=False) == sorted(changed[2:6])
+
+
+def test_the_test_run_loads_only_the_plugins_the_image_build_registered(tmp_path: Path):
+    plan = _tasks.load_task(_task_folder(tmp_path, None)).tests
+    plugins = ["anyio.pytest_plugin", "xdist.plugin", "evil; rm -rf /", "-p"]
+    argv = _task_tests.run_argv(["PATH=/usr/bin:/bin"], plan, "/app", "pivot-tests-1", plugins)
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1" in argv
+    # module names only: anything else in the list is dropped, never a word of the command line
+    assert "PYTEST_ADDOPTS=-p no:cacheprovider -p anyio.pytest_plugin -p xdist.plugin" in argv
 
 
 def test_build_access_reads_the_machine_and_keeps_file_indexes_out(monkeypatch):
@@ -324,7 +338,7 @@ def test_a_copied_script_that_fetches_uv_builds_and_other_hosts_still_skip(tmp_p
     run_both = df.parse(text + "RUN bash /app/fetch.sh\n", "Dockerfile")
     assert _tasks.script_hosts(task, run_both, REGISTRIES) == [("fetch.sh", "github.com")]
     # the copy the build puts into the image holds the registry's equivalent
-    data = _build._tar_of([folder / "install.sh"], "app", True, False, registry_equivalent)
+    data = _context_tar.context_tar([folder / "install.sh"], "app", True, False, registry_equivalent)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         body = tar.extractfile("app/install.sh").read().decode()
     assert "astral.sh" not in body and "uv" in body
@@ -342,7 +356,7 @@ def test_copied_files_have_the_modes_of_a_git_checkout_whatever_the_folders_copy
         path.chmod(mode)
     (folder / "sub").chmod(0o555)
     try:
-        data = _build._tar_of([folder], "app", True, False)
+        data = _context_tar.context_tar([folder], "app", True, False)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             modes = {m.name: m.mode & 0o7777 for m in tar.getmembers()}
             assert tar.extractfile("app/run.sh").read() == b"echo hi\n"
@@ -356,11 +370,13 @@ def test_a_torch_index_step_maps_to_pypi_and_the_tests_venv_reuses_the_image_tor
     ins = _tasks.equivalent_instruction(ins)
     assert ins.args == "pip install torch==2.7.0" and df.foreign_hosts([ins], REGISTRIES) == []
     folder = _task_folder(tmp_path, "pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n")
-    before, after = _tasks._tools_steps(_tasks.load_task(folder).tests)
+    before, after = tools_steps(_tasks.load_task(folder).tests)
     # pytest first (a Dockerfile may break pip later); torch after the task's steps, where the venv
     # (with the system site-packages) finds the torch the Dockerfile installed
     assert "pytest" in before and "torch" not in before
-    assert "torch==2.7.0" in after and "pytest" not in after
+    install, listing = after.splitlines()  # then the plugins the build registered are listed
+    assert "torch==2.7.0" in install and "pytest" not in install.replace(_task_tests.TESTS_VENV, "")
+    assert listing.endswith(f"> {_task_tests.PLUGINS_FILE}")
 
 
 def test_tests_are_delivered_writable_by_root_from_a_read_only_task_folder(tmp_path: Path):

@@ -11,9 +11,9 @@ The candidate runs at the restored state, then:
 
 The commands run in one live container (a sandbox session, as in a terminal); the tests then run there
 as Terminal-Bench's harness runs them (`Session.run_tests`): a fresh shell with the image's own
-environment (nothing the candidate exported: `BASH_ENV`, `PYTHONPATH`, `PYTEST_PLUGINS`), the tests copied
-in only now, the venv the image build made for them (`TESTS_VENV`) and the interpreter checked unchanged
-first, `--network none` like every candidate container; their status line carries a nonce the candidate
+environment (nothing the candidate exported: `BASH_ENV`, `PYTHONPATH`, `PYTEST_PLUGINS`), the tests and
+the venv the image build set aside for them (`TESTS_VENV`) copied in only now, the interpreter checked
+unchanged first, `--network none` like every candidate container; their status line carries a nonce the candidate
 cannot know. A test run the sandbox stops, or whose tools the candidate changed, is a rejection; a sandbox
 that fails is an error verdict. A Harbor task's test run stops at its `[verifier].timeout_sec`, and its
 containers get the cpus and memory its `task.toml` gives (`pivot_sandbox.task_limits`).
