@@ -458,7 +458,9 @@ def ensure_image(client: docker.DockerClient, tag: str) -> None:
     (its image holding the tests' venv, or another test plan) moves to the current build.
     """
     if bundled_task_dir(tag) is not None:
-        if tag not in _CURRENT_BUNDLED:
+        # the check is once per process, the image's presence every time: another process (or an
+        # eviction) may have removed the stable name since
+        if tag not in _CURRENT_BUNDLED or not image_exists(client, tag):
             ensure_bundled_image(client, tag)
             _CURRENT_BUNDLED.add(tag)
         return

@@ -105,6 +105,16 @@ def test_a_bundled_tasks_stable_name_an_older_build_tagged_moves_to_the_current_
     )
 
 
+def test_a_bundled_stable_name_removed_after_its_check_is_tagged_again(images, env, docker_client):
+    # the check is once per process; another process's eviction removed `pivot-gym/task:hello-world`
+    # after it, and every later verdict of this process was an ImageNotFound error (CI's test order)
+    _tasks.ensure_image(docker_client, "pivot-gym/task:hello-world")
+    docker_client.images.remove("pivot-gym/task:hello-world")  # untags: the content-hash tag stays
+    pivot = sandboxed(env, "hello-world")[0]
+    (verdict,) = DockerShell().verify_batch(pivot, [pivot.expert])
+    assert (verdict.reward, verdict.error) == (1.0, None), verdict
+
+
 def test_dockerfile_pip_install_went_through_but_a_candidate_pip_install_has_no_network(images, env):
     # blind-maze-explorer-5x5's Dockerfile ends with `RUN pip install --no-cache-dir pytest`
     pivot = sandboxed(env, "blind-maze-explorer-5x5")[0]
