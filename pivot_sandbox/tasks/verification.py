@@ -23,6 +23,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pivot_sandbox.contract.backend import SandboxBackend
@@ -54,6 +55,10 @@ from pivot_sandbox.tasks.terminal_bench import Task, load_task
 # output cap lets through (a candidate's and the remaining expert commands' output comes first)
 TEST_LIMITS = {"memory": "2g", "pids": 1024, "replay_timeout": 900.0, "compare_chars": 1024 * 1024}
 MAX_TASK_FILES = 4096  # a task folder is a Dockerfile, tests and a solution: more is not a task folder
+# the tamper check reads a whole run's changes, not one candidate's: an agent's install of a large package
+# (torch, a conda env) changes tens of thousands of paths, and a check that stops at a candidate's cap
+# scored such a run 0 without its tests (a resolved one included)
+TAMPER_SCAN_PATHS, TAMPER_SCAN_SECONDS = 500_000, 120.0
 _DIGESTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
 _DIGESTS_LOCK = threading.Lock()
 
@@ -164,7 +169,12 @@ def _deliver(session: Session, box: ct.Box, task: Task) -> tuple[str, list[str]]
 
 def _tampered_tools(box: ct.Box, limits: Limits, exclude_tests: bool = False, autoload: bool = True) -> str:
     """The test run's own tools among what the agent changed, named ("" when none; `autoload`: `tampered_tools`)."""
-    changes, _, over = changed_paths(box, limits, time.monotonic() + limits.change_set_timeout)
+    scan = replace(
+        limits,
+        max_changed_paths=max(limits.max_changed_paths, TAMPER_SCAN_PATHS),
+        change_set_timeout=max(limits.change_set_timeout, TAMPER_SCAN_SECONDS),
+    )
+    changes, _, over = changed_paths(box, scan, time.monotonic() + scan.change_set_timeout)
     if over:
         return f"they could not be checked: {over}"
     if exclude_tests:  # delivered by the engine, compared by `_tests_files` and `_tests_digests`

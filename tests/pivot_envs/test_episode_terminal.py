@@ -324,3 +324,25 @@ def test_terminal_bench_tests_are_not_run_with_tools_the_agent_changed(tasks_env
     _, reward, terminated, _, info = tasks_env.step(terminus(replace_pytest, complete=True))
     assert (reward, terminated) == (0.0, True)
     assert "/opt/pivot-tests/bin/pytest" in info["outcome"]["details"]["reason"], info["outcome"]
+
+
+MANY_FILES = "mkdir -p /usr/local/lib/bulk && cd /usr/local/lib/bulk && seq 1 12000 | xargs touch && cd /app"
+
+
+def test_terminal_bench_tests_run_after_an_install_of_more_files_than_a_candidates_change_set(tasks_env):
+    # a whole run's `pip install` of a large package changes tens of thousands of paths: the tamper check
+    # stopped at a candidate's 10,000 and scored the run 0 without its tests, a resolved run included
+    first = [p for p in tasks_env.pivots if p.id.endswith("hello-world#1")][0]
+    tasks_env.reset(options={"pivot_id": first.id})
+    tasks_env.step(terminus(MANY_FILES))
+    _, reward, terminated, _, info = tasks_env.step(render_completion(first.expert, "terminal"))
+    if not terminated:
+        _, reward, terminated, _, info = tasks_env.step(terminus("true", complete=True))
+    assert (reward, terminated, info["outcome"]["error"]) == (1.0, True, None), info["outcome"]
+    # and a startup hook beside them is still found
+    tasks_env.reset(options={"pivot_id": first.id})
+    hook = "echo 'import os' > $(python3 -c 'import site; print(site.getsitepackages()[0])')/zz.pth"
+    tasks_env.step(terminus(f"{MANY_FILES} && {hook}"))
+    tasks_env.step(render_completion(first.expert, "terminal"))
+    _, reward, terminated, _, info = tasks_env.step(terminus("true", complete=True))
+    assert (reward, terminated) == (0.0, True) and ".pth" in info["outcome"]["details"]["reason"], info["outcome"]
