@@ -17,6 +17,7 @@ after `freeze` stopped what the agent left and started again what ran.
 
 from __future__ import annotations
 
+import posixpath
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -33,6 +34,10 @@ from pivot_sandbox.replay.shell_state import listed_processes, normalize_process
 OUTPUT_HEAD = 64 * 1024  # bytes of a command's output read back
 SESSION_NETWORKS = ("none", "registries")  # what a session's sandbox may reach: nothing, or the package registries
 SESSION_PRE = f"{ct.STATE}/session-pre"  # the shell state before each command of a session
+# daemons their clients start whenever they need one (gnupg's): `freeze` stops them like every process the
+# agent left, and nothing starts them again (a test's `gpg` starts its own); running again the command that
+# started one (an agent's `gpg --symmetric` whose input it then shredded) cannot, and scored the run 0
+ON_DEMAND_DAEMONS = frozenset({"gpg-agent", "dirmngr", "keyboxd", "scdaemon"})
 
 
 @dataclass(frozen=True)
@@ -214,7 +219,7 @@ class Session:
         raises `ProcessesNotRestored` otherwise. Through `docker exec` (no identities) nothing the
         session started can be attributed, and what it left is refused the same way.
         """
-        want = normalize_processes(left)
+        want = _restartable(left)
         if not want:
             return box
         now = _identities(left)
@@ -231,10 +236,10 @@ class Session:
         deadline = time.monotonic() + RESTART_TIMEOUT
         while True:
             listing = ct.running_processes(box)
-            if Counter(normalize_processes(listing)) == Counter(want):
+            if Counter(_restartable(listing)) == Counter(want):
                 return replace(box, running=want, running_listing=listing)
             if time.monotonic() > deadline:
-                got = list(normalize_processes(listing))
+                got = list(_restartable(listing))
                 raise ProcessesNotRestored(want, f"started again from their commands, the sandbox had {got} running")
             time.sleep(POLL)
 
@@ -295,9 +300,19 @@ def transcript(
     return steps
 
 
+def _on_demand(command: str) -> bool:
+    return posixpath.basename(command.split(" ", 1)[0]) in ON_DEMAND_DAEMONS
+
+
+def _restartable(listing: bytes) -> tuple[str, ...]:
+    """Command lines of a listing that `freeze` starts again, sorted: all but `ON_DEMAND_DAEMONS`."""
+    return tuple(c for c in normalize_processes(listing) if not _on_demand(c))
+
+
 def _identities(listing: bytes) -> frozenset[tuple[int, int]]:
-    """(pid, start time) of each process of a runner's listing (none through `docker exec`)."""
-    return frozenset(p.identity for p in listed_processes(listing) if p.identity is not None)
+    """(pid, start time) of each process of a listing that `freeze` starts again (none through `docker exec`)."""
+    procs = listed_processes(listing)
+    return frozenset(p.identity for p in procs if p.identity is not None and not _on_demand(p.command))
 
 
 def _head(box: ct.Box, path: str) -> str:

@@ -346,3 +346,22 @@ def test_terminal_bench_tests_run_after_an_install_of_more_files_than_a_candidat
     tasks_env.step(render_completion(first.expert, "terminal"))
     _, reward, terminated, _, info = tasks_env.step(terminus("true", complete=True))
     assert (reward, terminated) == (0.0, True) and ".pth" in info["outcome"]["details"]["reason"], info["outcome"]
+
+
+def test_terminal_bench_tests_run_after_a_daemon_its_client_starts_on_demand(tasks_env):
+    # gpg starts gpg-agent by itself; the freeze before the tests stops it and ran again the command that
+    # started it, which could not start it again (decommissioning-service's runs gpg-encrypt a file, then
+    # shred it): the run scored 0 without its tests. A daemon gpg starts on demand is stopped, not restarted.
+    first = [p for p in tasks_env.pivots if p.id.endswith("hello-world#1")][0]
+    tasks_env.reset(options={"pivot_id": first.id})
+    once = "cp /bin/sleep /tmp/gpg-agent && [ ! -e /tmp/1 ] && touch /tmp/1 && (/tmp/gpg-agent 600 >/dev/null 2>&1 &)"
+    tasks_env.step(terminus(once))
+    tasks_env.step(render_completion(first.expert, "terminal"))
+    _, reward, terminated, _, info = tasks_env.step(terminus("true", complete=True))
+    assert (reward, terminated, info["outcome"]["error"]) == (1.0, True, None), info["outcome"]
+    # any other process that cannot be started again still stops the run before its tests
+    tasks_env.reset(options={"pivot_id": first.id})
+    tasks_env.step(terminus(once.replace("gpg-agent", "helper")))
+    tasks_env.step(render_completion(first.expert, "terminal"))
+    _, reward, terminated, _, info = tasks_env.step(terminus("true", complete=True))
+    assert (reward, terminated) == (0.0, True) and "started again" in info["outcome"]["details"]["reason"], info
