@@ -72,6 +72,7 @@ from pivot_core._paths import (
     remove_entries,
     shared_data_file,
     shared_data_roots,
+    user_cache_dir,
 )
 from pivot_core._pivots import Selection, extract_pivots, select_pivots
 from pivot_core._pivotseq import ConcatPivots, PivotSequence, candidate_ids, index_of
@@ -177,6 +178,7 @@ __all__ = [
     "action_text",
     "bash_blocks",
     "cache_dir",
+    "user_cache_dir",
     "least_recently_used",
     "remove_entries",
     "shared_data_file",

@@ -12,8 +12,15 @@ from pathlib import Path
 def cache_dir(*parts: str) -> Path:
     """`$PIVOT_CACHE_DIR`, else `$XDG_CACHE_HOME/pivot-gym` (`~/.cache/pivot-gym`), joined with `parts`."""
     env = os.environ.get("PIVOT_CACHE_DIR")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pivot-gym"
-    return base.joinpath(*parts)
+    return Path(env).joinpath(*parts) if env else user_cache_dir(*parts)
+
+
+def user_cache_dir(*parts: str) -> Path:
+    """`$XDG_CACHE_HOME/pivot-gym` (`~/.cache/pivot-gym`) joined with `parts`, whatever `$PIVOT_CACHE_DIR` says.
+
+    For what belongs beside a store every process shares (the Docker engine's images), not to one process.
+    """
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").joinpath("pivot-gym", *parts)
 
 
 def least_recently_used(entries: Iterable[Path], keep: int, in_use_seconds: float) -> list[Path]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import secrets
 import shlex
@@ -25,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pivot_core import user_cache_dir
 from pivot_sandbox.contract.spec import DEFAULT_PATH
 from pivot_sandbox.images.context_tar import checkout_mode
 
@@ -136,8 +136,7 @@ def test_tools_tar(image_id: str) -> Path:
     a process with a cache of its own (the docs examples' runs) found no venv for an image that had
     one, built the image again, and moved the stable name away from every other process's venv.
     """
-    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return home / "pivot-gym" / "test-tools" / (image_id.removeprefix("sha256:")[:32] + ".tar")
+    return user_cache_dir("test-tools", image_id.removeprefix("sha256:")[:32] + ".tar")
 
 
 def tests_tar(tests: Path) -> bytes:
