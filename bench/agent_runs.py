@@ -154,7 +154,11 @@ def whole_runs(pivots: list, action_timeout: float = EPISODE_ACTION_TIMEOUT, net
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "pivots.jsonl"
         write_pivots(pivots, path)
-        env = gym.make("pivot/terminal-episode-v0", dataset=str(path), backend_config=config, network=network).unwrapped
+        try:
+            env = gym.make("pivot/terminal-episode-v0", dataset=str(path), backend_config=config, network=network)
+        except ValueError as exc:  # no run's first pivot is sandboxed (its task image did not build): nothing to play
+            return {"runs": 0, "why": str(exc)}
+        env = env.unwrapped
     firsts = {}
     for p in env.pivots:  # the task's initial state: no agent turn before it
         if not any(m.role == "assistant" for m in p.history):
