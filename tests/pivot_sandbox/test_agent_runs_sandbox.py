@@ -379,3 +379,22 @@ def test_unsandboxed_reasons_are_counted_without_their_turn_and_quoted_command()
         "the replay diverged: output differs from the recorded one": 2,
         "an IPython cell (the kernel's state is not replayed)": 1,
     }
+
+
+def test_a_date_printed_in_dates_own_format_is_the_clocks_not_the_states():
+    # processing-pipeline: the agent's script writes `Generated on: $(date)` into its report and `cat`s it
+    recorded = "=== ANALYSIS REPORT ===\nGenerated on: Sat Jul 12 00:02:54 UTC 2025\nData summary: TEST DATA\n"
+    step = Step(56, ("cat /data/output/final_report.txt",), 0, recorded)
+
+    def found(stdout: bytes) -> int | None:
+        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout)
+        diverged = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
+        return diverged and diverged[0]
+
+    assert (
+        found(b"=== ANALYSIS REPORT ===\nGenerated on: Mon Dec  7 09:12:03 UTC 2026\nData summary: TEST DATA\n") is None
+    )
+    assert found(b"=== ANALYSIS REPORT ===\nGenerated on: Mon Dec  7 09:12:03 2026\nData summary: TEST DATA\n") is None
+    # the rest of the report is the state's
+    assert found(b"=== ANALYSIS REPORT ===\nGenerated on: Mon Dec  7 09:12:03 UTC 2026\nData summary: OTHER\n") == 56
+    assert found(b"=== ANALYSIS REPORT ===\nCreated on: Mon Dec  7 09:12:03 UTC 2026\nData summary: TEST DATA\n") == 56
