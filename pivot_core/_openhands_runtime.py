@@ -15,7 +15,7 @@ directory its shell starts in (`/app`) before the agent acts, read from its sour
 directory with its hidden entries (`ls -la`, `ls -la /app`, `pwd && ls -la`, or the editor's view
 of `/`, which lists `/app/.git_config` and `/app/.venv/`), taken only when no earlier action of the
 agent named the entry (an agent may make its own `.venv`), and the directory's own mode from the
-first listing that shows `.`. `runtime_setup` gives the set-up
+first listing that shows it (`.`, or `..` in a listing of a folder right under it). `runtime_setup` gives the set-up
 commands that make them at the restored state, before the history, so they exist for the expert
 and every candidate alike and no action's change set holds them: the directory's mode as listed,
 `.git_config` with the content OpenHands writes, `.venv` as an empty directory with its listed
@@ -25,6 +25,7 @@ run's machine): a command that uses it diverges in the replay check, and `runtim
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -50,29 +51,37 @@ def _mode(perms: str) -> str:
     return "".join(digits)
 
 
-def _listing(command: str, where: str, output: str, start: str) -> dict[str, str] | None:
-    """The octal modes (name -> mode) an observation lists of `start` with its hidden entries; None: no such listing."""
+def _listing(command: str, where: str, output: str, start: str) -> tuple[dict[str, str] | None, str]:
+    """What an observation lists of `start`: (its runtime entries' octal modes by name, `start`'s own mode).
+
+    The entries are None when it does not list `start` with its hidden entries; the mode "" when not shown.
+
+    `start`'s own mode shows as `.` in a listing of it, and as `..` in a listing of a folder right under
+    it (new-encrypt-command's `ls -la data/` from /app, the run's only look at /app's mode).
+    """
     if output.startswith(_VIEW_ROOT):
         names = {line[len(start) + 1 :].rstrip("/") for line in output.splitlines() if line.startswith(start + "/")}
-        return {n: "" for n in names if n in RUNTIME_ENTRIES}
+        return {n: "" for n in names if n in RUNTIME_ENTRIES}, ""
     found = _LS.search(command.strip())
-    if found is None or "a" not in found.group(1):
-        return None
-    target = found.group(2).rstrip("/")
-    if (where if target in ("", ".") else target) != start:
-        return None
+    if found is None or "a" not in found.group(1) or "$" in found.group(2) or "*" in found.group(2):
+        return None, ""
+    target = posixpath.normpath(posixpath.join(where, found.group(2) or "."))
     lines = {m.group(3): m.group(2) for m in _LS_LINE.finditer(output)}
+    if target != start:
+        parent = posixpath.dirname(target) == start and target != "/" and lines.get("..", "")
+        return None, _mode(parent) if parent else ""
     if "." not in lines:
-        return None
-    return {name: _mode(perms) for name, perms in lines.items() if name in RUNTIME_ENTRIES or name == "."}
+        return None, ""
+    return {name: _mode(perms) for name, perms in lines.items() if name in RUNTIME_ENTRIES}, _mode(lines["."])
 
 
 def runtime_files(events: Sequence[Mapping[str, Any]], start: str) -> list[dict[str, str]]:
     """What the run shows the runtime left in `start` (see the module docstring): `[{path, mode[, kind]}]`.
 
     `events`: the run's OpenHands event stream. The entries come from the first listing of `start`;
-    its own mode (the first entry, when listed) from the first listing that shows `.`, unless an
-    action of the agent ran `chmod` before it (the editor's view shows no modes).
+    its own mode (the first entry, when listed) from the first listing that shows it (as `.`, or as `..`
+    of a folder right under it), unless an action of the agent ran `chmod` between the first listing and
+    that one (the editor's view shows no modes).
     """
     observations = {e["cause"]: e for e in events if "observation" in e and isinstance(e.get("cause"), int)}
     named: set[str] = set()
@@ -85,15 +94,15 @@ def runtime_files(events: Sequence[Mapping[str, Any]], start: str) -> list[dict[
         obs = observations.get(event["id"]) or {}
         extras = obs.get("extras") if isinstance(obs.get("extras"), Mapping) else {}
         meta = extras.get("metadata") if isinstance(extras.get("metadata"), Mapping) else {}
-        found = _listing(command, str(meta.get("working_dir") or start), str(obs.get("content") or ""), start)
+        found, mode = _listing(command, str(meta.get("working_dir") or start), str(obs.get("content") or ""), start)
         if found is not None and entries is None:
             entries = [
                 {"path": f"{start}/{name}", "mode": found[name] or _DEFAULT_MODES[kind], "kind": kind}
                 for name, kind in RUNTIME_ENTRIES.items()
                 if name in found and name not in named
             ]
-        if found is not None and found.get("."):
-            return [{"path": start, "mode": found["."]}, *(entries or [])]
+        if mode:
+            return [{"path": start, "mode": mode}, *(entries or [])]
         if entries is not None and "chmod" in command:
             break
         named.update(n for n in RUNTIME_ENTRIES if n in str(args.get("command") or args.get("code") or ""))

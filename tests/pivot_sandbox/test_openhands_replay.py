@@ -130,6 +130,18 @@ def test_the_first_listing_tells_what_the_runtime_left_and_a_cell_magic_is_refus
     )
 
 
+def test_the_directorys_mode_shows_as_the_parent_of_a_folder_listed_under_it():
+    # new-encrypt-command: the run never listed /app itself; `ls -la data/` from /app showed its mode as `..`
+    data = "total 24\ndrwxr-xr-x 1 root root 4096 Jul 11 22:03 .\ndrwxrwxr-x 1 root root 4096 Jul 11 22:05 ..\n"
+    data += "-rw-r--r-- 1 root root   31 Jul  6 17:27 sample1.txt"
+    run = [("execute_bash", {"command": "echo 'Original files:' && ls -la data/"}, data, 0), *LIST_RUN[2:]]
+    assert runtime_files(events(run), "/app") == [{"path": "/app", "mode": "775"}]
+    # a folder deeper down, or beside /app: its `..` is another directory
+    for where in ("data/sub", "/opt/data"):
+        other = [("execute_bash", {"command": f"ls -la {where}"}, data, 0), *LIST_RUN[2:]]
+        assert runtime_files(events(other), "/app") == []
+
+
 def test_a_divergence_whose_recorded_output_lists_the_runtime_venv_says_so():
     # unseen split, fix-pandas-version: `find /app -name setup.py ...` listed files of OpenHands' own
     # /app/.venv in the run; the reason named only the command, not why it cannot be faithful
