@@ -50,6 +50,7 @@ from pivot_core import (
     KILLED_STATUS,
     MINI_SWE_AGENT,
     MINI_SWE_AGENT_TIMED_OUT,
+    OPENHANDS,
     SHELL_TOOLS,
     Message,
     Pivot,
@@ -84,7 +85,8 @@ class Step:
     timed_out: bool = False
     written: str = ""  # the command as the agent wrote it, where its harness ran it wrapped ("": `commands`)
     cell: bool = False  # an OpenHands IPython cell, replayed in a kernel-equivalent process (`pivot_core._ipython`)
-    # the recording printed tabs as spaces to the next multiple of 8 (mini-swe-agent's agent.log, through rich)
+    # the recording printed tabs as spaces to the next multiple of 8 (mini-swe-agent's agent.log, through rich;
+    # OpenHands' shell, read off a tmux pane)
     tabs_expanded: bool = False
 
     def as_recorded(self, replayed: str) -> str:
@@ -161,7 +163,11 @@ def recorded_steps(messages: Sequence[Message], context: Mapping[str, Any]) -> l
             # a command still running when the agent moved on (-1) had printed part of its output
             code = recorded.get("exit_code")
             whole = call.name in SHELL_TOOLS and isinstance(output, str) and not any(m in output for m in _PARTIAL)
-            steps.append(Step(i, commands, code, output if whole and code != -1 else None, code != -1))
+            # OpenHands reads its shell's output off a tmux pane, where a tab is spaces to the next 8-column stop
+            # (no tab in any of the 478 command outputs of the public runs; git's `hint:\tgit config` is two spaces)
+            tmux = context.get("harness") == OPENHANDS
+            recorded_output = output if whole and code != -1 else None
+            steps.append(Step(i, commands, code, recorded_output, code != -1, tabs_expanded=tmux))
     return steps
 
 

@@ -17,6 +17,7 @@ import dataclasses
 import json
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -140,6 +141,27 @@ def test_the_directorys_mode_shows_as_the_parent_of_a_folder_listed_under_it():
     for where in ("data/sub", "/opt/data"):
         other = [("execute_bash", {"command": f"ls -la {where}"}, data, 0), *LIST_RUN[2:]]
         assert runtime_files(events(other), "/app") == []
+
+
+def test_a_tab_read_off_openhands_tmux_pane_as_spaces_is_the_same_output():
+    # git-workflow-hack: `git init` prints `hint:\tgit config ...`; OpenHands read it off its tmux pane as two
+    # spaces (no tab in any of the public runs' command outputs), and the replay diverged there
+    from pivot_tasks._replay_check import first_divergence, recorded_steps
+
+    recorded = "hint:   git branch -m <name>\nInitialized empty Git repository in /app/site/.git/"
+    call = Message("assistant", tool_calls=(ToolCall("execute_bash", json.dumps({"command": "git init"}), "c1"),))
+    answer = Message("tool", recorded, tool_call_id="c1", extra={"recorded": {"output": recorded, "exit_code": 0}})
+    (step,) = recorded_steps([call, answer], {"harness": "openhands"})
+
+    def found(stdout: bytes) -> int | None:
+        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout)
+        diverged = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
+        return diverged and diverged[0]
+
+    assert found(b"hint: \tgit branch -m <name>\nInitialized empty Git repository in /app/site/.git/\n") is None
+    # spaces are not tabs the other way round, and the rest of the line still counts
+    assert found(b"hint: git branch -m <name>\nInitialized empty Git repository in /app/site/.git/\n") == 0
+    assert found(b"hint: \tgit branch -m <name>\nReinitialized existing Git repository in /app/site/.git/\n") == 0
 
 
 def test_a_divergence_whose_recorded_output_lists_the_runtime_venv_says_so():
