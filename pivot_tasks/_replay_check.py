@@ -167,8 +167,34 @@ def recorded_steps(messages: Sequence[Message], context: Mapping[str, Any]) -> l
             # (no tab in any of the 478 command outputs of the public runs; git's `hint:\tgit config` is two spaces)
             tmux = context.get("harness") == OPENHANDS
             recorded_output = output if whole and code != -1 else None
+            if tmux and recorded_output is not None:
+                args = call.parsed_arguments()
+                typed = str(args.get("command") or "") if isinstance(args, dict) else ""
+                recorded_output = _without_echo(recorded_output, typed)
             steps.append(Step(i, commands, code, recorded_output, code != -1, tabs_expanded=tmux))
     return steps
+
+
+def _without_echo(output: str, command: str) -> str:
+    """An OpenHands output less the echo of its multi-line command that the tmux pane held before it.
+
+    A command of several lines (`git commit -m "title` then the body's lines, `python -c "` then a script)
+    showed in the pane as it was typed, and OpenHands kept those lines as the start of the output in
+    13 of the 24 such commands of the public runs (some blank lines of the command left out): the
+    command's non-blank lines, in order, at the output's start are the echo, not what it printed.
+    """
+    wanted = [line.expandtabs(8).rstrip() for line in command.strip().splitlines() if line.strip()]
+    if len(wanted) < 2:
+        return output
+    lines = output.split("\n")
+    at = 0
+    for want in wanted:
+        while at < len(lines) and not lines[at].strip():
+            at += 1
+        if at == len(lines) or lines[at].rstrip() != want:
+            return output
+        at += 1
+    return "\n".join(lines[at:])
 
 
 # what differs between the run and any replay whatever the state: clock readings and the container's name;

@@ -164,6 +164,30 @@ def test_a_tab_read_off_openhands_tmux_pane_as_spaces_is_the_same_output():
     assert found(b"hint: \tgit branch -m <name>\nReinitialized existing Git repository in /app/site/.git/\n") == 0
 
 
+def test_the_echo_of_a_multi_line_command_in_openhands_output_is_not_what_it_printed():
+    # git-workflow-hack: `git commit -m "title<newline>- body"`: the tmux pane held the command's lines before
+    # git's own output, and OpenHands kept them (13 of the 24 multi-line commands of the public runs)
+    from pivot_tasks._replay_check import first_divergence, recorded_steps
+
+    command = 'git commit -m "Initial commit\n\n- Add the site"'
+    printed = "Author identity unknown\n\nfatal: unable to auto-detect email address"
+
+    def found(recorded: str, stdout: str) -> int | None:
+        call = Message("assistant", tool_calls=(ToolCall("execute_bash", json.dumps({"command": command}), "c1"),))
+        answer = Message("tool", recorded, tool_call_id="c1", extra={"recorded": {"output": recorded, "exit_code": 0}})
+        (step,) = recorded_steps([call, answer], {"harness": "openhands"})
+        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout.encode())
+        diverged = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
+        return diverged and diverged[0]
+
+    echo = 'git commit -m "Initial commit\n- Add the site"\n'  # the pane left the blank line out
+    assert found(echo + printed, printed) is None
+    assert found(printed, printed) is None  # the other 11 kept none
+    # what follows the echo is still compared, and an output that only starts like the command is not an echo
+    assert found(echo + printed, "Author identity unknown\n\nfatal: other") == 0
+    assert found('git commit -m "Initial commit\n' + printed, printed) == 0
+
+
 def test_a_divergence_whose_recorded_output_lists_the_runtime_venv_says_so():
     # unseen split, fix-pandas-version: `find /app -name setup.py ...` listed files of OpenHands' own
     # /app/.venv in the run; the reason named only the command, not why it cannot be faithful
