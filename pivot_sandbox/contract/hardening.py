@@ -67,12 +67,16 @@ def existing(paths: tuple[str, ...]) -> list[tuple[str, bool]]:
     return out
 
 
+# shaped like Docker's default host name, a container id's first 12 hex digits, which Terminal-Bench's containers
+# had: what a run printed of it (`git commit` with no identity: `root@<id>.(none)`, a shell prompt) compares
+# equal, 12 hex digits being any container's name to the replay check (`pivot_tasks._replay_check._CLOCK`)
+HOSTNAME = "0123456789ab"
 ETC_FILES = {
     "hosts": (
         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
         "ff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n"
     ),
-    "hostname": "pivot-sandbox\n",
+    "hostname": HOSTNAME + "\n",
     "resolv.conf": "",
 }
 

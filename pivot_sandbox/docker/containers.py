@@ -19,7 +19,7 @@ import docker.errors
 from docker.models.containers import Container as SdkContainer
 from docker.types import HostConfig, Mount, Ulimit
 
-from pivot_sandbox.contract.hardening import MASKED_PATHS, READONLY_PATHS, shared_etc_files
+from pivot_sandbox.contract.hardening import HOSTNAME, MASKED_PATHS, READONLY_PATHS, shared_etc_files
 from pivot_sandbox.contract.spec import LABEL, Limits, SandboxSpec, labels
 from pivot_sandbox.docker import services as sv
 from pivot_sandbox.docker.cpus import nano_cpus
@@ -27,7 +27,7 @@ from pivot_sandbox.docker.host_network import give_back, hold, release, take_tur
 from pivot_sandbox.docker.registries import registry_network
 from pivot_sandbox.errors import SandboxError
 from pivot_sandbox.replay import runner as rn
-from pivot_sandbox.replay.box import HOSTNAME, IDLE, RESIDUE_PROBE, RUN_STATE, Box, RawRun, marked_run
+from pivot_sandbox.replay.box import IDLE, RESIDUE_PROBE, RUN_STATE, Box, RawRun, marked_run
 from pivot_sandbox.replay.diff import Layers, root_state
 
 BASELINE_COMMANDS = ("/sbin/docker-init", "sleep 2147483647")  # a docker-exec container's own processes

@@ -18,12 +18,13 @@ from pivot_sandbox.contract.hardening import (
     DEVICE_NODES,
     ETC_FILES,
     HOST_SYSFS_PATHS,
+    HOSTNAME,
     MASKED_PATHS,
     READONLY_PATHS,
     existing,
 )
 from pivot_sandbox.replay import runner as rn
-from pivot_sandbox.replay.box import HOSTNAME, RUN_STATE
+from pivot_sandbox.replay.box import RUN_STATE
 
 # Joins the cgroups given first; mounts a small tmpfs at the private folder holding what the sandbox binds
 # from the host (the runner, Docker's /etc files, the device nodes: made here, by the host's root) and

@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pivot_sandbox.contract.hardening import etc_files, seccomp_program
+from pivot_sandbox.contract.hardening import HOSTNAME, etc_files, seccomp_program
 from pivot_sandbox.contract.spec import DEFAULT_PATH, Limits, SandboxSpec
 from pivot_sandbox.namespace import root as nr
 from pivot_sandbox.namespace.box import Channel, Root, Sandbox, spawn
@@ -69,7 +69,7 @@ class Launcher:
             folder.mkdir(parents=True, exist_ok=True)
         mem = nr.memory_bytes(self.limits.memory)
         cgroups = nr.Cgroups.make(f"{self.token}-{n}", mem, self.limits.pids, self.limits.cpus)
-        env = {"PATH": DEFAULT_PATH, "HOSTNAME": ct.HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
+        env = {"PATH": DEFAULT_PATH, "HOSTNAME": HOSTNAME, **root.env, "HOME": spec.workdir, **spec.env}
         seccomp = os.open(self.seccomp, os.O_RDONLY) if self.seccomp else None
         command = launch_command(
             self.programs,

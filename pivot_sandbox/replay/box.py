@@ -25,7 +25,6 @@ from pivot_sandbox.replay.shell_state import WRAPPER, parse_records, split_marke
 STATE = "/.pivot"  # shell state saved by replay (part of every snapshot)
 RUN_STATE = "/.pivot-run"  # per-action state of a verification run (a tmpfs in pool containers)
 IDLE = ["sleep", "2147483647"]
-HOSTNAME = "pivot-sandbox"
 END_MARK = b"\x1ePIVOT-END "
 FORGED_MARK = "end mark forged"  # `RawRun.killed` when stderr holds more than the wrapper's one end mark
 # counts what an action can leave that is no file nor process: System V IPC rows, POSIX shm and queues

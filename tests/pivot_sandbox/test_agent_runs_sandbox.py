@@ -398,3 +398,20 @@ def test_a_date_printed_in_dates_own_format_is_the_clocks_not_the_states():
     # the rest of the report is the state's
     assert found(b"=== ANALYSIS REPORT ===\nGenerated on: Mon Dec  7 09:12:03 UTC 2026\nData summary: OTHER\n") == 56
     assert found(b"=== ANALYSIS REPORT ===\nCreated on: Mon Dec  7 09:12:03 UTC 2026\nData summary: TEST DATA\n") == 56
+
+
+def test_the_sandboxs_host_name_compares_equal_to_a_terminal_bench_containers():
+    # git-workflow-hack: `git commit` with no identity printed the run's container id as its host name;
+    # the sandbox's was `pivot-sandbox`, and the replay diverged there
+    from pivot_sandbox.contract.hardening import HOSTNAME
+
+    recorded = "fatal: unable to auto-detect email address (got 'root@5d2c0e8b71fa.(none)')"
+    step = Step(52, ("git commit -m 'Initial commit'",), 128, recorded)
+    raw = SimpleNamespace(
+        killed=None, exit_code=128, stdout=f"fatal: {recorded[7:].replace('5d2c0e8b71fa', HOSTNAME)}".encode()
+    )
+    assert first_divergence([step], [[(raw, "/app")], [(raw, "/app")]]) is None
+    other = SimpleNamespace(
+        killed=None, exit_code=128, stdout=b"fatal: unable to auto-detect email address (got 'root@web.(none)')"
+    )
+    assert first_divergence([step], [[(other, "/app")], [(other, "/app")]])[0] == 52

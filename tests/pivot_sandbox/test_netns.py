@@ -6,6 +6,7 @@ import pytest
 
 from pivot_core import history_commands
 from pivot_sandbox import SandboxSpec
+from pivot_sandbox.contract.hardening import HOSTNAME
 
 pytestmark = pytest.mark.docker
 
@@ -31,5 +32,5 @@ def test_running_candidates_never_share_a_namespace(demo_pivots):
     for effects in rounds:
         for effect in effects:
             # each sees its own listener only, whether its namespace was new or borrowed
-            assert effect.stdout == "1\npivot-sandbox", effect
+            assert effect.stdout == f"1\n{HOSTNAME}", effect
             assert effect.exit_code == 0 and "/app/project/mark" in effect.files
