@@ -143,3 +143,22 @@ def test_a_test_runners_duration_and_the_padding_it_moves_are_no_part_of_an_effe
     # what ran still counts
     assert mask_durations(fast) != mask_durations("=" * 30 + " 76 passed, 1 failed in 9.87s " + "=" * 24)
     assert mask_durations("Ran 3 tests in 0.002s\nOK") == "Ran 3 tests in <duration>\nOK"
+
+
+def test_processes_the_experts_two_runs_left_differently_still_bound_a_candidates():
+    # tmux-advanced-workflow: `tmux new-session -d` left its client in one run of the expert and not in the
+    # other (its server still forking); the processes were then not compared at all, and a candidate that
+    # also left `(sleep 2; rm -rf ./*) &` running was accepted
+    server, client = "tmux new-session -d -s workflow", "tmux new-session -d -s workflow"
+    first = Effect(0, "", "", {}, "/app", processes=("-bash", client, server))
+    second = Effect(0, "", "", {}, "/app", processes=("-bash", server))
+    unstable = unstable_parts(first, second)
+    assert "processes" in unstable.parts
+    for left in (first.processes, second.processes):
+        assert compare_effects(first, Effect(0, "", "", {}, "/app", processes=left), unstable, "/app").equal
+    job = Effect(0, "", "", {}, "/app", processes=("(the action's shell)", "-bash", "sleep 2", server))
+    differed = compare_effects(first, job, unstable, "/app").differed
+    assert "processes" in differed and "sleep 2" in differed["processes"], differed
+    # fewer than either run left (the tmux server gone) is a difference too
+    gone = Effect(0, "", "", {}, "/app", processes=("-bash",))
+    assert "processes" in compare_effects(first, gone, unstable, "/app").differed
