@@ -8,6 +8,7 @@ rewrites the file with `echo`. The pivots after the editor's create see that fil
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -301,16 +302,19 @@ def test_a_directorys_link_count_is_the_filesystems_not_the_states():
         assert (found and found[0]) == want, found  # a file's link count (a hard link) still counts
 
 
+def diverged_at(step: Step, stdout: bytes, exit_code: int = 0) -> int | None:
+    """The turn where `step` diverges when both replays printed `stdout` and exited `exit_code` (None: faithful)."""
+    raw = SimpleNamespace(killed=None, exit_code=exit_code, stdout=stdout)
+    found = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
+    return found[0] if found else None
+
+
 def test_a_compressed_archives_size_may_move_by_what_the_clock_in_its_headers_explains():
     # decommissioning-service: `tar -czf` of the data the image build made, listed with `ls -la`: 245 bytes in
     # the OpenHands run, 246 in mini-swe-agent's, 247 here (the members' mtimes are each build's clock)
     recorded = "-rw-r--r-- 1 root root 245 Jul 11 23:21 sensitive_files.tar.gz\nsensitive_service_data/\n"
     step = Step(5, ("ls -la sensitive_files.tar.gz && tar -tzf sensitive_files.tar.gz",), 0, recorded)
-
-    def found(stdout: bytes) -> int | None:
-        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout)
-        diverged = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
-        return diverged and diverged[0]
+    found = functools.partial(diverged_at, step)
 
     assert found(b"-rw-r--r-- 1 root root 247 Dec  7 02:34 sensitive_files.tar.gz\nsensitive_service_data/\n") is None
     # another size than the clock explains, another member, another name, mode or owner: a divergence
@@ -320,8 +324,7 @@ def test_a_compressed_archives_size_may_move_by_what_the_clock_in_its_headers_ex
     assert found(b"-rw-rw-rw- 1 root root 247 Dec  7 02:34 sensitive_files.tar.gz\nsensitive_service_data/\n") == 5
     # a file that is not a compressed archive: its size is the state's
     plain = Step(5, ("ls -la notes.txt",), 0, "-rw-r--r-- 1 root root 245 Jul 11 23:21 notes.txt")
-    raw = SimpleNamespace(killed=None, exit_code=0, stdout=b"-rw-r--r-- 1 root root 247 Dec  7 02:34 notes.txt\n")
-    assert first_divergence([plain], [[(raw, "/app")], [(raw, "/app")]])[0] == 5
+    assert diverged_at(plain, b"-rw-r--r-- 1 root root 247 Dec  7 02:34 notes.txt\n") == 5
 
 
 def test_cli_check_replay_reports_faithful_pivots(shared_data: Path, docker_client, tmp_path):
@@ -385,11 +388,7 @@ def test_a_date_printed_in_dates_own_format_is_the_clocks_not_the_states():
     # processing-pipeline: the agent's script writes `Generated on: $(date)` into its report and `cat`s it
     recorded = "=== ANALYSIS REPORT ===\nGenerated on: Sat Jul 12 00:02:54 UTC 2025\nData summary: TEST DATA\n"
     step = Step(56, ("cat /data/output/final_report.txt",), 0, recorded)
-
-    def found(stdout: bytes) -> int | None:
-        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout)
-        diverged = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
-        return diverged and diverged[0]
+    found = functools.partial(diverged_at, step)
 
     assert (
         found(b"=== ANALYSIS REPORT ===\nGenerated on: Mon Dec  7 09:12:03 UTC 2026\nData summary: TEST DATA\n") is None
@@ -407,11 +406,6 @@ def test_the_sandboxs_host_name_compares_equal_to_a_terminal_bench_containers():
 
     recorded = "fatal: unable to auto-detect email address (got 'root@5d2c0e8b71fa.(none)')"
     step = Step(52, ("git commit -m 'Initial commit'",), 128, recorded)
-    raw = SimpleNamespace(
-        killed=None, exit_code=128, stdout=f"fatal: {recorded[7:].replace('5d2c0e8b71fa', HOSTNAME)}".encode()
-    )
-    assert first_divergence([step], [[(raw, "/app")], [(raw, "/app")]]) is None
-    other = SimpleNamespace(
-        killed=None, exit_code=128, stdout=b"fatal: unable to auto-detect email address (got 'root@web.(none)')"
-    )
-    assert first_divergence([step], [[(other, "/app")], [(other, "/app")]])[0] == 52
+    replayed = recorded.replace("5d2c0e8b71fa", HOSTNAME).encode()
+    assert diverged_at(step, replayed, 128) is None
+    assert diverged_at(step, b"fatal: unable to auto-detect email address (got 'root@web.(none)')", 128) == 52
