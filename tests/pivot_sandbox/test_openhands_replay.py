@@ -39,7 +39,13 @@ GIT_CONFIG = "[user]\n\tname = openhands\n\temail = openhands@all-hands.dev\n"
 CELL = "with open('/app/hello.txt', 'w') as f:\n    f.write('Hello, world!\\n')\nnote = 'written by a cell'"
 LIST_RUN = [
     ("execute_bash", {"command": "ls -la /app"}, LISTING, 0),
-    ("execute_bash", {"command": "cat .git_config && printenv GIT_CONFIG"}, GIT_CONFIG + "/app/.git_config", 0),
+    # read off OpenHands' tmux pane: the file's tabs are spaces to the next 8-column stop
+    (
+        "execute_bash",
+        {"command": "cat .git_config && printenv GIT_CONFIG"},
+        GIT_CONFIG.expandtabs(8) + "/app/.git_config",
+        0,
+    ),
     ("execute_bash", {"command": "echo 'Hello, world!' > /app/hello.txt"}, "", 0),
     ("finish", {"message": "done", "task_completed": "true"}, None, None),
 ]
