@@ -200,10 +200,11 @@ def _without_echo(output: str, command: str) -> str:
 # what differs between the run and any replay whatever the state: clock readings and the container's name;
 # date(1)'s own format whole (processing-pipeline's report: `Generated on: Sat Jul 12 00:02:54 UTC 2025`),
 # weekday, seconds, zone and year with it, as C's ctime() prints it too
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _CLOCK = re.compile(
-    r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+"
+    rf"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\s+{_MONTH}\s+\d{{1,2}}\s+"
     r"\d\d:\d\d:\d\d(?:\s+(?:[A-Z]{2,5}|[+-]\d{4}))?\s+\d{4}\b"
-    r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+(?:\d\d:\d\d|\d{4})\b"
+    rf"|\b{_MONTH}\s+\d{{1,2}}\s+(?:\d\d:\d\d|\d{{4}})\b"
     r"|\b\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?\b|\b\d\d:\d\d:\d\d\b|\b[0-9a-f]{12}\b"
 )
 

@@ -14,6 +14,7 @@ bundled CI task hello-world, written in the format OpenHands records; each is co
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from importlib import resources
 from pathlib import Path
@@ -149,21 +150,24 @@ def test_the_directorys_mode_shows_as_the_parent_of_a_folder_listed_under_it():
         assert runtime_files(events(other), "/app") == []
 
 
+def openhands_divergence(command: str, recorded: str, stdout: bytes) -> int | None:
+    """The turn where an OpenHands `execute_bash` call that recorded `recorded` diverges from a replay printing
+    `stdout` (None: the same output)."""
+    from pivot_tasks._replay_check import first_divergence, recorded_steps
+
+    call = Message("assistant", tool_calls=(ToolCall("execute_bash", json.dumps({"command": command}), "c1"),))
+    answer = Message("tool", recorded, tool_call_id="c1", extra={"recorded": {"output": recorded, "exit_code": 0}})
+    (step,) = recorded_steps([call, answer], {"harness": "openhands"})
+    raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout)
+    found = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
+    return found[0] if found else None
+
+
 def test_a_tab_read_off_openhands_tmux_pane_as_spaces_is_the_same_output():
     # git-workflow-hack: `git init` prints `hint:\tgit config ...`; OpenHands read it off its tmux pane as two
     # spaces (no tab in any of the public runs' command outputs), and the replay diverged there
-    from pivot_tasks._replay_check import first_divergence, recorded_steps
-
     recorded = "hint:   git branch -m <name>\nInitialized empty Git repository in /app/site/.git/"
-    call = Message("assistant", tool_calls=(ToolCall("execute_bash", json.dumps({"command": "git init"}), "c1"),))
-    answer = Message("tool", recorded, tool_call_id="c1", extra={"recorded": {"output": recorded, "exit_code": 0}})
-    (step,) = recorded_steps([call, answer], {"harness": "openhands"})
-
-    def found(stdout: bytes) -> int | None:
-        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout)
-        diverged = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
-        return diverged and diverged[0]
-
+    found = functools.partial(openhands_divergence, "git init", recorded)
     assert found(b"hint: \tgit branch -m <name>\nInitialized empty Git repository in /app/site/.git/\n") is None
     # spaces are not tabs the other way round, and the rest of the line still counts
     assert found(b"hint: git branch -m <name>\nInitialized empty Git repository in /app/site/.git/\n") == 0
@@ -173,18 +177,11 @@ def test_a_tab_read_off_openhands_tmux_pane_as_spaces_is_the_same_output():
 def test_the_echo_of_a_multi_line_command_in_openhands_output_is_not_what_it_printed():
     # git-workflow-hack: `git commit -m "title<newline>- body"`: the tmux pane held the command's lines before
     # git's own output, and OpenHands kept them (13 of the 24 multi-line commands of the public runs)
-    from pivot_tasks._replay_check import first_divergence, recorded_steps
-
     command = 'git commit -m "Initial commit\n\n- Add the site"'
     printed = "Author identity unknown\n\nfatal: unable to auto-detect email address"
 
     def found(recorded: str, stdout: str) -> int | None:
-        call = Message("assistant", tool_calls=(ToolCall("execute_bash", json.dumps({"command": command}), "c1"),))
-        answer = Message("tool", recorded, tool_call_id="c1", extra={"recorded": {"output": recorded, "exit_code": 0}})
-        (step,) = recorded_steps([call, answer], {"harness": "openhands"})
-        raw = SimpleNamespace(killed=None, exit_code=0, stdout=stdout.encode())
-        diverged = first_divergence([step], [[(raw, "/app")], [(raw, "/app")]])
-        return diverged and diverged[0]
+        return openhands_divergence(command, recorded, stdout.encode())
 
     echo = 'git commit -m "Initial commit\n- Add the site"\n'  # the pane left the blank line out
     assert found(echo + printed, printed) is None
