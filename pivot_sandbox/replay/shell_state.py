@@ -234,7 +234,7 @@ def processes_against_state(after: bytes, state: bytes) -> tuple[str, ...]:
         elif same.state in ("T", "t") and p.state not in ("T", "t"):
             out.append(f"(paused) {p.command}")
         elif same.nice != p.nice:
-            out.append(f"(reniced {same.nice}) {p.command}")
+            out.append(f"(reniced {same.nice - p.nice:+d}) {p.command}")  # by how much: the host may run niced
     return tuple(out)
 
 

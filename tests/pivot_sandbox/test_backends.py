@@ -228,7 +228,7 @@ def test_the_states_processes_are_compared_by_identity_not_command_line(backend)
     assert (expert.stdout, expert.processes) == ("hi", ()), expert
     assert restarted.stdout == "hi" and restarted.processes == (HTTPD, f"(stopped) {HTTPD}"), restarted
     assert paused.processes == (f"(paused) {HTTPD}",), paused
-    assert reniced.stdout == "hi" and reniced.processes == (f"(reniced 5) {HTTPD}",), reniced
+    assert reniced.stdout == "hi" and reniced.processes == (f"(reniced +5) {HTTPD}",), reniced
 
 
 def test_a_server_that_computes_before_it_listens_is_waited_for(backend):
