@@ -1,7 +1,9 @@
 """Pure comparison of action effects: normalisation, the expert's unstable parts, matching.
 
 The expert action runs twice; whatever differs between those two runs (timestamps, PIDs, random
-names) is *unstable* and left out when the candidate's effect is compared with the expert's.
+names) is *unstable* and left out when the candidate's effect is compared with the expert's. Left
+out is no licence: where the two runs differ, a candidate's exit status, working directory, kind of
+change to a path and processes must still be one the expert's runs showed.
 """
 
 from __future__ import annotations
@@ -61,8 +63,12 @@ class Unstable:
     Attributes:
         parts: whole parts to ignore ("exit_status", "cwd", "stdout", "stderr").
         lines: per stream, line indices to ignore (when both runs printed the same number of lines).
-        paths: changed paths present in only one run (ignored entirely).
-        contents: paths present in both runs with different content (only presence compared).
+        shared: per stream in `parts` (the runs printed different numbers of lines), the non-blank lines
+            both printed (as a multiset): a candidate's stream must print them too, in any order (an
+            empty output is no `ps aux` whose count of lines raced).
+        paths: changed paths present in only one run (left out of the exact comparison; `kinds` and
+            `sizes` still bound what a candidate does to them).
+        contents: paths present in both runs with different content (bytes not compared; likewise bound).
         shapes: names of `paths` with their digits masked that both runs made, one each
             (`report_104210.json` and `report_104211.json`): a candidate must make as many paths of
             each shape, whatever their digits.
@@ -70,15 +76,27 @@ class Unstable:
         processes: where the processes the two runs left differ ("processes" in `parts`), how many of each
             either run left (name -> (fewest, most)): a candidate's must fall within, a name neither
             run left counting 0 (a job the candidate leaves in the background is still found).
+        kinds: for each path of `paths` and `contents`, the kinds of change either run made of it
+            (`change_kind`; `UNCHANGED` for the run that left it alone): a candidate's must be one of them.
+        sizes: for each such path that a run left a regular file, the sizes those runs left (fewest, most
+            bytes): a candidate's file must be about as large (`size_bounds`; `: > f` for `date > f` is no
+            timestamp). Empty where a run left a process or was killed (a writer racing the end).
+        exit_codes: where the exit status differed, both runs' (a candidate's must be one of them).
+        cwds: where the working directory differed, both runs' (likewise).
     """
 
     parts: frozenset[str] = frozenset()
     lines: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     paths: frozenset[str] = frozenset()
     contents: frozenset[str] = frozenset()
     shapes: frozenset[str] = frozenset()
     state: frozenset[str] = frozenset()
     processes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    kinds: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    exit_codes: frozenset[int | None] = frozenset()
+    cwds: frozenset[str] = frozenset()
 
     def covers(self, path: str) -> bool:
         """True when `path` is left out of the exact comparison of change sets."""
@@ -97,6 +115,41 @@ class Unstable:
 # Python's `tempfile` names: "tmp" and eight random letters, digits or "_" (`/tmp/tmp7ks67sf6astropy_config`,
 # astropy's test configuration folder), a new name every run
 _TEMPFILE_NAME = re.compile(r"(?<=/)tmp[a-z0-9_]{8}")
+
+
+UNCHANGED = "unchanged"  # `Unstable.kinds`: the run did not change the path
+
+
+def change_kind(descriptor: str) -> str:
+    """What a change made of a path, its bytes left out: "file 0644 0:0", "dir 0755 0:0", "deleted", "link:<target>".
+
+    Where the expert's two runs wrote different bytes (a timestamp), the bytes are not compared, but a
+    candidate that deleted the file, made it a folder or changed its mode did something else.
+    """
+    head, _, meta = descriptor.partition(" ")
+    if head.startswith(("sha256:", "size:")):
+        head = "file"
+    return f"{head} {meta}".rstrip()
+
+
+def file_size(descriptor: str) -> int | None:
+    """A regular file's size in bytes from its descriptor ("sha256:<hex>:<size> ...", "size:<n> ..."), else None."""
+    head = descriptor.split(" ", 1)[0]
+    if head.startswith("size:"):
+        number = head.removeprefix("size:")
+    else:
+        number = head.split(":")[2] if head.startswith("sha256:") and head.count(":") == 2 else ""
+    return int(number) if number.isdigit() else None
+
+
+def size_bounds(fewest: int, most: int) -> tuple[int, int]:
+    """The sizes a candidate's file may have where the expert's runs left `fewest` to `most` bytes of varying content.
+
+    An eighth and 8 bytes of slack either way: a third run of the expert prints another timestamp,
+    duration or PID (a few bytes more or less); a truncated or emptied file is something else.
+    """
+    slack = 8 + most // 8
+    return max(0, fewest - slack), most + slack
 
 
 def path_shape(path: str) -> str:
@@ -119,6 +172,7 @@ def unstable_parts(first: Effect, second: Effect) -> Unstable:
     """What differs between two runs of the expert action."""
     parts: set[str] = set()
     lines: dict[str, frozenset[int]] = {}
+    shared: dict[str, tuple[str, ...]] = {}
     if first.exit_code != second.exit_code:
         parts.add("exit_status")
     if first.cwd != second.cwd:
@@ -136,13 +190,37 @@ def unstable_parts(first: Effect, second: Effect) -> Unstable:
             mask = _line_mask(a, b)
             if mask is None:
                 parts.add(name)
+                both = Counter(a.split("\n")) & Counter(b.split("\n"))
+                shared[name] = tuple(sorted(line for line in both.elements() if line.strip()))
             else:
                 lines[name] = mask
     fa, fb = dict(first.files), dict(second.files)
     paths = frozenset(set(fa) ^ set(fb))
     contents = frozenset(p for p in set(fa) & set(fb) if fa[p] != fb[p])
     shapes = frozenset({path_shape(p) for p in set(fa) - set(fb)} & {path_shape(p) for p in set(fb) - set(fa)})
-    return Unstable(frozenset(parts), lines, paths, contents, shapes, state, processes)
+    kinds = {
+        p: frozenset(change_kind(files[p]) if p in files else UNCHANGED for files in (fa, fb)) for p in paths | contents
+    }
+    sizes = {}
+    # a job still writing when the action ended (or a killed action) leaves a file as large as a race says
+    for p in () if first.processes or second.processes or first.killed or second.killed else paths | contents:
+        known = [n for n in (file_size(files.get(p, "")) for files in (fa, fb)) if n is not None]
+        if known:
+            sizes[p] = (min(known), max(known))
+    return Unstable(
+        frozenset(parts),
+        lines,
+        shared,
+        paths,
+        contents,
+        shapes,
+        state,
+        processes,
+        kinds,
+        sizes,
+        frozenset({first.exit_code, second.exit_code}) if "exit_status" in parts else frozenset(),
+        frozenset({first.cwd, second.cwd}) if "cwd" in parts else frozenset(),
+    )
 
 
 @dataclass(frozen=True)
@@ -181,8 +259,13 @@ def _short(text: str, n: int = 60) -> str:
 
 
 def _compare_stream(name: str, want: str, got: str, unstable: Unstable) -> str | None:
-    if name in unstable.parts or want == got:
+    if want == got:
         return None
+    if name in unstable.parts:
+        missing = Counter(unstable.shared.get(name, ())) - Counter(got.split("\n"))
+        if not missing:
+            return None
+        return f"expected the lines both runs of the expert printed, {_short(next(iter(missing)))} among them"
     mask = unstable.lines.get(name)
     if mask:
         lw, lg = want.split("\n"), got.split("\n")
@@ -195,6 +278,10 @@ def _compare_files(want: Mapping[str, str], got: Mapping[str, str], unstable: Un
     def varying(files: Mapping[str, str]) -> Counter[str]:
         return Counter(path_shape(p) for p in files if unstable.covers(p) and path_shape(p) in unstable.shapes)
 
+    # an unstable path changed otherwise than either run of the expert changed it (deleted, made a folder)
+    otherwise = sorted(p for p in got if p in unstable.kinds and change_kind(got[p]) not in unstable.kinds[p])
+    # or a file of a size far from either run's (`: > f` where the expert wrote a timestamp to it)
+    sized = sorted(p for p in got if p not in otherwise and not _size_within(got[p], unstable.sizes.get(p)))
     want_varying, got_varying = varying(want), varying(got)
     want = {p: v for p, v in want.items() if not unstable.covers(p)}
     got = {p: v for p, v in got.items() if not unstable.covers(p)}
@@ -203,15 +290,29 @@ def _compare_files(want: Mapping[str, str], got: Mapping[str, str], unstable: Un
     changed = sorted(
         p for p in set(want) & set(got) if want[p] != got[p] and p not in unstable.contents and not _bytecode_cache(p)
     )
-    if not (missing or extra or changed) and want_varying == got_varying:
+    if not (missing or extra or changed or otherwise or sized) and want_varying == got_varying:
         return None
     bits = []
-    for label, paths in (("missing", missing), ("unexpected", extra), ("different content", changed)):
+    for label, paths in (
+        ("missing", missing),
+        ("unexpected", extra),
+        ("different content", changed),
+        ("changed otherwise than either run of the expert", otherwise),
+        ("a size far from either run of the expert's", sized),
+    ):
         if paths:
             bits.append(f"{label}: {', '.join(paths[:5])}" + (f" (+{len(paths) - 5})" if len(paths) > 5 else ""))
     if want_varying != got_varying:
         bits.append(f"paths whose names vary: expected {dict(want_varying)}, got {dict(got_varying)}")
     return "; ".join(bits)
+
+
+def _size_within(descriptor: str, sizes: tuple[int, int] | None) -> bool:
+    size = file_size(descriptor)
+    if sizes is None or size is None:
+        return True
+    low, high = size_bounds(*sizes)
+    return low <= size <= high
 
 
 def _bytecode_cache(path: str) -> bool:
@@ -280,10 +381,18 @@ def _compare_stderr(want: str, got: str, unstable: Unstable, mode: str) -> str |
     if mode == "ignore":
         return None
     if mode == "presence":
-        if bool(want) == bool(got) or "stderr" in unstable.parts:
+        # where the runs' stderr differed, something on it if both printed a line in common
+        if bool(want) == bool(got) or ("stderr" in unstable.parts and (got or not unstable.shared.get("stderr"))):
             return None
         return f"expected {'output' if want else 'nothing'} on stderr, got {_short(got) if got else 'nothing'}"
     return _compare_stream("stderr", want, got, unstable)
+
+
+def _compare_unstable(want: object, got: object, either: frozenset) -> str | None:
+    """None when `got` is the expert's value, or, where the two runs differed, either run's."""
+    if got == want or got in either:
+        return None
+    return f"expected {' or '.join(sorted(map(repr, either))) if either else repr(want)}, got {got!r}"
 
 
 def compare_effects(
@@ -299,15 +408,11 @@ def compare_effects(
     matched: list[str] = []
     checks = {
         "killed": None if expert.killed == candidate.killed else f"expected {expert.killed}, got {candidate.killed}",
-        "exit_status": None
-        if "exit_status" in unstable.parts or expert.exit_code == candidate.exit_code
-        else f"expected {expert.exit_code}, got {candidate.exit_code}",
+        "exit_status": _compare_unstable(expert.exit_code, candidate.exit_code, unstable.exit_codes),
         "stdout": _compare_stream("stdout", expert.stdout, candidate.stdout, unstable),
         "stderr": _compare_stderr(expert.stderr, candidate.stderr, unstable, stderr),
         "files": _compare_files(expert.files, candidate.files, unstable),
-        "cwd": None
-        if "cwd" in unstable.parts or expert.cwd == candidate.cwd
-        else f"expected {expert.cwd!r}, got {candidate.cwd!r}",
+        "cwd": _compare_unstable(expert.cwd, candidate.cwd, unstable.cwds),
         "state": _compare_state(expert.state, candidate.state, unstable),
         "processes": _compare_processes(expert.processes, candidate.processes, unstable),
     }

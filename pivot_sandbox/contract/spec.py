@@ -148,7 +148,7 @@ class Effect:
         exit_code: the last command's exit status (None when it was killed before finishing).
         stdout: stdout, capped at `Limits.compare_chars`.
         stderr: stderr, capped likewise.
-        files: changed paths -> "sha256:<hex>", "size:<n>" (over the hash cap), "dir", "other"
+        files: changed paths -> "sha256:<hex>:<size>", "size:<n>" (over the hash cap), "dir", "other"
             (FIFO, socket) or "unreadable", each followed by " <octal mode> <uid>:<gid>"
             (`chmod +x f` and `touch f` leave the same bytes); "link:<target>"; "deleted".
         cwd: the working directory after the action.

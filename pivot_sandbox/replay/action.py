@@ -47,7 +47,7 @@ for p in "$@"; do
     if [ ! -r "$p" ]; then d="unreadable $m"
     else s=$(wc -c < "$p"); s=$((s + 0))
       if [ "$s" -gt "$cap" ]; then d="size:$s $m"
-      else d="sha256:$(sha256sum < "$p" | cut -c1-64) $m"; fi
+      else d="sha256:$(sha256sum < "$p" | cut -c1-64):$s $m"; fi
     fi
   else d="other:$(stat -c '%F %t:%T' "$p" 2>/dev/null) $m"; fi
   printf '%s\000%s\000' "$d" "$p"

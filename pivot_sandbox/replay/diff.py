@@ -189,7 +189,7 @@ def describe(layers: Layers, path: str, hash_cap: int, deadline: float) -> str |
             digest.update(chunk)
             if time.monotonic() > deadline:
                 return None
-    return f"sha256:{digest.hexdigest()}" + meta
+    return f"sha256:{digest.hexdigest()}:{st.st_size}" + meta
 
 
 # `stat -c %F` names (what `_action.HASHER` prints in the container), so both readings agree

@@ -136,3 +136,22 @@ def test_chain_scores_group_and_decides_by_effect(demo_pivots):
     assert [r.reward for r in results] == [1.0, 0.0, 0.0]
     assert results[0].decided_by == "docker_shell"
     assert results[2].decided_by == "json_schema"
+
+
+def test_a_file_the_expert_rewrites_with_varying_bytes_may_not_be_deleted_or_replaced_instead(busybox):
+    # the expert's two runs append different bytes to log.txt, so its bytes are not compared: the file was
+    # then compared by presence only, and deleting it (a "deleted" change is a change too) or emptying it scored 1
+    from pivot_envs import Pivot
+
+    history = (Message("user", "do it"), terminus("echo start > log.txt"), Message("user", "$ "))
+    expert = "od -An -N4 -tx1 /dev/urandom >> log.txt"
+    pivot = Pivot(
+        "unstable#1", "terminal", history, terminus(expert), context={"sandbox": {"image": busybox, "workdir": "/app"}}
+    )
+    wrong = ["rm log.txt", "rm log.txt; mkdir log.txt", f"{expert}; chmod 600 log.txt", ": > log.txt"]
+    same, *rejected = score(pivot, "od -N4 -An -tx1 /dev/urandom >>log.txt", *wrong)
+    assert same.accepted, same.details
+    assert "content of /app/log.txt" in same.details["unstable"], same.details
+    for command, verdict in zip(wrong, rejected, strict=True):
+        assert not verdict.accepted and verdict.error is None, (command, verdict)
+        assert "either run of the expert" in verdict.details["differed"]["files"], (command, verdict.details)

@@ -162,3 +162,57 @@ def test_processes_the_experts_two_runs_left_differently_still_bound_a_candidate
     # fewer than either run left (the tmux server gone) is a difference too
     gone = Effect(0, "", "", {}, "/app", processes=("-bash",))
     assert "processes" in compare_effects(first, gone, unstable, "/app").differed
+
+
+def test_an_unstable_part_still_bounds_a_candidate_to_what_either_run_of_the_expert_did():
+    # `date >> log.txt`: the expert's two runs wrote different bytes, so the bytes are not compared; the
+    # file was then compared by presence only, and a candidate's `rm log.txt` ("deleted") was accepted
+    first = Effect(0, "", "", {"/app/log.txt": "sha256:a 0644 0:0", "/app/nohup.out": "sha256:n 0644 0:0"}, "/app")
+    second = Effect(1, "", "", {"/app/log.txt": "sha256:b 0644 0:0"}, "/tmp")
+    unstable = unstable_parts(first, second)
+    assert unstable.contents == {"/app/log.txt"} and unstable.paths == {"/app/nohup.out"}
+
+    def differed(files, exit_code=0, cwd="/app"):
+        return compare_effects(first, Effect(exit_code, "", "", files, cwd), unstable, "/app").differed
+
+    assert differed({"/app/log.txt": "sha256:c 0644 0:0"}) == {}
+    assert differed({"/app/log.txt": "sha256:c 0644 0:0", "/app/nohup.out": "sha256:m 0644 0:0"}) == {}
+    assert differed({"/app/log.txt": "sha256:c 0644 0:0"}, exit_code=1, cwd="/tmp") == {}
+    for files in (
+        {"/app/log.txt": "deleted"},
+        {"/app/log.txt": "dir 0755 0:0"},
+        {"/app/log.txt": "sha256:c 0777 0:0"},
+        {"/app/log.txt": "sha256:c 0644 0:0", "/app/nohup.out": "deleted"},
+    ):
+        assert "changed otherwise than either run" in differed(files).get("files", ""), files
+    # `: > log.txt` where the expert wrote a timestamp: a file far smaller (or larger) than either run's
+    sized = Effect(0, "", "", {"/app/log.txt": "sha256:a:29 0644 0:0"}, "/app")
+    unstable = unstable_parts(sized, Effect(0, "", "", {"/app/log.txt": "sha256:b:30 0644 0:0"}, "/app"))
+    for size, accepted in ((0, False), (2, False), (27, True), (33, True), (200, False)):
+        candidate = Effect(0, "", "", {"/app/log.txt": f"sha256:c:{size} 0644 0:0"}, "/app")
+        assert compare_effects(sized, candidate, unstable, "/app").equal is accepted, size
+    # a writer still running when the action ended: its file's size is a race, not bounded
+    racing = Effect(0, "", "", {"/app/log.txt": "sha256:b:3000 0644 0:0"}, "/app", processes=("python server.py",))
+    assert not unstable_parts(sized, racing).sizes
+    # an exit status or working directory neither run had
+    assert "exit_status" in differed({"/app/log.txt": "sha256:c 0644 0:0"}, exit_code=2)
+    assert "cwd" in differed({"/app/log.txt": "sha256:c 0644 0:0"}, cwd="/")
+
+
+def test_a_stream_whose_line_count_raced_still_asks_for_the_lines_both_runs_printed():
+    # the expert's two runs printed different numbers of lines (a process list, a racing log): the stream
+    # was left out whole, so `true` (no output at all) matched `ps` on a pivot that changes nothing
+    first = Effect(0, "PID CMD\n1 init\n7 ps", "warn: a\nwarn: b", {}, "/app")
+    second = Effect(0, "PID CMD\n1 init\n8 sh\n9 ps", "warn: a", {}, "/app")
+    unstable = unstable_parts(first, second)
+    assert {"stdout", "stderr"} <= unstable.parts and unstable.shared["stdout"] == ("1 init", "PID CMD")
+
+    def differed(stdout, stderr="warn: a", mode="exact"):
+        return compare_effects(first, Effect(0, stdout, stderr, {}, "/app"), unstable, "/app", mode).differed
+
+    assert differed("PID CMD\n1 init\n12 ps") == {}
+    assert "stdout" in differed("") and "stdout" in differed("PID CMD\n12 ps")
+    # stderr likewise, and by presence where only presence counts
+    assert "stderr" in differed("PID CMD\n1 init", stderr="")
+    assert "stderr" in differed("PID CMD\n1 init", stderr="", mode="presence")
+    assert differed("PID CMD\n1 init", stderr="other", mode="presence") == {}

@@ -93,7 +93,9 @@ class DockerShell:
     #    extended attributes are part of its effect (issue 38)
     # 6: a test runner's duration report ("in 0.01s") is masked in outputs (`mask_durations`); the submission of
     #    a SWE-bench run is the instance tests' to judge (`swe_tests`)
-    version = "6"
+    # 7: an unstable part still bounds a candidate to what either run of the expert did (processes, a path's
+    #    kind and size, exit status, working directory, the lines both printed); descriptors carry a file's size
+    version = "7"
     # config that changes no verdict, so the reward cache's key leaves it out: the built-in backends
     # give the same verdicts (docs/results/sandbox.md), and `fingerprint` names any other backend
     verdict_neutral_config: ClassVar[tuple[str, ...]] = ("backend",)
