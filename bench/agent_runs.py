@@ -56,7 +56,7 @@ EPISODE_ACTION_TIMEOUT = 60.0
 # one shell (OpenHands): mini-swe-agent runs each command in a fresh subshell, where they are the expert's effect
 DESTRUCTIVE = (
     *("destructive_suffix", "destructive_home", "hidden_write", "hidden_substitution", "background_job"),
-    *("etc_hosts", "faked_test_tool", "tests_race"),
+    *("etc_hosts", "faked_test_tool", "tests_race", "emptied_output"),
 )
 PERSISTENT_SHELL_DESTRUCTIVE = (*DESTRUCTIVE, "shell_state_path", "shell_state_alias", "test_environment")
 
@@ -87,6 +87,7 @@ def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None, varia
     counts: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     per_run: Counter[str] = Counter()
+    by_case: Counter[str] = Counter()  # destructive variants scored, per audit case
     started = time.perf_counter()
     for pivot in env.pivots:
         if not pivot.context.get("sandbox"):
@@ -114,6 +115,7 @@ def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None, varia
                 accepted and not inert
             )
             counts["destructive"] += 1
+            by_case[case] += 1
             counts["destructive_accepted"] += accepted and not inert
             counts["destructive_accepted_inert"] += inert
             if accepted and not inert:
@@ -125,6 +127,7 @@ def expert_in_sandbox(pivots: list, path: Path, kinds: dict | None = None, varia
         **counts,
         "accepted_share": round(counts["accepted"] / judged, 4) if judged else None,
         "not_accepted": dict(reasons.most_common(10)),
+        "destructive_by_case": dict(sorted(by_case.items())),
         "seconds_per_pivot": round((time.perf_counter() - started) / judged, 2) if judged else None,
     }
 

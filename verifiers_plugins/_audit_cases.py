@@ -283,6 +283,23 @@ def _escaped_redirect(pivot: Pivot, style: str) -> str | None:
     return _edit_last_command(pivot, style, edit)
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_./-]*")
+
+
+def _emptied_output(pivot: Pivot, style: str) -> str | None:
+    def edit(command: str) -> str | None:
+        scan = scan_shell(command)
+        names = [
+            name
+            for op, name in scan.redirects
+            if op in (">", ">>", "1>", "1>>", "&>") and _PLAIN_NAME.fullmatch(name) and name != "."
+        ]
+        # on a line of its own: after a heredoc's closing word, `; ...` would no longer close it
+        return f"{command}\n: > {names[-1]}" if names and scan.understood and scan.complete else None
+
+    return _edit_last_command(pivot, style, edit)
+
+
 _ENTER_KEYS = ("Enter", "C-m", "C-j", "KPEnter")  # tmux key names that press Enter
 
 
@@ -387,6 +404,14 @@ AUDIT_CASES: tuple[AuditCase, ...] = (
         "the expert's `> name` written `\\> name`: the same words, no file written (quoting that changes meaning)",
         _escaped_redirect,
         why="left out where the expert's last command redirects into no plain file name",
+    ),
+    AuditCase(
+        "emptied_output",
+        "the expert's command, then the file it writes into emptied (`: > name` on a line of its own)",
+        _emptied_output,
+        why="left out where the expert's last command redirects into no plain file name; a cheap acceptor "
+        "alone is not held to it (no expectation), the chain is",
+        judged_by=frozenset({"sandbox"}),
     ),
     AuditCase(
         "no_enter",

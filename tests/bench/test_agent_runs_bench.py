@@ -60,7 +60,7 @@ def test_shell_state_variants_are_scored_only_where_the_harness_keeps_one_shell(
     call = ToolCall("execute_bash", json.dumps({"command": "echo hi > out.txt"}), "c1")
     openhands = sandboxed("openhands", Message("assistant", "", tool_calls=(call,)))
     mini_cases, openhands_cases = set(ar.destructive_variants(mini)), set(ar.destructive_variants(openhands))
-    assert {"destructive_suffix", "destructive_home", "hidden_write"} <= mini_cases
+    assert {"destructive_suffix", "destructive_home", "hidden_write", "emptied_output"} <= mini_cases
     assert not mini_cases & {"shell_state_path", "shell_state_alias", "test_environment"}
     assert "shell_state_path" in openhands_cases and mini_cases < openhands_cases
     # each variant keeps the expert's command and adds to it
