@@ -91,6 +91,7 @@ def build_tasks(
     only: str = typer.Option("", "--only", help="Comma-separated task ids (default: every folder)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the content hash is cached."),
     keep: int = typer.Option(24, "--keep", help="Task images kept (least recently used removed past it)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a task cannot build (CI's own tasks)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Build every task image of a folder; each task that cannot build says why."""
@@ -105,6 +106,8 @@ def build_tasks(
         emit_json({"total": len(rows), "ready": ready, "tasks": rows})
     else:
         _print_builds(rows, "task images")
+    if strict and ready < len(rows):
+        fail(f"{len(rows) - ready} of {len(rows)} task images could not be built (--strict)")
 
 
 def info(as_json: bool = JSON_OPTION) -> None:

@@ -324,6 +324,7 @@ def _set_aside(s: _Session, folder: str, tar: Path) -> None:
     """Archive `folder` of the build container to `tar` (entries `<its name>/...`, written whole), then remove it."""
     part = tar.with_name(tar.name + ".part")
     try:
+        part.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine has no cache folder yet
         with api_timeout(s.api, COMMIT_TIMEOUT), part.open("wb") as out:
             for chunk in s.api.get_archive(s.id, folder)[0]:
                 out.write(chunk)

@@ -171,6 +171,19 @@ def test_cli_build_tasks_takes_a_harbor_folder(built):
     }
 
 
+def test_cli_build_tasks_strict_fails_when_a_task_cannot_build(tmp_path, docker_client):
+    # CI builds its own tasks with --strict: a skipped one (a fresh machine's missing cache folder skipped all
+    # three) is a failed step with the reason, not 30 minutes of tests that each build the image again
+    from pivot_cli import app
+
+    shutil.copytree(TASKS / "py-greeting", tmp_path / "py-greeting")
+    (tmp_path / "py-greeting" / "environment" / "Dockerfile").write_text("FROM example.org/no-such/image:1\n")
+    plain = CliRunner().invoke(app, ["sandbox", "build-tasks", str(tmp_path), "--json"])
+    assert plain.exit_code == 0 and json.loads(plain.output)["ready"] == 0, plain.output
+    strict = CliRunner().invoke(app, ["sandbox", "build-tasks", str(tmp_path), "--strict"])
+    assert strict.exit_code == 1 and "1 of 1 task images could not be built" in strict.output, strict.output
+
+
 def test_run_tests_runs_test_sh_for_a_harbor_task(built):
     # the entry point of the `task_tests` verifier and the terminal episode env: a candidate, then the tests
     from pivot_sandbox.tasks.verification import run_tests

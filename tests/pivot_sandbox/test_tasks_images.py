@@ -322,6 +322,18 @@ def test_a_step_that_uses_the_withheld_solution_builds_and_the_image_holds_neith
     docker_client.images.remove(report.image, force=True)
 
 
+def test_a_task_image_builds_on_a_machine_with_no_cache_folder_yet(tmp_path, docker_client, monkeypatch):
+    # the tests' venv set aside went to `~/.cache/pivot-gym/test-tools/`, which a fresh machine lacks: every
+    # task image was skipped ("/opt/pivot-tests could not be set aside ... No such file or directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "fresh-cache"))
+    folder = _scratch_task(tmp_path, "FROM ghcr.io/laude-institute/t-bench/python-3-13:latest\nWORKDIR /app\n")
+    report = _tasks.task_image(docker_client, _tasks.load_task(folder), keep=64, force=True)
+    assert report.status == "built", report
+    tars = list((tmp_path / "fresh-cache" / "pivot-gym" / "test-tools").glob("*.tar"))
+    assert len(tars) == 1 and tars[0].stat().st_size > 0, tars
+    docker_client.images.remove(report.image, force=True)
+
+
 def test_a_left_out_tests_copy_becomes_its_folder_only_where_root_makes_it(tmp_path):
     # the emptied folder is made by a RUN step in place of the COPY; after `USER app` that RUN would run as
     # app, which may not write /app (COPY makes root's folders whatever the USER): no step then, as before
