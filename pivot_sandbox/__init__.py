@@ -23,19 +23,17 @@ from pivot_sandbox.contract.check import check_backend
 from pivot_sandbox.contract.effects import (
     STDERR_MODES,
     Comparison,
-    Unstable,
     compare_effects,
     is_racy,
     mask_durations,
     normalize_output,
-    path_shape,
     reason_for,
-    unstable_parts,
 )
 from pivot_sandbox.contract.equivalents import registry_equivalent
 from pivot_sandbox.contract.marks import ReplayMark, RunFacts, SandboxContext, unsandbox
 from pivot_sandbox.contract.network import NETWORK, needs_network
 from pivot_sandbox.contract.spec import LABEL, Effect, Limits, SandboxSpec
+from pivot_sandbox.contract.unstable import Unstable, path_shape, unstable_parts
 from pivot_sandbox.errors import (
     BackendContractError,
     DockerfileError,

@@ -1,9 +1,6 @@
-"""Pure comparison of action effects: normalisation, the expert's unstable parts, matching.
+"""Pure comparison of action effects: normalisation and matching, the expert's unstable parts left out.
 
-The expert action runs twice; whatever differs between those two runs (timestamps, PIDs, random
-names) is *unstable* and left out when the candidate's effect is compared with the expert's. Left
-out is no licence: where the two runs differ, a candidate's exit status, working directory, kind of
-change to a path and processes must still be one the expert's runs showed.
+What is unstable, and what still bounds it there, is `pivot_sandbox.contract.unstable`.
 """
 
 from __future__ import annotations
@@ -11,9 +8,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pivot_sandbox.contract.spec import Effect, Json
+from pivot_sandbox.contract.unstable import ANY_VALUE, Unstable, change_kind, file_size, path_shape, size_bounds
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 PARTS = ("killed", "exit_status", "stdout", "stderr", "files", "cwd", "state", "processes")
@@ -54,173 +52,6 @@ def normalize_output(text: str, cap: int) -> str:
     while lines and not lines[-1]:
         lines.pop()
     return "\n".join(lines)[:cap]
-
-
-@dataclass(frozen=True)
-class Unstable:
-    """Parts of the expert effect that differed between two runs of the same action.
-
-    Attributes:
-        parts: whole parts to ignore ("exit_status", "cwd", "stdout", "stderr").
-        lines: per stream, line indices to ignore (when both runs printed the same number of lines).
-        shared: per stream in `parts` (the runs printed different numbers of lines), the non-blank lines
-            both printed (as a multiset): a candidate's stream must print them too, in any order (an
-            empty output is no `ps aux` whose count of lines raced).
-        paths: changed paths present in only one run (left out of the exact comparison; `kinds` and
-            `sizes` still bound what a candidate does to them).
-        contents: paths present in both runs with different content (bytes not compared; likewise bound).
-        shapes: names of `paths` with their digits masked that both runs made, one each
-            (`report_104210.json` and `report_104211.json`): a candidate must make as many paths of
-            each shape, whatever their digits.
-        state: keys of the shell state whose values differed (left out of the comparison).
-        processes: where the processes the two runs left differ ("processes" in `parts`), how many of each
-            either run left (name -> (fewest, most)): a candidate's must fall within, a name neither
-            run left counting 0 (a job the candidate leaves in the background is still found).
-        kinds: for each path of `paths` and `contents`, the kinds of change either run made of it
-            (`change_kind`; `UNCHANGED` for the run that left it alone): a candidate's must be one of them.
-        sizes: for each such path that a run left a regular file, the sizes those runs left (fewest, most
-            bytes): a candidate's file must be about as large (`size_bounds`; `: > f` for `date > f` is no
-            timestamp). Empty where a run left a process or was killed (a writer racing the end).
-        exit_codes: where the exit status differed, both runs' (a candidate's must be one of them).
-        cwds: where the working directory differed, both runs' (likewise).
-    """
-
-    parts: frozenset[str] = frozenset()
-    lines: Mapping[str, frozenset[int]] = field(default_factory=dict)
-    shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    paths: frozenset[str] = frozenset()
-    contents: frozenset[str] = frozenset()
-    shapes: frozenset[str] = frozenset()
-    state: frozenset[str] = frozenset()
-    processes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    kinds: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    exit_codes: frozenset[int | None] = frozenset()
-    cwds: frozenset[str] = frozenset()
-
-    def covers(self, path: str) -> bool:
-        """True when `path` is left out of the exact comparison of change sets."""
-        return path in self.paths or (bool(self.shapes) and path_shape(path) in self.shapes)
-
-    def describe(self) -> list[str]:
-        """Human-readable list of what is excluded."""
-        out = sorted(self.parts)
-        out += [f"{s} line {i + 1}" for s, idx in sorted(self.lines.items()) for i in sorted(idx)]
-        out += [f"path {p}" for p in sorted(self.paths)] + [f"content of {p}" for p in sorted(self.contents)]
-        out += [f"paths named {s}" for s in sorted(self.shapes)]
-        out += [f"shell state {k}" for k in sorted(self.state)]
-        return out
-
-
-# Python's `tempfile` names: "tmp" and eight random letters, digits or "_" (`/tmp/tmp7ks67sf6astropy_config`,
-# astropy's test configuration folder), a new name every run
-_TEMPFILE_NAME = re.compile(r"(?<=/)tmp[a-z0-9_]{8}")
-
-
-UNCHANGED = "unchanged"  # `Unstable.kinds`: the run did not change the path
-
-
-def change_kind(descriptor: str) -> str:
-    """What a change made of a path, its bytes left out: "file 0644 0:0", "dir 0755 0:0", "deleted", "link:<target>".
-
-    Where the expert's two runs wrote different bytes (a timestamp), the bytes are not compared, but a
-    candidate that deleted the file, made it a folder or changed its mode did something else.
-    """
-    head, _, meta = descriptor.partition(" ")
-    if head.startswith(("sha256:", "size:")):
-        head = "file"
-    return f"{head} {meta}".rstrip()
-
-
-def file_size(descriptor: str) -> int | None:
-    """A regular file's size in bytes from its descriptor ("sha256:<hex>:<size> ...", "size:<n> ..."), else None."""
-    head = descriptor.split(" ", 1)[0]
-    if head.startswith("size:"):
-        number = head.removeprefix("size:")
-    else:
-        number = head.split(":")[2] if head.startswith("sha256:") and head.count(":") == 2 else ""
-    return int(number) if number.isdigit() else None
-
-
-def size_bounds(fewest: int, most: int) -> tuple[int, int]:
-    """The sizes a candidate's file may have where the expert's runs left `fewest` to `most` bytes of varying content.
-
-    An eighth and 8 bytes of slack either way: a third run of the expert prints another timestamp,
-    duration or PID (a few bytes more or less); a truncated or emptied file is something else.
-    """
-    slack = 8 + most // 8
-    return max(0, fewest - slack), most + slack
-
-
-def path_shape(path: str) -> str:
-    """The path with every run of digits replaced by `#` (timestamps, PIDs and counters in names).
-
-    A `tempfile` name's eight random characters become `*` first (letters vary there as well).
-    """
-    return re.sub(r"\d+", "#", _TEMPFILE_NAME.sub("tmp*", path))
-
-
-def _line_mask(a: str, b: str) -> frozenset[int] | None:
-    """Indices of differing lines, or None when the line counts differ (the whole stream is unstable)."""
-    la, lb = a.split("\n"), b.split("\n")
-    if len(la) != len(lb):
-        return None
-    return frozenset(i for i, (x, y) in enumerate(zip(la, lb, strict=True)) if x != y)
-
-
-def unstable_parts(first: Effect, second: Effect) -> Unstable:
-    """What differs between two runs of the expert action."""
-    parts: set[str] = set()
-    lines: dict[str, frozenset[int]] = {}
-    shared: dict[str, tuple[str, ...]] = {}
-    if first.exit_code != second.exit_code:
-        parts.add("exit_status")
-    if first.cwd != second.cwd:
-        parts.add("cwd")
-    processes: dict[str, tuple[int, int]] = {}
-    if first.processes != second.processes:
-        parts.add("processes")
-        a, b = Counter(first.processes), Counter(second.processes)
-        processes = {name: (min(a[name], b[name]), max(a[name], b[name])) for name in set(a) | set(b)}
-    sa, sb = dict(first.state), dict(second.state)
-    state = frozenset(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k))
-    for name in ("stdout", "stderr"):
-        a, b = getattr(first, name), getattr(second, name)
-        if a != b:
-            mask = _line_mask(a, b)
-            if mask is None:
-                parts.add(name)
-                both = Counter(a.split("\n")) & Counter(b.split("\n"))
-                shared[name] = tuple(sorted(line for line in both.elements() if line.strip()))
-            else:
-                lines[name] = mask
-    fa, fb = dict(first.files), dict(second.files)
-    paths = frozenset(set(fa) ^ set(fb))
-    contents = frozenset(p for p in set(fa) & set(fb) if fa[p] != fb[p])
-    shapes = frozenset({path_shape(p) for p in set(fa) - set(fb)} & {path_shape(p) for p in set(fb) - set(fa)})
-    kinds = {
-        p: frozenset(change_kind(files[p]) if p in files else UNCHANGED for files in (fa, fb)) for p in paths | contents
-    }
-    sizes = {}
-    # a job still writing when the action ended (or a killed action) leaves a file as large as a race says
-    for p in () if first.processes or second.processes or first.killed or second.killed else paths | contents:
-        known = [n for n in (file_size(files.get(p, "")) for files in (fa, fb)) if n is not None]
-        if known:
-            sizes[p] = (min(known), max(known))
-    return Unstable(
-        frozenset(parts),
-        lines,
-        shared,
-        paths,
-        contents,
-        shapes,
-        state,
-        processes,
-        kinds,
-        sizes,
-        frozenset({first.exit_code, second.exit_code}) if "exit_status" in parts else frozenset(),
-        frozenset({first.cwd, second.cwd}) if "cwd" in parts else frozenset(),
-    )
 
 
 @dataclass(frozen=True)
@@ -279,9 +110,10 @@ def _compare_files(want: Mapping[str, str], got: Mapping[str, str], unstable: Un
         return Counter(path_shape(p) for p in files if unstable.covers(p) and path_shape(p) in unstable.shapes)
 
     # an unstable path changed otherwise than either run of the expert changed it (deleted, made a folder)
-    otherwise = sorted(p for p in got if p in unstable.kinds and change_kind(got[p]) not in unstable.kinds[p])
+    # (a path of a varying name, `report_7.json`, as either run changed the paths of its shape)
+    otherwise = sorted(p for p in got if change_kind(got[p]) not in (unstable.kinds_of(p) or {change_kind(got[p])}))
     # or a file of a size far from either run's (`: > f` where the expert wrote a timestamp to it)
-    sized = sorted(p for p in got if p not in otherwise and not _size_within(got[p], unstable.sizes.get(p)))
+    sized = sorted(p for p in got if p not in otherwise and not _size_within(got[p], unstable.sizes_of(p)))
     want_varying, got_varying = varying(want), varying(got)
     want = {p: v for p, v in want.items() if not unstable.covers(p)}
     got = {p: v for p, v in got.items() if not unstable.covers(p)}
@@ -329,10 +161,24 @@ def _bytecode_cache(path: str) -> bool:
 
 def _compare_state(want: Mapping[str, str], got: Mapping[str, str], unstable: Unstable) -> str | None:
     keys = sorted(k for k in set(want) | set(got) if k not in unstable.state and want.get(k) != got.get(k))
+    # an unstable key still holds a value of the shape either run left it (or is unset where a run left it so)
+    bounded = sorted(k for k in unstable.state if not _state_within(got.get(k), unstable.state_shapes.get(k)))
+    if bounded:
+        return "; ".join(
+            f"{k}: expected as either run of the expert left it, got {_state_value(got, k)}" for k in bounded[:3]
+        )
     if not keys:
         return None
     shown = "; ".join(f"{k}: expected {_state_value(want, k)}, got {_state_value(got, k)}" for k in keys[:3])
     return shown + (f" (+{len(keys) - 3})" if len(keys) > 3 else "")
+
+
+def _state_within(value: str | None, shapes: frozenset[str | None] | None) -> bool:
+    if shapes is None:
+        return True
+    if value is None:
+        return None in shapes
+    return ANY_VALUE in shapes or path_shape(value) in shapes
 
 
 def _state_value(state: Mapping[str, str], key: str) -> str:

@@ -155,3 +155,28 @@ def test_a_file_the_expert_rewrites_with_varying_bytes_may_not_be_deleted_or_rep
     for command, verdict in zip(wrong, rejected, strict=True):
         assert not verdict.accepted and verdict.error is None, (command, verdict)
         assert "either run of the expert" in verdict.details["differed"]["files"], (command, verdict.details)
+
+
+def test_a_varying_name_and_a_varying_variable_still_bound_what_a_candidate_leaves(busybox):
+    # the expert names its report after a random number and exports one: each run's name and value differ, so
+    # the report was compared by count only (an empty one of any such name scored 1) and the variable not at all
+    from pivot_envs import Pivot
+
+    history = (Message("user", "do it"), terminus("echo start > log.txt"), Message("user", "$ "))
+    expert = "n=$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); echo \"report $n $n\" > report_$n.txt; export STAMP=$n"
+    pivot = Pivot(
+        "unstable#2", "terminal", history, terminus(expert), context={"sandbox": {"image": busybox, "workdir": "/app"}}
+    )
+    same = expert.replace("n=", "m=$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); n=")
+    empty = "touch report_7.txt; export STAMP=7"
+    folder = "mkdir report_7.txt; export STAMP=7"
+    unset = expert.replace("export STAMP=$n", "unset STAMP")
+    command = expert.replace("export STAMP=$n", "export STAMP='rm -rf /'")
+    accepted, *rejected = score(pivot, same, empty, folder, unset, command)
+    assert accepted.accepted, accepted.details
+    assert "shell state env:STAMP" in accepted.details["unstable"], accepted.details
+    for candidate, verdict, part in zip(
+        (empty, folder, unset, command), rejected, ("files", "files", "state", "state"), strict=True
+    ):
+        assert not verdict.accepted and verdict.error is None, (candidate, verdict)
+        assert part in verdict.details["differed"], (candidate, verdict.details)

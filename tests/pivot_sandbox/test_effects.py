@@ -216,3 +216,51 @@ def test_a_stream_whose_line_count_raced_still_asks_for_the_lines_both_runs_prin
     assert "stderr" in differed("PID CMD\n1 init", stderr="")
     assert "stderr" in differed("PID CMD\n1 init", stderr="", mode="presence")
     assert differed("PID CMD\n1 init", stderr="other", mode="presence") == {}
+
+
+def test_a_path_of_a_varying_name_is_bound_as_the_runs_made_theirs():
+    # `date > report_$(date +%s).json`: the two runs' reports have other names, so they were left out of the
+    # comparison but for their count; an empty `report_7.json`, or a folder of that name, was accepted
+    first = Effect(0, "", "", {"/app/report_104210.json": "sha256:a:30 0644 0:0"}, "/app")
+    second = Effect(0, "", "", {"/app/report_104211.json": "sha256:b:31 0644 0:0"}, "/app")
+    unstable = unstable_parts(first, second)
+    assert unstable.shape_kinds == {"/app/report_#.json": {"file 0644 0:0"}}
+    assert unstable.shape_sizes == {"/app/report_#.json": (30, 31)}
+
+    def differed(descriptor: str, name: str = "/app/report_7.json") -> str:
+        candidate = Effect(0, "", "", {name: descriptor}, "/app")
+        return compare_effects(first, candidate, unstable, "/app").differed.get("files", "")
+
+    assert differed("sha256:c:30 0644 0:0") == ""
+    assert differed("sha256:c:31 0644 0:0", "/app/report_104210.json") == ""  # one run's own name
+    assert "a size far from either run" in differed("sha256:c:0 0644 0:0")
+    assert "changed otherwise than either run" in differed("dir 0755 0:0")
+    assert "changed otherwise than either run" in differed("sha256:c:30 0777 0:0")
+    assert "a size far from either run" in differed("sha256:c:0 0644 0:0", "/app/report_104210.json")
+
+
+def test_an_unstable_shell_variable_still_holds_a_value_of_the_shape_either_run_left():
+    # `export STAMP=$(date +%s%N)`: the value differs between the expert's runs and was not compared at all,
+    # so `unset STAMP` or `export STAMP='rm -rf /'` were accepted
+    first = Effect(0, "", "", {}, "/app", state={"env:STAMP": "1765000000123", "umask": "0022"})
+    second = Effect(0, "", "", {}, "/app", state={"env:STAMP": "1765000001456", "umask": "0022"})
+    unstable = unstable_parts(first, second)
+    assert unstable.state == {"env:STAMP"} and unstable.state_shapes == {"env:STAMP": {"#"}}
+
+    def differed(state: dict, a: Effect = first, bounds=unstable) -> str:
+        return compare_effects(a, Effect(0, "", "", {}, "/app", state=state), bounds, "/app").differed.get("state", "")
+
+    assert differed({"env:STAMP": "1765000009999", "umask": "0022"}) == ""
+    assert "env:STAMP" in differed({"umask": "0022"})
+    assert "env:STAMP" in differed({"env:STAMP": "rm -rf /", "umask": "0022"})
+    assert "umask" in differed({"env:STAMP": "1765000009999", "umask": "0777"})  # the stable keys as before
+    # values that differ in more than digits (`mktemp -d`): any value, but still set
+    temp_a = Effect(0, "", "", {}, "/app", state={"env:WORK": "/tmp/tmp.Qx3kZ"})
+    temp_b = Effect(0, "", "", {}, "/app", state={"env:WORK": "/tmp/tmp.aB7pL"})
+    temps = unstable_parts(temp_a, temp_b)
+    assert differed({"env:WORK": "/tmp/tmp.zzzzz"}, temp_a, temps) == ""
+    assert "env:WORK" in differed({}, temp_a, temps)
+    # a key one run left unset may be unset, or of the other run's shape
+    once = unstable_parts(Effect(0, "", "", {}, "/app", state={}), first)
+    assert differed({}, first, once) == "" and differed({"env:STAMP": "42"}, first, once) == ""
+    assert "env:STAMP" in differed({"env:STAMP": "x"}, first, once)

@@ -95,7 +95,9 @@ class DockerShell:
     #    a SWE-bench run is the instance tests' to judge (`swe_tests`)
     # 7: an unstable part still bounds a candidate to what either run of the expert did (processes, a path's
     #    kind and size, exit status, working directory, the lines both printed); descriptors carry a file's size
-    version = "7"
+    # 8: a path of a varying name is bound as the runs made theirs (kind, size); an unstable shell state key
+    #    holds a value of the shape either run left it
+    version = "8"
     # config that changes no verdict, so the reward cache's key leaves it out: the built-in backends
     # give the same verdicts (docs/results/sandbox.md), and `fingerprint` names any other backend
     verdict_neutral_config: ClassVar[tuple[str, ...]] = ("backend",)
