@@ -23,6 +23,9 @@ class Unstable:
     Attributes:
         parts: whole parts to ignore ("exit_status", "cwd", "stdout", "stderr").
         lines: per stream, line indices to ignore (when both runs printed the same number of lines).
+        line_shapes: per stream, for each of its `lines` where both runs' lines have one shape (`path_shape`:
+            `14:50:01` and `14:50:02`), that shape: a candidate's line must have it (`pwd` for `date` is
+            another line, not another reading of the clock). Absent where the lines differ in more than digits.
         shared: per stream in `parts` (the runs printed different numbers of lines), the non-blank lines
             both printed (as a multiset): a candidate's stream must print them too, in any order (an
             empty output is no `ps aux` whose count of lines raced).
@@ -54,6 +57,7 @@ class Unstable:
 
     parts: frozenset[str] = frozenset()
     lines: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    line_shapes: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
     shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     paths: frozenset[str] = frozenset()
     contents: frozenset[str] = frozenset()
@@ -154,6 +158,7 @@ def unstable_parts(first: Effect, second: Effect) -> Unstable:
     """What differs between two runs of the expert action."""
     parts: set[str] = set()
     lines: dict[str, frozenset[int]] = {}
+    line_shapes: dict[str, dict[int, str]] = {}
     shared: dict[str, tuple[str, ...]] = {}
     if first.exit_code != second.exit_code:
         parts.add("exit_status")
@@ -174,6 +179,8 @@ def unstable_parts(first: Effect, second: Effect) -> Unstable:
                 shared[name] = tuple(sorted(line for line in both.elements() if line.strip()))
             else:
                 lines[name] = mask
+                la, lb = a.split("\n"), b.split("\n")
+                line_shapes[name] = {i: path_shape(la[i]) for i in mask if path_shape(la[i]) == path_shape(lb[i])}
     # a job still writing when the action ended (or a killed action) leaves a file as large as a race says
     racing = bool(first.processes or second.processes or first.killed or second.killed)
     state, state_shapes = _state_bounds(dict(first.state), dict(second.state))
@@ -181,6 +188,7 @@ def unstable_parts(first: Effect, second: Effect) -> Unstable:
         _file_bounds(dict(first.files), dict(second.files), racing),
         parts=frozenset(parts),
         lines=lines,
+        line_shapes=line_shapes,
         shared=shared,
         processes=processes,
         exit_codes=frozenset({first.exit_code, second.exit_code}) if "exit_status" in parts else frozenset(),

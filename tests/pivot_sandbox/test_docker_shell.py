@@ -180,3 +180,18 @@ def test_a_varying_name_and_a_varying_variable_still_bound_what_a_candidate_leav
     ):
         assert not verdict.accepted and verdict.error is None, (candidate, verdict)
         assert part in verdict.details["differed"], (candidate, verdict.details)
+
+
+def test_a_clock_reading_is_masked_but_not_any_line_in_its_place(busybox):
+    # `date` prints another line each run, so the line was masked whole: `pwd` (one line, nothing changed) scored 1
+    from pivot_envs import Pivot
+
+    history = (Message("user", "what time is it"), terminus("echo start > log.txt"), Message("user", "$ "))
+    pivot = Pivot(
+        "unstable#3", "terminal", history, terminus("date"), context={"sandbox": {"image": busybox, "workdir": "/app"}}
+    )
+    same, pwd, word = score(pivot, "busybox date", "pwd", "echo now")
+    assert same.accepted, same.details
+    assert "stdout line 1" in same.details["unstable"], same.details
+    for verdict in (pwd, word):
+        assert not verdict.accepted and "stdout" in verdict.details["differed"], verdict.details

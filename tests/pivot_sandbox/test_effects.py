@@ -264,3 +264,22 @@ def test_an_unstable_shell_variable_still_holds_a_value_of_the_shape_either_run_
     once = unstable_parts(Effect(0, "", "", {}, "/app", state={}), first)
     assert differed({}, first, once) == "" and differed({"env:STAMP": "42"}, first, once) == ""
     assert "env:STAMP" in differed({"env:STAMP": "x"}, first, once)
+
+
+def test_a_line_the_experts_runs_printed_differently_keeps_its_shape():
+    # `date`: its one line differs between the expert's runs and was masked whole, so `pwd` (one line, exit 0,
+    # nothing changed) scored as `date`
+    first = Effect(0, "Mon Dec  7 14:50:01 UTC 2026\ndone", "", {}, "/app")
+    second = Effect(0, "Mon Dec  7 14:50:02 UTC 2026\ndone", "", {}, "/app")
+    unstable = unstable_parts(first, second)
+    assert unstable.line_shapes == {"stdout": {0: "Mon Dec  # #:#:# UTC #"}}
+
+    def equal(stdout: str, a: Effect = first, bounds=unstable) -> bool:
+        return compare_effects(a, Effect(0, stdout, "", {}, "/app"), bounds, "/app").equal
+
+    assert equal("Mon Dec  7 14:50:09 UTC 2026\ndone")
+    assert not equal("/app\ndone") and not equal("\ndone")
+    # lines that differ in more than digits (a random hex name): any line there, as before
+    hexes = unstable_parts(Effect(0, "id a3f9\nok", "", {}, "/app"), Effect(0, "id 7bce\nok", "", {}, "/app"))
+    assert hexes.line_shapes == {"stdout": {}}
+    assert equal("anything\nok", Effect(0, "id a3f9\nok", "", {}, "/app"), hexes)

@@ -96,7 +96,7 @@ class DockerShell:
     # 7: an unstable part still bounds a candidate to what either run of the expert did (processes, a path's
     #    kind and size, exit status, working directory, the lines both printed); descriptors carry a file's size
     # 8: a path of a varying name is bound as the runs made theirs (kind, size); an unstable shell state key
-    #    holds a value of the shape either run left it
+    #    holds a value of the shape either run left it, and a masked line of output the shape of both runs' lines
     version = "8"
     # config that changes no verdict, so the reward cache's key leaves it out: the built-in backends
     # give the same verdicts (docs/results/sandbox.md), and `fingerprint` names any other backend
