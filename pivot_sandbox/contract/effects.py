@@ -115,7 +115,9 @@ def _compare_files(want: Mapping[str, str], got: Mapping[str, str], unstable: Un
 
     # an unstable path changed otherwise than either run of the expert changed it (deleted, made a folder)
     # (a path of a varying name, `report_7.json`, as either run changed the paths of its shape)
-    otherwise = sorted(p for p in got if change_kind(got[p]) not in (unstable.kinds_of(p) or {change_kind(got[p])}))
+    otherwise = sorted(
+        p for p in got if (either := unstable.kinds_of(p)) is not None and change_kind(got[p]) not in either
+    )
     # or a file of a size far from either run's (`: > f` where the expert wrote a timestamp to it)
     sized = sorted(p for p in got if p not in otherwise and not _size_within(got[p], unstable.sizes_of(p)))
     want_varying, got_varying = varying(want), varying(got)
